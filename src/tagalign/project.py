@@ -1,0 +1,172 @@
+"""A `Project`: one folder holding a vocabulary, a recipe's config and its trained model.
+
+Layout::
+
+    PROJECT/project.json   name, recipe, params, vocabulary fingerprint, versions, scores
+    PROJECT/vocab.json.gz  the vocabulary, saved once (fast load)
+    PROJECT/model/         the trained recipe (written atomically; safetensors/JSON/npy)
+    PROJECT/work/          finished training phases, so an interrupted train resumes
+
+The CLI, the REST API and the benchmarks are thin layers over this class.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import shutil
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from tagalign.io import atomic_dir, read_json, versions, write_json_atomic
+from tagalign.records import Record
+from tagalign.suggest import Suggestion
+from tagalign.train.recipes import Recipe, get_recipe
+from tagalign.vocab import Vocabulary
+
+CONFIG_NAME = "project.json"
+MODEL_DIR = "model"
+WORK_DIR = "work"
+DEFAULT_RECIPE = "hybrid"
+
+
+class ProjectError(RuntimeError):
+    """A project folder is missing, incomplete or inconsistent."""
+
+
+def _now() -> str:
+    return _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
+
+
+class Project:
+    def __init__(self, path: Path, config: dict[str, Any], vocab: Vocabulary,
+                 recipe: Recipe | None = None):
+        self.path = Path(path)
+        self.config = config
+        self.vocab = vocab
+        self.recipe = recipe
+
+    # -- creation and loading ----------------------------------------------------------
+    @classmethod
+    def create(cls, path: Path | str, vocab: Vocabulary, recipe: str = DEFAULT_RECIPE,
+               params: dict[str, Any] | None = None, name: str | None = None,
+               overwrite: bool = False) -> Project:
+        """Start a project folder (vocabulary saved once, config written atomically)."""
+        path = Path(path)
+        recipe_cls = get_recipe(recipe)
+        recipe_cls(vocab, **(params or {}))  # validates parameter names now, not after hours
+        if (path / CONFIG_NAME).exists() and not overwrite:
+            old = read_json(path / CONFIG_NAME)
+            if old.get("recipe") == recipe and old.get("params", {}) == (params or {}):
+                vocab.check(old["vocabulary"]["fingerprint"], old["vocabulary"]["size"],
+                            f"project {path}")
+                return cls(path, old, vocab)
+            raise ProjectError(f"{path} already holds a project with recipe "
+                               f"{old.get('recipe')!r}; use --overwrite to replace it")
+        path.mkdir(parents=True, exist_ok=True)
+        vocab.save(path)
+        config = {
+            "format": "tagalign-project",
+            "name": name or path.name,
+            "recipe": recipe,
+            "params": params or {},
+            "vocabulary": {"size": len(vocab), "fingerprint": vocab.fingerprint,
+                           "languages": vocab.languages},
+            "created": _now(),
+            "trained_at": None,
+            "versions": versions(),
+        }
+        write_json_atomic(path / CONFIG_NAME, config)
+        return cls(path, config, vocab)
+
+    @classmethod
+    def load(cls, path: Path | str, vocab: Vocabulary | None = None) -> Project:
+        """Load a trained (or just created) project; refuses a mismatched vocabulary."""
+        path = Path(path)
+        cfg_path = path / CONFIG_NAME
+        if not cfg_path.exists():
+            raise ProjectError(f"{path} is not a tagalign project (no {CONFIG_NAME}); "
+                               "create one with `tagalign train`")
+        config = read_json(cfg_path)
+        if vocab is None:
+            vocab = Vocabulary.load(path)
+        vocab.check(config["vocabulary"]["fingerprint"], config["vocabulary"]["size"],
+                    f"project {path}")
+        project = cls(path, config, vocab)
+        if (path / MODEL_DIR).exists():
+            project.recipe = project._load_model()
+        return project
+
+    def _load_model(self) -> Recipe:
+        model = self.path / MODEL_DIR
+        meta = read_json(model / "recipe.json")
+        self.vocab.check(meta["vocabulary"]["fingerprint"], meta["vocabulary"]["size"],
+                         f"model {model}")
+        recipe_cls = get_recipe(meta["recipe"])
+        return recipe_cls.load(model, self.vocab, meta["params"])
+
+    # -- training ----------------------------------------------------------------------
+    @property
+    def is_trained(self) -> bool:
+        return self.recipe is not None and self.config.get("trained_at") is not None
+
+    def new_recipe(self) -> Recipe:
+        return get_recipe(self.config["recipe"])(self.vocab, **self.config["params"])
+
+    def train(self, records: Sequence[Record], dev: Sequence[Record] | None = None,
+              resume: bool = True) -> Recipe:
+        """Fit the configured recipe and save it atomically into ``model/``.
+
+        Finished phases are kept in ``work/``; with ``resume`` a rerun skips them.
+        """
+        work = self.path / WORK_DIR
+        if not resume and work.exists():
+            shutil.rmtree(work)
+        work.mkdir(parents=True, exist_ok=True)
+        recipe = self.new_recipe()
+        recipe.fit(records, workdir=work, dev=dev)
+        self.save_model(recipe)
+        shutil.rmtree(work, ignore_errors=True)
+        return recipe
+
+    def save_model(self, recipe: Recipe) -> None:
+        with atomic_dir(self.path / MODEL_DIR) as tmp:
+            recipe.save(tmp)
+            write_json_atomic(tmp / "recipe.json", {
+                "recipe": recipe.name,
+                "params": recipe.params,
+                "vocabulary": {"size": len(self.vocab), "fingerprint": self.vocab.fingerprint},
+                "versions": versions(),
+                "saved": _now(),
+            })
+        self.recipe = recipe
+        self.config["trained_at"] = _now()
+        self.config["versions"] = versions()
+        write_json_atomic(self.path / CONFIG_NAME, self.config)
+
+    def set_scores(self, scores: dict[str, Any]) -> None:
+        """Record dev scores (shown by `tagalign serve` and `GET /v1/projects/{id}`)."""
+        self.config["dev_scores"] = scores
+        write_json_atomic(self.path / CONFIG_NAME, self.config)
+
+    # -- suggesting --------------------------------------------------------------------
+    def suggest(self, records: Sequence[Record], limit: int = 20,
+                threshold: float = 0.0) -> list[list[Suggestion]]:
+        if self.recipe is None:
+            raise ProjectError(f"project {self.path} is not trained yet; run `tagalign train`")
+        out = self.recipe.suggest(records, limit=limit)
+        if threshold > 0:
+            out = [[s for s in row if s.score >= threshold] for row in out]
+        return out
+
+    def info(self) -> dict[str, Any]:
+        c = self.config
+        return {
+            "id": self.path.name,
+            "name": c.get("name"),
+            "recipe": c.get("recipe"),
+            "vocabulary_size": c["vocabulary"]["size"],
+            "languages": c["vocabulary"].get("languages", []),
+            "trained_at": c.get("trained_at"),
+            "dev_scores": c.get("dev_scores"),
+        }

@@ -1,0 +1,120 @@
+"""Streaming record loaders, one per source format, behind a small registry.
+
+``read_records(path)`` yields `Record`s one at a time, so a million records never sit
+in memory at once. Malformed lines/files go to an `InputReport` (path and line number).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+from tagalign.records.record import Record
+from tagalign.records.report import InputReport
+from tagalign.vocab.loaders import open_text
+from tagalign.vocab.subject import normalize_subject_id
+
+Reader = Callable[[Path, InputReport], Iterator[Record]]
+RECORD_FORMATS: dict[str, Reader] = {}
+
+
+def register(name: str) -> Callable[[Reader], Reader]:
+    def deco(fn: Reader) -> Reader:
+        RECORD_FORMATS[name] = fn
+        return fn
+
+    return deco
+
+
+def _strs(value: object) -> list[str]:
+    if value is None:
+        return []
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, list) and all(isinstance(v, str) for v in value):
+        return value
+    raise ValueError(f"expected a list of strings, got {type(value).__name__}")
+
+
+@register("jsonl")
+def read_jsonl(path: Path, report: InputReport) -> Iterator[Record]:
+    """Our JSONL(.gz): ``{"id", "type", "lang", "title", "abstract", "subjects", "domains"}``."""
+    with open_text(path) as fh:
+        for lineno, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            try:
+                obj = json.loads(line)
+                if not isinstance(obj, dict):
+                    raise ValueError("not a JSON object")
+                rid = obj.get("id")
+                title = obj.get("title")
+                if not rid or not isinstance(rid, str):
+                    raise ValueError("missing 'id'")
+                if not isinstance(title, str):
+                    raise ValueError("missing 'title'")
+                abstract = obj.get("abstract") or ""
+                if not isinstance(abstract, str):
+                    raise ValueError("'abstract' is not a string")
+                rec = Record(
+                    id=rid,
+                    title=title,
+                    abstract=abstract,
+                    language=obj.get("lang") or obj.get("language"),
+                    type=obj.get("type"),
+                    subjects=[normalize_subject_id(s) for s in _strs(obj.get("subjects"))],
+                    domains=_strs(obj.get("domains")),
+                )
+            except (ValueError, TypeError) as exc:  # JSONDecodeError is a ValueError
+                report.bad(f"{path}:{lineno}", str(exc))
+                continue
+            yield rec
+
+
+def guess_format(path: Path) -> str:
+    path = Path(path)
+    if path.is_dir():
+        return "jsonld"
+    name = path.name.lower().removesuffix(".gz")
+    if name.endswith((".jsonl", ".ndjson")):
+        return "jsonl"
+    if name.endswith(".jsonld"):
+        return "jsonld"
+    if name.endswith((".tsv", ".txt")):
+        return "annif-tsv"
+    raise ValueError(f"{path}: cannot tell the record format; pass format= one of "
+                     f"{sorted(RECORD_FORMATS)}")
+
+
+def read_records(
+    path: Path | str,
+    *,
+    format: str | None = None,
+    report: InputReport | None = None,
+    vocab=None,
+    limit: int | None = None,
+) -> Iterator[Record]:
+    """Stream records from ``path``; with ``vocab``, gold ids not in it are dropped and counted."""
+    path = Path(path)
+    if not path.exists():
+        raise FileNotFoundError(f"records not found: {path}")
+    report = report if report is not None else InputReport()
+    fmt = format or guess_format(path)
+    if fmt not in RECORD_FORMATS:
+        raise ValueError(f"unknown record format {fmt!r}; known: {sorted(RECORD_FORMATS)}")
+    n = 0
+    for rec in RECORD_FORMATS[fmt](path, report):
+        if limit is not None and n >= limit:
+            break
+        if vocab is not None and rec.subjects:
+            kept = []
+            for s in rec.subjects:
+                if s in vocab:
+                    kept.append(s)
+                else:
+                    report.missing(s)
+            rec.subjects = kept
+        n += 1
+        report.records_read += 1
+        yield rec

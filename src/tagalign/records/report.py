@@ -1,0 +1,54 @@
+"""Bad input is reported, never silently dropped: `InputReport` collects what was skipped."""
+
+from __future__ import annotations
+
+import sys
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import TextIO
+
+
+class BadInputError(ValueError):
+    """Raised in strict mode at the first malformed line or file."""
+
+
+@dataclass
+class InputReport:
+    """Counts and first examples of skipped input and of gold ids missing from a vocabulary.
+
+    ``strict=True`` turns the first problem into a `BadInputError`.
+    """
+
+    strict: bool = False
+    stream: TextIO | None = None
+    max_shown: int = 10
+    skipped: list[str] = field(default_factory=list)
+    missing_subjects: Counter = field(default_factory=Counter)
+    records_read: int = 0
+
+    def bad(self, where: str, why: str) -> None:
+        """Report one malformed item (``where`` = ``path:line`` or a path)."""
+        message = f"{where}: {why}"
+        if self.strict:
+            raise BadInputError(message)
+        self.skipped.append(message)
+        if len(self.skipped) <= self.max_shown:
+            print(f"warning: skipped {message}", file=self.stream or sys.stderr)
+
+    def missing(self, subject_id: str) -> None:
+        self.missing_subjects[subject_id] += 1
+
+    def summary(self) -> str:
+        parts = [f"{self.records_read} records read"]
+        if self.skipped:
+            parts.append(f"{len(self.skipped)} malformed items skipped")
+        if self.missing_subjects:
+            n = sum(self.missing_subjects.values())
+            parts.append(f"{n} gold subject ids ({len(self.missing_subjects)} distinct) "
+                         "not in the vocabulary, dropped")
+        return "; ".join(parts)
+
+    def print_summary(self) -> None:
+        """Print the end-of-run summary (only when something was skipped or dropped)."""
+        if self.skipped or self.missing_subjects:
+            print(self.summary(), file=self.stream or sys.stderr)

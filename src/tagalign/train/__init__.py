@@ -1,0 +1,1 @@
+"""Training: recipes, losses and heads."""

@@ -1,0 +1,74 @@
+"""The `Recipe` interface and its registry (like Annif's backends).
+
+A recipe turns training records into a model that ranks vocabulary subjects for new
+records. Constructors only store parameters; `fit` learns; learned state ends in ``_``.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, ClassVar
+
+from tagalign.records import Record
+from tagalign.suggest import Suggestion
+from tagalign.vocab import Vocabulary
+
+RECIPES: dict[str, type[Recipe]] = {}
+
+
+def register_recipe(cls: type[Recipe]) -> type[Recipe]:
+    RECIPES[cls.name] = cls
+    return cls
+
+
+def get_recipe(name: str) -> type[Recipe]:
+    try:
+        return RECIPES[name]
+    except KeyError:
+        raise ValueError(f"unknown recipe {name!r}; known: {', '.join(sorted(RECIPES))}") from None
+
+
+ProgressCallback = Callable[[str, int, int], None]
+
+
+class Recipe(ABC):
+    """A subject-tagging strategy, selectable by ``name`` in a project's config."""
+
+    name: ClassVar[str]
+    #: Published defaults; every key may be overridden in the project config.
+    defaults: ClassVar[dict[str, Any]] = {}
+
+    def __init__(self, vocab: Vocabulary, **params: Any):
+        unknown = set(params) - set(self.defaults)
+        if unknown:
+            raise ValueError(f"recipe {self.name!r} has no parameter(s) {sorted(unknown)}; "
+                             f"known: {sorted(self.defaults)}")
+        self.vocab = vocab
+        self.params: dict[str, Any] = {**self.defaults, **params}
+
+    @abstractmethod
+    def fit(self, records: Sequence[Record], *, workdir: Path,
+            dev: Sequence[Record] | None = None) -> None:
+        """Learn from ``records``; ``workdir`` holds finished phases so a rerun resumes."""
+
+    @abstractmethod
+    def suggest(self, records: Sequence[Record], limit: int = 20) -> list[list[Suggestion]]:
+        """Ranked suggestions, best first, for each record."""
+
+    @abstractmethod
+    def save(self, path: Path) -> None:
+        """Write the trained state into the (empty, temporary) folder ``path``."""
+
+    @classmethod
+    @abstractmethod
+    def load(cls, path: Path, vocab: Vocabulary, params: dict[str, Any]) -> Recipe:
+        """Restore a recipe saved by `save`, without pickle."""
+
+    def learn(self, records: Sequence[Record]) -> None:  # noqa: B027 - optional hook
+        """Take confirmed records at once (online feedback); default: not supported."""
+        raise NotImplementedError(f"recipe {self.name!r} does not learn online")
+
+    def _label(self, subject_id: str, language: str | None) -> str:
+        return self.vocab.label(subject_id, language)

@@ -1,0 +1,156 @@
+"""`Vocabulary`: an ordered, indexed set of subjects, saved in a fast pickle-free form."""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import json
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+
+from tagalign.io import write_bytes_atomic
+from tagalign.vocab.subject import Subject
+
+FORMAT_VERSION = 1
+SAVED_NAME = "vocab.json.gz"
+
+
+class VocabularyMismatchError(ValueError):
+    """An artifact was trained against another vocabulary than the one given."""
+
+
+class Vocabulary:
+    """Subjects in a fixed order; position ``i`` is the row of subject ``i`` in every matrix."""
+
+    def __init__(self, subjects: Iterable[Subject]):
+        self.subjects: list[Subject] = []
+        self._index: dict[str, int] = {}
+        for s in subjects:
+            if s.id in self._index:
+                self._merge(self.subjects[self._index[s.id]], s)
+                continue
+            self._index[s.id] = len(self.subjects)
+            self.subjects.append(s)
+        self._fingerprint: str | None = None
+
+    @staticmethod
+    def _merge(into: Subject, other: Subject) -> None:
+        for lang, label in other.labels.items():
+            into.labels.setdefault(lang, label)
+        for lang, alts in other.alt_labels.items():
+            have = into.alt_labels.setdefault(lang, [])
+            have.extend(a for a in alts if a not in have)
+        for name in ("broader", "narrower", "related", "classification"):
+            have = getattr(into, name)
+            have.extend(x for x in getattr(other, name) if x not in have)
+        into.definition = into.definition or other.definition
+
+    def __len__(self) -> int:
+        return len(self.subjects)
+
+    def __iter__(self) -> Iterator[Subject]:
+        return iter(self.subjects)
+
+    def __contains__(self, subject_id: object) -> bool:
+        return subject_id in self._index
+
+    def __getitem__(self, subject_id: str) -> Subject:
+        return self.subjects[self._index[subject_id]]
+
+    def get(self, subject_id: str) -> Subject | None:
+        i = self._index.get(subject_id)
+        return None if i is None else self.subjects[i]
+
+    def position(self, subject_id: str) -> int:
+        return self._index[subject_id]
+
+    def positions(self, subject_ids: Iterable[str]) -> list[int]:
+        """Positions of the ids that are in the vocabulary (others are dropped)."""
+        idx = self._index
+        return [idx[s] for s in subject_ids if s in idx]
+
+    @property
+    def ids(self) -> list[str]:
+        return [s.id for s in self.subjects]
+
+    def label(self, subject_id: str, language: str | None = None) -> str:
+        s = self.get(subject_id)
+        return subject_id if s is None else s.label(language)
+
+    @property
+    def languages(self) -> list[str]:
+        seen: dict[str, int] = {}
+        for s in self.subjects:
+            for lang in s.labels:
+                seen[lang] = seen.get(lang, 0) + 1
+        return sorted(seen, key=lambda k: -seen[k])
+
+    @property
+    def fingerprint(self) -> str:
+        """Hash of the ordered ids: artifacts record it and refuse another vocabulary."""
+        if self._fingerprint is None:
+            h = hashlib.sha256("\n".join(s.id for s in self.subjects).encode("utf-8"))
+            self._fingerprint = h.hexdigest()[:16]
+        return self._fingerprint
+
+    def check(self, fingerprint: str, size: int, what: str = "this artifact") -> None:
+        """Raise `VocabularyMismatchError` unless ``fingerprint`` is this vocabulary's."""
+        if fingerprint != self.fingerprint:
+            raise VocabularyMismatchError(
+                f"{what} was trained with another vocabulary ({size} subjects, fingerprint "
+                f"{fingerprint}); the one given has {len(self)} subjects, fingerprint "
+                f"{self.fingerprint}. Train it again with this vocabulary or load the right one."
+            )
+
+    # -- fast saved form: one gzipped JSON of columns, no pickle --------------------------
+    def save(self, path: Path) -> Path:
+        """Save to ``path`` (a folder gets ``vocab.json.gz``); returns the file written."""
+        path = Path(path)
+        if path.suffix != ".gz":
+            path = path / SAVED_NAME
+        langs = self.languages
+        cols: dict = {
+            "format": "tagalign-vocabulary",
+            "version": FORMAT_VERSION,
+            "fingerprint": self.fingerprint,
+            "ids": [s.id for s in self.subjects],
+            "labels": {lang: [s.labels.get(lang, "") for s in self.subjects] for lang in langs},
+        }
+        for name in ("alt_labels", "broader", "narrower", "related", "classification",
+                     "definition"):
+            sparse = {}
+            for i, s in enumerate(self.subjects):
+                v = getattr(s, name)
+                if v:
+                    sparse[i] = v
+            cols[name] = sparse
+        data = json.dumps(cols, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+        write_bytes_atomic(path, gzip.compress(data, compresslevel=3))
+        return path
+
+    @classmethod
+    def load(cls, path: Path) -> Vocabulary:
+        """Load a vocabulary saved by `save` (file or folder holding ``vocab.json.gz``)."""
+        path = Path(path)
+        if path.is_dir():
+            path = path / SAVED_NAME
+        with gzip.open(path, "rb") as fh:
+            cols = json.loads(fh.read())
+        if cols.get("format") != "tagalign-vocabulary":
+            raise ValueError(f"{path}: not a saved tagalign vocabulary")
+        ids = cols["ids"]
+        label_cols = cols["labels"]
+        subjects = []
+        for i, sid in enumerate(ids):
+            labels = {lang: col[i] for lang, col in label_cols.items() if col[i]}
+            subjects.append(Subject(sid, labels))
+        for name in ("alt_labels", "broader", "narrower", "related", "definition"):
+            for i, v in cols.get(name, {}).items():
+                setattr(subjects[int(i)], name, v)
+        for i, v in cols.get("classification", {}).items():
+            subjects[int(i)].classification = [tuple(x) for x in v]
+        vocab = cls.__new__(cls)
+        vocab.subjects = subjects
+        vocab._index = {sid: i for i, sid in enumerate(ids)}
+        vocab._fingerprint = cols.get("fingerprint")
+        return vocab
