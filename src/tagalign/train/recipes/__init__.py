@@ -2,4 +2,7 @@
 
 from tagalign.train.recipes.base import RECIPES, Recipe, get_recipe, register_recipe
 
+# Importing a recipe module registers it.
+from tagalign.train.recipes import hybrid, lexical  # noqa: E402,F401  isort: skip
+
 __all__ = ["RECIPES", "Recipe", "get_recipe", "register_recipe"]

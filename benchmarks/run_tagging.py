@@ -1,0 +1,98 @@
+#!/usr/bin/env python
+"""Train a tagger through the public API and write predictions for a test file.
+
+The held-out evaluation runs exactly this script; its arguments are stable:
+
+    python benchmarks/run_tagging.py --train TRAIN --dev DEV --vocab VOCAB --test TEST \
+        --out PRED.jsonl [--recipe NAME] [--project-dir DIR] [--limit-train N]
+
+Prints train time, suggest records/s and peak memory (and dev scores when --dev is given
+and differs from --test). Works with any records file in our JSONL format.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from tagalign.evaluate import evaluate, write_predictions
+from tagalign.project import DEFAULT_RECIPE, Project
+from tagalign.records import InputReport, read_records
+from tagalign.vocab import load_vocabulary
+
+
+def peak_rss_gb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6  # KiB on Linux
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--train", required=True, type=Path)
+    ap.add_argument("--dev", type=Path)
+    ap.add_argument("--vocab", required=True, type=Path)
+    ap.add_argument("--test", required=True, type=Path)
+    ap.add_argument("--out", required=True, type=Path)
+    ap.add_argument("--recipe", default=DEFAULT_RECIPE)
+    ap.add_argument("--project-dir", type=Path)
+    ap.add_argument("--limit-train", type=int)
+    ap.add_argument("--limit", type=int, default=20, help="subjects per record (default 20)")
+    ap.add_argument("--param", action="append", default=[], help="recipe parameter key=JSON")
+    args = ap.parse_args(argv)
+
+    params = {}
+    for pair in args.param:
+        key, raw = pair.split("=", 1)
+        params[key] = json.loads(raw)
+    t0 = time.perf_counter()
+    vocab = load_vocabulary(args.vocab)
+    print(f"vocabulary: {len(vocab)} subjects ({time.perf_counter() - t0:.1f} s)", flush=True)
+    report = InputReport()
+    train = list(read_records(args.train, vocab=vocab, limit=args.limit_train, report=report))
+    report.print_summary()
+    print(f"training records: {len(train)}", flush=True)
+
+    tmp = None
+    project_dir = args.project_dir
+    if project_dir is None:
+        tmp = tempfile.TemporaryDirectory(prefix="tagalign-run-")
+        project_dir = Path(tmp.name) / "project"
+    project = Project.create(project_dir, vocab, args.recipe, params, overwrite=True)
+    t0 = time.perf_counter()
+    project.train(train, resume=False)
+    train_s = time.perf_counter() - t0
+    print(f"train time: {train_s:.1f} s (peak RSS so far {peak_rss_gb():.2f} GB)", flush=True)
+    del train
+
+    test = list(read_records(args.test))
+    t0 = time.perf_counter()
+    preds = project.suggest(test, limit=args.limit)
+    suggest_s = time.perf_counter() - t0
+    write_predictions(args.out, ((r.id, row) for r, row in zip(test, preds, strict=True)))
+    print(f"suggest: {len(test)} records in {suggest_s:.1f} s = "
+          f"{len(test) / max(suggest_s, 1e-9):.0f} records/s", flush=True)
+    print(f"predictions: {args.out}")
+
+    if args.dev is not None and args.dev.resolve() != args.test.resolve():
+        dev = list(read_records(args.dev, vocab=vocab))
+        dpreds = project.suggest(dev, limit=args.limit)
+        scores = evaluate(dev, {r.id: [s.id for s in row] for r, row in zip(dev, dpreds,
+                                                                            strict=True)})
+        project.set_scores(scores["overall"])
+        print("dev:", json.dumps({k: round(v, 4) for k, v in scores["overall"].items()}))
+    elif any(r.subjects for r in test):
+        scores = evaluate(test, {r.id: [s.id for s in row] for r, row in zip(test, preds,
+                                                                             strict=True)})
+        print("test:", json.dumps({k: round(v, 4) for k, v in scores["overall"].items()}))
+    print(f"peak RSS: {peak_rss_gb():.2f} GB")
+    if tmp is not None:
+        tmp.cleanup()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,163 @@
+"""`tagalign train` and `tagalign suggest`."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import typer
+from rich.table import Table
+
+from tagalign.cli.app import app, console, fail
+from tagalign.cli.common import iter_records, load_records, parse_params, progress
+from tagalign.project import DEFAULT_RECIPE, Project, ProjectError
+from tagalign.records import Record
+from tagalign.train.recipes import RECIPES
+from tagalign.vocab import VocabularyMismatchError, load_vocabulary
+
+
+def _feedback_records(project: Project) -> list[Record]:
+    """Records librarians confirmed through `tagalign serve` (none if no store exists)."""
+    try:
+        from tagalign.serve.feedback import FeedbackStore
+    except ImportError:
+        return []
+    db = project.path / "feedback.sqlite"
+    if not db.exists():
+        return []
+    store = FeedbackStore(f"sqlite:///{db}")
+    return list(store.confirmed_records(project.path.name))
+
+
+@app.command()
+def train(
+    project_dir: Path = typer.Argument(..., help="Project folder (created if missing)."),
+    vocab: Path = typer.Option(None, "--vocab", "-v",
+                               help="Vocabulary (any supported format); needed for a new project."),
+    train_src: Path = typer.Option(..., "--train", "-t", help="Training records (JSONL, JSON-LD dir, TSV)."),
+    dev: Path = typer.Option(None, "--dev", "-d", help="Dev records: scored after training."),
+    recipe: str = typer.Option(DEFAULT_RECIPE, "--recipe", "-r",
+                               help=f"One of: {', '.join(sorted(RECIPES))}."),
+    param: list[str] = typer.Option(None, "--param", "-p", help="Recipe parameter key=value (JSON values)."),
+    config: Path = typer.Option(None, "--config", help="JSON file of recipe parameters."),
+    limit_train: int = typer.Option(None, "--limit-train", help="Use only the first N training records."),
+    resume: bool = typer.Option(True, "--resume/--no-resume", help="Reuse finished phases of an interrupted run."),
+    overwrite: bool = typer.Option(False, "--overwrite", help="Replace a project with another recipe/params."),
+    feedback: bool = typer.Option(True, "--feedback/--no-feedback",
+                                  help="Add records librarians confirmed via `tagalign serve`."),
+    strict: bool = typer.Option(False, "--strict", help="Stop at the first malformed record."),
+    threads: int = typer.Option(0, "--threads", help="CPU threads for torch/faiss/omikuji (0 = all)."),
+) -> None:
+    """Train a project's recipe on records.
+
+    Example: tagalign train gnd-hybrid --vocab gnd-subjects.tsv.gz --train train.jsonl.gz --dev dev.jsonl.gz
+    """
+    if threads:
+        from tagalign.runtime import set_threads
+
+        set_threads(threads)
+    params = parse_params(param, config)
+    try:
+        if (project_dir / "project.json").exists() and not overwrite and vocab is None:
+            project = Project.load(project_dir)
+        else:
+            if vocab is None:
+                fail("--vocab is needed to create a new project")
+            t0 = time.perf_counter()
+            voc = load_vocabulary(vocab)
+            console.log(f"vocabulary: {len(voc)} subjects in {time.perf_counter() - t0:.1f} s")
+            project = Project.create(project_dir, voc, recipe, params, overwrite=overwrite)
+    except (ProjectError, VocabularyMismatchError, ValueError, FileNotFoundError) as exc:
+        fail(str(exc))
+    records = load_records(train_src, vocab=project.vocab, strict=strict, limit=limit_train,
+                           description="training records")
+    if feedback:
+        extra = _feedback_records(project)
+        if extra:
+            console.log(f"+ {len(extra)} records confirmed by librarians")
+            records += extra
+    dev_records = load_records(dev, vocab=project.vocab, strict=strict,
+                               description="dev records") if dev else None
+    t0 = time.perf_counter()
+    try:
+        project.train(records, dev=dev_records, resume=resume)
+    except ValueError as exc:
+        fail(str(exc))
+    console.log(f"[bold green]trained[/] {project.config['recipe']} in "
+                f"{time.perf_counter() - t0:.0f} s → {project_dir}")
+    if dev_records:
+        from tagalign.evaluate import evaluate, print_report
+
+        preds = project.suggest(dev_records, limit=20)
+        scores = evaluate(dev_records, {r.id: [s.id for s in row]
+                                        for r, row in zip(dev_records, preds, strict=True)})
+        project.set_scores(scores["overall"])
+        print_report(scores)
+
+
+@app.command()
+def suggest(
+    project_dir: Path = typer.Argument(..., help="A trained project folder."),
+    input: Path = typer.Option(None, "--input", "-i", help="Records to tag (JSONL, JSON-LD dir, TSV)."),
+    output: Path = typer.Option(None, "--output", "-o", help="Predictions JSONL (.gz ok)."),
+    title: str = typer.Option(None, "--title", help="Tag one record given on the command line."),
+    abstract: str = typer.Option("", "--abstract", help="Abstract of the --title record."),
+    language: str = typer.Option(None, "--language", "-l", help="de or en (guessed if omitted)."),
+    limit: int = typer.Option(20, "--limit", "-n", min=1, max=1000, help="Subjects per record."),
+    threshold: float = typer.Option(0.0, "--threshold", help="Drop suggestions scoring below this."),
+    batch_size: int = typer.Option(512, "--batch-size", min=1, help="Records per batch."),
+    strict: bool = typer.Option(False, "--strict", help="Stop at the first malformed record."),
+) -> None:
+    """Suggest subjects for records (a file, or one --title/--abstract).
+
+    Example: tagalign suggest gnd-hybrid --input dev.jsonl.gz --output pred.jsonl --limit 20
+    """
+    try:
+        project = Project.load(project_dir)
+        if project.recipe is None:
+            raise ProjectError(f"project {project_dir} is not trained yet; run `tagalign train`")
+    except (ProjectError, VocabularyMismatchError) as exc:
+        fail(str(exc))
+    if title is not None:
+        rec = Record(id="cli", title=title, abstract=abstract, language=language)
+        _print_suggestions(project.suggest([rec], limit, threshold)[0])
+        return
+    if input is None or output is None:
+        fail("give --input and --output (or --title for a single record)")
+    from tagalign.evaluate import write_predictions
+
+    def generate():
+        t0, n = time.perf_counter(), 0
+        with progress() as bar:
+            task = bar.add_task("suggesting", total=None, rate="")
+            chunk: list[Record] = []
+            for rec in iter_records(input, strict=strict):
+                chunk.append(rec)
+                if len(chunk) >= batch_size:
+                    yield from _run(chunk)
+                    n += len(chunk)
+                    chunk = []
+                    bar.update(task, completed=n, rate=f"{n / (time.perf_counter() - t0):.0f} rec/s")
+            if chunk:
+                yield from _run(chunk)
+                n += len(chunk)
+            bar.update(task, completed=n, total=n, rate=f"{n / (time.perf_counter() - t0):.0f} rec/s")
+
+    def _run(chunk: list[Record]):
+        for rec, row in zip(chunk, project.suggest(chunk, limit, threshold), strict=True):
+            yield rec.id, row
+
+    write_predictions(output, generate())
+    console.log(f"predictions written to {output}")
+
+
+def _print_suggestions(rows) -> None:
+    table = Table("#", "subject", "label", "score", "reasons")
+    for i, s in enumerate(rows, 1):
+        why = ", ".join(s.reasons.get("sources", []))
+        if "label_match" in s.reasons:
+            why += f"; label '{s.reasons['label_match']}'"
+        if s.reasons.get("neighbours"):
+            why += f"; {len(s.reasons['neighbours'])} similar records"
+        table.add_row(str(i), s.id, s.label, f"{s.score:.3f}", why)
+    console.print(table)

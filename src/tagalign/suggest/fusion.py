@@ -1,0 +1,100 @@
+"""Fusion: merge the sources' candidates and score them with a learned ranker.
+
+The ranker is a LightGBM binary classifier over per-candidate features (each source's
+score and rank, subject frequency, record language/type, ...). It is trained on records
+held out from the sources (stacking), so its scores are calibrated probabilities that a
+candidate is a gold subject: a threshold of 0.3 means "about 30 % of these are right".
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import lightgbm as lgb
+import numpy as np
+
+from tagalign.io import read_json, write_bytes_atomic, write_json_atomic
+from tagalign.suggest.sources.base import Candidates
+
+
+def merge(cands: Sequence[Candidates], n_subjects: int
+          ) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[str]]:
+    """Union of all (row, subject) pairs; features of a source that missed a pair are NaN."""
+    names = [n for c in cands for n in c.names]
+    keys = np.concatenate([c.rows * n_subjects + c.cols for c in cands]) if cands else \
+        np.zeros(0, np.int64)
+    uniq, inv = np.unique(keys, return_inverse=True)
+    X = np.full((len(uniq), len(names)), np.nan, np.float32)
+    start = col = 0
+    for c in cands:
+        m, f = len(c.rows), len(c.names)
+        X[inv[start:start + m], col:col + f] = c.feats
+        start += m
+        col += f
+    return uniq // n_subjects, uniq % n_subjects, X, names
+
+
+DEFAULT_LGB = {
+    "objective": "binary",
+    "learning_rate": 0.05,
+    "num_leaves": 63,
+    "min_data_in_leaf": 40,
+    "feature_fraction": 0.9,
+    "bagging_fraction": 0.8,
+    "bagging_freq": 1,
+    "lambda_l2": 1.0,
+    "verbose": -1,
+    "seed": 13,
+    "deterministic": True,
+    "num_threads": 0,
+}
+
+
+class FusionRanker:
+    def __init__(self, num_rounds: int = 400, early_stopping: int = 30, **lgb_params):
+        self.num_rounds = num_rounds
+        self.early_stopping = early_stopping
+        self.lgb_params = {**DEFAULT_LGB, **lgb_params}
+        self.booster_: lgb.Booster | None = None
+        self.feature_names_: list[str] = []
+
+    def fit(self, X: np.ndarray, y: np.ndarray, rows: np.ndarray, names: list[str],
+            valid_fraction: float = 0.1, seed: int = 13) -> FusionRanker:
+        """Train with early stopping on a held-out fraction of the records (not of pairs)."""
+        self.feature_names_ = list(names)
+        rng = np.random.default_rng(seed)
+        uniq = np.unique(rows)
+        val_rows = rng.choice(uniq, size=max(1, int(len(uniq) * valid_fraction)), replace=False)
+        is_val = np.isin(rows, val_rows)
+        dtrain = lgb.Dataset(X[~is_val], y[~is_val], feature_name=self.feature_names_,
+                             free_raw_data=True)
+        dval = lgb.Dataset(X[is_val], y[is_val], reference=dtrain)
+        self.booster_ = lgb.train(
+            self.lgb_params, dtrain, num_boost_round=self.num_rounds, valid_sets=[dval],
+            callbacks=[lgb.early_stopping(self.early_stopping, verbose=False)],
+        )
+        return self
+
+    def predict(self, X: np.ndarray) -> np.ndarray:
+        if len(X) == 0:
+            return np.zeros(0, np.float32)
+        return self.booster_.predict(X, num_iteration=self.booster_.best_iteration or None)
+
+    def importance(self) -> dict[str, float]:
+        gain = self.booster_.feature_importance("gain")
+        return dict(zip(self.feature_names_, (gain / gain.sum()).round(4).tolist(), strict=True))
+
+    def save(self, path: Path) -> None:
+        write_bytes_atomic(path / "ranker.txt",
+                           self.booster_.model_to_string().encode("utf-8"))
+        write_json_atomic(path / "ranker.json", {"features": self.feature_names_,
+                                                 "num_rounds": self.num_rounds})
+
+    @classmethod
+    def load(cls, path: Path) -> FusionRanker:
+        meta = read_json(path / "ranker.json")
+        self = cls(num_rounds=meta["num_rounds"])
+        self.feature_names_ = meta["features"]
+        self.booster_ = lgb.Booster(model_str=(path / "ranker.txt").read_text("utf-8"))
+        return self

@@ -1,0 +1,126 @@
+"""`HybridPipeline`: records → shared batch → sources' candidates → fused, ranked subjects."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from tagalign.records import Record
+from tagalign.suggest.fusion import FusionRanker, merge
+from tagalign.suggest.sources.base import Batch, Source
+from tagalign.suggest.sources.memory import RecordMemory
+from tagalign.suggest.suggestion import Suggestion
+from tagalign.suggest.tfidf import TfidfFeaturizer
+from tagalign.text import Analyzer, guess_language
+from tagalign.vocab import Vocabulary
+
+TYPES = ["Book", "Thesis", "Conference", "Report", "Article"]
+EXTRA_FEATURES = ["prior", "is_en", "rec_type", "n_tokens", "n_sources"]
+
+
+@dataclass
+class HybridPipeline:
+    vocab: Vocabulary
+    analyzer: Analyzer
+    featurizer: TfidfFeaturizer
+    memory: RecordMemory
+    sources: list[Source]
+    encoder: Any = None  # tagalign.train.static_model.StaticEncoder or None
+    ranker: FusionRanker | None = None
+    prior: np.ndarray = field(default_factory=lambda: np.zeros(0, np.float32))
+
+    def prepare(self, records: Sequence[Record]) -> Batch:
+        langs = [r.language if r.language in ("de", "en") else guess_language(r.text)
+                 for r in records]
+        tokens = [self.analyzer.tokens(r.text, lg) for r, lg in zip(records, langs, strict=True)]
+        titles = [self.analyzer.tokens(r.title, lg) for r, lg in zip(records, langs,
+                                                                      strict=True)]
+        batch = Batch(records, langs, tokens, titles)
+        batch.tfidf = self.featurizer.transform(tokens, langs)
+        if self.encoder is not None:
+            batch.embeddings = self.encoder.encode([r.text for r in records])
+        return batch
+
+    def features(self, batch: Batch
+                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[str], np.ndarray]:
+        """All candidates of a batch: (rows, subject positions, features, names, support).
+
+        ``support[i, j]`` says whether source ``j`` proposed candidate ``i``.
+        """
+        cands = [s.candidates(batch) for s in self.sources]
+        rows, cols, X, names = merge(cands, len(self.vocab))
+        firsts = np.cumsum([0] + [len(c.names) for c in cands[:-1]])
+        support = ~np.isnan(X[:, firsts])  # which sources proposed each candidate
+        n_sources = support.sum(1)
+        is_en = np.array([lg == "en" for lg in batch.languages], np.float32)
+        rtype = np.array([TYPES.index(r.type) if r.type in TYPES else -1
+                          for r in batch.records], np.float32)
+        ntok = np.array([len(t) for t in batch.tokens], np.float32)
+        prior = self.prior[cols] if len(self.prior) else np.zeros(len(cols), np.float32)
+        extra = np.column_stack([prior, is_en[rows], rtype[rows], ntok[rows], n_sources])
+        X = np.hstack([X, extra.astype(np.float32)])
+        return rows, cols, X, names + EXTRA_FEATURES, support
+
+    def rank(self, batch: Batch, limit: int) -> list[list[tuple[int, float, list[str]]]]:
+        """Top ``limit`` (subject position, score, supporting sources) per record."""
+        rows, cols, X, _, support = self.features(batch)
+        scores = self.ranker.predict(X)
+        out: list[list[tuple[int, float, list[str]]]] = [[] for _ in range(len(batch))]
+        order = np.lexsort((-scores, rows))
+        rows, cols, scores = rows[order], cols[order], scores[order]
+        support = support[order]
+        names = [s.name for s in self.sources]
+        bounds = np.r_[0, np.flatnonzero(np.diff(rows)) + 1, len(rows)]
+        for a, b in zip(bounds[:-1], bounds[1:], strict=True):
+            if a == b:
+                continue
+            r = int(rows[a])
+            b = min(b, a + limit)
+            out[r] = [(int(c), float(s), [n for n, on in zip(names, sup, strict=True) if on])
+                      for c, s, sup in zip(cols[a:b], scores[a:b], support[a:b], strict=True)]
+        return out
+
+    def suggest(self, records: Sequence[Record], limit: int = 20) -> list[list[Suggestion]]:
+        batch = self.prepare(records)
+        ranked = self.rank(batch, limit)
+        return [self._suggestions(batch, i, row) for i, row in enumerate(ranked)]
+
+    # -- reasons ---------------------------------------------------------------------------
+    def _voters(self, batch: Batch, source_name: str, r: int, pos: int, limit: int = 3
+                ) -> list[dict]:
+        nbrs = batch.evidence.get(source_name)
+        if nbrs is None:
+            return []
+        out = []
+        Y = self.memory.Y
+        for n in nbrs[r]:
+            if n < 0:
+                continue
+            a, b = Y.indptr[n], Y.indptr[n + 1]
+            if pos in Y.indices[a:b]:
+                out.append({"id": self.memory.ids[n], "title": self.memory.titles[n]})
+                if len(out) >= limit:
+                    break
+        return out
+
+    def _suggestions(self, batch: Batch, r: int, row: list[tuple[int, float, list[str]]]
+                     ) -> list[Suggestion]:
+        lang = batch.languages[r]
+        matches = batch.evidence["lexical"][r] if "lexical" in batch.evidence else {}
+        out = []
+        for pos, score, sources in row:
+            subj = self.vocab.subjects[pos]
+            reasons: dict[str, Any] = {"sources": sources}
+            voters = (self._voters(batch, "tfidf_knn", r, pos)
+                      + self._voters(batch, "emb_knn", r, pos))
+            seen: set[str] = set()
+            neighbours = [v for v in voters if not (v["id"] in seen or seen.add(v["id"]))][:3]
+            if neighbours:
+                reasons["neighbours"] = neighbours
+            if pos in matches:
+                reasons["label_match"] = subj.label(lang)
+            out.append(Suggestion(subj.id, float(score), subj.label(lang), reasons))
+        return out

@@ -1,0 +1,122 @@
+"""Candidate sources of the hybrid tagger (Annif-style backends) and their shared batch.
+
+Each source proposes subjects for a batch of records with a few numeric features per
+(record, subject) pair. The fusion ranker (`tagalign.suggest.fusion`) merges the pairs of
+all sources and scores them. Sources are small classes behind the `SOURCES` registry.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar
+
+import numpy as np
+import scipy.sparse as sp
+
+from tagalign.records import Record
+
+SOURCES: dict[str, type[Source]] = {}
+
+
+def register_source(cls: type[Source]) -> type[Source]:
+    SOURCES[cls.name] = cls
+    return cls
+
+
+@dataclass
+class Batch:
+    """Records plus the representations several sources share (computed once per batch)."""
+
+    records: Sequence[Record]
+    languages: list[str]
+    tokens: list[list[str]] = field(default_factory=list)
+    title_tokens: list[list[str]] = field(default_factory=list)
+    #: per language: (row indices into ``records``, L2-normalised TF-IDF rows)
+    tfidf: dict[str, tuple[np.ndarray, sp.csr_matrix]] = field(default_factory=dict)
+    #: (n, d) L2-normalised record embeddings of the hybrid's own encoder
+    embeddings: np.ndarray | None = None
+    #: per-source evidence kept for reasons (neighbour rows, matched labels); per batch, so
+    #: concurrent requests never see each other's evidence
+    evidence: dict[str, Any] = field(default_factory=dict)
+
+    def __len__(self) -> int:
+        return len(self.records)
+
+
+@dataclass
+class Candidates:
+    """Sparse (record row, subject position) pairs with named features."""
+
+    rows: np.ndarray
+    cols: np.ndarray
+    feats: np.ndarray
+    names: list[str]
+
+    @classmethod
+    def empty(cls, names: list[str]) -> Candidates:
+        return cls(np.zeros(0, np.int64), np.zeros(0, np.int64),
+                   np.zeros((0, len(names)), np.float32), names)
+
+
+def topk_per_row(scores: sp.csr_matrix, k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The ``k`` largest stored entries of each CSR row → (rows, cols, values), rank-ordered."""
+    scores = scores.tocsr()
+    rows, cols, vals = [], [], []
+    indptr, indices, data = scores.indptr, scores.indices, scores.data
+    for r in range(scores.shape[0]):
+        a, b = indptr[r], indptr[r + 1]
+        if a == b:
+            continue
+        d = data[a:b]
+        if b - a > k:
+            part = np.argpartition(-d, k - 1)[:k]
+        else:
+            part = np.arange(b - a)
+        part = part[np.argsort(-d[part], kind="stable")]
+        rows.append(np.full(len(part), r, np.int64))
+        cols.append(indices[a:b][part].astype(np.int64))
+        vals.append(d[part].astype(np.float32))
+    if not rows:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.float32)
+    return np.concatenate(rows), np.concatenate(cols), np.concatenate(vals)
+
+
+def ranks_of(rows: np.ndarray) -> np.ndarray:
+    """1-based rank of each entry within its row, for entries already sorted best-first."""
+    if len(rows) == 0:
+        return np.zeros(0, np.float32)
+    starts = np.r_[0, np.flatnonzero(np.diff(rows)) + 1]
+    counts = np.diff(np.r_[starts, len(rows)])
+    return (np.arange(len(rows)) - np.repeat(starts, counts) + 1).astype(np.float32)
+
+
+class Source(ABC):
+    """A trained candidate generator. ``features`` names the columns it returns."""
+
+    name: ClassVar[str]
+    features: ClassVar[list[str]]
+
+    def __init__(self, **params: Any):
+        self.params = params
+
+    @abstractmethod
+    def fit(self, ctx: Any) -> None:
+        """Learn from the recipe's training context (records, label matrix, featurisers)."""
+
+    @abstractmethod
+    def candidates(self, batch: Batch) -> Candidates:
+        ...
+
+    @abstractmethod
+    def save(self, path: Path) -> None:
+        ...
+
+    @abstractmethod
+    def load_state(self, path: Path, ctx: Any) -> None:
+        ...
+
+    def learn(self, batch: Batch, labels: sp.csr_matrix) -> None:  # noqa: B027 - optional hook
+        """Add confirmed records at once (only neighbour sources do)."""

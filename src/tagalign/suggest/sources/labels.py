@@ -1,0 +1,70 @@
+"""Label retrieval: record embedding vs every subject's label embedding.
+
+The only source that can suggest subjects never seen in training. Subjects are embedded
+once (German preferred label; English label averaged in where the vocabulary has one).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import faiss
+import numpy as np
+
+from tagalign.io import load_npy, save_npy_atomic
+from tagalign.suggest.sources.base import (
+    Batch,
+    Candidates,
+    Source,
+    ranks_of,
+    register_source,
+)
+
+
+def subject_matrix(vocab, encoder) -> np.ndarray:
+    de = encoder.encode([s.label("de") for s in vocab.subjects], show_progress=True)
+    en_pos = [i for i, s in enumerate(vocab.subjects) if "en" in s.labels]
+    if en_pos:
+        en = encoder.encode([vocab.subjects[i].labels["en"] for i in en_pos])
+        de[en_pos] += en
+        de /= np.linalg.norm(de, axis=1, keepdims=True).clip(1e-9)
+    return de.astype(np.float32)
+
+
+@register_source
+class LabelRetrieval(Source):
+    name = "labels"
+    features = ["label_sim", "label_rank", "label_gap"]
+
+    def __init__(self, top_k: int = 40, **params: Any):
+        super().__init__(top_k=top_k, **params)
+        self.top_k = top_k
+        self.index_: faiss.Index | None = None
+        self.matrix_: np.ndarray | None = None
+
+    def _build(self) -> None:
+        self.index_ = faiss.IndexFlatIP(self.matrix_.shape[1])
+        self.index_.add(np.ascontiguousarray(self.matrix_, dtype=np.float32))
+
+    def fit(self, ctx: Any) -> None:
+        self.matrix_ = subject_matrix(ctx.vocab, ctx.encoder)
+        self._build()
+
+    def candidates(self, batch: Batch) -> Candidates:
+        q = np.ascontiguousarray(batch.embeddings, dtype=np.float32)
+        sims, pos = self.index_.search(q, self.top_k)
+        n = len(batch)
+        rows = np.repeat(np.arange(n), self.top_k)
+        ok = pos.ravel() >= 0
+        rows, cols, vals = rows[ok], pos.ravel()[ok].astype(np.int64), sims.ravel()[ok]
+        gap = vals - sims[:, 0][rows]
+        feats = np.column_stack([vals, ranks_of(rows), gap]).astype(np.float32)
+        return Candidates(rows, cols, feats, self.features)
+
+    def save(self, path: Path) -> None:
+        save_npy_atomic(path / "subjects.npy", self.matrix_.astype(np.float16))
+
+    def load_state(self, path: Path, ctx: Any) -> None:
+        self.matrix_ = load_npy(path / "subjects.npy").astype(np.float32)
+        self._build()

@@ -1,0 +1,156 @@
+"""Record-neighbour sources: similar training records vote for their gold subjects.
+
+score(s) = Σ_{n ∈ kNN(d), s ∈ gold(n)} sim(d, n)^p — the method that won SemEval-2025's
+tib-core track. Two neighbourhoods: TF-IDF cosine within a language, and cosine of the
+hybrid's bilingual embeddings (across languages).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import faiss
+import numpy as np
+import scipy.sparse as sp
+
+from tagalign.io import load_npy, read_json, save_npy_atomic, write_json_atomic
+from tagalign.suggest.sources.base import (
+    Batch,
+    Candidates,
+    Source,
+    ranks_of,
+    register_source,
+    topk_per_row,
+)
+
+
+def vote(nbr: np.ndarray, sims: np.ndarray, Y: sp.csr_matrix, power: float, top_k: int,
+         prefix: str) -> tuple[Candidates, np.ndarray]:
+    """Turn (n × K) neighbour positions/similarities into top-k voted subjects + features."""
+    n, k = nbr.shape
+    valid = (nbr >= 0) & (sims > 0)
+    rows = np.repeat(np.arange(n), k)[valid.ravel()]
+    cols = nbr.ravel()[valid.ravel()]
+    w = np.power(sims.ravel()[valid.ravel()], power)
+    W = sp.csr_matrix((w, (rows, cols)), shape=(n, Y.shape[0]))
+    S = (W @ Y).tocsr()
+    Wb = W.copy()
+    Wb.data[:] = 1.0
+    C = (Wb @ Y).tocsr()
+    r, c, v = topk_per_row(S, top_k)
+    counts = np.asarray(C[r, c]).ravel() if len(r) else np.zeros(0, np.float32)
+    total = np.asarray(W.sum(axis=1)).ravel()
+    norm = v / np.maximum(total[r], 1e-9)
+    top1 = sims[:, 0] if k else np.zeros(n)
+    feats = np.column_stack([v, norm, counts, ranks_of(r), top1[r]]).astype(np.float32)
+    return Candidates(r, c, feats, _names(prefix)), nbr
+
+
+def _names(prefix: str) -> list[str]:
+    return [f"{prefix}_vote", f"{prefix}_share", f"{prefix}_count", f"{prefix}_rank",
+            f"{prefix}_top1"]
+
+
+@register_source
+class TfidfNeighbours(Source):
+    """kNN by TF-IDF cosine among training records of the same language."""
+
+    name = "tfidf_knn"
+    features = _names("tknn")
+
+    def __init__(self, k: int = 30, power: float = 2.0, top_k: int = 50, **params: Any):
+        super().__init__(k=k, power=power, top_k=top_k, **params)
+        self.k, self.power, self.top_k = k, power, top_k
+        self.X_: dict[str, sp.csr_matrix] = {}
+        self.rows_: dict[str, np.ndarray] = {}  # memory row of each X_ row
+        self.memory: Any = None
+
+    def fit(self, ctx: Any) -> None:
+        self.memory = ctx.memory
+        for lang, (idx, X) in ctx.tfidf.items():
+            self.X_[lang] = X.tocsr()
+            self.rows_[lang] = np.asarray(idx, np.int64)
+
+    def neighbours(self, batch: Batch) -> tuple[np.ndarray, np.ndarray]:
+        n = len(batch)
+        nbr = np.full((n, self.k), -1, np.int64)
+        sims = np.zeros((n, self.k), np.float32)
+        for lang, (idx, Xq) in batch.tfidf.items():
+            if lang not in self.X_:
+                continue
+            XtT = self.X_[lang].T.tocsr()
+            for start in range(0, len(idx), 256):
+                part = idx[start:start + 256]
+                S = (Xq[start:start + 256] @ XtT).toarray()
+                kk = min(self.k, S.shape[1])
+                top = np.argpartition(-S, kk - 1, axis=1)[:, :kk]
+                topv = np.take_along_axis(S, top, 1)
+                order = np.argsort(-topv, axis=1)
+                top = np.take_along_axis(top, order, 1)
+                nbr[part, :kk] = self.rows_[lang][top]
+                sims[part, :kk] = np.take_along_axis(topv, order, 1)
+        return nbr, sims
+
+    def candidates(self, batch: Batch) -> Candidates:
+        nbr, sims = self.neighbours(batch)
+        cands, batch.evidence[self.name] = vote(nbr, sims, self.memory.Y, self.power,
+                                                self.top_k, "tknn")
+        return cands
+
+    def learn(self, batch: Batch, rows: np.ndarray) -> None:
+        for lang, (idx, X) in batch.tfidf.items():
+            if lang in self.X_:
+                self.X_[lang] = sp.vstack([self.X_[lang], X]).tocsr()
+                self.rows_[lang] = np.r_[self.rows_[lang], rows[idx]]
+
+    def save(self, path: Path) -> None:
+        meta = {}
+        for lang, X in self.X_.items():
+            sp.save_npz(path / f"tknn-{lang}.npz", X)
+            save_npy_atomic(path / f"tknn-rows-{lang}.npy", self.rows_[lang])
+            meta[lang] = X.shape[0]
+        write_json_atomic(path / "tknn.json", meta)
+
+    def load_state(self, path: Path, ctx: Any) -> None:
+        self.memory = ctx.memory
+        for lang in read_json(path / "tknn.json"):
+            self.X_[lang] = sp.load_npz(path / f"tknn-{lang}.npz").tocsr()
+            self.rows_[lang] = load_npy(path / f"tknn-rows-{lang}.npy")
+
+
+@register_source
+class EmbeddingNeighbours(Source):
+    """kNN by cosine of bilingual record embeddings (across languages)."""
+
+    name = "emb_knn"
+    features = _names("eknn")
+
+    def __init__(self, k: int = 30, power: float = 2.0, top_k: int = 50, **params: Any):
+        super().__init__(k=k, power=power, top_k=top_k, **params)
+        self.k, self.power, self.top_k = k, power, top_k
+        self.index_: faiss.Index | None = None
+        self.memory: Any = None
+
+    def fit(self, ctx: Any) -> None:
+        self.memory = ctx.memory
+        emb = np.ascontiguousarray(ctx.embeddings, dtype=np.float32)
+        self.index_ = faiss.IndexFlatIP(emb.shape[1])
+        self.index_.add(emb)
+
+    def candidates(self, batch: Batch) -> Candidates:
+        q = np.ascontiguousarray(batch.embeddings, dtype=np.float32)
+        sims, nbr = self.index_.search(q, self.k)
+        cands, batch.evidence[self.name] = vote(nbr.astype(np.int64), sims, self.memory.Y,
+                                                self.power, self.top_k, "eknn")
+        return cands
+
+    def learn(self, batch: Batch, rows: np.ndarray) -> None:
+        self.index_.add(np.ascontiguousarray(batch.embeddings, dtype=np.float32))
+
+    def save(self, path: Path) -> None:
+        faiss.write_index(self.index_, str(path / "eknn.faiss"))
+
+    def load_state(self, path: Path, ctx: Any) -> None:
+        self.memory = ctx.memory
+        self.index_ = faiss.read_index(str(path / "eknn.faiss"))

@@ -1,0 +1,81 @@
+"""Per-language TF-IDF features over stemmed tokens (shared by Omikuji and TF-IDF kNN)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import scipy.sparse as sp
+from sklearn.feature_extraction.text import TfidfVectorizer
+
+from tagalign.io import load_npy, read_json, save_npy_atomic, write_json_atomic
+
+
+def _identity(tokens: list[str]) -> list[str]:
+    return tokens
+
+
+def _vectorizer(min_df: int | float, max_df: float) -> TfidfVectorizer:
+    return TfidfVectorizer(analyzer=_identity, sublinear_tf=True, min_df=min_df, max_df=max_df,
+                           dtype=np.float32)
+
+
+class TfidfFeaturizer:
+    """One TF-IDF vectorizer per language (``de``, ``en``); other languages use ``de``."""
+
+    def __init__(self, languages: Sequence[str] = ("de", "en"), min_df: int = 2,
+                 max_df: float = 0.5):
+        self.languages = list(languages)
+        self.min_df = min_df
+        self.max_df = max_df
+        self.vectorizers_: dict[str, TfidfVectorizer] = {}
+
+    def lang_of(self, lang: str | None) -> str:
+        return lang if lang in self.vectorizers_ else self.languages[0]
+
+    def fit(self, tokens: Sequence[list[str]], languages: Sequence[str]) -> TfidfFeaturizer:
+        for lang in self.languages:
+            docs = [t for t, lg in zip(tokens, languages, strict=True) if lg == lang]
+            if len(docs) < 2:
+                continue
+            self.vectorizers_[lang] = _vectorizer(self.min_df, self.max_df).fit(docs)
+        if not self.vectorizers_:
+            raise ValueError("too few training records to fit TF-IDF features")
+        return self
+
+    def n_features(self, lang: str) -> int:
+        return len(self.vectorizers_[lang].vocabulary_)
+
+    def transform(self, tokens: Sequence[list[str]], languages: Sequence[str]
+                  ) -> dict[str, tuple[np.ndarray, sp.csr_matrix]]:
+        """Rows grouped by language: ``{lang: (row indices, L2-normalised csr)}``."""
+        routed = np.array([self.lang_of(lg) for lg in languages]) if len(languages) else \
+            np.zeros(0, dtype=str)
+        out = {}
+        for lang, vec in self.vectorizers_.items():
+            idx = np.flatnonzero(routed == lang)
+            if len(idx):
+                out[lang] = (idx, vec.transform([tokens[i] for i in idx]).tocsr())
+        return out
+
+    def save(self, path: Path) -> None:
+        path.mkdir(parents=True, exist_ok=True)
+        meta = {"languages": self.languages, "min_df": self.min_df, "max_df": self.max_df,
+                "vocabularies": {}}
+        for lang, vec in self.vectorizers_.items():
+            terms = sorted(vec.vocabulary_, key=vec.vocabulary_.__getitem__)
+            meta["vocabularies"][lang] = terms
+            save_npy_atomic(path / f"idf-{lang}.npy", vec.idf_.astype(np.float64))
+        write_json_atomic(path / "tfidf.json", meta)
+
+    @classmethod
+    def load(cls, path: Path) -> TfidfFeaturizer:
+        meta = read_json(path / "tfidf.json")
+        self = cls(meta["languages"], meta["min_df"], meta["max_df"])
+        for lang, terms in meta["vocabularies"].items():
+            vec = _vectorizer(self.min_df, self.max_df)
+            vec.vocabulary_ = {t: i for i, t in enumerate(terms)}
+            vec.idf_ = load_npy(path / f"idf-{lang}.npy")
+            self.vectorizers_[lang] = vec
+        return self

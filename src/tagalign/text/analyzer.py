@@ -1,0 +1,63 @@
+"""Tokenise, lowercase and Snowball-stem German and English text.
+
+One `Analyzer` serves both languages; records carry a language code (``de``/``en``) and
+text without one is guessed from stop words (good enough for title+abstract lengths).
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+
+import Stemmer
+
+_TOKEN = re.compile(r"[^\W\d_](?:[\w\-]*\w)?", re.UNICODE)
+STEMMERS = {"de": "german", "en": "english"}
+
+_STOP = {
+    "de": set("der die das und in im von zu mit den des ist ein eine für auf als bei aus "
+              "nicht sich dem durch wird werden sind zur zum an oder auch nach über wie es "
+              "dass einer eines einem vom unter wurde wurden kann können diese dieser".split()),
+    "en": set("the of and in to a is for on with as by an are from this that be which at "
+              "or we it its was were these can has have been their our using based into "
+              "between not also than such".split()),
+}
+
+
+def guess_language(text: str, default: str = "de") -> str:
+    """``de`` or ``en`` by counting stop words; ``default`` on a tie."""
+    words = text.lower().split()
+    de = sum(w in _STOP["de"] for w in words)
+    en = sum(w in _STOP["en"] for w in words)
+    if de == en:
+        return default
+    return "de" if de > en else "en"
+
+
+class Analyzer:
+    """``tokens(text, lang)`` → stemmed lowercase word tokens (stop words kept out)."""
+
+    def __init__(self, min_length: int = 2):
+        self.min_length = min_length
+        self._stemmers = {lang: Stemmer.Stemmer(name) for lang, name in STEMMERS.items()}
+        for s in self._stemmers.values():
+            s.maxCacheSize = 500_000
+
+    def words(self, text: str) -> list[str]:
+        text = unicodedata.normalize("NFC", text).lower()
+        return [w for w in _TOKEN.findall(text) if len(w) >= self.min_length]
+
+    def stem(self, words: list[str], lang: str | None) -> list[str]:
+        stemmer = self._stemmers.get(lang or "de", self._stemmers["de"])
+        return stemmer.stemWords(words)
+
+    def tokens(self, text: str, lang: str | None, drop_stop: bool = True) -> list[str]:
+        words = self.words(text)
+        if drop_stop:
+            stop = _STOP.get(lang or "de", set())
+            words = [w for w in words if w not in stop]
+        return self.stem(words, lang)
+
+    def label_tokens(self, label: str, lang: str | None) -> tuple[str, ...]:
+        """Stemmed tokens of a subject label, stop words kept (labels are short)."""
+        return tuple(self.stem(self.words(label), lang))

@@ -1,0 +1,263 @@
+"""`hybrid` — tagalign's default recipe: sources fused by a learned ranker.
+
+Sources (``tagalign.suggest.sources``): Omikuji label trees on TF-IDF (per language),
+record neighbours by TF-IDF and by bilingual contrastive embeddings, label retrieval in
+the embedding space, and lexical label matches. Training is stacked: the sources learn
+from split A of train, the LightGBM ranker learns from their candidates on the held-out
+split B (never dev); then B joins the neighbour memory and the label trees are refit on
+A+B. Every phase is saved in ``workdir`` so an interrupted run resumes.
+"""
+
+from __future__ import annotations
+
+import threading
+import zlib
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import scipy.sparse as sp
+from rich.progress import track
+
+from tagalign.io import read_json, save_npy_atomic, write_json_atomic
+from tagalign.records import Record
+from tagalign.suggest import Suggestion
+from tagalign.suggest.fusion import FusionRanker
+from tagalign.suggest.pipeline import HybridPipeline
+from tagalign.suggest.sources import SOURCES, Source
+from tagalign.suggest.sources.memory import RecordMemory, label_matrix
+from tagalign.suggest.tfidf import TfidfFeaturizer
+from tagalign.text import Analyzer, guess_language
+from tagalign.train.phases import PhaseRunner
+from tagalign.train.recipes.base import Recipe, register_recipe
+from tagalign.vocab import Vocabulary
+
+EMBEDDING_SOURCES = {"emb_knn", "labels"}
+
+
+@dataclass
+class TrainContext:
+    """What sources learn from: one split of the training records, featurised."""
+
+    vocab: Vocabulary
+    analyzer: Analyzer
+    memory: RecordMemory
+    tfidf: dict[str, tuple[np.ndarray, sp.csr_matrix]]
+    Y: sp.csr_matrix
+    embeddings: np.ndarray | None = None
+    encoder: Any = None
+
+
+def in_holdout(record_id: str, fraction: float, seed: int) -> bool:
+    """Stable split by a hash of the id, so reruns and resumes pick the same records."""
+    return zlib.crc32(f"{seed}:{record_id}".encode()) % 10_000 < fraction * 10_000
+
+
+def subject_prior(Y: sp.csr_matrix) -> np.ndarray:
+    """log relative frequency of each subject among training records (feature ``prior``)."""
+    counts = np.asarray(Y.sum(axis=0)).ravel()
+    return np.log((counts + 1.0) / (Y.shape[0] + 1.0)).astype(np.float32)
+
+
+@register_recipe
+class HybridRecipe(Recipe):
+    name = "hybrid"
+    defaults: dict[str, Any] = {
+        "sources": ["omikuji", "tfidf_knn", "emb_knn", "labels", "lexical"],
+        "holdout_fraction": 0.15,
+        "max_ranker_records": 12_000,
+        "seed": 13,
+        "knn_k": 30,
+        "knn_power": 2.0,
+        "candidates_per_source": 40,
+        "omikuji_cluster_k": 100,
+        "omikuji_max_depth": 3,
+        "refit_full": True,
+        "embed_dim": 256,
+        "embed_vocab_size": 40_000,
+        "embed_epochs": 1,
+        "embed_batch_size": 256,
+        "embed_lr": 0.05,
+        "ranker_rounds": 500,
+        "batch_size": 512,
+        "threads": 0,
+    }
+
+    def __init__(self, vocab: Vocabulary, **params: Any):
+        super().__init__(vocab, **params)
+        unknown = set(self.params["sources"]) - set(SOURCES)
+        if unknown:
+            raise ValueError(f"unknown sources {sorted(unknown)}; known: {sorted(SOURCES)}")
+        self.pipeline_: HybridPipeline | None = None
+        self._lock = threading.Lock()
+        self.timings_: dict[str, dict[str, float]] = {}
+
+    # -- construction ----------------------------------------------------------------------
+    def _new_source(self, name: str) -> Source:
+        p = self.params
+        k = p["candidates_per_source"]
+        kwargs: dict[str, dict[str, Any]] = {
+            "omikuji": {"top_k": k, "cluster_k": p["omikuji_cluster_k"],
+                        "max_depth": p["omikuji_max_depth"], "n_threads": p["threads"]},
+            "tfidf_knn": {"k": p["knn_k"], "power": p["knn_power"], "top_k": k},
+            "emb_knn": {"k": p["knn_k"], "power": p["knn_power"], "top_k": k},
+            "labels": {"top_k": k},
+            "lexical": {},
+        }
+        return SOURCES[name](**kwargs.get(name, {}))
+
+    @property
+    def uses_embeddings(self) -> bool:
+        return bool(EMBEDDING_SOURCES & set(self.params["sources"]))
+
+    # -- training --------------------------------------------------------------------------
+    def fit(self, records: Sequence[Record], *, workdir: Path,
+            dev: Sequence[Record] | None = None) -> None:
+        p = self.params
+        runner = PhaseRunner(workdir)
+        analyzer = Analyzer()
+        records = [r for r in records if r.subjects]
+        langs = [r.language if r.language in ("de", "en") else guess_language(r.text)
+                 for r in records]
+        hold = np.array([in_holdout(r.id, p["holdout_fraction"], p["seed"]) for r in records])
+        idx_b = np.flatnonzero(hold)[: p["max_ranker_records"]]
+        idx_a = np.setdiff1d(np.arange(len(records)), idx_b)
+        if len(idx_b) < 20 or len(idx_a) < 20:
+            raise ValueError(f"hybrid needs more training records (got {len(records)})")
+        runner.log(f"{len(idx_a)} records train the sources, {len(idx_b)} the ranker")
+        tokens = runner.step("tokenise", lambda: [
+            analyzer.tokens(r.text, lg) for r, lg in track(
+                list(zip(records, langs, strict=True)), description="tokenising",
+                transient=True)])
+        rec_a = [records[i] for i in idx_a]
+        featurizer = runner.run(
+            "tfidf", lambda: TfidfFeaturizer().fit([tokens[i] for i in idx_a],
+                                                   [langs[i] for i in idx_a]),
+            lambda f, d: f.save(d), TfidfFeaturizer.load)
+        encoder = None
+        if self.uses_embeddings:
+            from tagalign.train.static_model import StaticEncoder, train_static_encoder
+
+            encoder = runner.run(
+                "encoder", lambda: train_static_encoder(rec_a, self.vocab, p),
+                lambda e, d: e.save(d), StaticEncoder.load)
+        ctx = TrainContext(
+            self.vocab, analyzer,
+            RecordMemory.from_records(rec_a, self.vocab, [langs[i] for i in idx_a]),
+            featurizer.transform([tokens[i] for i in idx_a], [langs[i] for i in idx_a]),
+            Y=label_matrix(rec_a, self.vocab), encoder=encoder)
+        if encoder is not None:
+            ctx.embeddings = runner.step("embed records", lambda: encoder.encode(
+                [r.text for r in rec_a], show_progress=True))
+        sources = []
+        for name in p["sources"]:
+            src = self._new_source(name)
+            sources.append(runner.run(
+                f"source-{name}", lambda s=src: (s.fit(ctx), s)[1], lambda s, d: s.save(d),
+                lambda d, s=src: (s.load_state(d, ctx), s)[1]))
+        pipe = HybridPipeline(self.vocab, analyzer, featurizer, ctx.memory, sources, encoder,
+                              prior=subject_prior(ctx.Y))
+        rec_b = [records[i] for i in idx_b]
+        pipe.ranker = runner.run("ranker", lambda: self._fit_ranker(pipe, rec_b),
+                                 lambda r, d: r.save(d), FusionRanker.load)
+        runner.log("ranker feature importance (gain): " + ", ".join(
+            f"{k}={v:.3f}" for k, v in sorted(pipe.ranker.importance().items(),
+                                              key=lambda kv: -kv[1])[:12]))
+        runner.step("add held-out records to memory", lambda: self._learn(pipe, rec_b))
+        if p["refit_full"] and "omikuji" in p["sources"]:
+            self._refit_omikuji(pipe, runner, records, tokens, langs, featurizer)
+        pipe.prior = subject_prior(pipe.memory.Y)
+        self.pipeline_ = pipe
+        self.timings_ = runner.timings
+
+    def _refit_omikuji(self, pipe: HybridPipeline, runner: PhaseRunner,
+                       records: Sequence[Record], tokens: list, langs: list,
+                       featurizer: TfidfFeaturizer) -> None:
+        ctx = TrainContext(self.vocab, pipe.analyzer, pipe.memory,
+                           featurizer.transform(tokens, langs), label_matrix(records, self.vocab))
+        src = self._new_source("omikuji")
+        src = runner.run("source-omikuji-full", lambda: (src.fit(ctx), src)[1],
+                         lambda s, d: s.save(d), lambda d: (src.load_state(d, ctx), src)[1])
+        pipe.sources = [src if s.name == "omikuji" else s for s in pipe.sources]
+
+    def _fit_ranker(self, pipe: HybridPipeline, rec_b: Sequence[Record]) -> FusionRanker:
+        bs = self.params["batch_size"]
+        Xs, ys, rows_all = [], [], []
+        names: list[str] = []
+        for start in track(range(0, len(rec_b), bs), description="ranker candidates",
+                           transient=True):
+            chunk = rec_b[start:start + bs]
+            batch = pipe.prepare(chunk)
+            rows, cols, X, names, _ = pipe.features(batch)
+            gold = label_matrix(chunk, self.vocab)
+            ys.append(np.asarray(gold[rows, cols]).ravel())
+            Xs.append(X)
+            rows_all.append(rows + start)
+        X, y, rows = np.vstack(Xs), np.concatenate(ys), np.concatenate(rows_all)
+        return FusionRanker(num_rounds=self.params["ranker_rounds"],
+                            num_threads=self.params["threads"]).fit(X, y, rows, names)
+
+    # -- online learning -------------------------------------------------------------------
+    def _learn(self, pipe: HybridPipeline, records: Sequence[Record]) -> None:
+        for start in range(0, len(records), self.params["batch_size"]):
+            chunk = [r for r in records[start:start + self.params["batch_size"]] if r.subjects]
+            if not chunk:
+                continue
+            batch = pipe.prepare(chunk)
+            rows = pipe.memory.append(chunk, batch.languages, label_matrix(chunk, self.vocab))
+            for src in pipe.sources:
+                src.learn(batch, rows)
+
+    def learn(self, records: Sequence[Record]) -> None:
+        """Confirmed records join the neighbour memory at once (no retraining)."""
+        with self._lock:
+            self._learn(self.pipeline_, records)
+
+    # -- suggesting ------------------------------------------------------------------------
+    def suggest(self, records: Sequence[Record], limit: int = 20) -> list[list[Suggestion]]:
+        if self.pipeline_ is None:
+            raise RuntimeError("hybrid recipe is not trained")
+        bs = self.params["batch_size"]
+        out: list[list[Suggestion]] = []
+        for start in range(0, len(records), bs):
+            out.extend(self.pipeline_.suggest(records[start:start + bs], limit))
+        return out
+
+    # -- persistence -----------------------------------------------------------------------
+    def save(self, path: Path) -> None:
+        pipe = self.pipeline_
+        pipe.featurizer.save(path / "tfidf")
+        pipe.memory.save(path / "memory")
+        pipe.ranker.save(path / "ranker")
+        save_npy_atomic(path / "prior.npy", pipe.prior)
+        if pipe.encoder is not None:
+            pipe.encoder.save(path / "encoder")
+        for src in pipe.sources:
+            (path / "sources" / src.name).mkdir(parents=True, exist_ok=True)
+            src.save(path / "sources" / src.name)
+        write_json_atomic(path / "hybrid.json", {"sources": [s.name for s in pipe.sources],
+                                                 "timings": self.timings_})
+
+    @classmethod
+    def load(cls, path: Path, vocab: Vocabulary, params: dict[str, Any]) -> HybridRecipe:
+        self = cls(vocab, **params)
+        meta = read_json(path / "hybrid.json")
+        encoder = None
+        if (path / "encoder").exists():
+            from tagalign.train.static_model import StaticEncoder
+
+            encoder = StaticEncoder.load(path / "encoder")
+        memory = RecordMemory.load(path / "memory")
+        ctx = TrainContext(vocab, Analyzer(), memory, {}, memory.Y, encoder=encoder)
+        sources = []
+        for name in meta["sources"]:
+            src = self._new_source(name)
+            src.load_state(path / "sources" / name, ctx)
+            sources.append(src)
+        self.pipeline_ = HybridPipeline(
+            vocab, ctx.analyzer, TfidfFeaturizer.load(path / "tfidf"), memory, sources, encoder,
+            FusionRanker.load(path / "ranker"), np.load(path / "prior.npy", allow_pickle=False))
+        self.timings_ = meta.get("timings", {})
+        return self

@@ -1,0 +1,80 @@
+"""`lexical` — zero-shot suggestions from the vocabulary alone (no training records).
+
+Subject labels found in the text (see `tagalign.suggest.sources.lexical`), scored by a
+fixed rule: longer labels, labels in the title and repeated labels score higher. It is
+what `make demo` falls back to when no records are available.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from tagalign.records import Record
+from tagalign.suggest import Suggestion
+from tagalign.suggest.sources.lexical import LabelMatcher
+from tagalign.text import Analyzer, guess_language
+from tagalign.train.recipes.base import Recipe, register_recipe
+from tagalign.vocab import Vocabulary
+
+
+def rule_score(feats: np.ndarray) -> np.ndarray:
+    """1 − exp(−evidence); evidence grows with count, title match and label length."""
+    count, in_title, ntok, first, pref, ambig = feats.T
+    evidence = (0.3 * np.log1p(count) + 0.5 * in_title + 0.25 * ntok + 0.2 * (1 - first)
+                + 0.1 * pref) / np.maximum(ambig, 1)
+    return 1 - np.exp(-evidence)
+
+
+@register_recipe
+class LexicalRecipe(Recipe):
+    name = "lexical"
+    defaults: dict[str, Any] = {"max_ngram": 5}
+
+    def __init__(self, vocab: Vocabulary, **params: Any):
+        super().__init__(vocab, **params)
+        self.analyzer = Analyzer()
+        self.matcher_: LabelMatcher | None = None
+
+    def _context(self) -> Any:
+        return type("Ctx", (), {"analyzer": self.analyzer, "vocab": self.vocab})
+
+    def fit(self, records: Sequence[Record], *, workdir: Path,
+            dev: Sequence[Record] | None = None) -> None:
+        self.matcher_ = LabelMatcher(max_ngram=self.params["max_ngram"])
+        self.matcher_.fit(self._context())
+
+    def suggest(self, records: Sequence[Record], limit: int = 20) -> list[list[Suggestion]]:
+        from tagalign.suggest.sources.base import Batch
+
+        langs = [r.language if r.language in ("de", "en") else guess_language(r.text)
+                 for r in records]
+        batch = Batch(records, langs,
+                      [self.analyzer.tokens(r.text, lg) for r, lg in zip(records, langs,
+                                                                         strict=True)],
+                      [self.analyzer.tokens(r.title, lg) for r, lg in zip(records, langs,
+                                                                          strict=True)])
+        cands = self.matcher_.candidates(batch)
+        scores = rule_score(cands.feats) if len(cands.rows) else np.zeros(0)
+        out: list[list[Suggestion]] = [[] for _ in records]
+        for r, c, s in sorted(zip(cands.rows.tolist(), cands.cols.tolist(), scores.tolist(),
+                                  strict=True), key=lambda x: (x[0], -x[2])):
+            if len(out[r]) < limit:
+                subj = self.vocab.subjects[c]
+                out[r].append(Suggestion(subj.id, s, subj.label(langs[r]),
+                                         {"sources": ["lexical"],
+                                          "label_match": subj.label(langs[r])}))
+        return out
+
+    def save(self, path: Path) -> None:
+        self.matcher_.save(path)
+
+    @classmethod
+    def load(cls, path: Path, vocab: Vocabulary, params: dict[str, Any]) -> LexicalRecipe:
+        self = cls(vocab, **params)
+        self.matcher_ = LabelMatcher(max_ngram=self.params["max_ngram"])
+        self.matcher_.load_state(path, None)
+        return self

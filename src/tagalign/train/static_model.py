@@ -1,0 +1,149 @@
+"""Bilingual contrastive static embeddings, trained from scratch on CPU.
+
+A WordPiece tokenizer is trained on the records and subject labels; a sentence-transformers
+`StaticEmbedding` (one vector per token, mean-pooled) learns with in-batch negatives
+(`MultipleNegativesRankingLoss`) from three kinds of pairs:
+
+* record text ↔ German preferred label of each gold subject (English and German records
+  are pulled to the same German labels, so one model serves both languages);
+* record ↔ record sharing a gold subject;
+* English label ↔ German label of the same subject (where the vocabulary has both).
+"""
+
+from __future__ import annotations
+
+import os
+from collections import defaultdict
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from tagalign.records import Record
+from tagalign.vocab import Vocabulary
+
+
+def train_tokenizer(texts: Sequence[str], vocab_size: int):
+    from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, trainers
+
+    tok = Tokenizer(models.WordPiece(unk_token="[UNK]"))
+    tok.normalizer = normalizers.BertNormalizer(lowercase=True, strip_accents=False)
+    tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    trainer = trainers.WordPieceTrainer(vocab_size=vocab_size, min_frequency=2,
+                                        special_tokens=["[UNK]", "[PAD]"], show_progress=False)
+    tok.train_from_iterator(texts, trainer=trainer)
+    tok.enable_truncation(512)
+    return tok
+
+
+class StaticEncoder:
+    """Wraps the trained sentence-transformers model; encodes to L2-normalised float32."""
+
+    def __init__(self, model: Any):
+        self.model = model
+
+    @property
+    def dim(self) -> int:
+        return int(self.model.get_sentence_embedding_dimension())
+
+    def encode(self, texts: Sequence[str], show_progress: bool = False,
+               batch_size: int = 512) -> np.ndarray:
+        emb = self.model.encode(list(texts), batch_size=batch_size, convert_to_numpy=True,
+                                normalize_embeddings=True, show_progress_bar=show_progress)
+        return np.ascontiguousarray(emb, dtype=np.float32)
+
+    def save(self, path: Path) -> None:
+        self.model.save(str(path), safe_serialization=True)
+
+    @classmethod
+    def load(cls, path: Path) -> StaticEncoder:
+        from sentence_transformers import SentenceTransformer
+
+        return cls(SentenceTransformer(str(path), device="cpu", local_files_only=True))
+
+
+def training_pairs(records: Sequence[Record], vocab: Vocabulary, seed: int = 13,
+                   max_record_pairs: int = 50_000) -> tuple[list[str], list[str]]:
+    rng = np.random.default_rng(seed)
+    anchors: list[str] = []
+    positives: list[str] = []
+    by_subject: dict[str, list[int]] = defaultdict(list)
+    for i, r in enumerate(records):
+        text = r.text
+        for sid in r.subjects:
+            subj = vocab.get(sid)
+            if subj is None:
+                continue
+            anchors.append(text)
+            positives.append(subj.label("de"))
+            by_subject[sid].append(i)
+    # record ↔ record sharing a (rare-ish) subject: rarer subjects are more informative
+    pairs = 0
+    order = rng.permutation(len(records))
+    for i in order:
+        r = records[i]
+        cands = [s for s in r.subjects if 1 < len(by_subject.get(s, ())) <= 200]
+        if not cands:
+            continue
+        s = cands[rng.integers(len(cands))]
+        j = by_subject[s][rng.integers(len(by_subject[s]))]
+        if j != i:
+            anchors.append(r.text)
+            positives.append(records[j].text)
+            pairs += 1
+            if pairs >= max_record_pairs:
+                break
+    for subj in vocab.subjects:
+        if "en" in subj.labels and "de" in subj.labels and subj.labels["en"] != subj.labels["de"]:
+            anchors.append(subj.labels["en"])
+            positives.append(subj.labels["de"])
+    return anchors, positives
+
+
+def train_static_encoder(records: Sequence[Record], vocab: Vocabulary,
+                         params: dict[str, Any]) -> StaticEncoder:
+    import torch
+    from datasets import Dataset
+    from sentence_transformers import (
+        SentenceTransformer,
+        SentenceTransformerTrainer,
+        SentenceTransformerTrainingArguments,
+    )
+    from sentence_transformers.losses import MultipleNegativesRankingLoss
+    from sentence_transformers.models import StaticEmbedding
+    from sentence_transformers.training_args import BatchSamplers
+
+    seed = int(params.get("seed", 13))
+    torch.manual_seed(seed)
+    if params.get("threads"):
+        torch.set_num_threads(int(params["threads"]))
+    label_texts = [s.label("de") for s in vocab.subjects]
+    label_texts += [s.labels["en"] for s in vocab.subjects if "en" in s.labels]
+    tokenizer = train_tokenizer([r.text for r in records] + label_texts,
+                                int(params["embed_vocab_size"]))
+    module = StaticEmbedding(tokenizer, embedding_dim=int(params["embed_dim"]))
+    model = SentenceTransformer(modules=[module], device="cpu")
+    anchors, positives = training_pairs(records, vocab, seed)
+    data = Dataset.from_dict({"anchor": anchors, "positive": positives}).shuffle(seed=seed)
+    out = Path(os.environ.get("TMPDIR", "/tmp")) / f"tagalign-static-{os.getpid()}"
+    args = SentenceTransformerTrainingArguments(
+        output_dir=str(out),
+        num_train_epochs=float(params["embed_epochs"]),
+        per_device_train_batch_size=int(params["embed_batch_size"]),
+        learning_rate=float(params["embed_lr"]),
+        warmup_steps=0.05,
+        batch_sampler=BatchSamplers.NO_DUPLICATES,
+        save_strategy="no",
+        report_to="none",
+        logging_steps=100,
+        seed=seed,
+        use_cpu=not torch.cuda.is_available(),
+        dataloader_num_workers=0,
+        disable_tqdm=False,
+    )
+    trainer = SentenceTransformerTrainer(model=model, args=args, train_dataset=data,
+                                         loss=MultipleNegativesRankingLoss(model))
+    trainer.train()
+    model.to("cpu")
+    return StaticEncoder(model)
