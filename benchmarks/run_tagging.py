@@ -6,8 +6,11 @@ The held-out evaluation runs exactly this script; its arguments are stable:
     python benchmarks/run_tagging.py --train TRAIN --dev DEV --vocab VOCAB --test TEST \
         --out PRED.jsonl [--recipe NAME] [--project-dir DIR] [--limit-train N]
 
-Prints train time, suggest records/s and peak memory (and dev scores when --dev is given
-and differs from --test). Works with any records file in our JSONL format.
+Prints train time, suggest records/s and peak memory. When --dev is given (and is not the
+test file) the dev records are scored first, then — for recipes that learn online, unless
+--no-learn-dev — they join the record-neighbour memory before the test is tagged, as
+confirmed records would (the ranker never sees them). Works with any records file in our
+JSONL format.
 """
 
 from __future__ import annotations
@@ -42,6 +45,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--limit-train", type=int)
     ap.add_argument("--limit", type=int, default=20, help="subjects per record (default 20)")
     ap.add_argument("--param", action="append", default=[], help="recipe parameter key=JSON")
+    ap.add_argument("--no-learn-dev", dest="learn_dev", action="store_false",
+                    help="do not add the scored dev records to the neighbour memory")
     args = ap.parse_args(argv)
 
     params = {}
@@ -68,6 +73,21 @@ def main(argv: list[str] | None = None) -> int:
     print(f"train time: {train_s:.1f} s (peak RSS so far {peak_rss_gb():.2f} GB)", flush=True)
     del train
 
+    if args.dev is not None and args.dev.resolve() != args.test.resolve():
+        dev = list(read_records(args.dev, vocab=vocab))
+        dpreds = project.suggest(dev, limit=args.limit)
+        scores = evaluate(dev, {r.id: [s.id for s in row] for r, row in zip(dev, dpreds,
+                                                                            strict=True)})
+        project.set_scores(scores["overall"])
+        print("dev:", json.dumps({k: round(v, 4) for k, v in scores["overall"].items()}))
+        if args.learn_dev:
+            try:
+                project.recipe.learn([r for r in dev if r.subjects])
+                project.save_model(project.recipe)  # what tags test is what DIR serves
+                print(f"dev records added to the neighbour memory: {len(dev)}")
+            except NotImplementedError:
+                pass
+
     test = list(read_records(args.test))
     t0 = time.perf_counter()
     preds = project.suggest(test, limit=args.limit)
@@ -76,15 +96,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"suggest: {len(test)} records in {suggest_s:.1f} s = "
           f"{len(test) / max(suggest_s, 1e-9):.0f} records/s", flush=True)
     print(f"predictions: {args.out}")
-
-    if args.dev is not None and args.dev.resolve() != args.test.resolve():
-        dev = list(read_records(args.dev, vocab=vocab))
-        dpreds = project.suggest(dev, limit=args.limit)
-        scores = evaluate(dev, {r.id: [s.id for s in row] for r, row in zip(dev, dpreds,
-                                                                            strict=True)})
-        project.set_scores(scores["overall"])
-        print("dev:", json.dumps({k: round(v, 4) for k, v in scores["overall"].items()}))
-    elif any(r.subjects for r in test):
+    if any(r.subjects for r in test):
         scores = evaluate(test, {r.id: [s.id for s in row] for r, row in zip(test, preds,
                                                                              strict=True)})
         print("test:", json.dumps({k: round(v, 4) for k, v in scores["overall"].items()}))

@@ -35,9 +35,25 @@ def merge(cands: Sequence[Candidates], n_subjects: int
     return uniq // n_subjects, uniq % n_subjects, X, names
 
 
+def top_k(rows: np.ndarray, cols: np.ndarray, scores: np.ndarray, n_rows: int, k: int
+          ) -> list[list[tuple[int, float, int]]]:
+    """Per row, the ``k`` best (subject position, score, candidate index), best first."""
+    out: list[list[tuple[int, float, int]]] = [[] for _ in range(n_rows)]
+    if len(rows) == 0:
+        return out
+    order = np.lexsort((-scores, rows))
+    srows = rows[order]
+    bounds = np.r_[0, np.flatnonzero(np.diff(srows)) + 1, len(srows)]
+    for a, b in zip(bounds[:-1], bounds[1:], strict=True):
+        sel = order[a:min(b, a + k)]
+        out[int(srows[a])] = list(zip(cols[sel].tolist(), scores[sel].tolist(), sel.tolist(),
+                                      strict=True))
+    return out
+
+
 DEFAULT_LGB = {
     "objective": "binary",
-    "learning_rate": 0.05,
+    "learning_rate": 0.1,
     "num_leaves": 63,
     "min_data_in_leaf": 40,
     "feature_fraction": 0.9,

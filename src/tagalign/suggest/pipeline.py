@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from tagalign.records import Record
-from tagalign.suggest.fusion import FusionRanker, merge
+from tagalign.suggest.fusion import FusionRanker, merge, top_k
 from tagalign.suggest.sources.base import Batch, Source
 from tagalign.suggest.sources.memory import RecordMemory
 from tagalign.suggest.suggestion import Suggestion
@@ -67,21 +67,10 @@ class HybridPipeline:
     def rank(self, batch: Batch, limit: int) -> list[list[tuple[int, float, list[str]]]]:
         """Top ``limit`` (subject position, score, supporting sources) per record."""
         rows, cols, X, _, support = self.features(batch)
-        scores = self.ranker.predict(X)
-        out: list[list[tuple[int, float, list[str]]]] = [[] for _ in range(len(batch))]
-        order = np.lexsort((-scores, rows))
-        rows, cols, scores = rows[order], cols[order], scores[order]
-        support = support[order]
         names = [s.name for s in self.sources]
-        bounds = np.r_[0, np.flatnonzero(np.diff(rows)) + 1, len(rows)]
-        for a, b in zip(bounds[:-1], bounds[1:], strict=True):
-            if a == b:
-                continue
-            r = int(rows[a])
-            b = min(b, a + limit)
-            out[r] = [(int(c), float(s), [n for n, on in zip(names, sup, strict=True) if on])
-                      for c, s, sup in zip(cols[a:b], scores[a:b], support[a:b], strict=True)]
-        return out
+        ranked = top_k(rows, cols, self.ranker.predict(X), len(batch), limit)
+        return [[(c, s, [n for n, on in zip(names, support[i], strict=True) if on])
+                 for c, s, i in row] for row in ranked]
 
     def suggest(self, records: Sequence[Record], limit: int = 20) -> list[list[Suggestion]]:
         batch = self.prepare(records)
@@ -89,37 +78,32 @@ class HybridPipeline:
         return [self._suggestions(batch, i, row) for i, row in enumerate(ranked)]
 
     # -- reasons ---------------------------------------------------------------------------
-    def _voters(self, batch: Batch, source_name: str, r: int, pos: int, limit: int = 3
-                ) -> list[dict]:
+    def _voters(self, batch: Batch, source_name: str, r: int) -> dict[int, list[int]]:
+        """Subject position → memory rows of record ``r``'s neighbours that have it."""
         nbrs = batch.evidence.get(source_name)
+        out: dict[int, list[int]] = {}
         if nbrs is None:
-            return []
-        out = []
+            return out
         Y = self.memory.Y
         for n in nbrs[r]:
-            if n < 0:
-                continue
-            a, b = Y.indptr[n], Y.indptr[n + 1]
-            if pos in Y.indices[a:b]:
-                out.append({"id": self.memory.ids[n], "title": self.memory.titles[n]})
-                if len(out) >= limit:
-                    break
+            if n >= 0:
+                for pos in Y.indices[Y.indptr[n]:Y.indptr[n + 1]].tolist():
+                    out.setdefault(pos, []).append(int(n))
         return out
 
     def _suggestions(self, batch: Batch, r: int, row: list[tuple[int, float, list[str]]]
                      ) -> list[Suggestion]:
         lang = batch.languages[r]
         matches = batch.evidence["lexical"][r] if "lexical" in batch.evidence else {}
+        voters = [self._voters(batch, name, r) for name in ("tfidf_knn", "emb_knn")]
         out = []
         for pos, score, sources in row:
             subj = self.vocab.subjects[pos]
             reasons: dict[str, Any] = {"sources": sources}
-            voters = (self._voters(batch, "tfidf_knn", r, pos)
-                      + self._voters(batch, "emb_knn", r, pos))
-            seen: set[str] = set()
-            neighbours = [v for v in voters if not (v["id"] in seen or seen.add(v["id"]))][:3]
-            if neighbours:
-                reasons["neighbours"] = neighbours
+            rows = list(dict.fromkeys(n for v in voters for n in v.get(pos, ())))[:3]
+            if rows:
+                reasons["neighbours"] = [{"id": self.memory.ids[n], "title": self.memory.titles[n]}
+                                         for n in rows]
             if pos in matches:
                 reasons["label_match"] = subj.label(lang)
             out.append(Suggestion(subj.id, float(score), subj.label(lang), reasons))

@@ -16,19 +16,20 @@ def _identity(tokens: list[str]) -> list[str]:
     return tokens
 
 
-def _vectorizer(min_df: int | float, max_df: float) -> TfidfVectorizer:
-    return TfidfVectorizer(analyzer=_identity, sublinear_tf=True, min_df=min_df, max_df=max_df,
-                           dtype=np.float32)
+def _vectorizer(min_df: int | float, max_df: float, sublinear_tf: bool) -> TfidfVectorizer:
+    return TfidfVectorizer(analyzer=_identity, sublinear_tf=sublinear_tf, min_df=min_df,
+                           max_df=max_df, dtype=np.float32)
 
 
 class TfidfFeaturizer:
     """One TF-IDF vectorizer per language (``de``, ``en``); other languages use ``de``."""
 
     def __init__(self, languages: Sequence[str] = ("de", "en"), min_df: int = 2,
-                 max_df: float = 0.5):
+                 max_df: float = 0.5, sublinear_tf: bool = True):
         self.languages = list(languages)
         self.min_df = min_df
         self.max_df = max_df
+        self.sublinear_tf = sublinear_tf
         self.vectorizers_: dict[str, TfidfVectorizer] = {}
 
     def lang_of(self, lang: str | None) -> str:
@@ -39,7 +40,8 @@ class TfidfFeaturizer:
             docs = [t for t, lg in zip(tokens, languages, strict=True) if lg == lang]
             if len(docs) < 2:
                 continue
-            self.vectorizers_[lang] = _vectorizer(self.min_df, self.max_df).fit(docs)
+            vec = _vectorizer(self.min_df, self.max_df, self.sublinear_tf)
+            self.vectorizers_[lang] = vec.fit(docs)
         if not self.vectorizers_:
             raise ValueError("too few training records to fit TF-IDF features")
         return self
@@ -62,7 +64,7 @@ class TfidfFeaturizer:
     def save(self, path: Path) -> None:
         path.mkdir(parents=True, exist_ok=True)
         meta = {"languages": self.languages, "min_df": self.min_df, "max_df": self.max_df,
-                "vocabularies": {}}
+                "sublinear_tf": self.sublinear_tf, "vocabularies": {}}
         for lang, vec in self.vectorizers_.items():
             terms = sorted(vec.vocabulary_, key=vec.vocabulary_.__getitem__)
             meta["vocabularies"][lang] = terms
@@ -72,9 +74,10 @@ class TfidfFeaturizer:
     @classmethod
     def load(cls, path: Path) -> TfidfFeaturizer:
         meta = read_json(path / "tfidf.json")
-        self = cls(meta["languages"], meta["min_df"], meta["max_df"])
+        self = cls(meta["languages"], meta["min_df"], meta["max_df"],
+                   meta.get("sublinear_tf", True))
         for lang, terms in meta["vocabularies"].items():
-            vec = _vectorizer(self.min_df, self.max_df)
+            vec = _vectorizer(self.min_df, self.max_df, self.sublinear_tf)
             vec.vocabulary_ = {t: i for i, t in enumerate(terms)}
             vec.idf_ = load_npy(path / f"idf-{lang}.npy")
             self.vectorizers_[lang] = vec

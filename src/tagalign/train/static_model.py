@@ -64,7 +64,8 @@ class StaticEncoder:
 
 
 def training_pairs(records: Sequence[Record], vocab: Vocabulary, seed: int = 13,
-                   max_record_pairs: int = 50_000) -> tuple[list[str], list[str]]:
+                   max_record_pairs: int = 50_000, label_pairs: bool = True
+                   ) -> tuple[list[str], list[str]]:
     rng = np.random.default_rng(seed)
     anchors: list[str] = []
     positives: list[str] = []
@@ -94,7 +95,7 @@ def training_pairs(records: Sequence[Record], vocab: Vocabulary, seed: int = 13,
             pairs += 1
             if pairs >= max_record_pairs:
                 break
-    for subj in vocab.subjects:
+    for subj in vocab.subjects if label_pairs else ():
         if "en" in subj.labels and "de" in subj.labels and subj.labels["en"] != subj.labels["de"]:
             anchors.append(subj.labels["en"])
             positives.append(subj.labels["de"])
@@ -124,7 +125,8 @@ def train_static_encoder(records: Sequence[Record], vocab: Vocabulary,
                                 int(params["embed_vocab_size"]))
     module = StaticEmbedding(tokenizer, embedding_dim=int(params["embed_dim"]))
     model = SentenceTransformer(modules=[module], device="cpu")
-    anchors, positives = training_pairs(records, vocab, seed)
+    anchors, positives = training_pairs(records, vocab, seed,
+                                        label_pairs=bool(params.get("embed_label_pairs", True)))
     data = Dataset.from_dict({"anchor": anchors, "positive": positives}).shuffle(seed=seed)
     out = Path(os.environ.get("TMPDIR", "/tmp")) / f"tagalign-static-{os.getpid()}"
     args = SentenceTransformerTrainingArguments(

@@ -30,6 +30,7 @@ class LabelMatcher(Source):
         self.max_ngram = max_ngram
         # key "lang|tok tok" -> list of (subject position, is_pref)
         self.table_: dict[str, list[tuple[int, int]]] = {}
+        self._prefixes: set[str] = set()  # proper prefixes of keys: stop scanning early
 
     def fit(self, ctx: Any) -> None:
         analyzer, vocab = ctx.analyzer, ctx.vocab
@@ -49,6 +50,15 @@ class LabelMatcher(Source):
                         seen.add(key)
                         table[key].append((pos, pref))
         self.table_ = dict(table)
+        self._index_prefixes()
+
+    def _index_prefixes(self) -> None:
+        prefixes = set()
+        for key in self.table_:
+            parts = key.split(" ")
+            for m in range(1, len(parts)):
+                prefixes.add(" ".join(parts[:m]))
+        self._prefixes = prefixes
 
     def _label_of(self, key: str) -> str:
         return key.split("|", 1)[1]
@@ -74,8 +84,11 @@ class LabelMatcher(Source):
                     if i + m > n:
                         break
                     gram = " ".join(toks[i:i + m])
-                    hits = self.table_.get(prefix + gram)
+                    key = prefix + gram
+                    hits = self.table_.get(key)
                     if not hits:
+                        if key not in self._prefixes:
+                            break
                         continue
                     for pos, pref in hits:
                         f = found.get(pos)
@@ -103,3 +116,4 @@ class LabelMatcher(Source):
     def load_state(self, path: Path, ctx: Any) -> None:
         data = read_json(path / "lexical.json")
         self.table_ = {k: [tuple(x) for x in v] for k, v in data["table"].items()}
+        self._index_prefixes()

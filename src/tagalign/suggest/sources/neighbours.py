@@ -47,6 +47,19 @@ def vote(nbr: np.ndarray, sims: np.ndarray, Y: sp.csr_matrix, power: float, top_
     return Candidates(r, c, feats, _names(prefix)), nbr
 
 
+def keep_top_terms(X: sp.csr_matrix, n: int) -> sp.csr_matrix:
+    """Keep each row's ``n`` heaviest terms: the product's cost grows with query terms,
+    while the light ones barely move the neighbour ranking."""
+    X = X.tocsr(copy=True)
+    for r in range(X.shape[0]):
+        a, b = X.indptr[r], X.indptr[r + 1]
+        if b - a > n:
+            d = X.data[a:b]
+            d[np.argpartition(d, b - a - n)[: b - a - n]] = 0.0
+    X.eliminate_zeros()
+    return X
+
+
 def _names(prefix: str) -> list[str]:
     return [f"{prefix}_vote", f"{prefix}_share", f"{prefix}_count", f"{prefix}_rank",
             f"{prefix}_top1"]
@@ -59,11 +72,14 @@ class TfidfNeighbours(Source):
     name = "tfidf_knn"
     features = _names("tknn")
 
-    def __init__(self, k: int = 30, power: float = 2.0, top_k: int = 50, **params: Any):
-        super().__init__(k=k, power=power, top_k=top_k, **params)
+    def __init__(self, k: int = 30, power: float = 2.0, top_k: int = 50,
+                 query_terms: int = 0, **params: Any):
+        super().__init__(k=k, power=power, top_k=top_k, query_terms=query_terms, **params)
         self.k, self.power, self.top_k = k, power, top_k
+        self.query_terms = query_terms
         self.X_: dict[str, sp.csr_matrix] = {}
         self.rows_: dict[str, np.ndarray] = {}  # memory row of each X_ row
+        self._XT: dict[str, tuple[sp.csr_matrix, sp.csr_matrix]] = {}
         self.memory: Any = None
 
     def fit(self, ctx: Any) -> None:
@@ -79,7 +95,9 @@ class TfidfNeighbours(Source):
         for lang, (idx, Xq) in batch.tfidf.items():
             if lang not in self.X_:
                 continue
-            XtT = self.X_[lang].T.tocsr()
+            XtT = self._transposed(lang)
+            if self.query_terms:
+                Xq = keep_top_terms(Xq, self.query_terms)
             for start in range(0, len(idx), 256):
                 part = idx[start:start + 256]
                 S = (Xq[start:start + 256] @ XtT).toarray()
@@ -92,6 +110,15 @@ class TfidfNeighbours(Source):
                 sims[part, :kk] = np.take_along_axis(topv, order, 1)
         return nbr, sims
 
+    def _transposed(self, lang: str) -> sp.csr_matrix:
+        """Xᵀ in CSR, cached: the query product needs it and it only changes on `learn`."""
+        X = self.X_[lang]
+        cached = self._XT.get(lang)
+        if cached is None or cached[0] is not X:
+            cached = (X, X.T.tocsr())
+            self._XT[lang] = cached
+        return cached[1]
+
     def candidates(self, batch: Batch) -> Candidates:
         nbr, sims = self.neighbours(batch)
         cands, batch.evidence[self.name] = vote(nbr, sims, self.memory.Y, self.power,
@@ -101,8 +128,9 @@ class TfidfNeighbours(Source):
     def learn(self, batch: Batch, rows: np.ndarray) -> None:
         for lang, (idx, X) in batch.tfidf.items():
             if lang in self.X_:
-                self.X_[lang] = sp.vstack([self.X_[lang], X]).tocsr()
+                # rows_ grows first: a concurrent reader never sees an X_ row without one
                 self.rows_[lang] = np.r_[self.rows_[lang], rows[idx]]
+                self.X_[lang] = sp.vstack([self.X_[lang], X]).tocsr()
 
     def save(self, path: Path) -> None:
         meta = {}

@@ -11,6 +11,7 @@ import os
 import sys
 import tempfile
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -73,15 +74,28 @@ def train_omikuji(X: sp.csr_matrix, Y: sp.csr_matrix, *, cluster_k: int = 100,
         os.unlink(tmp)
 
 
-def predict_omikuji(model: omikuji.Model, X: sp.csr_matrix, top_k: int, beam_size: int = 30
-                    ) -> list[list[tuple[int, float]]]:
+def predict_omikuji(model: omikuji.Model, X: sp.csr_matrix, top_k: int, beam_size: int = 10,
+                    n_threads: int = 0) -> list[list[tuple[int, float]]]:
+    """Top-k (label, score) per row; rows are spread over threads (the native call
+    releases the GIL), which matters on small machines."""
     X = X.tocsr()
-    out = []
-    for i in range(X.shape[0]):
-        a, b = X.indptr[i], X.indptr[i + 1]
-        pairs = list(zip(X.indices[a:b].tolist(), X.data[a:b].tolist(), strict=True))
-        out.append(model.predict(pairs, beam_size=beam_size, top_k=top_k) if pairs else [])
-    return out
+
+    def run(lo: int, hi: int) -> list[list[tuple[int, float]]]:
+        out = []
+        for i in range(lo, hi):
+            a, b = X.indptr[i], X.indptr[i + 1]
+            pairs = list(zip(X.indices[a:b].tolist(), X.data[a:b].tolist(), strict=True))
+            out.append(model.predict(pairs, beam_size=beam_size, top_k=top_k) if pairs else [])
+        return out
+
+    n = X.shape[0]
+    workers = min(n_threads or os.cpu_count() or 1, max(1, n // 64))
+    if workers <= 1:
+        return run(0, n)
+    bounds = np.linspace(0, n, workers + 1).astype(int)
+    with ThreadPoolExecutor(workers) as pool:
+        parts = pool.map(run, bounds[:-1], bounds[1:])
+    return [row for part in parts for row in part]
 
 
 @register_source
@@ -111,7 +125,8 @@ class OmikujiSource(Source):
             model = self.models_.get(lang)
             if model is None:
                 continue
-            for r, preds in zip(idx, predict_omikuji(model, X, self.top_k), strict=True):
+            for r, preds in zip(idx, predict_omikuji(model, X, self.top_k,
+                                                                n_threads=self.n_threads), strict=True):
                 for rank, (label, score) in enumerate(preds, 1):
                     rows.append(r)
                     cols.append(label)

@@ -38,6 +38,45 @@ EMBEDDING_SOURCES = {"emb_knn", "labels"}
 
 
 @dataclass
+class Stage:
+    """Sources fitted on split A, and split B kept for the ranker."""
+
+    pipeline: HybridPipeline
+    ranker_records: list[Record]
+    records: list[Record]
+    tokens: list[list[str]]
+    languages: list[str]
+
+
+@dataclass
+class FeatureTable:
+    """Every candidate of some records with its features and gold label (0/1)."""
+
+    rows: np.ndarray
+    cols: np.ndarray
+    X: np.ndarray
+    y: np.ndarray
+    names: list[str]
+    support: np.ndarray
+
+
+def feature_table(pipe: HybridPipeline, records: Sequence[Record], batch_size: int = 512,
+                  description: str = "ranker candidates") -> FeatureTable:
+    parts = []
+    names: list[str] = []
+    for start in track(range(0, len(records), batch_size), description=description,
+                       transient=True):
+        chunk = records[start:start + batch_size]
+        rows, cols, X, names, support = pipe.features(pipe.prepare(chunk))
+        gold = label_matrix(chunk, pipe.vocab)
+        parts.append((rows + start, cols, X, np.asarray(gold[rows, cols]).ravel(), support))
+    if not parts:
+        raise ValueError("no records to build features from")
+    rows, cols, X, y, support = (np.concatenate([p[i] for p in parts]) for i in range(5))
+    return FeatureTable(rows, cols, X, y, names, support)
+
+
+@dataclass
 class TrainContext:
     """What sources learn from: one split of the training records, featurised."""
 
@@ -71,7 +110,7 @@ class HybridRecipe(Recipe):
         "seed": 13,
         "knn_k": 30,
         "knn_power": 2.0,
-        "candidates_per_source": 40,
+        "candidates_per_source": 30,
         "omikuji_cluster_k": 100,
         "omikuji_max_depth": 3,
         "refit_full": True,
@@ -80,8 +119,9 @@ class HybridRecipe(Recipe):
         "embed_epochs": 1,
         "embed_batch_size": 256,
         "embed_lr": 0.05,
+        "embed_label_pairs": True,
         "ranker_rounds": 500,
-        "batch_size": 512,
+        "batch_size": 1024,
         "threads": 0,
     }
 
@@ -115,8 +155,26 @@ class HybridRecipe(Recipe):
     # -- training --------------------------------------------------------------------------
     def fit(self, records: Sequence[Record], *, workdir: Path,
             dev: Sequence[Record] | None = None) -> None:
-        p = self.params
         runner = PhaseRunner(workdir)
+        stage = self.stack(records, runner)
+        pipe = stage.pipeline
+        pipe.ranker = runner.run(
+            "ranker", lambda: self._fit_ranker(feature_table(pipe, stage.ranker_records)),
+            lambda r, d: r.save(d), FusionRanker.load)
+        runner.log("ranker feature importance (gain): " + ", ".join(
+            f"{k}={v:.3f}" for k, v in sorted(pipe.ranker.importance().items(),
+                                              key=lambda kv: -kv[1])[:12]))
+        runner.step("add held-out records to memory",
+                    lambda: self._learn(pipe, stage.ranker_records))
+        if self.params["refit_full"] and "omikuji" in self.params["sources"]:
+            self._refit_omikuji(pipe, runner, stage)
+        pipe.prior = subject_prior(pipe.memory.Y)
+        self.pipeline_ = pipe
+        self.timings_ = runner.timings
+
+    def stack(self, records: Sequence[Record], runner: PhaseRunner) -> Stage:
+        """Split train into A/B and fit every source on A (the first half of stacking)."""
+        p = self.params
         analyzer = Analyzer()
         records = [r for r in records if r.subjects]
         langs = [r.language if r.language in ("de", "en") else guess_language(r.text)
@@ -159,45 +217,21 @@ class HybridRecipe(Recipe):
                 lambda d, s=src: (s.load_state(d, ctx), s)[1]))
         pipe = HybridPipeline(self.vocab, analyzer, featurizer, ctx.memory, sources, encoder,
                               prior=subject_prior(ctx.Y))
-        rec_b = [records[i] for i in idx_b]
-        pipe.ranker = runner.run("ranker", lambda: self._fit_ranker(pipe, rec_b),
-                                 lambda r, d: r.save(d), FusionRanker.load)
-        runner.log("ranker feature importance (gain): " + ", ".join(
-            f"{k}={v:.3f}" for k, v in sorted(pipe.ranker.importance().items(),
-                                              key=lambda kv: -kv[1])[:12]))
-        runner.step("add held-out records to memory", lambda: self._learn(pipe, rec_b))
-        if p["refit_full"] and "omikuji" in p["sources"]:
-            self._refit_omikuji(pipe, runner, records, tokens, langs, featurizer)
-        pipe.prior = subject_prior(pipe.memory.Y)
-        self.pipeline_ = pipe
-        self.timings_ = runner.timings
+        return Stage(pipe, [records[i] for i in idx_b], records, tokens, langs)
 
-    def _refit_omikuji(self, pipe: HybridPipeline, runner: PhaseRunner,
-                       records: Sequence[Record], tokens: list, langs: list,
-                       featurizer: TfidfFeaturizer) -> None:
+    def _refit_omikuji(self, pipe: HybridPipeline, runner: PhaseRunner, stage: Stage) -> None:
         ctx = TrainContext(self.vocab, pipe.analyzer, pipe.memory,
-                           featurizer.transform(tokens, langs), label_matrix(records, self.vocab))
+                           pipe.featurizer.transform(stage.tokens, stage.languages),
+                           label_matrix(stage.records, self.vocab))
         src = self._new_source("omikuji")
         src = runner.run("source-omikuji-full", lambda: (src.fit(ctx), src)[1],
                          lambda s, d: s.save(d), lambda d: (src.load_state(d, ctx), src)[1])
         pipe.sources = [src if s.name == "omikuji" else s for s in pipe.sources]
 
-    def _fit_ranker(self, pipe: HybridPipeline, rec_b: Sequence[Record]) -> FusionRanker:
-        bs = self.params["batch_size"]
-        Xs, ys, rows_all = [], [], []
-        names: list[str] = []
-        for start in track(range(0, len(rec_b), bs), description="ranker candidates",
-                           transient=True):
-            chunk = rec_b[start:start + bs]
-            batch = pipe.prepare(chunk)
-            rows, cols, X, names, _ = pipe.features(batch)
-            gold = label_matrix(chunk, self.vocab)
-            ys.append(np.asarray(gold[rows, cols]).ravel())
-            Xs.append(X)
-            rows_all.append(rows + start)
-        X, y, rows = np.vstack(Xs), np.concatenate(ys), np.concatenate(rows_all)
+    def _fit_ranker(self, table: FeatureTable) -> FusionRanker:
         return FusionRanker(num_rounds=self.params["ranker_rounds"],
-                            num_threads=self.params["threads"]).fit(X, y, rows, names)
+                            num_threads=self.params["threads"]).fit(
+            table.X, table.y, table.rows, table.names)
 
     # -- online learning -------------------------------------------------------------------
     def _learn(self, pipe: HybridPipeline, records: Sequence[Record]) -> None:

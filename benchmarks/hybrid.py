@@ -1,0 +1,185 @@
+#!/usr/bin/env python
+"""Issue 4 benchmark: the `hybrid` recipe against an Annif-style Omikuji baseline.
+
+Protocol (no hand-picking on dev): every model learns from train only; the hybrid's
+ranker learns from a 15 % hash-split slice of train held out from its sources; dev is
+only scored. Prints quality at k = 5, 10, 15, 20 (overall, by language, by record type),
+the cost of each training phase (time, RSS), suggest records/s and peak RSS, and with
+``--ablation`` a table of each source alone and of the fusion without each source
+(measured at the stacking stage: sources fit on split A, ranker on split B).
+
+    python benchmarks/hybrid.py [--train ...] [--dev ...] [--limit-train N] [--ablation]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import time
+from pathlib import Path
+
+from tagalign.evaluate import evaluate
+from tagalign.records import read_records
+from tagalign.suggest.fusion import FusionRanker, top_k
+from tagalign.suggest.sources.memory import label_matrix
+from tagalign.suggest.sources.omikuji import OmikujiSource
+from tagalign.suggest.tfidf import TfidfFeaturizer
+from tagalign.text import Analyzer
+from tagalign.train.phases import PhaseRunner
+from tagalign.train.recipes.hybrid import HybridRecipe, feature_table
+from tagalign.train.recipes.lexical import rule_score
+from tagalign.vocab import load_vocabulary
+
+DATA = Path(__file__).resolve().parents[1] / ".." / "shared" / "data"
+KS = [5, 10, 15, 20]
+#: the feature that ranks each source's candidates when it stands alone
+ALONE = {"omikuji": "omikuji_score", "tfidf_knn": "tknn_vote", "emb_knn": "eknn_vote",
+         "labels": "label_sim", "lexical": None}
+
+
+def peak_rss_gb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6
+
+
+def score(records, ranked_ids) -> dict:
+    return evaluate(records, {r.id: ids for r, ids in zip(records, ranked_ids, strict=True)},
+                    ks=KS)
+
+
+def omikuji_baseline(train, dev, vocab) -> dict:
+    """Annif's Omikuji settings: stemmed TF-IDF words, cluster_balanced=False, cluster_k=100,
+    max_depth=3, one model per language."""
+    an = Analyzer()
+    langs = [r.language or "de" for r in train]
+    tokens = [an.tokens(r.text, lg) for r, lg in zip(train, langs, strict=True)]
+    feat = TfidfFeaturizer(min_df=1, max_df=1.0, sublinear_tf=False).fit(tokens, langs)
+    ctx = type("Ctx", (), {"tfidf": feat.transform(tokens, langs),
+                           "Y": label_matrix(train, vocab)})
+    src = OmikujiSource(top_k=20)
+    t0 = time.perf_counter()
+    src.fit(ctx)
+    train_s = time.perf_counter() - t0
+    dlangs = [r.language or "de" for r in dev]
+    dtok = [an.tokens(r.text, lg) for r, lg in zip(dev, dlangs, strict=True)]
+    batch = type("B", (), {"tfidf": feat.transform(dtok, dlangs)})
+    c = src.candidates(batch)
+    ranked = top_k(c.rows, c.cols, c.feats[:, 0], len(dev), 20)
+    ids = [[vocab.subjects[p].id for p, _, _ in row] for row in ranked]
+    return {"train_s": train_s, "scores": score(dev, ids)}
+
+
+def print_table(title: str, rows: dict[str, dict]) -> None:
+    print(f"\n{title}")
+    head = f"{'system':<34}{'avgR':>7}" + "".join(f"{'R@' + str(k):>7}" for k in KS) + \
+        f"{'P@5':>7}{'F1@5':>7}{'F1@10':>7}"
+    print(head)
+    print("-" * len(head))
+    for name, m in rows.items():
+        print(f"{name:<34}{m['avg_recall']:7.4f}" + "".join(f"{m[f'recall@{k}']:7.4f}" for k in KS)
+              + f"{m['precision@5']:7.4f}{m['f1@5']:7.4f}{m['f1@10']:7.4f}")
+
+
+def breakdown(scores: dict, other: dict) -> None:
+    print(f"\n{'group':<20}{'n':>7}{'hybrid avgR':>13}{'F1@5':>7}{'omikuji avgR':>14}{'F1@5':>7}")
+    for key in ("by_language", "by_type"):
+        for g, m in scores[key].items():
+            o = other[key].get(g, {})
+            print(f"{g:<20}{m['n']:>7}{m['avg_recall']:13.4f}{m['f1@5']:7.4f}"
+                  f"{o.get('avg_recall', float('nan')):14.4f}{o.get('f1@5', float('nan')):7.4f}")
+
+
+def ablation(recipe: HybridRecipe, train, dev, workdir: Path) -> None:
+    stage = recipe.stack(train, PhaseRunner(workdir, quiet=True))
+    tb = feature_table(stage.pipeline, stage.ranker_records)
+    td = feature_table(stage.pipeline, dev, description="dev candidates")
+    names = [s.name for s in stage.pipeline.sources]
+    vocab = recipe.vocab
+    rows: dict[str, dict] = {}
+
+    def ids_of(ranked):
+        return [[vocab.subjects[p].id for p, _, _ in row] for row in ranked]
+
+    for j, name in enumerate(names):
+        m = td.support[:, j]
+        if ALONE[name] is None:
+            first = td.names.index("lex_count")
+            s = rule_score(td.X[m, first:first + 6])
+        else:
+            s = td.X[m, td.names.index(ALONE[name])]
+        rows[f"{name} alone"] = score(dev, ids_of(top_k(td.rows[m], td.cols[m], s,
+                                                        len(dev), 20)))["overall"]
+    for drop in [None, *names]:
+        keep = [j for j, n in enumerate(names) if n != drop]
+        mb, md = tb.support[:, keep].any(1), td.support[:, keep].any(1)
+        prefixes = {"omikuji": "omikuji_", "tfidf_knn": "tknn_", "emb_knn": "eknn_",
+                    "labels": "label_", "lexical": "lex_"}
+        cols = [i for i, f in enumerate(tb.names)
+                if drop is None or not f.startswith(prefixes[drop])]
+        ranker = FusionRanker(num_rounds=recipe.params["ranker_rounds"]).fit(
+            tb.X[mb][:, cols], tb.y[mb], tb.rows[mb], [tb.names[i] for i in cols])
+        s = ranker.predict(td.X[md][:, cols])
+        label = "fusion (all sources)" if drop is None else f"fusion without {drop}"
+        rows[label] = score(dev, ids_of(top_k(td.rows[md], td.cols[md], s, len(dev),
+                                              20)))["overall"]
+    print_table("Ablation at the stacking stage (sources on split A, ranker on split B)", rows)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--train", type=Path, default=DATA / "llms4subjects/train.jsonl.gz")
+    ap.add_argument("--dev", type=Path, default=DATA / "llms4subjects/dev.jsonl.gz")
+    ap.add_argument("--vocab", type=Path, default=DATA / "gnd/gnd-subjects.tsv.gz")
+    ap.add_argument("--limit-train", type=int)
+    ap.add_argument("--limit-dev", type=int)
+    ap.add_argument("--workdir", type=Path, default=Path("runs/hybrid-bench"))
+    ap.add_argument("--ablation", action="store_true")
+    ap.add_argument("--no-baseline", action="store_true")
+    ap.add_argument("--param", action="append", default=[], help="recipe parameter key=JSON")
+    ap.add_argument("--json", type=Path, help="also write all figures to this JSON file")
+    args = ap.parse_args()
+
+    vocab = load_vocabulary(args.vocab)
+    train = list(read_records(args.train, vocab=vocab, limit=args.limit_train))
+    dev = list(read_records(args.dev, vocab=vocab, limit=args.limit_dev))
+    print(f"train {len(train)} records, dev {len(dev)} records, vocabulary {len(vocab)}")
+    params = dict(p.split("=", 1) for p in args.param)
+    recipe = HybridRecipe(vocab, **{k: json.loads(v) for k, v in params.items()})
+    t0 = time.perf_counter()
+    recipe.fit(train, workdir=args.workdir)
+    train_s = time.perf_counter() - t0
+    train_rss = peak_rss_gb()
+    t0 = time.perf_counter()
+    preds = recipe.suggest(dev, limit=20)
+    suggest_s = time.perf_counter() - t0
+    hybrid = score(dev, [[s.id for s in row] for row in preds])
+    peak = peak_rss_gb()
+    print("\nTraining phases (2-core figures only when run on 2 cores):")
+    for name, t in recipe.timings_.items():
+        print(f"  {name:<36}{t['seconds']:8.1f} s   RSS {t['rss_gb']:.2f} GB")
+    print(f"  {'total':<36}{train_s:8.1f} s   peak RSS {train_rss:.2f} GB")
+    print(f"suggest: {len(dev) / suggest_s:.0f} records/s (batch), peak RSS {peak:.2f} GB")
+    rows = {"hybrid": hybrid["overall"]}
+    base = None
+    if not args.no_baseline:
+        base = omikuji_baseline(train, dev, vocab)
+        rows["omikuji baseline (Annif settings)"] = base["scores"]["overall"]
+        print(f"omikuji baseline trained in {base['train_s']:.0f} s")
+    print_table("Quality on dev", rows)
+    if base:
+        breakdown(hybrid, base["scores"])
+        gain = hybrid["overall"]["avg_recall"] - base["scores"]["overall"]["avg_recall"]
+        print(f"\navg recall gain over the Omikuji baseline: {gain:+.4f} (target ≥ +0.05); "
+              f"hybrid F1@5 {hybrid['overall']['f1@5']:.4f} (target ≥ 0.35)")
+    if args.json:
+        args.json.write_text(json.dumps({"hybrid": hybrid, "baseline": base,
+                                         "timings": recipe.timings_, "train_s": train_s,
+                                         "suggest_rps": len(dev) / suggest_s,
+                                         "peak_rss_gb": peak}, indent=1))
+    if args.ablation:
+        ablation(recipe, train, dev, args.workdir)
+
+
+if __name__ == "__main__":
+    main()

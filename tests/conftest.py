@@ -1,0 +1,30 @@
+"""Shared fixtures: the read-only data in ../shared/data (skipped when absent)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SHARED = ROOT.parent / "shared" / "data"
+
+os.environ.setdefault("OMP_NUM_THREADS", "2")
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+
+@pytest.fixture(scope="session")
+def shared_data() -> Path:
+    if not SHARED.exists():
+        pytest.skip(f"shared data not found at {SHARED}")
+    return SHARED
+
+
+@pytest.fixture(scope="session")
+def gnd_vocab(shared_data):
+    from tagalign.vocab import load_vocabulary
+
+    return load_vocabulary(shared_data / "gnd" / "gnd-subjects.tsv.gz")
