@@ -125,8 +125,8 @@ class OmikujiSource(Source):
             model = self.models_.get(lang)
             if model is None:
                 continue
-            for r, preds in zip(idx, predict_omikuji(model, X, self.top_k,
-                                                                n_threads=self.n_threads), strict=True):
+            preds_all = predict_omikuji(model, X, self.top_k, n_threads=self.n_threads)
+            for r, preds in zip(idx, preds_all, strict=True):
                 for rank, (label, score) in enumerate(preds, 1):
                     rows.append(r)
                     cols.append(label)

@@ -1,0 +1,73 @@
+"""Prediction files: JSONL, one line per record, best subject first.
+
+``{"id": "...", "subjects": [{"id": "4015065-3", "label": "Epos", "score": 0.83}, ...]}``;
+a plain list of ids (``"subjects": ["4015065-3", ...]``) is accepted too.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import tempfile
+from collections.abc import Iterable
+from pathlib import Path
+
+from tagalign.records import InputReport
+from tagalign.suggest import Suggestion
+from tagalign.vocab import normalize_subject_id
+from tagalign.vocab.loaders import open_text
+
+
+def _ids(subjects: object) -> list[str]:
+    if not isinstance(subjects, list):
+        raise ValueError("'subjects' is not a list")
+    out = []
+    for s in subjects:
+        if isinstance(s, str):
+            out.append(normalize_subject_id(s))
+        elif isinstance(s, dict) and isinstance(s.get("id"), str):
+            out.append(normalize_subject_id(s["id"]))
+        else:
+            raise ValueError(f"bad subject entry {s!r}: expected an id or {{'id': ...}}")
+    return out
+
+
+def read_predictions(path: Path | str, report: InputReport | None = None
+                     ) -> dict[str, list[str]]:
+    """``{record id: [subject ids best first]}``; malformed lines go to ``report``."""
+    report = report if report is not None else InputReport()
+    out: dict[str, list[str]] = {}
+    with open_text(Path(path)) as fh:
+        for lineno, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            try:
+                obj = json.loads(line)
+                if not isinstance(obj, dict) or not isinstance(obj.get("id"), str):
+                    raise ValueError("expected an object with an 'id'")
+                out[obj["id"]] = _ids(obj.get("subjects", []))
+            except (ValueError, TypeError) as exc:
+                report.bad(f"{path}:{lineno}", str(exc))
+    return out
+
+
+def write_predictions(path: Path | str, rows: Iterable[tuple[str, list[Suggestion]]]) -> int:
+    """Write predictions atomically (``.gz`` compresses); returns the number of records."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    os.close(fd)
+    n = 0
+    try:
+        opener = gzip.open if path.suffix == ".gz" else open
+        with opener(tmp, "wt", encoding="utf-8") as fh:
+            for rid, suggestions in rows:
+                fh.write(json.dumps({"id": rid, "subjects": [s.to_json() for s in suggestions]},
+                                    ensure_ascii=False) + "\n")
+                n += 1
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return n
