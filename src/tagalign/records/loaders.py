@@ -103,8 +103,7 @@ def read_records(
     fmt = format or guess_format(path)
     if fmt not in RECORD_FORMATS:
         raise ValueError(f"unknown record format {fmt!r}; known: {sorted(RECORD_FORMATS)}")
-    n = 0
-    for rec in RECORD_FORMATS[fmt](path, report):
+    for n, rec in enumerate(RECORD_FORMATS[fmt](path, report)):
         if limit is not None and n >= limit:
             break
         if vocab is not None and rec.subjects:
@@ -115,6 +114,9 @@ def read_records(
                 else:
                     report.missing(s)
             rec.subjects = kept
-        n += 1
         report.records_read += 1
         yield rec
+
+
+# Formats in their own modules register themselves on import.
+from tagalign.records import annif, jsonld  # noqa: E402,F401  isort: skip

@@ -93,3 +93,14 @@ def load_vocabulary(path: Path | str, format: str | None = None) -> Vocabulary:
     if not len(vocab):
         raise ValueError(f"{path}: no subjects found (format {fmt})")
     return vocab
+
+
+def load_invenio_gnd() -> Vocabulary:
+    """The GND vocabulary bundled with `invenio-subjects-gnd` (the demo's default)."""
+    from tagalign.vocab.invenio import load_invenio_gnd as _load
+
+    return _load()
+
+
+# Formats in their own modules register themselves on import.
+from tagalign.vocab import annif, gnd_json, invenio, skos  # noqa: E402,F401  isort: skip

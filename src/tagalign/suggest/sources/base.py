@@ -71,10 +71,7 @@ def topk_per_row(scores: sp.csr_matrix, k: int) -> tuple[np.ndarray, np.ndarray,
         if a == b:
             continue
         d = data[a:b]
-        if b - a > k:
-            part = np.argpartition(-d, k - 1)[:k]
-        else:
-            part = np.arange(b - a)
+        part = np.argpartition(-d, k - 1)[:k] if b - a > k else np.arange(b - a)
         part = part[np.argsort(-d[part], kind="stable")]
         rows.append(np.full(len(part), r, np.int64))
         cols.append(indices[a:b][part].astype(np.int64))

@@ -1,0 +1,57 @@
+"""`tagalign records stats`."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+import typer
+from rich.table import Table
+
+from tagalign.cli.app import console, fail, records_app
+from tagalign.cli.common import iter_records, progress
+from tagalign.records import InputReport
+from tagalign.vocab import load_vocabulary
+
+
+@records_app.command("stats")
+def stats(
+    source: Path = typer.Argument(..., help="Records (JSONL(.gz), JSON-LD directory, Annif TSV)."),
+    vocab: Path = typer.Option(None, "--vocab", "-v", help="Check gold ids against a vocabulary."),
+    strict: bool = typer.Option(False, "--strict", help="Stop at the first malformed record."),
+) -> None:
+    """Count records by language and type, gold subjects per record, malformed input.
+
+    Example: tagalign records stats train.jsonl.gz --vocab gnd-subjects.tsv.gz
+    """
+    voc = None
+    if vocab is not None:
+        try:
+            voc = load_vocabulary(vocab)
+        except (FileNotFoundError, ValueError) as exc:
+            fail(str(exc))
+    langs: Counter = Counter()
+    types: Counter = Counter()
+    subjects: Counter = Counter()
+    n = n_gold = 0
+    report = InputReport(strict=strict)
+    with progress(transient=True) as bar:
+        task = bar.add_task(f"reading {source.name}", total=None, rate="")
+        for rec in iter_records(source, vocab=voc, strict=strict, report=report):
+            n += 1
+            langs[rec.language or "?"] += 1
+            types[rec.type or "?"] += 1
+            n_gold += len(rec.subjects)
+            subjects.update(rec.subjects)
+            if n % 2000 == 0:
+                bar.update(task, completed=n)
+    table = Table("measure", "value")
+    table.add_row("records", str(n))
+    table.add_row("by language", ", ".join(f"{k} {v}" for k, v in langs.most_common()))
+    table.add_row("by type", ", ".join(f"{k} {v}" for k, v in types.most_common()))
+    table.add_row("gold subjects / record", f"{n_gold / max(n, 1):.2f}")
+    table.add_row("distinct subjects", str(len(subjects)))
+    table.add_row("malformed items skipped", str(len(report.skipped)))
+    if voc is not None:
+        table.add_row("gold ids not in vocabulary", str(sum(report.missing_subjects.values())))
+    console.print(table)

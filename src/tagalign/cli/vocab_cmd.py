@@ -1,0 +1,78 @@
+"""`tagalign vocab load|show`."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import typer
+from rich.table import Table
+
+from tagalign.cli.app import console, fail, vocab_app
+from tagalign.vocab import VOCAB_FORMATS, Vocabulary, load_vocabulary
+
+
+def _load(source: Path, fmt: str | None) -> Vocabulary:
+    try:
+        with console.status(f"loading {source} …"):
+            return load_vocabulary(source, format=fmt)
+    except (FileNotFoundError, ValueError) as exc:
+        fail(str(exc))
+        raise  # unreachable; keeps type checkers calm
+
+
+@vocab_app.command("load")
+def load(
+    source: Path = typer.Argument(..., help="Vocabulary file (TSV, GND JSON, SKOS, Annif TSV, YAML)."),
+    out: Path = typer.Option(..., "--out", "-o", help="Folder for the fast saved form."),
+    fmt: str = typer.Option(None, "--format", "-f", help=f"Force a format: {', '.join(sorted(VOCAB_FORMATS))}."),
+) -> None:
+    """Load a vocabulary from any supported format and save it in the fast form.
+
+    Example: tagalign vocab load gnd-subjects.tsv.gz --out gnd/
+    """
+    t0 = time.perf_counter()
+    vocab = _load(source, fmt)
+    t1 = time.perf_counter()
+    path = vocab.save(out)
+    console.print(f"{len(vocab)} subjects loaded in {t1 - t0:.1f} s, saved to {path} "
+                  f"in {time.perf_counter() - t1:.1f} s; languages: {', '.join(vocab.languages)}; "
+                  f"fingerprint {vocab.fingerprint}")
+
+
+@vocab_app.command("show")
+def show(
+    source: Path = typer.Argument(..., help="Vocabulary (any format or a saved folder)."),
+    ids: list[str] = typer.Argument(None, help="Subject ids to show."),
+    search: str = typer.Option(None, "--search", "-s", help="Show subjects whose label contains TEXT."),
+    limit: int = typer.Option(20, "--limit", "-n", help="Most subjects to show for --search."),
+    fmt: str = typer.Option(None, "--format", "-f", help="Force a format."),
+) -> None:
+    """Show subjects by id, or search labels.
+
+    Example: tagalign vocab show gnd/ 4015065-3    |    tagalign vocab show gnd/ --search Epos
+    """
+    vocab = _load(source, fmt)
+    if search:
+        needle = search.lower()
+        subjects = [s for s in vocab if any(needle in lab.lower() for lab in s.all_labels())]
+        subjects = subjects[:limit]
+    else:
+        if not ids:
+            fail("give subject ids or --search TEXT")
+        subjects = []
+        for sid in ids:
+            subj = vocab.get(sid) or vocab.get(sid.split("/")[-1].removeprefix("gnd:"))
+            if subj is None:
+                fail(f"subject {sid} is not in the vocabulary ({len(vocab)} subjects)")
+            subjects.append(subj)
+    table = Table("id", "labels", "alternate", "broader / related", "classification")
+    for s in subjects:
+        table.add_row(
+            s.id, "\n".join(f"{k}: {v}" for k, v in s.labels.items()),
+            "\n".join(f"{k}: {', '.join(v)}" for k, v in s.alt_labels.items() if v),
+            "\n".join(filter(None, [", ".join(s.broader), ", ".join(s.related)])),
+            "\n".join(f"{n} {m}".strip() for n, m in s.classification))
+    console.print(table)
+    if search:
+        console.print(f"{len(subjects)} subjects shown")
