@@ -121,11 +121,12 @@ def test_save_load_identical_and_learn(project, slice_, tmp_path):
     assert [[(s.id, round(s.score, 6)) for s in row] for row in a] == \
         [[(s.id, round(s.score, 6)) for s in row] for row in b]
     # a confirmed record is used at once by the neighbour sources
-    new = Record(id="learned-1", language="de", subjects=["4015065-3"],
-                 title="Das Heldenepos der Nibelungen im Mittelalter",
-                 abstract="Nibelungenlied Heldenepos Siegfried Kriemhild Hagen Worms Burgunden")
+    known = dev[5]  # real words; a subject the record does not have
+    new = Record(id="learned-1", language=known.language, subjects=["4015065-3"],
+                 title=known.title, abstract=known.abstract)
+    assert "4015065-3" not in known.subjects
     loaded.recipe.learn([new])
-    row = loaded.suggest([Record(id="q", language="de", title=new.title,
+    row = loaded.suggest([Record(id="q", language=known.language, title=new.title,
                                  abstract=new.abstract)], limit=20)[0]
     hit = [s for s in row if s.id == "4015065-3"]
     assert hit and any(n["id"] == "learned-1" for n in hit[0].reasons.get("neighbours", []))

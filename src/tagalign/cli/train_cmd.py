@@ -22,11 +22,9 @@ def _feedback_records(project: Project) -> list[Record]:
         from tagalign.serve.feedback import FeedbackStore
     except ImportError:
         return []
-    db = project.path / "feedback.sqlite"
-    if not db.exists():
+    if not (project.path / "feedback.sqlite").exists():
         return []
-    store = FeedbackStore(f"sqlite:///{db}")
-    return list(store.confirmed_records(project.path.name))
+    return list(FeedbackStore.for_project(project.path).confirmed_records(project.path.name))
 
 
 @app.command()

@@ -1,0 +1,79 @@
+"""`tagalign serve` and `tagalign feedback export`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from tagalign.cli.app import app, console, fail, feedback_app
+from tagalign.cli.common import load_records
+from tagalign.project import Project, ProjectError
+from tagalign.vocab import VocabularyMismatchError
+
+
+@app.command()
+def serve(
+    projects: list[Path] = typer.Argument(..., help="Trained project folders to serve."),
+    host: str = typer.Option("127.0.0.1", "--host", help="Interface to listen on."),
+    port: int = typer.Option(8000, "--port", help="TCP port."),
+    feedback_db: str = typer.Option(None, "--feedback-db",
+                                    help="SQLAlchemy URL of the feedback store (default: SQLite file in the first project)."),
+    records: Path = typer.Option(None, "--records", help="Records file the web page can fetch by id."),
+    threads: int = typer.Option(0, "--threads", help="CPU threads for the models (0 = all)."),
+) -> None:
+    """Serve the REST API (OpenAPI at /docs) and the librarians' web page at /.
+
+    Example: tagalign serve gnd-hybrid --port 8000 --records dev.jsonl.gz
+    """
+    import uvicorn
+
+    from tagalign.serve.app import create_app
+    from tagalign.serve.feedback import FeedbackStore
+
+    if threads:
+        from tagalign.runtime import set_threads
+
+        set_threads(threads)
+    loaded = {}
+    for path in projects:
+        try:
+            with console.status(f"loading {path} …"):
+                proj = Project.load(path)
+        except (ProjectError, VocabularyMismatchError, FileNotFoundError) as exc:
+            fail(str(exc))
+        if proj.recipe is None:
+            fail(f"project {path} is not trained yet; run `tagalign train`")
+        loaded[path.name] = proj
+        console.log(f"project {path.name}: {proj.config['recipe']}, {len(proj.vocab)} subjects")
+    store = FeedbackStore(feedback_db) if feedback_db else FeedbackStore.for_project(projects[0])
+    recs = {r.id: r for r in load_records(records)} if records else {}
+    app_ = create_app(loaded, store, recs)
+    console.log(f"serving on http://{host}:{port}/  (API docs at /docs)")
+    uvicorn.run(app_, host=host, port=port, log_level="warning")
+
+
+@feedback_app.command("export")
+def export(
+    source: Path = typer.Argument(..., help="A project folder (its feedback.sqlite) or an SQLite file."),
+    out: Path = typer.Option(..., "--out", "-o", help="Training JSONL(.gz) to write."),
+    feedback_db: str = typer.Option(None, "--feedback-db", help="SQLAlchemy URL instead of SOURCE's file."),
+    project: str = typer.Option(None, "--project", help="Only this project's feedback."),
+) -> None:
+    """Write the records librarians confirmed as training JSONL.
+
+    Example: tagalign feedback export gnd-hybrid --out confirmed.jsonl
+    """
+    from tagalign.serve.feedback import FeedbackStore, sqlite_url
+
+    if feedback_db:
+        url = feedback_db
+    else:
+        db = source / "feedback.sqlite" if source.is_dir() else source
+        if not db.exists():
+            fail(f"no feedback store at {db}")
+        url = sqlite_url(db)
+        if project is None and source.is_dir():
+            project = source.name
+    n = FeedbackStore(url).export_jsonl(out, project)
+    console.print(f"{n} confirmed records written to {out}")

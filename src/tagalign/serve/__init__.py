@@ -1,0 +1,1 @@
+"""`tagalign serve`: REST API, web page and feedback store."""

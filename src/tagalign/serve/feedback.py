@@ -1,0 +1,129 @@
+"""Durable store of librarians' decisions (accept/reject per suggested subject).
+
+SQLite by default (one file beside the project, WAL journal, synchronous=FULL), any
+SQLAlchemy URL otherwise (e.g. ``postgresql+psycopg://…``). Every decision is one row
+with its time and record; each request is one transaction, so a killed server loses at
+most the request in flight and never leaves half of one behind.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from sqlalchemy import (
+    Column,
+    DateTime,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    Text,
+    create_engine,
+    event,
+    select,
+)
+from sqlalchemy.engine import Engine
+
+from tagalign.records import Record
+
+metadata = MetaData()
+decisions = Table(
+    "decisions", metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("created", DateTime(timezone=True), nullable=False),
+    Column("project", String(200), nullable=False, index=True),
+    Column("record_id", String(200), nullable=False, index=True),
+    Column("title", Text, nullable=False),
+    Column("abstract", Text, nullable=False, default=""),
+    Column("language", String(8)),
+    Column("record_type", String(40)),
+    Column("subject_id", String(100), nullable=False),
+    Column("decision", String(8), nullable=False),  # "accept" | "reject"
+)
+
+
+@dataclass
+class Decision:
+    record: Record
+    accepted: Sequence[str]
+    rejected: Sequence[str] = ()
+
+
+def sqlite_url(path: Path) -> str:
+    return f"sqlite:///{Path(path).resolve()}"
+
+
+class FeedbackStore:
+    def __init__(self, url: str):
+        self.url = url
+        self.engine: Engine = create_engine(url, future=True)
+        if self.engine.dialect.name == "sqlite":
+            event.listen(self.engine, "connect", _sqlite_pragmas)
+        metadata.create_all(self.engine)
+
+    @classmethod
+    def for_project(cls, project_path: Path) -> FeedbackStore:
+        return cls(sqlite_url(Path(project_path) / "feedback.sqlite"))
+
+    def add(self, project: str, items: Sequence[Decision]) -> int:
+        """Store all decisions of one request in one transaction; returns rows written."""
+        now = _dt.datetime.now(_dt.UTC)
+        rows = []
+        for item in items:
+            r = item.record
+            base = {"created": now, "project": project, "record_id": r.id, "title": r.title,
+                    "abstract": r.abstract, "language": r.language, "record_type": r.type}
+            rows += [{**base, "subject_id": s, "decision": "accept"} for s in item.accepted]
+            rows += [{**base, "subject_id": s, "decision": "reject"} for s in item.rejected]
+        if rows:
+            with self.engine.begin() as conn:
+                conn.execute(decisions.insert(), rows)
+        return len(rows)
+
+    def count(self, project: str | None = None) -> int:
+        q = select(decisions.c.id)
+        if project:
+            q = q.where(decisions.c.project == project)
+        with self.engine.connect() as conn:
+            return len(conn.execute(q).all())
+
+    def confirmed_records(self, project: str | None = None) -> Iterator[Record]:
+        """Records with the subjects whose latest decision is "accept" (training data)."""
+        q = select(decisions).order_by(decisions.c.id)
+        if project:
+            q = q.where(decisions.c.project == project)
+        latest: dict[str, dict] = {}
+        with self.engine.connect() as conn:
+            for row in conn.execute(q).mappings():
+                rec = latest.setdefault(row["record_id"], {"row": row, "subjects": {}})
+                rec["row"] = row
+                rec["subjects"][row["subject_id"]] = row["decision"]
+        for rid, item in latest.items():
+            accepted = [s for s, d in item["subjects"].items() if d == "accept"]
+            if accepted:
+                row = item["row"]
+                yield Record(id=rid, title=row["title"], abstract=row["abstract"] or "",
+                             language=row["language"], type=row["record_type"],
+                             subjects=accepted)
+
+    def export_jsonl(self, out: Path, project: str | None = None) -> int:
+        from tagalign.records.convert import write_jsonl
+
+        return write_jsonl(Path(out), self.confirmed_records(project))
+
+    def close(self) -> None:
+        self.engine.dispose()
+
+
+def _sqlite_pragmas(dbapi_conn, _record) -> None:
+    cur = dbapi_conn.cursor()
+    cur.execute("PRAGMA journal_mode=WAL")
+    cur.execute("PRAGMA synchronous=FULL")
+    cur.execute("PRAGMA busy_timeout=10000")
+    cur.close()
+
+
+__all__ = ["Decision", "FeedbackStore", "sqlite_url"]

@@ -1,0 +1,84 @@
+"""Request and response bodies of the REST API (pydantic; OpenAPI at /docs)."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+Language = Literal["de", "en"]
+
+
+class RecordIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    title: str = Field(..., min_length=1, max_length=5000, description="Title of the record.")
+    abstract: str = Field("", max_length=100_000, description="Abstract (may be empty).")
+    language: Language | None = Field(None, description="de or en; guessed when omitted.")
+
+
+class SuggestRequest(RecordIn):
+    limit: int = Field(10, ge=1, le=100, description="Most subjects to return.")
+    threshold: float = Field(0.0, ge=0.0, le=1.0, description="Drop scores below this.")
+
+
+class BatchRecord(RecordIn):
+    id: str | None = Field(None, max_length=200)
+
+
+class BatchRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    records: list[BatchRecord] = Field(..., min_length=1, max_length=256)
+    limit: int = Field(10, ge=1, le=100)
+    threshold: float = Field(0.0, ge=0.0, le=1.0)
+
+
+class SuggestionOut(BaseModel):
+    id: str
+    label: str
+    score: float
+    reasons: dict[str, Any] = {}
+
+
+class SuggestResponse(BaseModel):
+    results: list[SuggestionOut]
+
+
+class BatchResponse(BaseModel):
+    results: list[list[SuggestionOut]]
+
+
+class LearnRecord(RecordIn):
+    id: str = Field(..., min_length=1, max_length=200)
+    subjects: list[str] = Field(..., max_length=500, description="Accepted subject ids.")
+    rejected: list[str] = Field([], max_length=500, description="Rejected subject ids.")
+
+
+class LearnRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    records: list[LearnRecord] = Field(..., min_length=1, max_length=256)
+
+
+class LearnResponse(BaseModel):
+    stored: int
+    learned: bool
+
+
+class ProjectOut(BaseModel):
+    id: str
+    name: str | None
+    recipe: str | None
+    vocabulary_size: int
+    languages: list[str]
+    trained_at: str | None
+    dev_scores: dict[str, Any] | None = None
+
+
+class RecordOut(BaseModel):
+    id: str
+    title: str
+    abstract: str
+    language: str | None
+    subjects: list[str]
