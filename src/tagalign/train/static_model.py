@@ -112,7 +112,7 @@ def train_static_encoder(records: Sequence[Record], vocab: Vocabulary,
         SentenceTransformerTrainingArguments,
     )
     from sentence_transformers.losses import MultipleNegativesRankingLoss
-    from sentence_transformers.models import StaticEmbedding
+    from sentence_transformers.sentence_transformer.modules import StaticEmbedding
     from sentence_transformers.training_args import BatchSamplers
 
     seed = int(params.get("seed", 13))

