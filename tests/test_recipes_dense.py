@@ -83,3 +83,35 @@ def test_ynu_triplets_follow_the_sampling_schemes():
         assert agg["positive"][i] == "; ".join(gold)
         assert not set(agg["negative"][i].split("; ")) & set(gold)
         assert len(agg["negative"][i].split("; ")) == len(gold)  # 1:1 balance
+
+
+def test_exports_vectors_and_pairs(tmp_path, static_folder):
+    import csv
+    import json
+
+    from typer.testing import CliRunner
+
+    from tagalign.cli import app
+
+    params = {"encoder": f"static:{static_folder}", "cache_dir": str(tmp_path / "cache"),
+              "negatives": 4, "epochs": 2, "batch_size": 16, "hidden": 16}
+    project = Project.create(tmp_path / "r3", tiny_vocab(), "focused-transform", params)
+    project.train(tiny_records(60))
+    out = tmp_path / "subjects.jsonl"
+    res = CliRunner().invoke(app, ["export", "vectors", str(project.path), "--out", str(out),
+                                   "--model", "en"])
+    assert res.exit_code == 0, res.output
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert len(rows) == 8 and len(rows[0]["vector"]) == 16
+    assert {r["label"] for r in rows} >= {"neural", "fungi"}  # English labels for the en model
+    recs = tmp_path / "recs.jsonl"
+    recs.write_text("".join(json.dumps(r.to_json()) + "\n" for r in tiny_records(3)))
+    vocab_file = tmp_path / "v.tsv"
+    vocab_file.write_text("gnd_id\tlabel_de\tlabel_en\n" + "".join(
+        f"{s.id}\t{s.labels['de']}\t{s.labels['en']}\n" for s in tiny_vocab()))
+    pairs = tmp_path / "pairs.csv"
+    res = CliRunner().invoke(app, ["export", "pairs", str(recs), "--vocab", str(vocab_file),
+                                   "--out", str(pairs)])
+    assert res.exit_code == 0, res.output
+    table = list(csv.DictReader(pairs.open()))
+    assert len(table) == 3 and json.loads(table[0]["subject_ids"]) == tiny_records(3)[0].subjects

@@ -40,6 +40,10 @@ class VectorIndex:
         q = np.ascontiguousarray(queries, dtype=np.float32)
         return self.index_.search(q, min(k, len(self)))
 
+    def vectors(self) -> np.ndarray:
+        """The indexed vectors, in row order (what the subject export writes)."""
+        return self.index_.reconstruct_n(0, len(self))
+
     def save(self, path: Path) -> None:
         with atomic_dir(Path(path)) as tmp:
             faiss.write_index(self.index_, str(tmp / "index.faiss"))

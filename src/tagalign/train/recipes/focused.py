@@ -50,8 +50,9 @@ class FocusedRecipe(NBFRecipe):
 
     def fit(self, records: Sequence[Record], *, workdir: Path,
             dev: Sequence[Record] | None = None) -> None:
-        records = [r for r in records if r.subjects][: self.params["max_train_records"]]
-        self.positions_ = self.subject_positions(records)
+        records = [r for r in records if r.subjects]
+        self.positions_ = self.subject_positions(records)  # seen in all of train
+        records = records[: self.params["max_train_records"]]
         emb = self.encode_records(records, progress=True)
         groups = {"all": list(range(len(records)))} if self.params["mode"] == "bilingual" \
             else {lang: [i for i, r in enumerate(records) if (r.language or "de") == lang]

@@ -55,8 +55,9 @@ class NBFRecipe(DenseRecipe):
 
     def fit(self, records: Sequence[Record], *, workdir: Path,
             dev: Sequence[Record] | None = None) -> None:
-        records = [r for r in records if r.subjects][: self.params["max_train_records"]]
-        self.positions_ = self.subject_positions(records)
+        records = [r for r in records if r.subjects]
+        self.positions_ = self.subject_positions(records)  # seen in all of train
+        records = records[: self.params["max_train_records"]]
         subject_vectors = self.encode_subjects(self.positions_)
         emb = self.encode_records(records, progress=True)
         self.head_, self.losses_ = self._train_on(records, emb, self.positions_,

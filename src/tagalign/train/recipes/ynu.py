@@ -110,7 +110,9 @@ class YNURecipe(DenseRecipe):
         from tagalign.train.losses import InfoNCELoss
 
         p = self.params
-        records = [r for r in records if r.subjects][: p["max_train_records"]]
+        records = [r for r in records if r.subjects]
+        positions = self.subject_positions(records)  # "seen" means seen in all of train
+        records = records[: p["max_train_records"]]
         base, self.prompts_ = base_model_path(p["base_model"])
         torch.manual_seed(p["seed"])
         model = SentenceTransformer(base, device=device())
@@ -131,7 +133,7 @@ class YNURecipe(DenseRecipe):
         self.model_dir_ = workdir / "ynu-model"
         model.save(str(self.model_dir_), safe_serialization=True)
         self._encoder = None
-        self.positions_ = self.subject_positions(records)
+        self.positions_ = positions
         self.build_index(self.encode_subjects(self.positions_))
 
     def save(self, path: Path) -> None:
