@@ -28,5 +28,5 @@ console = Console(stderr=True)
 
 def fail(message: str, code: int = 1) -> None:
     """Print a one-line error and exit (no traceback for user errors)."""
-    console.print(f"[bold red]error:[/] {message}")
+    console.print(f"[bold red]error:[/] {message}", soft_wrap=True, markup=True)
     raise typer.Exit(code)

@@ -9,10 +9,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import faiss
 import numpy as np
 
-from tagalign.io import load_npy, save_npy_atomic
+from tagalign.index import VectorIndex
+from tagalign.io import load_npy
 from tagalign.suggest.sources.base import (
     Batch,
     Candidates,
@@ -37,15 +37,15 @@ class LabelRetrieval(Source):
     name = "labels"
     features = ["label_sim", "label_rank", "label_gap"]
 
-    def __init__(self, top_k: int = 40, **params: Any):
-        super().__init__(top_k=top_k, **params)
+    def __init__(self, top_k: int = 40, index: str = "ivf", **params: Any):
+        super().__init__(top_k=top_k, index=index, **params)
         self.top_k = top_k
-        self.index_: faiss.Index | None = None
+        self.index_kind = index
+        self.index_: VectorIndex | None = None
         self.matrix_: np.ndarray | None = None
 
     def _build(self) -> None:
-        self.index_ = faiss.IndexFlatIP(self.matrix_.shape[1])
-        self.index_.add(np.ascontiguousarray(self.matrix_, dtype=np.float32))
+        self.index_ = VectorIndex(self.index_kind).build(self.matrix_)
 
     def fit(self, ctx: Any) -> None:
         self.matrix_ = subject_matrix(ctx.vocab, ctx.encoder)
@@ -63,8 +63,11 @@ class LabelRetrieval(Source):
         return Candidates(rows, cols, feats, self.features)
 
     def save(self, path: Path) -> None:
-        save_npy_atomic(path / "subjects.npy", self.matrix_.astype(np.float16))
+        self.index_.save(path / "index")
 
     def load_state(self, path: Path, ctx: Any) -> None:
-        self.matrix_ = load_npy(path / "subjects.npy").astype(np.float32)
-        self._build()
+        if (path / "index").exists():
+            self.index_ = VectorIndex.load(path / "index")
+        else:  # models saved before the index itself was stored
+            self.matrix_ = load_npy(path / "subjects.npy").astype(np.float32)
+            self._build()

@@ -7,6 +7,7 @@ hybrid's bilingual embeddings (across languages).
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +15,7 @@ import faiss
 import numpy as np
 import scipy.sparse as sp
 
+from tagalign.index import VectorIndex
 from tagalign.io import load_npy, read_json, save_npy_atomic, write_json_atomic
 from tagalign.suggest.sources.base import (
     Batch,
@@ -154,31 +156,37 @@ class EmbeddingNeighbours(Source):
     name = "emb_knn"
     features = _names("eknn")
 
-    def __init__(self, k: int = 30, power: float = 2.0, top_k: int = 50, **params: Any):
-        super().__init__(k=k, power=power, top_k=top_k, **params)
+    def __init__(self, k: int = 30, power: float = 2.0, top_k: int = 50, index: str = "ivf",
+                 **params: Any):
+        super().__init__(k=k, power=power, top_k=top_k, index=index, **params)
         self.k, self.power, self.top_k = k, power, top_k
-        self.index_: faiss.Index | None = None
+        self.index_kind = index
+        self.index_: VectorIndex | None = None
         self.memory: Any = None
+        self._lock = threading.Lock()  # faiss: no search while `learn` adds vectors
 
     def fit(self, ctx: Any) -> None:
         self.memory = ctx.memory
-        emb = np.ascontiguousarray(ctx.embeddings, dtype=np.float32)
-        self.index_ = faiss.IndexFlatIP(emb.shape[1])
-        self.index_.add(emb)
+        self.index_ = VectorIndex(self.index_kind).build(ctx.embeddings)
 
     def candidates(self, batch: Batch) -> Candidates:
-        q = np.ascontiguousarray(batch.embeddings, dtype=np.float32)
-        sims, nbr = self.index_.search(q, self.k)
+        with self._lock:
+            sims, nbr = self.index_.search(batch.embeddings, self.k)
         cands, batch.evidence[self.name] = vote(nbr.astype(np.int64), sims, self.memory.Y,
                                                 self.power, self.top_k, "eknn")
         return cands
 
     def learn(self, batch: Batch, rows: np.ndarray) -> None:
-        self.index_.add(np.ascontiguousarray(batch.embeddings, dtype=np.float32))
+        with self._lock:
+            self.index_.add(batch.embeddings)
 
     def save(self, path: Path) -> None:
-        faiss.write_index(self.index_, str(path / "eknn.faiss"))
+        self.index_.save(path / "index")
 
     def load_state(self, path: Path, ctx: Any) -> None:
         self.memory = ctx.memory
-        self.index_ = faiss.read_index(str(path / "eknn.faiss"))
+        if (path / "index").exists():
+            self.index_ = VectorIndex.load(path / "index")
+        else:  # models saved before VectorIndex: a flat faiss file
+            old = faiss.read_index(str(path / "eknn.faiss"))
+            self.index_ = VectorIndex(self.index_kind).build(old.reconstruct_n(0, old.ntotal))

@@ -110,6 +110,7 @@ class HybridRecipe(Recipe):
         "seed": 13,
         "knn_k": 30,
         "knn_power": 2.0,
+        "ann_index": "ivf",
         "candidates_per_source": 30,
         "omikuji_cluster_k": 100,
         "omikuji_max_depth": 3,
@@ -142,8 +143,9 @@ class HybridRecipe(Recipe):
             "omikuji": {"top_k": k, "cluster_k": p["omikuji_cluster_k"],
                         "max_depth": p["omikuji_max_depth"], "n_threads": p["threads"]},
             "tfidf_knn": {"k": p["knn_k"], "power": p["knn_power"], "top_k": k},
-            "emb_knn": {"k": p["knn_k"], "power": p["knn_power"], "top_k": k},
-            "labels": {"top_k": k},
+            "emb_knn": {"k": p["knn_k"], "power": p["knn_power"], "top_k": k,
+                        "index": p["ann_index"]},
+            "labels": {"top_k": k, "index": p["ann_index"]},
             "lexical": {},
         }
         return SOURCES[name](**kwargs.get(name, {}))

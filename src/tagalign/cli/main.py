@@ -1,0 +1,6 @@
+"""`python -m tagalign.cli.main` runs the CLI (used by benchmarks that spawn a server)."""
+
+from tagalign.cli import app
+
+if __name__ == "__main__":
+    app()
