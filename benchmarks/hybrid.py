@@ -15,10 +15,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import resource
 import time
 from pathlib import Path
 
+from _common import DATA, peak_rss_gb
 from tagalign.evaluate import evaluate
 from tagalign.records import read_records
 from tagalign.suggest.fusion import FusionRanker, top_k
@@ -31,15 +31,11 @@ from tagalign.train.recipes.hybrid import HybridRecipe, feature_table
 from tagalign.train.recipes.lexical import rule_score
 from tagalign.vocab import load_vocabulary
 
-DATA = Path(__file__).resolve().parents[1] / ".." / "shared" / "data"
 KS = [5, 10, 15, 20]
 #: the feature that ranks each source's candidates when it stands alone
 ALONE = {"omikuji": "omikuji_score", "tfidf_knn": "tknn_vote", "emb_knn": "eknn_vote",
          "labels": "label_sim", "lexical": None}
 
-
-def peak_rss_gb() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6
 
 
 def score(records, ranked_ids) -> dict:

@@ -15,18 +15,16 @@ from __future__ import annotations
 
 import argparse
 import json
-import resource
 import time
 from pathlib import Path
 
 import numpy as np
 
+from _common import DATA, peak_rss_gb
 from tagalign.evaluate import evaluate
 from tagalign.project import Project
 from tagalign.records import read_records
 from tagalign.vocab import load_vocabulary
-
-DATA = Path(__file__).resolve().parents[1] / ".." / "shared" / "data"
 
 #: recipe runs: (label, recipe, params). "cpu" deviates from the published defaults only in
 #: budget (epochs, batch, records, subject set), never in the method.
@@ -49,9 +47,6 @@ PRESETS = {
     ],
 }
 
-
-def peak_rss_gb() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6
 
 
 def main() -> None:

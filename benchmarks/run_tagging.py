@@ -17,20 +17,16 @@ from __future__ import annotations
 
 import argparse
 import json
-import resource
 import sys
 import tempfile
 import time
 from pathlib import Path
 
+from _common import peak_rss_gb
 from tagalign.evaluate import evaluate, write_predictions
 from tagalign.project import DEFAULT_RECIPE, Project
 from tagalign.records import InputReport, read_records
 from tagalign.vocab import load_vocabulary
-
-
-def peak_rss_gb() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6  # KiB on Linux
 
 
 def main(argv: list[str] | None = None) -> int:

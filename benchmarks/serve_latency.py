@@ -22,9 +22,8 @@ from pathlib import Path
 import httpx
 import numpy as np
 
+from _common import DATA
 from tagalign.records import read_records
-
-DATA = Path(__file__).resolve().parents[1] / ".." / "shared" / "data"
 
 
 def free_port() -> int:

@@ -7,10 +7,9 @@ import tempfile
 import time
 from pathlib import Path
 
+from _common import DATA
 from tagalign.vocab import Vocabulary, load_vocabulary
 from tagalign.vocab.loaders import load_invenio_gnd
-
-DATA = Path(__file__).resolve().parents[1] / ".." / "shared" / "data"
 
 
 def timed(label, fn):

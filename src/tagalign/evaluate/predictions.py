@@ -6,13 +6,11 @@ a plain list of ids (``"subjects": ["4015065-3", ...]``) is accepted too.
 
 from __future__ import annotations
 
-import gzip
 import json
-import os
-import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 
+from tagalign.io import atomic_text
 from tagalign.records import InputReport
 from tagalign.suggest import Suggestion
 from tagalign.vocab import normalize_subject_id
@@ -54,20 +52,10 @@ def read_predictions(path: Path | str, report: InputReport | None = None
 
 def write_predictions(path: Path | str, rows: Iterable[tuple[str, list[Suggestion]]]) -> int:
     """Write predictions atomically (``.gz`` compresses); returns the number of records."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    os.close(fd)
     n = 0
-    try:
-        opener = gzip.open if path.suffix == ".gz" else open
-        with opener(tmp, "wt", encoding="utf-8") as fh:
-            for rid, suggestions in rows:
-                fh.write(json.dumps({"id": rid, "subjects": [s.to_json() for s in suggestions]},
-                                    ensure_ascii=False) + "\n")
-                n += 1
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    with atomic_text(Path(path)) as fh:
+        for rid, suggestions in rows:
+            fh.write(json.dumps({"id": rid, "subjects": [s.to_json() for s in suggestions]},
+                                ensure_ascii=False) + "\n")
+            n += 1
     return n
