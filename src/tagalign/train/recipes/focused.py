@@ -1,8 +1,14 @@
 """`focused-transform` (R3) — FocusedEmbTransform heads, margin triplet loss, FAISS.
 
-``mode="per-language"`` (the original): separate English and German models; the English
-one matches English subject labels (German where none), records are routed by language.
-``mode="bilingual"``: one model for both. Subjects are transformed once and indexed.
+Defaults follow the LLMs4Subjects repository's training scripts: hidden 1024, K = 15
+random negatives, margin 0.2 (cosine distance), Adam lr 1e-4 with weight decay 1e-5,
+StepLR(step 5, gamma 0.5), batch 32, 30 epochs; inference returns the top 50.
+
+``mode="per-language"`` (the original): separate English and German models, each trained
+on its language's records; the English model's subject vectors come from English labels
+(German where a subject has none), and records are routed by their language.
+``mode="bilingual"``: one model for both languages against German labels. Either way all
+subjects are transformed once and put into a FAISS inner-product index.
 """
 
 from __future__ import annotations
@@ -14,13 +20,15 @@ from typing import Any
 import numpy as np
 
 from tagalign.index import VectorIndex
-from tagalign.io import read_json, write_json_atomic
+from tagalign.io import load_npy, read_json, save_npy_atomic, write_json_atomic
 from tagalign.records import Record
 from tagalign.suggest import Suggestion
-from tagalign.train.heads import FocusedEmbTransform
+from tagalign.train.heads import FocusedEmbTransform, Head
 from tagalign.train.recipes.base import register_recipe
 from tagalign.train.recipes.dense import DENSE_DEFAULTS
-from tagalign.train.recipes.nbf import NBFRecipe
+from tagalign.train.recipes.nbf import HEAD_RUNTIME, NBFRecipe
+
+LANGUAGES = ("de", "en")
 
 
 @register_recipe
@@ -28,25 +36,38 @@ class FocusedRecipe(NBFRecipe):
     name = "focused-transform"
     head_cls = FocusedEmbTransform
     defaults: dict[str, Any] = {**DENSE_DEFAULTS, "mode": "per-language", "hidden": 1024,
-                                "negatives": 15, "margin": 0.2, "lr": 1e-3,
-                                "weight_decay": 0.0, "t_max": None, "eta_min": 0.0,
-                                "batch_size": 64, "epochs": 10, "max_train_records": None,
-                                "top_k": 50}
+                                "negatives": 15, "margin": 0.2, "optimizer": "adam",
+                                "lr": 1e-4, "weight_decay": 1e-5, "scheduler": "step",
+                                "step_size": 5, "gamma": 0.5,
+                                "t_max": None, "eta_min": 0.0,  # used by scheduler="cosine"
+                                "batch_size": 32,
+                                "epochs": 30, "top_k": 50, **HEAD_RUNTIME}
 
     def __init__(self, vocab, **params: Any):
         super().__init__(vocab, **params)
         if self.params["mode"] not in ("per-language", "bilingual"):
             raise ValueError("mode must be 'per-language' or 'bilingual'")
-        self.models_: dict[str, tuple[FocusedEmbTransform, VectorIndex]] = {}
+        self.models_: dict[str, tuple[Head, VectorIndex]] = {}
 
-    def new_head(self, dim: int) -> FocusedEmbTransform:
+    def new_head(self, dim: int) -> Head:
         return FocusedEmbTransform(dim, self.params["hidden"])
 
-    def route(self, record: Record) -> str:
+    def groups(self, records: Sequence[Record]) -> dict[str, list[int]]:
+        """Which records train which model: all together, or one group per language
+        (records of another or no language go to the German model, as in the original)."""
         if self.params["mode"] == "bilingual":
+            return {"all": list(range(len(records)))}
+        out = {lang: [] for lang in LANGUAGES}
+        for i, r in enumerate(records):
+            out[r.language if r.language in out else "de"].append(i)
+        return {lang: idx for lang, idx in out.items() if idx}
+
+    def route(self, record: Record) -> str:
+        if "all" in self.models_:
             return "all"
-        lang = record.language if record.language in self.models_ else None
-        return lang or next(iter(self.models_))
+        if record.language in self.models_:
+            return record.language
+        return "de" if "de" in self.models_ else next(iter(self.models_))
 
     def fit(self, records: Sequence[Record], *, workdir: Path,
             dev: Sequence[Record] | None = None) -> None:
@@ -54,39 +75,35 @@ class FocusedRecipe(NBFRecipe):
         self.positions_ = self.subject_positions(records)  # seen in all of train
         records = records[: self.params["max_train_records"]]
         emb = self.encode_records(records, progress=True)
-        groups = {"all": list(range(len(records)))} if self.params["mode"] == "bilingual" \
-            else {lang: [i for i, r in enumerate(records) if (r.language or "de") == lang]
-                  for lang in ("de", "en")}
         self.losses_ = []
-        for lang, idx in groups.items():
-            if not idx:
-                continue
-            vectors = self.encode_subjects(self.positions_, "de" if lang == "all" else lang)
+        for key, idx in self.groups(records).items():
+            vectors = self.encode_subjects(self.positions_, "de" if key == "all" else key)
             head, losses = self._train_on([records[i] for i in idx], emb[idx],
-                                          self.positions_, vectors, f"training {lang} head")
+                                          self.positions_, vectors, f"training {key} head")
             self.losses_ += losses
-            t = head.transform(vectors)
-            t /= np.linalg.norm(t, axis=1, keepdims=True).clip(1e-12)
-            self.models_[lang] = (head, VectorIndex(self.params["index"]).build(t))
+            index = VectorIndex(self.params["index"])
+            self.models_[key] = (head, index.build(_normalised(
+                self.subject_index_vectors(head, vectors))))
 
-    def suggest(self, records: Sequence[Record], limit: int = 20) -> list[list[Suggestion]]:
+    def suggest(self, records: Sequence[Record], limit: int | None = None
+                ) -> list[list[Suggestion]]:
         if not self.models_:
             raise RuntimeError("focused-transform is not trained")
+        limit = limit or self.params["top_k"]
         emb = self.encode_records(records)
         out: list[list[Suggestion]] = [[] for _ in records]
         routes = [self.route(r) for r in records]
         for key, (head, index) in self.models_.items():
             idx = [i for i, k in enumerate(routes) if k == key]
             if idx:
-                rows = self.search(index, self.positions_, head.transform(emb[idx]), limit,
-                                   [records[i].language for i in idx])
+                rows = self.search(index, self.positions_,
+                                   self._transform(head, emb[idx], "transforming records"),
+                                   limit, [records[i].language for i in idx])
                 for i, row in zip(idx, rows, strict=True):
                     out[i] = row
         return out
 
     def save(self, path: Path) -> None:
-        from tagalign.io import save_npy_atomic
-
         save_npy_atomic(path / "positions.npy", self.positions_)
         for key, (head, index) in self.models_.items():
             head.save(path / f"head-{key}")
@@ -95,11 +112,13 @@ class FocusedRecipe(NBFRecipe):
                                                   "losses": self.losses_})
 
     def load_state(self, path: Path) -> None:
-        from tagalign.io import load_npy
-
         self.positions_ = load_npy(path / "positions.npy")
         meta = read_json(path / "focused.json")
         self.losses_ = meta["losses"]
         for key in meta["models"]:
             self.models_[key] = (FocusedEmbTransform.load(path / f"head-{key}"),
                                  VectorIndex.load(path / f"index-{key}"))
+
+
+def _normalised(v: np.ndarray) -> np.ndarray:
+    return (v / np.linalg.norm(v, axis=1, keepdims=True).clip(1e-12)).astype(np.float32)

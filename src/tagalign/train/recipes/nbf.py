@@ -1,9 +1,15 @@
 """`nbf-attention` (R2) — NBF: frozen embeddings + dimension-as-token attention + MLP.
 
-Published defaults: 15 random negatives, margin 0.2 (cosine distance), AdamW lr 1e-4 with
-no weight decay, CosineAnnealingLR(T_max 20, eta_min 1e-6), batch 4, 20 epochs. At
-inference every subject is transformed once (cached in the model folder) and records are
-matched by cosine in a FAISS index.
+Published defaults (the recipe's defaults): 15 random negatives, margin 0.2 with cosine
+distance, AdamW lr 1e-4 without weight decay, CosineAnnealingLR(T_max 20, eta_min 1e-6),
+batch 4, 20 epochs. Record and subject embeddings come from the frozen encoder once (through
+the embedding cache); at inference every subject is transformed once, S' = transform(S),
+and records are matched by cosine in a FAISS index.
+
+Extra parameters (not in the paper): ``max_train_records`` (a budget), ``device``
+("cpu", "cuda", "auto") for training and the one-off subject transform,
+``inference_batch_size``, and ``transform_subjects`` — False indexes the raw subject
+embeddings, the space the loss actually trains the anchors against (an ablation).
 """
 
 from __future__ import annotations
@@ -15,43 +21,65 @@ from typing import Any
 import numpy as np
 
 from tagalign.records import Record
-from tagalign.train.head_training import gold_means, train_head
-from tagalign.train.heads import DimensionAttentionHead
+from tagalign.train.head_training import (
+    HeadTrainingConfig,
+    gold_means,
+    resolve_device,
+    train_head,
+)
+from tagalign.train.heads import DimensionAttentionHead, Head
 from tagalign.train.recipes.base import register_recipe
 from tagalign.train.recipes.dense import DENSE_DEFAULTS, DenseRecipe
+
+HEAD_RUNTIME = {"max_train_records": None, "device": "cpu", "inference_batch_size": 512,
+                "transform_subjects": True}
 
 
 @register_recipe
 class NBFRecipe(DenseRecipe):
     name = "nbf-attention"
-    head_cls = DimensionAttentionHead
+    head_cls: type[Head] = DimensionAttentionHead
     defaults: dict[str, Any] = {**DENSE_DEFAULTS, "negatives": 15, "margin": 0.2,
-                                "lr": 1e-4, "weight_decay": 0.0, "t_max": 20,
-                                "eta_min": 1e-6, "batch_size": 4, "epochs": 20,
-                                "max_train_records": None}
+                                "optimizer": "adamw", "lr": 1e-4, "weight_decay": 0.0,
+                                "scheduler": "cosine", "t_max": 20, "eta_min": 1e-6,
+                                "step_size": 5, "gamma": 0.5,  # used by scheduler="step"
+                                "batch_size": 4, "epochs": 20, **HEAD_RUNTIME}
 
     def __init__(self, vocab, **params: Any):
         super().__init__(vocab, **params)
-        self.head_: DimensionAttentionHead | None = None
+        self.head_: Head | None = None
 
-    def new_head(self, dim: int) -> DimensionAttentionHead:
+    def new_head(self, dim: int) -> Head:
         return DimensionAttentionHead(dim)
 
     def _train_on(self, records: Sequence[Record], emb: np.ndarray, positions: np.ndarray,
-                  subject_vectors: np.ndarray, description: str):
+                  subject_vectors: np.ndarray, description: str) -> tuple[Head, list[float]]:
+        """Fit one head on ``records`` against the frozen ``subject_vectors`` (rows of
+        ``positions``); records without a gold subject among them are skipped."""
         row_of = {int(p): i for i, p in enumerate(positions)}
         gold = [[row_of[p] for p in self.vocab.positions(r.subjects) if p in row_of]
                 for r in records]
         keep = [i for i, g in enumerate(gold) if g]
         head = self.new_head(emb.shape[1])
-        p = self.params
-        losses = train_head(
-            head, emb[keep], gold_means([gold[i] for i in keep], subject_vectors),
-            subject_vectors, [set(gold[i]) for i in keep], negatives=p["negatives"],
-            margin=p["margin"], lr=p["lr"], weight_decay=p["weight_decay"],
-            epochs=p["epochs"], batch_size=p["batch_size"], t_max=p["t_max"],
-            eta_min=p["eta_min"], seed=p["seed"], description=description)
+        losses = train_head(head, emb[keep], gold_means([gold[i] for i in keep],
+                                                        subject_vectors),
+                            subject_vectors, [set(gold[i]) for i in keep],
+                            HeadTrainingConfig.from_params(self.params), description)
         return head, losses
+
+    def _transform(self, head: Head, vectors: np.ndarray, description: str,
+                   progress: bool = False) -> np.ndarray:
+        # A model trained on a GPU still suggests on a machine without one.
+        device = "cpu" if self.params["device"] == "cpu" else resolve_device("auto")
+        return head.transform(vectors, batch_size=self.params["inference_batch_size"],
+                              show_progress=progress, description=description,
+                              device=device)
+
+    def subject_index_vectors(self, head: Head, subject_vectors: np.ndarray) -> np.ndarray:
+        """S' = transform(S), computed once (or S itself with ``transform_subjects=False``)."""
+        if not self.params["transform_subjects"]:
+            return subject_vectors
+        return self._transform(head, subject_vectors, "transforming subjects", progress=True)
 
     def fit(self, records: Sequence[Record], *, workdir: Path,
             dev: Sequence[Record] | None = None) -> None:
@@ -62,10 +90,10 @@ class NBFRecipe(DenseRecipe):
         emb = self.encode_records(records, progress=True)
         self.head_, self.losses_ = self._train_on(records, emb, self.positions_,
                                                   subject_vectors, "training NBF head")
-        self.build_index(self.head_.transform(subject_vectors))
+        self.build_index(self.subject_index_vectors(self.head_, subject_vectors))
 
     def transform_records(self, emb: np.ndarray, records: Sequence[Record]) -> np.ndarray:
-        return self.head_.transform(emb)
+        return self._transform(self.head_, emb, "transforming records")
 
     def save(self, path: Path) -> None:
         super().save(path)
