@@ -98,6 +98,8 @@ def main() -> None:
         print(f"{args.clients} concurrent clients: {len(results) / wall:.1f} requests/s, "
               f"p50 {np.percentile(conc, 50):.1f} ms, p95 {np.percentile(conc, 95):.1f} ms, "
               f"errors {bad}")
+        if errors or bad:
+            sys.exit(f"{errors + bad} requests failed")
     finally:
         server.terminate()
         server.wait(10)

@@ -12,7 +12,6 @@ import time
 from pathlib import Path
 
 from _common import DATA, peak_rss_gb
-
 from tagalign.evaluate import evaluate
 from tagalign.project import Project
 from tagalign.records import read_records

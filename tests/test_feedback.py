@@ -2,19 +2,27 @@
 
 from __future__ import annotations
 
+import functools
+import glob
 import gzip
 import json
 import multiprocessing as mp
 import os
+import shutil
 import signal
-import sqlite3
+import subprocess
+import tempfile
 import time
+from pathlib import Path
 
+import pytest
+from sqlalchemy import func, select
 from typer.testing import CliRunner
 
+from serving import free_port
 from tagalign.cli import app
 from tagalign.records import Record
-from tagalign.serve.feedback import Decision, FeedbackStore, sqlite_url
+from tagalign.serve.feedback import Decision, FeedbackStore, decisions, sqlite_url
 
 
 def _writer(url: str) -> None:
@@ -26,28 +34,84 @@ def _writer(url: str) -> None:
         i += 1
 
 
-def test_killed_writer_loses_no_committed_row(tmp_path):
-    db = tmp_path / "feedback.sqlite"
-    url = sqlite_url(db)
-    FeedbackStore(url).close()
-    proc = mp.get_context("spawn").Process(target=_writer, args=(url,))
+def _pg_bin(name: str) -> str | None:
+    found = shutil.which(name) or sorted(glob.glob(f"/usr/lib/postgresql/*/bin/{name}"))
+    return found if isinstance(found, str) else (found[-1] if found else None)
+
+
+@pytest.fixture(scope="module")
+def postgres_url():
+    """A throwaway PostgreSQL cluster on a free localhost port (skipped where none)."""
+    pytest.importorskip("psycopg", reason="psycopg not installed (pip install '.[postgres]')")
+    initdb, pg_ctl = _pg_bin("initdb"), _pg_bin("pg_ctl")
+    if not (initdb and pg_ctl):
+        pytest.skip("PostgreSQL server binaries (initdb, pg_ctl) not found")
+    as_user: list[str] = []
+    if os.geteuid() == 0:  # postgres refuses to run as root
+        if not shutil.which("runuser"):
+            pytest.skip("running as root without runuser: cannot start PostgreSQL")
+        as_user = ["runuser", "-u", "postgres", "--"]
+    root = Path(tempfile.mkdtemp(prefix="tagalign-pg-"))
+    root.chmod(0o755)
+    if as_user:
+        shutil.chown(root, "postgres")
+    data, port = root / "data", free_port()
+    run = functools.partial(subprocess.run, check=True, capture_output=True, timeout=60)
+    run([*as_user, initdb, "-D", str(data), "-A", "trust", "-U", "postgres", "-E", "UTF8",
+         "--no-sync"])
+    run([*as_user, pg_ctl, "-D", str(data), "-w", "-l", str(root / "log"), "-o",
+         f"-p {port} -k {root} -c listen_addresses=127.0.0.1 -c fsync=off", "start"])
+    try:
+        yield f"postgresql://postgres@127.0.0.1:{port}/postgres"
+    finally:
+        subprocess.run([*as_user, pg_ctl, "-D", str(data), "-m", "immediate", "stop"],
+                       capture_output=True, timeout=60)
+        shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def store_url(request, tmp_path) -> str:
+    if request.param == "sqlite":
+        return sqlite_url(tmp_path / "feedback.sqlite")
+    url = request.getfixturevalue("postgres_url")
+    with FeedbackStore(url).engine.begin() as conn:  # each test starts empty
+        conn.execute(decisions.delete())
+    return url
+
+
+def test_killed_writer_loses_no_committed_row(store_url):
+    store = FeedbackStore(store_url)
+    proc = mp.get_context("spawn").Process(target=_writer, args=(store_url,))
     proc.start()
     deadline = time.time() + 60
-    while time.time() < deadline:
+    while time.time() < deadline and store.count("p") <= 200:
         time.sleep(0.3)
-        with sqlite3.connect(db) as conn:
-            if conn.execute("select count(*) from decisions").fetchone()[0] > 200:
-                break
-    os.kill(proc.pid, signal.SIGKILL)
+    os.kill(proc.pid, signal.SIGKILL)  # most likely inside a transaction
     proc.join()
-    with sqlite3.connect(db) as conn:
-        assert conn.execute("pragma integrity_check").fetchone()[0] == "ok"
-        counts = conn.execute("select record_id, count(*) from decisions group by record_id"
-                              ).fetchall()
+    store.close()
+    store = FeedbackStore(store_url)  # opens again after the kill
+    with store.engine.connect() as conn:
+        if store.engine.dialect.name == "sqlite":
+            assert conn.exec_driver_sql("pragma integrity_check").scalar() == "ok"
+        counts = conn.execute(select(decisions.c.record_id, func.count())
+                              .group_by(decisions.c.record_id)).all()
     assert len(counts) > 40
     assert all(n == 5 for _, n in counts)  # never half a request
     ids = sorted(int(r[1:]) for r, _ in counts)
     assert ids == list(range(len(ids)))  # nothing committed was lost
+    assert store.count("p") == 5 * len(ids)
+
+
+def test_postgres_store_round_trip(postgres_url):
+    store = FeedbackStore(postgres_url)
+    assert store.url.startswith("postgresql+psycopg://")
+    with store.engine.begin() as conn:
+        conn.execute(decisions.delete())
+    rec = Record(id="pg-1", title="Pilze am Fachwerk", abstract="Holz", language="de")
+    assert store.add("proj", [Decision(rec, ["4046076-9"], ["4045791-6"])]) == 2
+    confirmed = list(store.confirmed_records("proj"))
+    assert [(r.id, r.title, r.subjects) for r in confirmed] == [
+        ("pg-1", "Pilze am Fachwerk", ["4046076-9"])]
 
 
 def test_confirmed_records_and_export(tmp_path):

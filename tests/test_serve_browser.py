@@ -7,6 +7,7 @@ Screenshots go to test-artifacts/.
 
 from __future__ import annotations
 
+import json
 import shutil
 import sqlite3
 from pathlib import Path
@@ -52,7 +53,7 @@ def test_page_suggest_accept_by_mouse_and_keyboard(live):
     with sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=CHROMIUM, args=ARGS,
                                      env={"HOME": "/tmp"})
-        page = browser.new_page(locale="en-US")
+        page = browser.new_page(locale="en-US", accept_downloads=True)
         page.goto(live.url + "/")
         expect(page.locator("#project option")).to_have_count(1)
         page.fill("#title", "Schäden durch Pilze an Fachwerkgebäuden")
@@ -86,6 +87,13 @@ def test_page_suggest_accept_by_mouse_and_keyboard(live):
         page.wait_for_timeout(500)
         accepted = {r[1] for r in _rows(live.db) if r[2] == "accept"}
         assert {sid, sid2} <= accepted
+
+        # reasons name similar records by title; the accepted list downloads as JSON
+        expect(items.first.locator(".reasons li").first).not_to_be_empty()
+        with page.expect_download() as dl:
+            page.click("#export")
+        exported = json.loads(Path(dl.value.path()).read_text(encoding="utf-8"))
+        assert [x["id"] for x in exported["subjects"]] == [sid, sid2]
 
         # German interface, and fetching a record by id
         page.click("#ui-de")

@@ -55,12 +55,12 @@ def corpus() -> list[str]:
     return [r.text for r in recs] + [label for label, _ in TOPICS.values()]
 
 
-def static_model(folder: Path, dim: int = 16) -> Path:
+def static_model(folder: Path, dim: int = 16, seed: int = 0) -> Path:
     import torch
     from sentence_transformers import SentenceTransformer
     from sentence_transformers.sentence_transformer.modules import StaticEmbedding
 
-    torch.manual_seed(0)
+    torch.manual_seed(seed)
     model = SentenceTransformer(modules=[StaticEmbedding(train_tokenizer(corpus()),
                                                          embedding_dim=dim)], device="cpu")
     model.save(str(folder))

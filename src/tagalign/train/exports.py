@@ -1,5 +1,10 @@
 """Exports like the LLMs4Subjects preparation scripts: the subject "vector database" and
-the train/dev pairs, as CSV or JSONL (chosen by the file name)."""
+the train/dev pairs, as CSV or JSONL (chosen by the file name; ``.gz`` compresses).
+
+The original scripts wrote one CSV per language: subjects with their name, and records
+with ``title``, ``abstract`` and ``Subject Names`` (the gold labels joined by ";"), which
+the training scripts read back. Ours keep those fields (``subject_names``) and add the ids,
+so a row can be joined back to the vocabulary; list-valued cells are JSON in CSV."""
 
 from __future__ import annotations
 
@@ -47,8 +52,16 @@ def export_subject_vectors(path: Path, vocab, positions: np.ndarray, vectors: np
     return _write_rows(path, ["id", "label", "vector"], rows)
 
 
-def export_pairs(path: Path, records: Sequence[Record], vocab) -> int:
-    """One row per record: id, language, text, gold subject ids and their labels."""
-    rows = ([r.id, r.language, r.text, list(r.subjects),
-             [vocab.label(s, "de") for s in r.subjects]] for r in records)
-    return _write_rows(path, ["id", "language", "text", "subject_ids", "subject_labels"], rows)
+def export_pairs(path: Path, records: Sequence[Record], vocab, language: str | None = "de"
+                 ) -> int:
+    """One row per record: id, language, title, abstract, text (title + " " + abstract),
+    gold subject ids, their labels and those labels joined by "; " (the original's
+    ``Subject Names``). Labels are in ``language`` (German where missing); ``None`` uses
+    each record's own language, as the original's per-language files did."""
+    def labels(r: Record) -> list[str]:
+        return [vocab.label(s, language or r.language) for s in r.subjects]
+
+    rows = ([r.id, r.language, r.title, r.abstract, r.text, list(r.subjects), labels(r),
+             "; ".join(labels(r))] for r in records)
+    return _write_rows(path, ["id", "language", "title", "abstract", "text", "subject_ids",
+                              "subject_labels", "subject_names"], rows)

@@ -68,7 +68,7 @@ async function suggest(ev) {
   const body = { title, abstract: $("abstract").value, limit: Number($("limit").value) || 10 };
   if ($("language").value) body.language = $("language").value;
   try {
-    const { results } = await api(`/v1/projects/${$("project").value}/suggest`, body);
+    const { results } = await api(`/v1/projects/${encodeURIComponent($("project").value)}/suggest`, body);
     current = { recordId: $("record-id").value.trim() || `web-${Date.now()}`, suggestions: results,
       decisions: {}, title, abstract: body.abstract, language: body.language || null };
     $("status").textContent = t("done", results.length);
@@ -82,7 +82,7 @@ async function decide(sid, decision) {
   const rejected = Object.keys(current.decisions).filter(k => current.decisions[k] === "reject");
   render(sid, decision);
   try {
-    await api(`/v1/projects/${$("project").value}/learn`, { records: [{ id: current.recordId,
+    await api(`/v1/projects/${encodeURIComponent($("project").value)}/learn`, { records: [{ id: current.recordId,
       title: current.title, abstract: current.abstract, language: current.language,
       subjects: accepted, rejected }] });
     $("status").textContent = t("saved");

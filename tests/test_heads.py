@@ -1,0 +1,190 @@
+"""R2/R3 heads, the margin loss and the shared head-training loop, on random tensors."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from tagalign.train.head_training import (
+    HeadTrainingConfig,
+    _optimiser,
+    gold_means,
+    sample_negatives,
+    train_head,
+)
+from tagalign.train.heads import DimensionAttentionHead, FocusedEmbTransform
+from tagalign.train.losses import MarginLoss, MultipleNegativesMarginLoss
+from tagalign.train.losses.margin import cosine_distance
+
+
+def test_nbf_head_is_the_published_architecture():
+    d = 32
+    head = DimensionAttentionHead(d)
+    assert head(torch.randn(5, d)).shape == (5, d)
+    assert (head.embed.in_features, head.embed.out_features) == (1, 16)
+    assert (head.unembed.in_features, head.unembed.out_features) == (16, 1)
+    layer = head.layer
+    assert layer.norm_first and layer.self_attn.num_heads == 2
+    assert layer.self_attn.head_dim == 8
+    assert (layer.linear1.in_features, layer.linear1.out_features) == (16, 64)
+    assert layer.dropout.p == pytest.approx(0.03)
+    assert layer.activation is torch.nn.functional.relu
+    linears = [m for m in head.mlp if isinstance(m, torch.nn.Linear)]
+    assert [(m.in_features, m.out_features) for m in linears] == [(d, 256), (256, 256),
+                                                                   (256, d)]
+    assert [m.p for m in head.mlp if isinstance(m, torch.nn.Dropout)] == [0.03, 0.03]
+
+
+def test_nbf_attention_mixes_dimensions_before_the_mlp():
+    """Each dimension is a token: the token stage alone (no MLP) lets dimension 0 change
+    the output at dimension 5, which a per-dimension map could not."""
+    torch.manual_seed(0)
+    head = DimensionAttentionHead(8).eval()
+
+    def tokens_only(x):
+        return head.unembed(head.layer(head.embed(x.unsqueeze(-1)))).squeeze(-1)
+
+    x = torch.randn(1, 8)
+    y = x.clone()
+    y[0, 0] += 3.0
+    with torch.no_grad():
+        delta = (tokens_only(y) - tokens_only(x)).abs()
+    assert delta[0, 5] > 1e-4
+
+
+def test_focused_transform_formula_and_alpha():
+    torch.manual_seed(0)
+    head = FocusedEmbTransform(16, hidden=32)
+    assert torch.equal(head.alpha.data, torch.ones(16))
+    x = torch.randn(4, 16)
+    w1, w2 = head.mlp[0], head.mlp[2]
+    expected = w2(torch.relu(w1(x)))
+    torch.testing.assert_close(head(x), expected)
+    with torch.no_grad():
+        head.alpha[3] = 0.0
+        head.alpha[4] = 2.0
+    y = head(x)
+    assert torch.all(y[:, 3] == 0)
+    torch.testing.assert_close(y[:, 4], 2 * expected[:, 4])
+
+
+@pytest.mark.parametrize("make", [lambda: DimensionAttentionHead(16, hidden=32),
+                                  lambda: FocusedEmbTransform(16, hidden=24)])
+def test_heads_save_and_load_as_folders_without_pickle(tmp_path, make):
+    torch.manual_seed(1)
+    head = make()
+    with torch.no_grad():
+        for p in head.parameters():
+            p.add_(torch.randn_like(p) * 0.1)
+    head.save(tmp_path / "h")
+    assert sorted(p.name for p in (tmp_path / "h").iterdir()) == ["config.json",
+                                                                  "model.safetensors"]
+    config = json.loads((tmp_path / "h" / "config.json").read_text())
+    assert config["class"] == type(head).__name__ and config["dim"] == 16
+    again = type(head).load(tmp_path / "h")
+    x = np.random.default_rng(0).normal(size=(7, 16)).astype(np.float32)
+    assert np.array_equal(head.transform(x), again.transform(x))
+    other = FocusedEmbTransform if isinstance(head, DimensionAttentionHead) \
+        else DimensionAttentionHead
+    with pytest.raises(ValueError, match="holds a"):
+        other.load(tmp_path / "h")
+
+
+def test_batched_transform_equals_one_forward_and_keeps_no_graph():
+    torch.manual_seed(2)
+    head = DimensionAttentionHead(16)
+    head.train()  # transform must switch dropout off and restore the mode
+    x = np.random.default_rng(1).normal(size=(37, 16)).astype(np.float32)
+    out = head.transform(x, batch_size=5)
+    assert head.training
+    with torch.no_grad():
+        head.eval()
+        whole = head(torch.from_numpy(x)).numpy()
+    np.testing.assert_allclose(out, whole, rtol=1e-5, atol=1e-6)
+    assert out.dtype == np.float32 and head.transform(x[:0]).shape == (0, 16)
+
+
+def test_margin_loss_equals_hand_computation():
+    """Record 1: d(a,p)=1−0.6=0.4; negatives at d=1 and d=0 → max(0,.2+.4−1)+max(0,.2+.4−0)
+    = 0.6. Record 2: d(a,p)=0; d=1 and d=1−1/√2 → both terms clamp to 0. Mean 0.3."""
+    a = torch.tensor([[1.0, 0.0], [0.0, 2.0]], requires_grad=True)
+    p = torch.tensor([[0.6, 0.8], [0.0, 1.0]])
+    n = torch.tensor([[[0.0, 1.0], [3.0, 0.0]], [[-1.0, 0.0], [1.0, 1.0]]])
+    loss = MarginLoss(margin=0.2)(a, p, n)
+    assert loss.item() == pytest.approx(0.3, abs=1e-6)
+    loss.backward()
+    assert a.grad is not None and torch.all(a.grad[1] == 0)  # record 2 contributes nothing
+    assert float(cosine_distance(a[0].detach(), p[0])) == pytest.approx(0.4, abs=1e-6)
+    assert MarginLoss(margin=1.5)(a, p, n).item() == pytest.approx(
+        ((1.5 + 0.4 - 1) + (1.5 + 0.4) + (1.5 - 1) + (1.5 - (1 - 2 ** -0.5))) / 2, abs=1e-5)
+
+
+def test_negatives_avoid_gold_and_gold_means_average():
+    rng = np.random.default_rng(0)
+    gold = [{0, 1, 2}, {3}]
+    neg = sample_negatives(rng, 5, gold, 50)
+    assert neg.shape == (2, 50)
+    assert not set(neg[0]) & gold[0] and not set(neg[1]) & gold[1]
+    assert set(neg[0]) == {3, 4}
+    S = np.arange(10, dtype=np.float32).reshape(5, 2)
+    np.testing.assert_array_equal(gold_means([[0, 2], [4]], S), [[2, 3], [8, 9]])
+
+
+def test_optimiser_and_schedule_follow_the_config():
+    head = FocusedEmbTransform(4, hidden=4)
+    opt, sched = _optimiser(head, HeadTrainingConfig(optimizer="adam", lr=1e-4,
+                                                     weight_decay=1e-5, scheduler="step",
+                                                     step_size=5, gamma=0.5))
+    assert type(opt) is torch.optim.Adam and opt.param_groups[0]["weight_decay"] == 1e-5
+    for _ in range(5):
+        opt.step()
+        sched.step()
+    assert opt.param_groups[0]["lr"] == pytest.approx(5e-5)
+    opt, sched = _optimiser(head, HeadTrainingConfig(epochs=20, t_max=20, eta_min=1e-6))
+    assert type(opt) is torch.optim.AdamW
+    for _ in range(20):
+        opt.step()
+        sched.step()
+    assert opt.param_groups[0]["lr"] == pytest.approx(1e-6)
+    with pytest.raises(ValueError, match="optimizer"):
+        _optimiser(head, HeadTrainingConfig(optimizer="sgd"))
+    cfg = HeadTrainingConfig.from_params({"lr": 3e-3, "encoder": "usem3", "epochs": 2})
+    assert (cfg.lr, cfg.epochs, cfg.batch_size) == (3e-3, 2, 4)
+
+
+@pytest.mark.parametrize("head", [DimensionAttentionHead(16, hidden=32),
+                                  FocusedEmbTransform(16, hidden=32)])
+def test_train_head_lowers_the_margin_loss(head):
+    """Records are noisy copies of a hidden rotation of their gold subjects' mean."""
+    rng = np.random.default_rng(0)
+    S = rng.normal(size=(40, 16)).astype(np.float32)
+    gold = [list(rng.choice(40, 2, replace=False)) for _ in range(96)]
+    P = gold_means(gold, S)
+    Q = np.linalg.qr(rng.normal(size=(16, 16)))[0].astype(np.float32)
+    X = P @ Q + 0.05 * rng.normal(size=P.shape).astype(np.float32)
+    cfg = HeadTrainingConfig(negatives=5, lr=3e-3, epochs=6, batch_size=8, t_max=6)
+    losses = train_head(head, X, P, S, [set(g) for g in gold], cfg, show_progress=False)
+    assert len(losses) == 6 and losses[-1] < 0.6 * losses[0], losses
+    assert not head.training
+
+
+def test_sentence_transformers_margin_loss_matches_the_tensor_form(tmp_path):
+    """The trainer-facing loss encodes (anchor, positive, negatives…) columns with the model
+    and gives what the tensor form gives on those embeddings."""
+    from sentence_transformers import SentenceTransformer
+
+    from tiny_models import static_model
+
+    model = SentenceTransformer(str(static_model(tmp_path / "m")), device="cpu")
+    texts = [["neural network", "fungi wood"], ["machine model", "timber rot"],
+             ["future trend", "ethics mind"], ["heritage", "online data"]]
+    features = [model.tokenize(col) for col in texts]
+    loss = MultipleNegativesMarginLoss(model, margin=0.3)(features)
+    emb = [model.encode(col, convert_to_tensor=True) for col in texts]
+    expected = MarginLoss(0.3)(emb[0], emb[1], torch.stack(emb[2:], dim=1))
+    assert loss.item() == pytest.approx(expected.item(), abs=1e-5)
+    loss.backward()  # gradients reach the encoder
+    assert any(p.grad is not None for p in model.parameters())

@@ -1,0 +1,183 @@
+"""R2 `nbf-attention` and R3 `focused-transform` on a fake encoder (hashed bag of words,
+d = 32): training lowers the loss and beats the untrained encoder, save → load gives
+identical suggestions, per-language models use their language's labels and route records,
+and the subject exports write what the index holds."""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import json
+import shutil
+from collections.abc import Sequence
+
+import numpy as np
+import pytest
+
+from tagalign.encode import EmbeddingCache, register_encoder, subject_texts
+from tagalign.encode.base import Encoder, normalise
+from tagalign.project import Project
+from tagalign.records import Record
+from tagalign.train.exports import export_pairs, export_subject_vectors
+from tagalign.train.recipes import get_recipe
+from tiny_models import tiny_records, tiny_vocab
+
+DIM = 32
+
+
+@register_encoder
+class HashedWords(Encoder):
+    """Each lower-cased word gets a fixed random vector; a text is their normalised sum.
+    Record words (topic words) and subject labels (German headings) share no words, so
+    the raw encoder ranks at chance and a head has to learn the mapping."""
+
+    name = "fake-words"
+
+    def __init__(self) -> None:
+        self.dim = DIM
+        self.fingerprint = "fake-words-v1"
+
+    @staticmethod
+    def word(w: str) -> np.ndarray:
+        seed = int.from_bytes(hashlib.md5(w.encode()).digest()[:4], "little")
+        return np.random.default_rng(seed).normal(size=DIM)
+
+    def encode(self, texts: Sequence[str], *, kind="passage", batch_size: int = 64,
+               show_progress: bool = False) -> np.ndarray:
+        rows = [sum((self.word(w) for w in t.lower().split()), np.zeros(DIM)) + 1e-3
+                for t in texts]
+        return normalise(np.array(rows, dtype=np.float32).reshape(len(texts), DIM))
+
+
+FAST = {"negatives": 4, "epochs": 8, "batch_size": 16, "lr": 3e-3}
+
+
+def params(tmp_path, **extra):
+    return {"encoder": "fake-words", "cache_dir": str(tmp_path / "cache"), **FAST, **extra}
+
+
+def recall_at_2(rows, records: list[Record]) -> float:
+    return float(np.mean([len(set(r.subjects) & {s.id for s in row[:2]}) / len(r.subjects)
+                          for r, row in zip(records, rows, strict=True)]))
+
+
+def train_and_reload(tmp_path, name: str, p: dict, n: int = 200):
+    project = Project.create(tmp_path / name, tiny_vocab(), name, p)
+    recipe = project.train(tiny_records(n))
+    test = tiny_records(40, seed=7)
+    before = project.suggest(test, limit=5)
+    shutil.copytree(project.path, tmp_path / "copy")
+    after = Project.load(tmp_path / "copy").suggest(test, limit=5)
+    assert [[(s.id, s.score) for s in r] for r in before] == \
+        [[(s.id, s.score) for s in r] for r in after]
+    assert all(len(r) == 5 for r in before)
+    return recipe, before, test
+
+
+def test_published_defaults():
+    vocab = tiny_vocab()
+    nbf = get_recipe("nbf-attention")(vocab).params
+    assert {k: nbf[k] for k in ("negatives", "margin", "optimizer", "lr", "weight_decay",
+                                "scheduler", "t_max", "eta_min", "batch_size", "epochs")} == {
+        "negatives": 15, "margin": 0.2, "optimizer": "adamw", "lr": 1e-4, "weight_decay": 0.0,
+        "scheduler": "cosine", "t_max": 20, "eta_min": 1e-6, "batch_size": 4, "epochs": 20}
+    r3 = get_recipe("focused-transform")(vocab).params
+    assert {k: r3[k] for k in ("mode", "hidden", "negatives", "margin", "optimizer", "lr",
+                               "weight_decay", "scheduler", "step_size", "gamma",
+                               "batch_size", "epochs", "top_k")} == {
+        "mode": "per-language", "hidden": 1024, "negatives": 15, "margin": 0.2,
+        "optimizer": "adam", "lr": 1e-4, "weight_decay": 1e-5, "scheduler": "step",
+        "step_size": 5, "gamma": 0.5, "batch_size": 32, "epochs": 30, "top_k": 50}
+    with pytest.raises(ValueError, match="mode"):
+        get_recipe("focused-transform")(vocab, mode="trilingual")
+
+
+def test_nbf_learns_and_roundtrips(tmp_path):
+    """Published inference: records and subjects both through the head (S' = transform(S))."""
+    recipe, _, _ = train_and_reload(tmp_path, "nbf-attention", params(tmp_path, t_max=8))
+    assert recipe.losses_[-1] < 0.5 * recipe.losses_[0], recipe.losses_
+    S = HashedWords().encode(subject_texts(recipe.vocab, "de"))
+    np.testing.assert_allclose(recipe.index_.vectors(), normalise(recipe.head_.transform(S)),
+                               atol=1e-5)
+
+
+def test_nbf_anchor_learns_the_gold_means(tmp_path):
+    """The loss trains transform(record) towards the raw gold embeddings; indexed raw
+    (``transform_subjects=False``) the head ranks far above the untrained encoder, whose
+    only clue is the title (one gold heading of two)."""
+    zero = Project.create(tmp_path / "zs", tiny_vocab(), "zero-shot",
+                          {"encoder": "fake-words", "cache_dir": str(tmp_path / "cache")})
+    zero.train(tiny_records(200))
+    p = params(tmp_path, epochs=20, t_max=20, transform_subjects=False)
+    project = Project.create(tmp_path / "p", tiny_vocab(), "nbf-attention", p)
+    recipe = project.train(tiny_records(200))
+    raw = EmbeddingCache(tmp_path / "cache").encode(HashedWords(),
+                                                    subject_texts(recipe.vocab, "de"))
+    np.testing.assert_allclose(recipe.index_.vectors(), raw, atol=1e-6)
+    test = tiny_records(40, seed=7)
+    chance = recall_at_2(zero.suggest(test, limit=5), test)
+    assert chance < 0.5
+    assert recall_at_2(project.suggest(test, limit=5), test) > 0.85
+
+
+def test_focused_per_language_models_labels_and_routing(tmp_path):
+    recipe, rows, test = train_and_reload(tmp_path, "focused-transform",
+                                          params(tmp_path, hidden=64, lr=1e-2))
+    assert set(recipe.models_) == {"de", "en"}
+    assert recipe.losses_[7] < 0.7 * recipe.losses_[0]  # the first (German) model's epochs
+    assert recipe.losses_[15] < 0.7 * recipe.losses_[8]  # the English model's
+    # the English model indexes transform(English labels): English labels differ from German
+    head, index = recipe.models_["en"]
+    en = HashedWords().encode(subject_texts(recipe.vocab, "en"))
+    expected = normalise(head.transform(en))
+    np.testing.assert_allclose(index.vectors(), expected, atol=1e-5)
+    # routing: each language's records are ranked by its own model; others go to German
+    assert [recipe.route(r) for r in test] == [r.language for r in test]
+    odd = Record(id="x", title=test[0].title, abstract=test[0].abstract, language="fr")
+    assert recipe.route(odd) == "de"
+    first_en = next(i for i, r in enumerate(test) if r.language == "en")
+    rec = test[first_en]
+    by_hand = recipe.search(index, recipe.positions_,
+                            head.transform(HashedWords().encode([rec.text])), 5, ["en"])
+    assert [s.id for s in by_hand[0]] == [s.id for s in rows[first_en]]
+
+
+def test_focused_bilingual_is_one_model(tmp_path):
+    """One model for both languages; indexed raw, its anchors rank the gold subjects
+    (the untrained encoder finds about one gold heading in two, through the title)."""
+    recipe, rows, test = train_and_reload(tmp_path, "focused-transform",
+                                          params(tmp_path, hidden=64, lr=1e-2,
+                                                 mode="bilingual", epochs=12,
+                                                 transform_subjects=False))
+    assert set(recipe.models_) == {"all"}
+    assert {recipe.route(r) for r in test} == {"all"}
+    assert recipe.losses_[-1] < 0.7 * recipe.losses_[0]
+    assert recall_at_2(rows, test) > 0.8
+
+
+def test_exports_write_the_index_vectors_and_the_pairs(tmp_path):
+    project = Project.create(tmp_path / "p", tiny_vocab(), "focused-transform",
+                             params(tmp_path, hidden=16, epochs=1, mode="bilingual"))
+    recipe = project.train(tiny_records(40))
+    index = recipe.models_["all"][1]
+    n = export_subject_vectors(tmp_path / "s.csv", recipe.vocab, recipe.positions_,
+                               index.vectors(), "en")
+    table = list(csv.DictReader((tmp_path / "s.csv").open()))
+    assert n == len(table) == len(recipe.vocab)
+    assert table[0]["id"] == recipe.vocab.subjects[0].id
+    assert table[0]["label"] == recipe.vocab.subjects[0].label("en")
+    np.testing.assert_allclose(json.loads(table[0]["vector"]), index.vectors()[0], atol=1e-6)
+    records = tiny_records(3)
+    export_pairs(tmp_path / "pairs.jsonl", records, recipe.vocab)
+    lines = [json.loads(x) for x in (tmp_path / "pairs.jsonl").read_text().splitlines()]
+    assert [x["subject_ids"] for x in lines] == [r.subjects for r in records]
+    assert lines[0]["text"] == records[0].text
+    assert lines[0]["subject_labels"] == [recipe.vocab.label(s, "de")
+                                          for s in records[0].subjects]
+    assert lines[0]["subject_names"] == "; ".join(lines[0]["subject_labels"])
+    assert (lines[0]["title"], lines[0]["abstract"]) == (records[0].title, records[0].abstract)
+    export_pairs(tmp_path / "own.jsonl", records, recipe.vocab, language=None)
+    own = [json.loads(x) for x in (tmp_path / "own.jsonl").read_text().splitlines()]
+    for row, rec in zip(own, records, strict=True):
+        assert row["subject_labels"] == [recipe.vocab.label(s, rec.language)
+                                         for s in rec.subjects]
