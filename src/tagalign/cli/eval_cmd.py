@@ -1,53 +1,86 @@
-"""`tagalign eval`."""
+"""`tagalign eval`: score predictions with the shared task's metrics."""
 
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 import typer
 
 from tagalign.cli.app import app, console, fail
-from tagalign.cli.common import iter_records
-from tagalign.evaluate import evaluate, print_report, read_predictions, write_submission
+from tagalign.cli.common import load_records
+from tagalign.evaluate import (
+    SubjectEvaluator,
+    check_ks,
+    print_report,
+    read_predictions,
+    read_submission,
+    write_submission,
+)
 from tagalign.records import BadInputError, InputReport
+
+
+def _parse_ks(raw: str) -> list[int]:
+    try:
+        return check_ks(int(k) for k in raw.split(",") if k.strip())
+    except ValueError:
+        fail(f"--ks {raw!r}: expected positive integers like 5,10,15,20")
+        raise  # unreachable: fail() exits
 
 
 @app.command("eval")
 def eval_(
-    gold: Path = typer.Argument(..., help="Records with gold subjects (JSONL, JSON-LD dir, TSV)."),
-    pred: Path = typer.Argument(..., help="Predictions JSONL: {\"id\", \"subjects\": [...]} per line."),
-    ks: str = typer.Option("5,10,15,20", "--ks", help="Cut-offs, comma-separated."),
-    as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),
-    submission_dir: Path = typer.Option(None, "--submission-dir",
-                                        help="Also write {Type}/{lang}/{id}.json per record."),
-    strict: bool = typer.Option(False, "--strict", help="Stop at the first malformed line."),
+    gold: Path = typer.Argument(..., help="Records with gold subjects: JSONL(.gz), JSON-LD folder or Annif TSV."),
+    pred: Path = typer.Argument(..., help="Predictions JSONL(.gz), one {\"id\", \"subjects\": [...]} per line, best first; or a submission folder {Type}/{lang}/{id}.json."),
+    ks: str = typer.Option("5,10,15,20", "--ks", help="Cut-offs k, comma-separated."),
+    as_json: bool = typer.Option(False, "--json", help="Print the report as JSON (ks, overall, by_language, by_type, by_type_language, missing_predictions)."),
+    submission_dir: Path = typer.Option(None, "--submission-dir", help="Also write the task's submission layout: {Type}/{lang}/{id}.json per gold record."),
+    strict: bool = typer.Option(False, "--strict", help="Stop at the first malformed line instead of skipping it."),
 ) -> None:
-    """Score predictions with the shared task's metrics (P@k, R@k, F1@k, avg recall).
+    """Score predictions with the shared task's metrics: P@k, R@k, F1@k (of the averaged
+    P and R), R-precision@k, nDCG@k, avg recall and avg F1 over the ks; overall and by
+    language, record type and both. Records without gold subjects are left out; a record
+    without a prediction counts as an empty ranking.
 
     Example: tagalign eval dev.jsonl.gz pred.jsonl --ks 5,10,15,20 --json
     """
-    try:
-        cutoffs = [int(k) for k in ks.split(",") if k.strip()]
-        if not cutoffs or min(cutoffs) < 1:
-            raise ValueError
-    except ValueError:
-        fail(f"--ks {ks!r}: expected positive integers like 5,10,15,20")
+    cutoffs = _parse_ks(ks)
+    if not gold.exists():
+        fail(f"gold records not found: {gold}")
     if not pred.exists():
         fail(f"predictions not found: {pred}")
+    report = InputReport(strict=strict)
     try:
-        predictions = read_predictions(pred, InputReport(strict=strict))
+        if pred.is_dir():
+            predictions = read_submission(pred, report)
+        else:
+            predictions = read_predictions(pred, report)
     except BadInputError as exc:
         fail(str(exc))
-    records = list(iter_records(gold, strict=strict))
-    report = evaluate(records, predictions, cutoffs)
+    except (OSError, EOFError) as exc:
+        fail(f"cannot read predictions {pred}: {exc}")
+    report.records_read = len(predictions)
+    report.print_summary()
+    records = load_records(gold, strict=strict, description="reading gold records")
+    start = time.perf_counter()
+    evaluator = SubjectEvaluator(records, cutoffs)
+    if not len(evaluator):
+        fail(f"no record in {gold} has gold subjects: nothing to score")
+    scores = evaluator(predictions)
+    console.log(f"scored {len(evaluator)} records in {time.perf_counter() - start:.2f} s")
+    if evaluator.no_gold:
+        console.log(f"{evaluator.no_gold} records without gold subjects were left out")
+    unknown = evaluator.unknown_ids(predictions)
+    if unknown:
+        console.log(f"[yellow]{unknown} predicted record ids are not in {gold} (ignored)[/]")
+    if scores["missing_predictions"]:
+        console.log(f"[yellow]{scores['missing_predictions']} records have no prediction "
+                    "(scored as empty rankings)[/]")
     if submission_dir is not None:
         n = write_submission(submission_dir, records, predictions)
         console.log(f"{n} submission files written under {submission_dir}")
-    no_gold = report.pop("no_gold")
-    if no_gold:
-        console.log(f"{no_gold} records without gold subjects were left out")
     if as_json:
-        typer.echo(json.dumps(report, indent=1))
+        typer.echo(json.dumps(scores, indent=1))
     else:
-        print_report(report)
+        print_report(scores)

@@ -1,55 +1,97 @@
-"""`evaluate`: the task's report — overall and by language, record type and both."""
+"""`SubjectEvaluator`: the task's report — overall and by language, record type and both.
+
+Like a sentence-transformers evaluator, it is built once from the gold data and called
+with what to score (here: rankings ``{record id: [subject ids best first]}``), returning a
+dict of named metrics::
+
+    evaluator = SubjectEvaluator(read_records("dev.jsonl.gz"))
+    report = evaluator(predictions)
+    report["overall"]["avg_recall"]
+"""
 
 from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 
-from tagalign.evaluate.metrics import DEFAULT_KS, group_metrics
+import numpy as np
+
+from tagalign.evaluate.metrics import DEFAULT_KS, check_ks, hits_matrix, metrics_from_hits
 from tagalign.records import Record
+
+UNKNOWN = "unknown"
+BREAKDOWNS = ("by_language", "by_type", "by_type_language")
+
+
+class SubjectEvaluator:
+    """Scores rankings against gold records with the shared task's metrics.
+
+    The report is exactly ``{"ks", "overall", "by_language", "by_type",
+    "by_type_language", "missing_predictions"}``; each group holds ``n`` and the metrics
+    of `tagalign.evaluate.metrics` (groups sorted by name, ``"Book/de"`` = type/language).
+
+    * Records without gold subjects cannot be scored (R@k is undefined); they are left
+      out, as the task's script does, and counted in ``no_gold``.
+    * A record with no prediction counts as an empty ranking (scores 0) and is counted in
+      the report's ``missing_predictions``.
+    * A missing language or type is grouped as ``"unknown"``.
+    """
+
+    primary_metric = "avg_recall"
+    greater_is_better = True
+
+    def __init__(self, records: Iterable[Record], ks: Sequence[int] = DEFAULT_KS):
+        self.ks = check_ks(ks)
+        self.ids: list[str] = []
+        self.gold: list[set[str]] = []
+        self.no_gold = 0
+        self._all_ids: set[str] = set()
+        groups: dict[str, dict[str, list[int]]] = {key: defaultdict(list) for key in BREAKDOWNS}
+        for rec in records:
+            self._all_ids.add(rec.id)
+            if not rec.subjects:
+                self.no_gold += 1
+                continue
+            i = len(self.ids)
+            self.ids.append(rec.id)
+            self.gold.append(set(rec.subjects))
+            lang, rtype = rec.language or UNKNOWN, rec.type or UNKNOWN
+            groups["by_language"][lang].append(i)
+            groups["by_type"][rtype].append(i)
+            groups["by_type_language"][f"{rtype}/{lang}"].append(i)
+        self.groups = {key: {name: np.array(rows, dtype=np.int64)
+                             for name, rows in sorted(table.items())}
+                       for key, table in groups.items()}
+        self.sizes = np.array([len(g) for g in self.gold], dtype=np.float64)
+
+    def __len__(self) -> int:
+        """Number of scored records (those with gold subjects)."""
+        return len(self.ids)
+
+    def __call__(self, predictions: Mapping[str, Sequence[str]]) -> dict:
+        rankings = []
+        missing = 0
+        for rid in self.ids:
+            ranking = predictions.get(rid)
+            if ranking is None:
+                missing += 1
+                ranking = ()
+            rankings.append(ranking)
+        hits = hits_matrix(self.gold, rankings, max(self.ks))
+        report: dict = {"ks": list(self.ks),
+                        "overall": metrics_from_hits(hits, self.sizes, self.ks)}
+        for key, table in self.groups.items():
+            report[key] = {name: metrics_from_hits(hits[rows], self.sizes[rows], self.ks)
+                           for name, rows in table.items()}
+        report["missing_predictions"] = missing
+        return report
+
+    def unknown_ids(self, predictions: Mapping[str, Sequence[str]]) -> int:
+        """How many predicted record ids match no gold record at all (a wrong file?)."""
+        return len(set(predictions) - self._all_ids)
 
 
 def evaluate(records: Iterable[Record], predictions: Mapping[str, Sequence[str]],
              ks: Sequence[int] = DEFAULT_KS) -> dict:
-    """Score rankings (``{record id: [subject ids best first]}``) against gold records.
-
-    Returns ``{"ks", "overall", "by_language", "by_type", "by_type_language",
-    "missing_predictions", "no_gold"}``; a record without a prediction counts as an
-    empty ranking.
-    """
-    ks = sorted(int(k) for k in ks)
-    if not ks or ks[0] < 1:
-        raise ValueError(f"ks must be positive integers, got {ks}")
-    groups: dict[str, dict[str, tuple[list, list]]] = {
-        "by_language": defaultdict(lambda: ([], [])),
-        "by_type": defaultdict(lambda: ([], [])),
-        "by_type_language": defaultdict(lambda: ([], [])),
-    }
-    gold_all: list[set[str]] = []
-    rank_all: list[list[str]] = []
-    missing = no_gold = 0
-    for rec in records:
-        if not rec.subjects:
-            no_gold += 1
-            continue
-        ranking = predictions.get(rec.id)
-        if ranking is None:
-            missing += 1
-            ranking = []
-        gold = set(rec.subjects)
-        ranking = list(ranking)
-        gold_all.append(gold)
-        rank_all.append(ranking)
-        lang = rec.language or "unknown"
-        rtype = rec.type or "unknown"
-        for key, name in (("by_language", lang), ("by_type", rtype),
-                          ("by_type_language", f"{rtype}/{lang}")):
-            g, r = groups[key][name]
-            g.append(gold)
-            r.append(ranking)
-    report: dict = {"ks": ks, "overall": group_metrics(gold_all, rank_all, ks)}
-    for key, table in groups.items():
-        report[key] = {name: group_metrics(g, r, ks) for name, (g, r) in sorted(table.items())}
-    report["missing_predictions"] = missing
-    report["no_gold"] = no_gold
-    return report
+    """One-shot `SubjectEvaluator`: ``SubjectEvaluator(records, ks)(predictions)``."""
+    return SubjectEvaluator(records, ks)(predictions)

@@ -1,7 +1,9 @@
-"""Prediction files: JSONL, one line per record, best subject first.
+"""Prediction files: JSONL (``.gz`` allowed), one line per record, best subject first.
 
 ``{"id": "...", "subjects": [{"id": "4015065-3", "label": "Epos", "score": 0.83}, ...]}``;
-a plain list of ids (``"subjects": ["4015065-3", ...]``) is accepted too.
+a plain list of ids (``"subjects": ["4015065-3", ...]``) is accepted too. Subject ids are
+normalised (``gnd:…`` and ``https://d-nb.info/gnd/…`` become the bare GND id). The order
+of the list is the ranking; scores are kept for people, not re-sorted.
 """
 
 from __future__ import annotations
@@ -33,7 +35,12 @@ def _ids(subjects: object) -> list[str]:
 
 def read_predictions(path: Path | str, report: InputReport | None = None
                      ) -> dict[str, list[str]]:
-    """``{record id: [subject ids best first]}``; malformed lines go to ``report``."""
+    """``{record id: [subject ids best first]}``.
+
+    Malformed lines (bad JSON, no ``id``, bad ``subjects``, a record id seen before) go to
+    ``report`` as ``path:line``: skipped by default (the first of a repeated id wins),
+    a `BadInputError` when the report is strict.
+    """
     report = report if report is not None else InputReport()
     out: dict[str, list[str]] = {}
     with open_text(Path(path)) as fh:
@@ -44,6 +51,8 @@ def read_predictions(path: Path | str, report: InputReport | None = None
                 obj = json.loads(line)
                 if not isinstance(obj, dict) or not isinstance(obj.get("id"), str):
                     raise ValueError("expected an object with an 'id'")
+                if obj["id"] in out:
+                    raise ValueError(f"record id {obj['id']!r} predicted again")
                 out[obj["id"]] = _ids(obj.get("subjects", []))
             except (ValueError, TypeError) as exc:
                 report.bad(f"{path}:{lineno}", str(exc))

@@ -1,37 +1,50 @@
-"""Readable tables of an evaluation report (rich)."""
+"""Readable tables of an evaluation report (rich): overall, by language, by type, by both.
+
+Each table has one row per group and cut-off k (P, R, F1, R-precision, nDCG at k) and a
+closing row per group with the averages over the ks (avg R@k, avg F1@k), so it stays
+narrow enough for an 80-column terminal however many ks are asked for.
+"""
 
 from __future__ import annotations
 
 from rich.console import Console
 from rich.table import Table
 
+SECTIONS = (("by_language", "by language"), ("by_type", "by record type"),
+            ("by_type_language", "by record type / language"))
 
-def _table(title: str, groups: dict[str, dict], ks: list[int]) -> Table:
+
+def _cell(value: float) -> str:
+    return f"{value:.4f}"
+
+
+def report_table(title: str, groups: dict[str, dict], ks: list[int]) -> Table:
+    """One table; groups with no scored record are left out."""
     table = Table(title=title, title_justify="left")
-    table.add_column("group")
-    table.add_column("n", justify="right")
-    for k in ks:
-        for m in ("P", "R", "F1"):
-            table.add_column(f"{m}@{k}", justify="right")
-    table.add_column("avg R", justify="right")
+    for name in ("group", "k", "n"):
+        table.add_column(name, justify="left" if name == "group" else "right")
+    for name in ("P", "R", "F1", "R-prec", "nDCG"):
+        table.add_column(name, justify="right")
     for name, m in groups.items():
         if not m.get("n"):
             continue
-        cells = [name, str(m["n"])]
-        for k in ks:
-            cells += [f"{m[f'precision@{k}']:.4f}", f"{m[f'recall@{k}']:.4f}",
-                      f"{m[f'f1@{k}']:.4f}"]
-        table.add_row(*cells, f"{m['avg_recall']:.4f}")
+        for i, k in enumerate(ks):
+            table.add_row(name if i == 0 else "", str(k), str(m["n"]) if i == 0 else "",
+                          _cell(m[f"precision@{k}"]), _cell(m[f"recall@{k}"]),
+                          _cell(m[f"f1@{k}"]), _cell(m[f"r-precision@{k}"]),
+                          _cell(m[f"ndcg@{k}"]))
+        table.add_row("", "avg", "", "", _cell(m["avg_recall"]), _cell(m["avg_f1"]), "", "",
+                      end_section=True, style="bold")
     return table
 
 
 def print_report(report: dict, console: Console | None = None) -> None:
+    """Print the report's tables (to stdout unless a console is given)."""
     console = console or Console()
     ks = report["ks"]
-    console.print(_table("overall", {"all": report["overall"]}, ks))
-    for key, title in (("by_language", "by language"), ("by_type", "by record type"),
-                       ("by_type_language", "by record type and language")):
-        console.print(_table(title, report[key], ks))
+    console.print(report_table("overall", {"all": report["overall"]}, ks))
+    for key, title in SECTIONS:
+        console.print(report_table(title, report[key], ks))
     if report.get("missing_predictions"):
-        console.print(f"[yellow]{report['missing_predictions']} records had no prediction "
-                      "(scored as empty rankings)[/]")
+        console.print(f"{report['missing_predictions']} records had no prediction "
+                      "(scored as empty rankings)")
