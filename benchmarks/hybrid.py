@@ -18,7 +18,7 @@ import json
 import time
 from pathlib import Path
 
-from _common import DATA, peak_rss_gb
+from _common import add_data_args, peak_rss_gb
 from tagalign.evaluate import evaluate
 from tagalign.records import read_records
 from tagalign.suggest.fusion import FusionRanker, top_k
@@ -124,9 +124,7 @@ def ablation(recipe: HybridRecipe, train, dev, workdir: Path) -> None:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--train", type=Path, default=DATA / "llms4subjects/train.jsonl.gz")
-    ap.add_argument("--dev", type=Path, default=DATA / "llms4subjects/dev.jsonl.gz")
-    ap.add_argument("--vocab", type=Path, default=DATA / "gnd/gnd-subjects.tsv.gz")
+    add_data_args(ap)
     ap.add_argument("--limit-train", type=int)
     ap.add_argument("--limit-dev", type=int)
     ap.add_argument("--workdir", type=Path, default=Path("runs/hybrid-bench"))

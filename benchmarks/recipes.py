@@ -36,7 +36,7 @@ from pathlib import Path
 
 import numpy as np
 
-from _common import DATA, peak_rss_gb
+from _common import add_data_args, peak_rss_gb
 from tagalign.evaluate import evaluate
 from tagalign.project import Project
 from tagalign.records import Record, read_records
@@ -111,9 +111,7 @@ def run_one(label: str, recipe: str, params: dict, vocab: Vocabulary, train: lis
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--train", type=Path, default=DATA / "llms4subjects/train.jsonl.gz")
-    ap.add_argument("--dev", type=Path, default=DATA / "llms4subjects/dev.jsonl.gz")
-    ap.add_argument("--vocab", type=Path, default=DATA / "gnd/gnd-subjects.tsv.gz")
+    add_data_args(ap)
     ap.add_argument("--train-size", type=int, default=20_000)
     ap.add_argument("--dev-size", type=int, default=2_000)
     ap.add_argument("--preset", default="cpu", choices=sorted(PRESETS))

@@ -56,6 +56,15 @@ class Candidates:
     names: list[str]
 
     @classmethod
+    def from_lists(cls, rows: list[int], cols: list[int], feats, names: list[str]
+                   ) -> Candidates:
+        """From Python lists built row by row (feats: one row or column stack per pair)."""
+        if not rows:
+            return cls.empty(names)
+        return cls(np.asarray(rows, np.int64), np.asarray(cols, np.int64),
+                   np.asarray(feats, np.float32).reshape(len(rows), len(names)), names)
+
+    @classmethod
     def empty(cls, names: list[str]) -> Candidates:
         return cls(np.zeros(0, np.int64), np.zeros(0, np.int64),
                    np.zeros((0, len(names)), np.float32), names)

@@ -12,8 +12,6 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from tagalign.io import read_json, write_json_atomic
 from tagalign.suggest.sources.base import Batch, Candidates, Source, register_source
 from tagalign.text.analyzer import _STOP
@@ -104,10 +102,7 @@ class LabelMatcher(Source):
                 cols.append(pos)
                 feats.append(f)
             matches.append(keys)
-        if not rows:
-            return Candidates.empty(self.features)
-        return Candidates(np.asarray(rows, np.int64), np.asarray(cols, np.int64),
-                          np.asarray(feats, np.float32), self.features)
+        return Candidates.from_lists(rows, cols, feats, self.features)
 
     def save(self, path: Path) -> None:
         write_json_atomic(path / "lexical.json", {"max_ngram": self.max_ngram,

@@ -132,11 +132,8 @@ class OmikujiSource(Source):
                     cols.append(label)
                     scores.append(score)
                     ranks.append(rank)
-        if not rows:
-            return Candidates.empty(self.features)
-        feats = np.column_stack([scores, ranks]).astype(np.float32)
-        return Candidates(np.asarray(rows, np.int64), np.asarray(cols, np.int64), feats,
-                          self.features)
+        return Candidates.from_lists(rows, cols, np.column_stack([scores, ranks]),
+                                     self.features)
 
     def save(self, path: Path) -> None:
         with _quiet_native_output():
