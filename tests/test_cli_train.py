@@ -52,3 +52,21 @@ def test_suggest_errors_are_one_line(tmp_path):
     assert "not a tagalign project" in res.output
     res = runner.invoke(app, ["train", str(tmp_path / "p"), "--train", str(tmp_path / "x.jsonl")])
     assert res.exit_code == 1 and "--vocab is needed" in res.output
+
+
+def test_cli_starts_without_torch():
+    """`tagalign --help` must stay fast: recipes (torch, sentence-transformers, LightGBM)
+    are imported when a command needs one, not at start-up."""
+    import subprocess
+    import sys
+
+    code = ("import sys, tagalign.cli.app; "
+            "print(sorted(m for m in ('torch', 'sentence_transformers', 'lightgbm') "
+            "if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout.strip()
+    assert out == "[]"
+    from tagalign.train.recipes import get_recipe, recipe_names
+
+    assert {"hybrid", "ynu-finetune", "zero-shot"} <= set(recipe_names())
+    assert get_recipe("lexical").name == "lexical"

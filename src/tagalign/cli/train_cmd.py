@@ -12,7 +12,7 @@ from tagalign.cli.app import app, console, fail
 from tagalign.cli.common import iter_records, load_records, parse_params, progress
 from tagalign.project import DEFAULT_RECIPE, Project, ProjectError
 from tagalign.records import Record
-from tagalign.train.recipes import RECIPES
+from tagalign.train.recipes import recipe_names
 from tagalign.vocab import VocabularyMismatchError, load_vocabulary
 
 
@@ -35,7 +35,7 @@ def train(
     train_src: Path = typer.Option(..., "--train", "-t", help="Training records (JSONL, JSON-LD dir, TSV)."),
     dev: Path = typer.Option(None, "--dev", "-d", help="Dev records: scored after training."),
     recipe: str = typer.Option(DEFAULT_RECIPE, "--recipe", "-r",
-                               help=f"One of: {', '.join(sorted(RECIPES))}."),
+                               help=f"One of: {', '.join(recipe_names())}."),
     param: list[str] = typer.Option(None, "--param", "-p", help="Recipe parameter key=value (JSON values)."),
     config: Path = typer.Option(None, "--config", help="JSON file of recipe parameters."),
     limit_train: int = typer.Option(None, "--limit-train", help="Use only the first N training records."),

@@ -1,15 +1,9 @@
-"""Named recipes (strategies) that train a tagger; see `RECIPES`."""
+"""Named recipes (strategies) that train a tagger; see `recipe_names` and `get_recipe`.
 
-from tagalign.train.recipes.base import RECIPES, Recipe, get_recipe, register_recipe
+Built-in recipes are imported on first use, so ``tagalign --help`` does not pay for torch
+and sentence-transformers.
+"""
 
-# Importing a recipe module registers it.
-from tagalign.train.recipes import (  # noqa: E402,F401  isort: skip
-    focused,
-    hybrid,
-    lexical,
-    nbf,
-    ynu,
-    zero_shot,
-)
+from tagalign.train.recipes.base import RECIPES, Recipe, get_recipe, recipe_names, register_recipe
 
-__all__ = ["RECIPES", "Recipe", "get_recipe", "register_recipe"]
+__all__ = ["RECIPES", "Recipe", "get_recipe", "recipe_names", "register_recipe"]

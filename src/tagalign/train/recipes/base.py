@@ -6,6 +6,7 @@ records. Constructors only store parameters; `fit` learns; learned state ends in
 
 from __future__ import annotations
 
+import importlib
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -17,17 +18,34 @@ from tagalign.vocab import Vocabulary
 
 RECIPES: dict[str, type[Recipe]] = {}
 
+#: Built-in recipes by name → the module that registers them (imported on first use).
+BUILTIN: dict[str, str] = {
+    "hybrid": "tagalign.train.recipes.hybrid",
+    "lexical": "tagalign.train.recipes.lexical",
+    "zero-shot": "tagalign.train.recipes.zero_shot",
+    "ynu-finetune": "tagalign.train.recipes.ynu",
+    "nbf-attention": "tagalign.train.recipes.nbf",
+    "focused-transform": "tagalign.train.recipes.focused",
+}
+
 
 def register_recipe(cls: type[Recipe]) -> type[Recipe]:
     RECIPES[cls.name] = cls
     return cls
 
 
+def recipe_names() -> list[str]:
+    """Every selectable recipe name (built-in and registered), sorted."""
+    return sorted(set(BUILTIN) | set(RECIPES))
+
+
 def get_recipe(name: str) -> type[Recipe]:
+    if name not in RECIPES and name in BUILTIN:
+        importlib.import_module(BUILTIN[name])
     try:
         return RECIPES[name]
     except KeyError:
-        raise ValueError(f"unknown recipe {name!r}; known: {', '.join(sorted(RECIPES))}") from None
+        raise ValueError(f"unknown recipe {name!r}; known: {', '.join(recipe_names())}") from None
 
 
 ProgressCallback = Callable[[str, int, int], None]

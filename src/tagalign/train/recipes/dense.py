@@ -28,6 +28,7 @@ DENSE_DEFAULTS: dict[str, Any] = {
     "with_alt_labels": False,
     "index": "flat",
     "encode_batch_size": 64,
+    "max_seq_length": None,     # token cap of transformer encoders (None: the encoder's own)
     "cache_dir": None,
     "seed": 13,
 }
@@ -48,7 +49,9 @@ class DenseRecipe(Recipe):
     @property
     def encoder(self) -> Encoder:
         if self._encoder is None:
-            self._encoder = get_encoder(self.params["encoder"])
+            kw = {"max_seq_length": self.params["max_seq_length"]} \
+                if self.params.get("max_seq_length") else {}
+            self._encoder = get_encoder(self.params["encoder"], **kw)
         return self._encoder
 
     @property

@@ -6,6 +6,7 @@ gold subjects joined, and vs as many random wrong ones joined) and ``instance`` 
 subject vs one random wrong subject). Loss `InfoNCELoss` over K=2 candidates, learnable
 τ from 0.05. Defaults: AdamW lr 2e-5, batch 32 (aggregate) / 16 (instance), 3 epochs.
 Subject text: name + alternate names. Base model: the offline multilingual e5-small.
+``train_layers`` (default: all) freezes the lower layers — a CPU budget knob.
 """
 
 from __future__ import annotations
@@ -38,6 +39,24 @@ def base_model_path(spec: str) -> tuple[str, dict[str, str]]:
     return spec.removeprefix("st:"), {}
 
 
+def freeze_lower_layers(model: Any, train_layers: int) -> int:
+    """Freeze the embeddings and all but the top ``train_layers`` transformer layers of a
+    BERT-like sentence-transformers model (a CPU budget knob, not part of the published
+    recipe: backward then runs through the top layers only). Returns the number of
+    trainable parameters. Models without an ``encoder.layer`` list are left as they are."""
+    body = getattr(model[0], "auto_model", None)
+    layers = getattr(getattr(body, "encoder", None), "layer", None)
+    if body is None or layers is None:
+        return sum(p.numel() for p in model.parameters() if p.requires_grad)
+    keep = max(0, min(train_layers, len(layers)))
+    for param in body.parameters():
+        param.requires_grad = False
+    for layer in list(layers)[len(layers) - keep:]:
+        for param in layer.parameters():
+            param.requires_grad = True
+    return sum(p.numel() for p in model.parameters() if p.requires_grad)
+
+
 @register_recipe
 class YNURecipe(DenseRecipe):
     name = "ynu-finetune"
@@ -46,7 +65,7 @@ class YNURecipe(DenseRecipe):
                                 "with_alt_labels": True, "lr": 2e-5, "batch_size": None,
                                 "epochs": 3, "temperature": 0.05, "learnable_temperature": True,
                                 "max_train_records": None, "max_seq_length": 256,
-                                "logging_steps": 10}
+                                "train_layers": None, "logging_steps": 10}
 
     def __init__(self, vocab, **params: Any):
         super().__init__(vocab, **params)
@@ -121,6 +140,8 @@ class YNURecipe(DenseRecipe):
         torch.manual_seed(p["seed"])
         model = SentenceTransformer(base, device=default_device())
         model.max_seq_length = p["max_seq_length"]
+        if p["train_layers"] is not None:
+            freeze_lower_layers(model, int(p["train_layers"]))
         if not self.prompts_:  # a local base folder may carry its own query/passage prompts
             self.prompts_ = {k: v for k, v in (model.prompts or {}).items()
                              if k in ("query", "passage") and v}
