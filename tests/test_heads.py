@@ -155,19 +155,23 @@ def test_optimiser_and_schedule_follow_the_config():
     assert (cfg.lr, cfg.epochs, cfg.batch_size) == (3e-3, 2, 4)
 
 
-@pytest.mark.parametrize("head", [DimensionAttentionHead(16, hidden=32),
-                                  FocusedEmbTransform(16, hidden=32)])
-def test_train_head_lowers_the_margin_loss(head):
+@pytest.mark.parametrize("head_cls", [DimensionAttentionHead, FocusedEmbTransform])
+def test_train_head_lowers_the_margin_loss(head_cls):
     """Records are noisy copies of a hidden rotation of their gold subjects' mean."""
+    # Built here under a fixed seed: a head built at collection time would start from
+    # whatever RNG state the modules imported before it left behind.
+    torch.manual_seed(0)
+    head = head_cls(16, hidden=32)
     rng = np.random.default_rng(0)
     S = rng.normal(size=(40, 16)).astype(np.float32)
     gold = [list(rng.choice(40, 2, replace=False)) for _ in range(96)]
     P = gold_means(gold, S)
     Q = np.linalg.qr(rng.normal(size=(16, 16)))[0].astype(np.float32)
     X = P @ Q + 0.05 * rng.normal(size=P.shape).astype(np.float32)
-    cfg = HeadTrainingConfig(negatives=5, lr=3e-3, epochs=6, batch_size=8, t_max=6)
+    cfg = HeadTrainingConfig(negatives=5, lr=3e-3, epochs=10, batch_size=8, t_max=10)
     losses = train_head(head, X, P, S, [set(g) for g in gold], cfg, show_progress=False)
-    assert len(losses) == 6 and losses[-1] < 0.6 * losses[0], losses
+    # Over eight init seeds the last/first ratio stays below 0.09 for both heads.
+    assert len(losses) == 10 and losses[-1] < 0.3 * losses[0], losses
     assert not head.training
 
 
