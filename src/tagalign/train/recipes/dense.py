@@ -60,6 +60,11 @@ class DenseRecipe(Recipe):
             self._cache = EmbeddingCache(self.params["cache_dir"] or cache_root() / "embeddings")
         return self._cache
 
+    @cache.setter
+    def cache(self, cache: EmbeddingCache) -> None:
+        """Use another cache (e.g. an empty one, to time encoding rather than cache hits)."""
+        self._cache = cache
+
     def encode_records(self, records: Sequence[Record], progress: bool = False) -> np.ndarray:
         # a handful of records (one served request) is encoded but not written to the cache
         return self.cache.encode(self.encoder, record_texts(records), kind="query",
