@@ -111,9 +111,9 @@ def train_static_encoder(records: Sequence[Record], vocab: Vocabulary,
         SentenceTransformerTrainer,
         SentenceTransformerTrainingArguments,
     )
-    from sentence_transformers.losses import MultipleNegativesRankingLoss
+    from sentence_transformers.sentence_transformer.losses import MultipleNegativesRankingLoss
     from sentence_transformers.sentence_transformer.modules import StaticEmbedding
-    from sentence_transformers.training_args import BatchSamplers
+    from sentence_transformers.sentence_transformer.training_args import BatchSamplers
 
     seed = int(params.get("seed", 13))
     torch.manual_seed(seed)
