@@ -4,7 +4,8 @@
 The held-out evaluation runs exactly this script; its arguments are stable:
 
     python benchmarks/run_tagging.py --train TRAIN --dev DEV --vocab VOCAB --test TEST \
-        --out PRED.jsonl [--recipe NAME] [--project-dir DIR] [--limit-train N]
+        --out PRED.jsonl [--recipe NAME] [--param key=value ...] [--config PARAMS.json]
+        [--project-dir DIR] [--limit-train N]
 
 Prints train time, suggest records/s and peak memory. When --dev is given (and is not the
 test file) the dev records are scored first, then — for recipes that learn online, unless
@@ -22,7 +23,10 @@ import tempfile
 import time
 from pathlib import Path
 
+import typer
+
 from _common import peak_rss_gb
+from tagalign.cli.common import parse_params
 from tagalign.evaluate import evaluate, write_predictions
 from tagalign.project import DEFAULT_RECIPE, Project
 from tagalign.records import InputReport, read_records
@@ -40,15 +44,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--project-dir", type=Path)
     ap.add_argument("--limit-train", type=int)
     ap.add_argument("--limit", type=int, default=20, help="subjects per record (default 20)")
-    ap.add_argument("--param", action="append", default=[], help="recipe parameter key=JSON")
+    ap.add_argument("--param", action="append", default=[],
+                    help="recipe parameter key=value (JSON values; plain text is a string)")
+    ap.add_argument("--config", type=Path, help="JSON file of recipe parameters")
     ap.add_argument("--no-learn-dev", dest="learn_dev", action="store_false",
                     help="do not add the scored dev records to the neighbour memory")
     args = ap.parse_args(argv)
 
-    params = {}
-    for pair in args.param:
-        key, raw = pair.split("=", 1)
-        params[key] = json.loads(raw)
+    try:
+        params = parse_params(args.param, args.config)
+    except typer.Exit as exc:  # the message is printed already
+        return exc.exit_code
     t0 = time.perf_counter()
     vocab = load_vocabulary(args.vocab)
     print(f"vocabulary: {len(vocab)} subjects ({time.perf_counter() - t0:.1f} s)", flush=True)
