@@ -110,7 +110,7 @@ def run_one(label: str, recipe: str, params: dict, vocab: Vocabulary, train: lis
     params = {**params, "cache_dir": str(cache)}
     folder = workdir / slug(label)
     row_file = folder.with_suffix(".row.json")
-    # with reuse, create() returns the saved project when recipe and parameters match
+    # with reuse, create() keeps the saved project, and refuses other recipe/parameters
     project = Project.create(folder, vocab, recipe, params, overwrite=not reuse)
     if reuse and (folder / "model").exists() and row_file.exists():
         project = Project.load(folder, vocab)

@@ -49,8 +49,8 @@ class DenseRecipe(Recipe):
     @property
     def encoder(self) -> Encoder:
         if self._encoder is None:
-            kw = {"max_seq_length": self.params["max_seq_length"]} \
-                if self.params.get("max_seq_length") else {}
+            cap = self.params["max_seq_length"]
+            kw = {"max_seq_length": cap} if cap else {}
             self._encoder = get_encoder(self.params["encoder"], **kw)
         return self._encoder
 

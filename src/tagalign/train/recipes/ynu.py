@@ -39,22 +39,21 @@ def base_model_path(spec: str) -> tuple[str, dict[str, str]]:
     return spec.removeprefix("st:"), {}
 
 
-def freeze_lower_layers(model: Any, train_layers: int) -> int:
+def freeze_lower_layers(model: Any, train_layers: int) -> None:
     """Freeze the embeddings and all but the top ``train_layers`` transformer layers of a
     BERT-like sentence-transformers model (a CPU budget knob, not part of the published
-    recipe: backward then runs through the top layers only). Returns the number of
-    trainable parameters. Models without an ``encoder.layer`` list are left as they are."""
+    recipe: backward then runs through the top layers only). Models without an
+    ``encoder.layer`` list are left as they are."""
     body = getattr(model[0], "auto_model", None)
     layers = getattr(getattr(body, "encoder", None), "layer", None)
     if body is None or layers is None:
-        return sum(p.numel() for p in model.parameters() if p.requires_grad)
+        return
     keep = max(0, min(train_layers, len(layers)))
     for param in body.parameters():
         param.requires_grad = False
     for layer in list(layers)[len(layers) - keep:]:
         for param in layer.parameters():
             param.requires_grad = True
-    return sum(p.numel() for p in model.parameters() if p.requires_grad)
 
 
 @register_recipe
