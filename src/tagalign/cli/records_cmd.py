@@ -51,7 +51,7 @@ def stats(
     table.add_row("by type", ", ".join(f"{k} {v}" for k, v in types.most_common()))
     table.add_row("gold subjects / record", f"{n_gold / max(n, 1):.2f}")
     table.add_row("distinct subjects", str(len(subjects)))
-    table.add_row("malformed items skipped", str(len(report.skipped)))
+    table.add_row("malformed items skipped", str(report.n_skipped))
     if voc is not None:
         table.add_row("gold ids not in vocabulary", str(sum(report.missing_subjects.values())))
     console.print(table)

@@ -12,11 +12,10 @@ import json
 from collections.abc import Iterable
 from pathlib import Path
 
-from tagalign.io import atomic_text
+from tagalign.io import atomic_text, parse_lines
 from tagalign.records import InputReport
 from tagalign.suggest import Suggestion
 from tagalign.vocab import normalize_subject_id
-from tagalign.vocab.loaders import open_text
 
 
 def _ids(subjects: object) -> list[str]:
@@ -37,25 +36,26 @@ def read_predictions(path: Path | str, report: InputReport | None = None
                      ) -> dict[str, list[str]]:
     """``{record id: [subject ids best first]}``.
 
-    Malformed lines (bad JSON, no ``id``, bad ``subjects``, a record id seen before) go to
-    ``report`` as ``path:line``: skipped by default (the first of a repeated id wins),
+    Malformed lines (bad bytes, bad JSON, no ``id``, bad ``subjects``, a record id seen
+    before) go to ``report`` as ``path:line``: skipped by default (the first of a repeated id wins),
     a `BadInputError` when the report is strict.
     """
     report = report if report is not None else InputReport()
     out: dict[str, list[str]] = {}
-    with open_text(Path(path)) as fh:
-        for lineno, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            try:
-                obj = json.loads(line)
-                if not isinstance(obj, dict) or not isinstance(obj.get("id"), str):
-                    raise ValueError("expected an object with an 'id'")
-                if obj["id"] in out:
-                    raise ValueError(f"record id {obj['id']!r} predicted again")
-                out[obj["id"]] = _ids(obj.get("subjects", []))
-            except (ValueError, TypeError) as exc:
-                report.bad(f"{path}:{lineno}", str(exc))
+
+    def parse(line: str, lineno: int) -> str | None:
+        if not line.strip():
+            return None
+        obj = json.loads(line)
+        if not isinstance(obj, dict) or not isinstance(obj.get("id"), str):
+            raise ValueError("expected an object with an 'id'")
+        if obj["id"] in out:
+            raise ValueError(f"record id {obj['id']!r} predicted again")
+        out[obj["id"]] = _ids(obj.get("subjects", []))
+        return obj["id"]
+
+    for _ in parse_lines(Path(path), report, parse, unit="predictions"):
+        pass
     return out
 
 

@@ -10,9 +10,9 @@ import json
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+from tagalign.io import parse_lines
 from tagalign.records.record import Record
 from tagalign.records.report import InputReport
-from tagalign.vocab.loaders import open_text
 from tagalign.vocab.subject import normalize_subject_id
 
 Reader = Callable[[Path, InputReport], Iterator[Record]]
@@ -37,39 +37,44 @@ def _strs(value: object) -> list[str]:
     raise ValueError(f"expected a list of strings, got {type(value).__name__}")
 
 
+def record_from_json(obj: object) -> Record:
+    """One record from a decoded JSON object (raises ValueError/TypeError when malformed)."""
+    if not isinstance(obj, dict):
+        raise ValueError("not a JSON object")
+    rid = obj.get("id")
+    title = obj.get("title")
+    if not rid or not isinstance(rid, str):
+        raise ValueError("missing 'id'")
+    if not isinstance(title, str):
+        raise ValueError("missing 'title'")
+    abstract = obj.get("abstract") or ""
+    if not isinstance(abstract, str):
+        raise ValueError("'abstract' is not a string")
+    language = obj.get("lang") or obj.get("language")
+    rtype = obj.get("type")
+    return Record(
+        id=rid,
+        title=title,
+        abstract=abstract,
+        language=language if isinstance(language, str) else None,
+        type=rtype if isinstance(rtype, str) else None,
+        subjects=[normalize_subject_id(s) for s in _strs(obj.get("subjects"))],
+        domains=_strs(obj.get("domains")),
+    )
+
+
+def _jsonl_line(text: str, lineno: int) -> Record | None:
+    return record_from_json(json.loads(text)) if text.strip() else None
+
+
 @register("jsonl")
 def read_jsonl(path: Path, report: InputReport) -> Iterator[Record]:
-    """Our JSONL(.gz): ``{"id", "type", "lang", "title", "abstract", "subjects", "domains"}``."""
-    with open_text(path) as fh:
-        for lineno, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            try:
-                obj = json.loads(line)
-                if not isinstance(obj, dict):
-                    raise ValueError("not a JSON object")
-                rid = obj.get("id")
-                title = obj.get("title")
-                if not rid or not isinstance(rid, str):
-                    raise ValueError("missing 'id'")
-                if not isinstance(title, str):
-                    raise ValueError("missing 'title'")
-                abstract = obj.get("abstract") or ""
-                if not isinstance(abstract, str):
-                    raise ValueError("'abstract' is not a string")
-                rec = Record(
-                    id=rid,
-                    title=title,
-                    abstract=abstract,
-                    language=obj.get("lang") or obj.get("language"),
-                    type=obj.get("type"),
-                    subjects=[normalize_subject_id(s) for s in _strs(obj.get("subjects"))],
-                    domains=_strs(obj.get("domains")),
-                )
-            except (ValueError, TypeError) as exc:  # JSONDecodeError is a ValueError
-                report.bad(f"{path}:{lineno}", str(exc))
-                continue
-            yield rec
+    """Our JSONL(.gz): ``{"id", "type", "lang", "title", "abstract", "subjects", "domains"}``.
+
+    Decoded per line (`tagalign.io.parse_lines`): bad bytes, bad JSON or a non-record cost
+    that line only, and a cut-off ``.gz`` still yields the records before the cut.
+    """
+    return parse_lines(path, report, _jsonl_line)
 
 
 def guess_format(path: Path) -> str:

@@ -22,7 +22,9 @@ class InputReport:
     strict: bool = False
     stream: TextIO | None = None
     max_shown: int = 10
+    max_kept: int = 1000  # messages kept in `skipped`; `n_skipped` counts them all
     skipped: list[str] = field(default_factory=list)
+    n_skipped: int = 0
     missing_subjects: Counter = field(default_factory=Counter)
     records_read: int = 0
 
@@ -31,8 +33,10 @@ class InputReport:
         message = f"{where}: {why}"
         if self.strict:
             raise BadInputError(message)
-        self.skipped.append(message)
-        if len(self.skipped) <= self.max_shown:
+        self.n_skipped += 1
+        if len(self.skipped) < self.max_kept:
+            self.skipped.append(message)
+        if self.n_skipped <= self.max_shown:
             print(f"warning: skipped {message}", file=self.stream or sys.stderr)
 
     def missing(self, subject_id: str) -> None:
@@ -40,8 +44,8 @@ class InputReport:
 
     def summary(self) -> str:
         parts = [f"{self.records_read} records read"]
-        if self.skipped:
-            parts.append(f"{len(self.skipped)} malformed items skipped")
+        if self.n_skipped:
+            parts.append(f"{self.n_skipped} malformed items skipped")
         if self.missing_subjects:
             n = sum(self.missing_subjects.values())
             parts.append(f"{n} gold subject ids ({len(self.missing_subjects)} distinct) "
@@ -50,5 +54,5 @@ class InputReport:
 
     def print_summary(self) -> None:
         """Print the end-of-run summary (only when something was skipped or dropped)."""
-        if self.skipped or self.missing_subjects:
+        if self.n_skipped or self.missing_subjects:
             print(self.summary(), file=self.stream or sys.stderr)

@@ -1,0 +1,107 @@
+"""Bad input never loses a run: per-line decoding, cut-off compressed files (issue 12)."""
+
+from __future__ import annotations
+
+import gzip
+import io
+import json
+
+import pytest
+
+from tagalign.evaluate import read_predictions
+from tagalign.io import LineReader, parse_lines
+from tagalign.records import BadInputError, InputReport, read_records
+
+
+def _rec(i: int) -> dict:
+    return {"id": f"r{i}", "title": f"Titel {i}", "abstract": "", "lang": "de"}
+
+
+def _mixed_bytes() -> bytes:
+    """The issue's file: a good record, broken JSON, a line holding the byte 0xff."""
+    good = json.dumps(_rec(1)).encode()
+    bad_byte = json.dumps(_rec(3)).encode().replace(b"Titel", b"Ti\xfftel")
+    return b"\n".join([good, b'{"id": "r2", "title": "bro', bad_byte,
+                       json.dumps(_rec(4)).encode()]) + b"\n"
+
+
+def test_each_bad_line_is_reported_with_path_line_and_reason(tmp_path):
+    path = tmp_path / "mixed.jsonl"
+    path.write_bytes(_mixed_bytes())
+    report = InputReport(stream=io.StringIO())
+    assert [r.id for r in read_records(path, report=report)] == ["r1", "r4"]
+    assert report.n_skipped == 2 and report.records_read == 2
+    assert report.skipped[0].startswith(f"{path}:2: ")
+    assert report.skipped[1] == f"{path}:3: not valid UTF-8 (byte 0xff at column 26)"
+    with pytest.raises(BadInputError, match=f"{path}:2: "):
+        list(read_records(path, report=InputReport(strict=True)))
+
+
+def test_cut_off_gzip_keeps_the_records_before_the_cut(tmp_path):
+    data = gzip.compress("".join(json.dumps(_rec(i)) + "\n" for i in range(3000)).encode())
+    path = tmp_path / "records.jsonl.gz"
+    path.write_bytes(data[: len(data) // 2])
+    report = InputReport(stream=io.StringIO())
+    ids = [r.id for r in read_records(path, report=report)]
+    n = len(ids)
+    assert 100 < n < 3000 and ids == [f"r{i}" for i in range(n)]
+    assert report.skipped == [f"{path}: compressed data ends early after {n} records"]
+    with pytest.raises(BadInputError, match="compressed data ends early"):
+        list(read_records(path, report=InputReport(strict=True)))
+
+
+def test_corrupt_gzip_and_overlong_lines_are_reported_not_raised(tmp_path):
+    data = bytearray(gzip.compress(b"".join(b'{"a": %d}\n' % i for i in range(5000))))
+    data[len(data) // 2] ^= 0xFF  # flip one byte in the middle of the deflate stream
+    path = tmp_path / "x.jsonl.gz"
+    path.write_bytes(bytes(data))
+    report = InputReport(stream=io.StringIO())
+    got = list(parse_lines(path, report, lambda t, n: json.loads(t)["a"]))
+    # the lines before the damage come out in order; the damage is reported, never raised
+    assert len(got) > 100 and got[:100] == list(range(100))
+    assert report.skipped[-1].startswith(f"{path}: compressed data is corrupt")
+
+    long = tmp_path / "long.txt"
+    long.write_bytes(b"ok 1\n" + b"x" * 5000 + b"\nok 2\n" + b"y" * 5000)
+    report = InputReport(stream=io.StringIO())
+    reader = LineReader(long, report, max_line_bytes=1000)
+    assert list(reader) == [(1, "ok 1"), (3, "ok 2")]
+    assert report.skipped == [f"{long}:2: line longer than 1000 bytes",
+                              f"{long}:4: line longer than 1000 bytes"]
+
+
+def test_crlf_bom_and_blank_lines(tmp_path):
+    path = tmp_path / "r.jsonl"
+    path.write_bytes(b"\xef\xbb\xbf" + json.dumps(_rec(1)).encode() + b"\r\n\r\n  \n"
+                     + json.dumps(_rec(2)).encode())
+    report = InputReport(stream=io.StringIO())
+    assert [r.id for r in read_records(path, report=report)] == ["r1", "r2"]
+    assert report.n_skipped == 0
+
+
+def test_predictions_with_bad_bytes_and_cut_off_gzip(tmp_path):
+    lines = [json.dumps({"id": f"r{i}", "subjects": ["4015065-3"]}).encode() for i in range(4)]
+    lines[2] = lines[2].replace(b"r2", b"r\xff2")
+    path = tmp_path / "pred.jsonl"
+    path.write_bytes(b"\n".join(lines) + b"\n")
+    report = InputReport(stream=io.StringIO())
+    assert sorted(read_predictions(path, report)) == ["r0", "r1", "r3"]
+    assert report.skipped == [f"{path}:3: not valid UTF-8 (byte 0xff at column 10)"]
+
+    data = gzip.compress(b"".join(json.dumps({"id": f"r{i}", "subjects": []}).encode() + b"\n"
+                                  for i in range(4000)))
+    gz = tmp_path / "pred.jsonl.gz"
+    gz.write_bytes(data[: len(data) // 2])
+    report = InputReport(stream=io.StringIO())
+    n = len(read_predictions(gz, report))
+    assert 0 < n < 4000
+    assert report.skipped == [f"{gz}: compressed data ends early after {n} predictions"]
+
+
+def test_annif_tsv_records_skip_bad_bytes(tmp_path):
+    path = tmp_path / "docs.tsv"
+    path.write_bytes(b"Epen\t<http://d-nb.info/gnd/4015065-3>\nKaf\xfffee\tx\nRoman\t\n")
+    report = InputReport(stream=io.StringIO())
+    recs = list(read_records(path, report=report))
+    assert [(r.id, r.title) for r in recs] == [("docs:1", "Epen"), ("docs:3", "Roman")]
+    assert report.skipped == [f"{path}:2: not valid UTF-8 (byte 0xff at column 4)"]
