@@ -192,3 +192,63 @@ def test_sentence_transformers_margin_loss_matches_the_tensor_form(tmp_path):
     assert loss.item() == pytest.approx(expected.item(), abs=1e-5)
     loss.backward()  # gradients reach the encoder
     assert any(p.grad is not None for p in model.parameters())
+
+
+@pytest.mark.parametrize("space", ["fixed", "siamese", "mixed"])
+def test_subject_space_decides_what_passes_through_the_head(space):
+    """With lr 0 the first epoch's loss is the loss of the untrained head, so it can be
+    recomputed by hand from the same draws: siamese is MarginLoss(T(m), T(p), T(n)) —
+    the positives and negatives pass through the head — fixed (and the mixed ablation,
+    which only indexes differently) MarginLoss(T(m), p, n)."""
+    torch.manual_seed(0)
+    head = FocusedEmbTransform(8, hidden=16)
+    rng = np.random.default_rng(3)
+    S = rng.normal(size=(12, 8)).astype(np.float32)
+    gold = [list(rng.choice(12, 2, replace=False)) for _ in range(6)]
+    X, P = rng.normal(size=(6, 8)).astype(np.float32), gold_means(gold, S)
+    cfg = HeadTrainingConfig(negatives=3, lr=0.0, epochs=1, batch_size=6, seed=5,
+                             subject_space=space)
+    inputs: list[int] = []
+    head.register_forward_hook(lambda _m, args, _out: inputs.append(len(args[0])))
+    loss = train_head(head, X, P, S, [set(g) for g in gold], cfg, show_progress=False)[0]
+    seen_by_head = list(inputs)
+    draw = np.random.default_rng(5)
+    order = draw.permutation(6)
+    neg = sample_negatives(draw, 12, [set(gold[i]) for i in order], 3)
+    with torch.no_grad():
+        def t(a):
+            return head(torch.from_numpy(np.ascontiguousarray(a)))
+        siamese = MarginLoss(0.2)(t(X[order]), t(P[order]), t(S[neg].reshape(-1, 8))
+                                  .reshape(6, 3, 8)).item()
+        fixed = MarginLoss(0.2)(t(X[order]), torch.from_numpy(P[order]),
+                                torch.from_numpy(S[neg])).item()
+    assert abs(siamese - fixed) > 0.05  # the two readings are different losses here
+    if space == "siamese":
+        assert seen_by_head == [6 + 6 + 6 * 3] and loss == pytest.approx(siamese, rel=1e-5)
+    else:
+        assert seen_by_head == [6] and loss == pytest.approx(fixed, rel=1e-5)
+
+
+def test_siamese_gradients_reach_the_head_from_the_subject_side():
+    """Records that are all zero give the anchor T(0) = a constant the head's last bias
+    alone decides; in the siamese loss the first layer still gets a gradient through the
+    subjects, in the fixed one it gets none (ReLU(b1) only, W1·0 = 0)."""
+    rng = np.random.default_rng(0)
+    S = rng.normal(size=(10, 4)).astype(np.float32)
+    gold = [[0, 1], [2], [3, 4]]
+    X = np.zeros((3, 4), np.float32)
+    moved = {}
+    for space in ("fixed", "siamese"):
+        torch.manual_seed(0)
+        head = FocusedEmbTransform(4, hidden=8)
+        w1 = head.mlp[0].weight.detach().clone()
+        train_head(head, X, gold_means(gold, S), S, [set(g) for g in gold],
+                   HeadTrainingConfig(negatives=4, lr=1e-2, epochs=1, batch_size=3,
+                                      subject_space=space), show_progress=False)
+        moved[space] = float((head.mlp[0].weight.detach() - w1).abs().max())
+    assert moved["fixed"] == 0.0 and moved["siamese"] > 1e-3
+
+
+def test_subject_space_is_checked():
+    with pytest.raises(ValueError, match="subject_space"):
+        _ = HeadTrainingConfig(subject_space="both").siamese

@@ -92,23 +92,39 @@ def test_published_defaults():
         get_recipe("focused-transform")(vocab, mode="trilingual")
 
 
-def test_nbf_learns_and_roundtrips(tmp_path):
-    """Published inference: records and subjects both through the head (S' = transform(S))."""
-    recipe, _, _ = train_and_reload(tmp_path, "nbf-attention", params(tmp_path, t_max=8))
+@pytest.mark.parametrize("space", ["fixed", "siamese"])
+def test_nbf_subject_space_learns_roundtrips_and_indexes_its_space(tmp_path, space):
+    """Each reading trains, saves and loads to identical suggestions, and its index is the
+    space its loss trained in: the raw subject vectors (fixed) or S' = T(S) (siamese). The
+    mode is part of the saved parameters."""
+    recipe, _, _ = train_and_reload(tmp_path, "nbf-attention",
+                                    params(tmp_path, t_max=8, subject_space=space))
     assert recipe.losses_[-1] < 0.5 * recipe.losses_[0], recipe.losses_
     S = HashedWords().encode(subject_texts(recipe.vocab, "de"))
-    np.testing.assert_allclose(recipe.index_.vectors(), normalise(recipe.head_.transform(S)),
-                               atol=1e-5)
+    expected = normalise(recipe.head_.transform(S)) if space == "siamese" else S
+    np.testing.assert_allclose(recipe.index_.vectors(), expected, atol=1e-5)
+    loaded = Project.load(tmp_path / "copy")
+    assert loaded.recipe.params["subject_space"] == space
+    saved = json.loads((tmp_path / "copy" / "model" / "recipe.json").read_text())
+    assert saved["params"]["subject_space"] == space
+
+
+def test_subject_space_default_and_bad_value(tmp_path):
+    assert get_recipe("nbf-attention")(tiny_vocab()).params["subject_space"] == "fixed"
+    assert get_recipe("focused-transform")(tiny_vocab()).params["subject_space"] == "fixed"
+    with pytest.raises(ValueError, match="subject_space"):
+        Project.create(tmp_path / "bad", tiny_vocab(), "nbf-attention",
+                       params(tmp_path, subject_space="both"))
 
 
 def test_nbf_anchor_learns_the_gold_means(tmp_path):
-    """The loss trains transform(record) towards the raw gold embeddings; indexed raw
-    (``transform_subjects=False``) the head ranks far above the untrained encoder, whose
-    only clue is the title (one gold heading of two)."""
+    """The fixed reading trains transform(record) towards the raw gold embeddings and
+    indexes them raw: the head ranks far above the untrained encoder, whose only clue is
+    the title (one gold heading of two)."""
     zero = Project.create(tmp_path / "zs", tiny_vocab(), "zero-shot",
                           {"encoder": "fake-words", "cache_dir": str(tmp_path / "cache")})
     zero.train(tiny_records(200))
-    p = params(tmp_path, epochs=20, t_max=20, transform_subjects=False)
+    p = params(tmp_path, epochs=20, t_max=20)
     project = Project.create(tmp_path / "p", tiny_vocab(), "nbf-attention", p)
     recipe = project.train(tiny_records(200))
     raw = EmbeddingCache(tmp_path / "cache").encode(HashedWords(),
@@ -120,16 +136,19 @@ def test_nbf_anchor_learns_the_gold_means(tmp_path):
     assert recall_at_2(project.suggest(test, limit=5), test) > 0.85
 
 
-def test_focused_per_language_models_labels_and_routing(tmp_path):
+@pytest.mark.parametrize("space", ["fixed", "siamese"])
+def test_focused_per_language_models_labels_and_routing(tmp_path, space):
     recipe, rows, test = train_and_reload(tmp_path, "focused-transform",
-                                          params(tmp_path, hidden=64, lr=1e-2))
+                                          params(tmp_path, hidden=64, lr=1e-2,
+                                                 subject_space=space))
     assert set(recipe.models_) == {"de", "en"}
     assert recipe.losses_[7] < 0.7 * recipe.losses_[0]  # the first (German) model's epochs
     assert recipe.losses_[15] < 0.7 * recipe.losses_[8]  # the English model's
-    # the English model indexes transform(English labels): English labels differ from German
+    # the English model indexes English labels (raw, or T(·) when siamese): they differ
+    # from the German ones
     head, index = recipe.models_["en"]
     en = HashedWords().encode(subject_texts(recipe.vocab, "en"))
-    expected = normalise(head.transform(en))
+    expected = normalise(head.transform(en)) if space == "siamese" else en
     np.testing.assert_allclose(index.vectors(), expected, atol=1e-5)
     # routing: each language's records are ranked by its own model; others go to German
     assert [recipe.route(r) for r in test] == [r.language for r in test]
@@ -143,12 +162,12 @@ def test_focused_per_language_models_labels_and_routing(tmp_path):
 
 
 def test_focused_bilingual_is_one_model(tmp_path):
-    """One model for both languages; indexed raw, its anchors rank the gold subjects
-    (the untrained encoder finds about one gold heading in two, through the title)."""
+    """One model for both languages; in the fixed reading (the default) its anchors rank
+    the gold subjects (the untrained encoder finds about one gold heading in two, through
+    the title)."""
     recipe, rows, test = train_and_reload(tmp_path, "focused-transform",
                                           params(tmp_path, hidden=64, lr=1e-2,
-                                                 mode="bilingual", epochs=12,
-                                                 transform_subjects=False))
+                                                 mode="bilingual", epochs=12))
     assert set(recipe.models_) == {"all"}
     assert {recipe.route(r) for r in test} == {"all"}
     assert recipe.losses_[-1] < 0.7 * recipe.losses_[0]
@@ -181,3 +200,23 @@ def test_exports_write_the_index_vectors_and_the_pairs(tmp_path):
     for row, rec in zip(own, records, strict=True):
         assert row["subject_labels"] == [recipe.vocab.label(s, rec.language)
                                          for s in rec.subjects]
+
+
+def test_labelled_subjects_index_only_subjects_with_that_language(tmp_path):
+    """``subjects="labelled:en"`` (the TIB core-like set on the shared GND) indexes the
+    subjects that have an English label, and nothing else."""
+    from tagalign.vocab import Subject, Vocabulary
+
+    subjects = list(tiny_vocab().subjects)
+    vocab = Vocabulary([Subject(s.id, {"de": s.labels["de"]}) if i % 3 == 0 else s
+                        for i, s in enumerate(subjects)])
+    project = Project.create(tmp_path / "zs", vocab, "zero-shot",
+                             {"encoder": "fake-words", "cache_dir": str(tmp_path / "cache"),
+                              "subjects": "labelled:en"})
+    recipe = project.train(tiny_records(20))
+    assert recipe.positions_.tolist() == [i for i in range(len(subjects)) if i % 3]
+    ids = {s.id for row in project.suggest(tiny_records(10, seed=3), limit=8) for s in row}
+    assert ids == {subjects[i].id for i in recipe.positions_}
+    with pytest.raises(ValueError, match="subjects"):
+        Project.create(tmp_path / "x", vocab, "zero-shot", {"subjects": "tib"}).train(
+            tiny_records(5))

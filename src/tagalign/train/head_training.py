@@ -1,8 +1,18 @@
 """Training loop shared by the frozen-embedding heads (R2 NBF, R3 FocusedEmbTransform).
 
-Anchor = head(record embedding); positive = mean of the gold subjects' frozen embeddings;
-K random negative subjects; `MarginLoss`. The two papers differ only in the optimiser and
-schedule, which are therefore parameters:
+Anchor a = T(record embedding); positive p = mean of the gold subjects' frozen embeddings;
+K random negative subjects n_i; `MarginLoss`. Where the subjects live is ``subject_space``
+(NBF gives two self-consistent readings; train and index must use the same one):
+
+* ``fixed`` (NBF §3, the default): only records pass through T; the loss is on
+  d(T(m), p) and d(T(m), n_i) and the index holds the frozen subject vectors S;
+* ``siamese`` (NBF §4): records, positives and negatives all pass through T; the loss is
+  on d(T(m), T(p)) and d(T(m), T(n_i)) and the index holds T(S);
+* ``mixed`` (an ablation only): trained as ``fixed`` but indexed as T(S) — the mismatch
+  the recipes shipped before issue 13 (the head never sees a subject in training).
+
+The two papers differ otherwise only in the optimiser and schedule, which are therefore
+parameters:
 
 * NBF (R2): AdamW(lr 1e-4, wd 0) + CosineAnnealingLR(T_max 20, eta_min 1e-6), batch 4;
 * LLMs4Subjects (R3): Adam(lr 1e-4, wd 1e-5) + StepLR(step 5, gamma 0.5), batch 32.
@@ -25,6 +35,17 @@ from rich.progress import Progress
 from tagalign.train.heads import Head
 from tagalign.train.losses import MarginLoss
 
+#: subject_space → (subjects pass through T in training, the index holds T(S))
+SUBJECT_SPACES: dict[str, tuple[bool, bool]] = {"fixed": (False, False),
+                                                "siamese": (True, True),
+                                                "mixed": (False, True)}
+
+
+def check_subject_space(value: str) -> str:
+    if value not in SUBJECT_SPACES:
+        raise ValueError(f"subject_space must be one of {sorted(SUBJECT_SPACES)}, not {value!r}")
+    return value
+
 
 @dataclass(frozen=True)
 class HeadTrainingConfig:
@@ -44,6 +65,12 @@ class HeadTrainingConfig:
     batch_size: int = 4
     seed: int = 13
     device: str = "cpu"             # "cpu", "cuda" or "auto"
+    subject_space: str = "fixed"    # see SUBJECT_SPACES
+
+    @property
+    def siamese(self) -> bool:
+        """Do positives and negatives pass through the head in training?"""
+        return SUBJECT_SPACES[check_subject_space(self.subject_space)][0]
 
     @classmethod
     def from_params(cls, params: dict) -> HeadTrainingConfig:
@@ -97,7 +124,11 @@ def train_head(head: Head, records: np.ndarray, positives: np.ndarray,
 
     ``candidate_vectors`` are the frozen subject embeddings the negatives are drawn from;
     ``gold_rows[i]`` the rows of record i's gold subjects, never drawn as its negatives.
+    With ``cfg.siamese`` the positives and negatives pass through the head too (one
+    forward over anchors, positives and negatives together, so dropout and gradients treat
+    them alike).
     """
+    siamese = cfg.siamese
     torch.manual_seed(cfg.seed)
     rng = np.random.default_rng(cfg.seed)
     device = resolve_device(cfg.device)
@@ -122,7 +153,15 @@ def train_head(head: Head, records: np.ndarray, positives: np.ndarray,
                 idx = order[start:start + cfg.batch_size]
                 neg = sample_negatives(rng, m, [gold_rows[i] for i in idx], cfg.negatives)
                 rows = torch.from_numpy(idx).to(device)
-                loss = loss_fn(head(X[rows]), P[rows], cand[torch.from_numpy(neg).to(device)])
+                anchor, pos = X[rows], P[rows]
+                negs = cand[torch.from_numpy(neg).to(device)]        # (B, K, d)
+                if siamese:
+                    b, k, d = negs.shape
+                    out = head(torch.cat([anchor, pos, negs.reshape(b * k, d)]))
+                    anchor, pos, negs = out[:b], out[b:2 * b], out[2 * b:].reshape(b, k, -1)
+                else:
+                    anchor = head(anchor)
+                loss = loss_fn(anchor, pos, negs)
                 opt.zero_grad(set_to_none=True)
                 loss.backward()
                 opt.step()

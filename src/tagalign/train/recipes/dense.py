@@ -23,7 +23,9 @@ from tagalign.train.recipes.base import Recipe
 
 DENSE_DEFAULTS: dict[str, Any] = {
     "encoder": "usem3",
-    "subjects": "all",          # "all" vocabulary subjects, or only those "seen" in train
+    # "all" vocabulary subjects, only those "seen" in train, or "labelled:LANG", those with
+    # a label in LANG ("labelled:en" on the shared GND: the ~78k TIB core-like subjects)
+    "subjects": "all",
     "subject_language": "de",
     "with_alt_labels": False,
     "index": "flat",
@@ -78,9 +80,16 @@ class DenseRecipe(Recipe):
                                  batch_size=self.params["encode_batch_size"] * 4)
 
     def subject_positions(self, records: Sequence[Record]) -> np.ndarray:
-        if self.params["subjects"] == "seen":
+        which = self.params["subjects"]
+        if which == "seen":
             return np.array(sorted({p for r in records for p in self.vocab.positions(r.subjects)}),
                             dtype=np.int64)
+        if which.startswith("labelled:"):
+            lang = which.split(":", 1)[1]
+            return np.array([i for i, s in enumerate(self.vocab.subjects) if s.labels.get(lang)],
+                            dtype=np.int64)
+        if which != "all":
+            raise ValueError(f"subjects must be 'all', 'seen' or 'labelled:LANG', not {which!r}")
         return np.arange(len(self.vocab), dtype=np.int64)
 
     # -- hooks for heads -------------------------------------------------------------------

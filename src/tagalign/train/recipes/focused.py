@@ -7,8 +7,11 @@ StepLR(step 5, gamma 0.5), batch 32, 30 epochs; inference returns the top 50.
 ``mode="per-language"`` (the original): separate English and German models, each trained
 on its language's records; the English model's subject vectors come from English labels
 (German where a subject has none), and records are routed by their language.
-``mode="bilingual"``: one model for both languages against German labels. Either way all
-subjects are transformed once and put into a FAISS inner-product index.
+``mode="bilingual"``: one model for both languages against German labels. Either way the
+subjects go into a FAISS inner-product index in the model's ``subject_space`` (as in R2):
+``fixed`` (default) indexes the frozen subject vectors the anchors were trained against;
+``siamese`` trains with subjects through the head and indexes T(S); ``mixed`` (the original
+repository's train/index mix) is a named ablation.
 """
 
 from __future__ import annotations

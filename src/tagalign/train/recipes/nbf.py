@@ -3,13 +3,19 @@
 Published defaults (the recipe's defaults): 15 random negatives, margin 0.2 with cosine
 distance, AdamW lr 1e-4 without weight decay, CosineAnnealingLR(T_max 20, eta_min 1e-6),
 batch 4, 20 epochs. Record and subject embeddings come from the frozen encoder once (through
-the embedding cache); at inference every subject is transformed once, S' = transform(S),
-and records are matched by cosine in a FAISS index.
+the embedding cache); records are matched by cosine in a FAISS index.
+
+``subject_space`` keeps training and inference in one of the paper's two readings
+(`tagalign.train.head_training`): ``fixed`` (§3, the default: only records pass through
+the head, the index holds the frozen subject vectors) or ``siamese`` (§4: subjects pass
+through the head in the loss too, and every subject is transformed once, S' = T(S), for the
+index). ``mixed`` — trained as fixed, indexed as T(S) — is kept only as a named ablation.
+The value is part of the saved parameters, so a loaded project is read in the space it was
+trained in.
 
 Extra parameters (not in the paper): ``max_train_records`` (a budget), ``device``
 ("cpu", "cuda", "auto") for training and the one-off subject transform,
-``inference_batch_size``, and ``transform_subjects`` — False indexes the raw subject
-embeddings, the space the loss actually trains the anchors against (an ablation).
+``inference_batch_size``.
 """
 
 from __future__ import annotations
@@ -23,7 +29,9 @@ import torch
 
 from tagalign.records import Record
 from tagalign.train.head_training import (
+    SUBJECT_SPACES,
     HeadTrainingConfig,
+    check_subject_space,
     gold_means,
     resolve_device,
     train_head,
@@ -33,7 +41,7 @@ from tagalign.train.recipes.base import register_recipe
 from tagalign.train.recipes.dense import DENSE_DEFAULTS, DenseRecipe
 
 HEAD_RUNTIME = {"max_train_records": None, "device": "cpu", "inference_batch_size": 512,
-                "transform_subjects": True}
+                "subject_space": "fixed"}
 
 
 @register_recipe
@@ -48,6 +56,7 @@ class NBFRecipe(DenseRecipe):
 
     def __init__(self, vocab, **params: Any):
         super().__init__(vocab, **params)
+        check_subject_space(self.params["subject_space"])
         self.head_: Head | None = None
 
     def new_head(self, dim: int) -> Head:
@@ -78,8 +87,8 @@ class NBFRecipe(DenseRecipe):
                               device=device)
 
     def subject_index_vectors(self, head: Head, subject_vectors: np.ndarray) -> np.ndarray:
-        """S' = transform(S), computed once (or S itself with ``transform_subjects=False``)."""
-        if not self.params["transform_subjects"]:
+        """What the index holds: S itself (``fixed``) or S' = T(S), computed once."""
+        if not SUBJECT_SPACES[self.params["subject_space"]][1]:
             return subject_vectors
         return self._transform(head, subject_vectors, "transforming subjects", progress=True)
 
