@@ -105,3 +105,73 @@ def test_annif_tsv_records_skip_bad_bytes(tmp_path):
     recs = list(read_records(path, report=report))
     assert [(r.id, r.title) for r in recs] == [("docs:1", "Epen"), ("docs:3", "Roman")]
     assert report.skipped == [f"{path}:2: not valid UTF-8 (byte 0xff at column 4)"]
+
+
+def test_jsonld_tree_keeps_going_past_bad_files(tmp_path, shared_data):
+    import shutil
+
+    tree = tmp_path / "dev"
+    shutil.copytree(shared_data / "llms4subjects/jsonld-sample", tree)
+    files = sorted(tree.rglob("*.jsonld"))
+    files[0].write_bytes(files[0].read_bytes().replace(b"{", b"{\n\xff", 1))
+    files[1].write_bytes(b"{not json")
+    files[2].write_bytes(b"[" * 100_000)  # nested too deeply for the JSON parser
+    report = InputReport(stream=io.StringIO())
+    recs = list(read_records(tree, report=report))
+    assert [r.id for r in recs] == [f.stem for f in files[3:]]
+    assert report.skipped == [f"{files[0]}:2: not valid UTF-8 (byte 0xff at column 1)",
+                              f"{files[1]}:1: Expecting property name enclosed in double quotes",
+                              f"{files[2]}: nested too deeply"]
+
+
+def test_vocabulary_formats_skip_bad_lines_and_entries(tmp_path):
+    from tagalign.vocab import load_vocabulary
+
+    def load(name: str, data: bytes):
+        path = tmp_path / name
+        path.write_bytes(data)
+        report = InputReport(stream=io.StringIO())
+        return path, load_vocabulary(path, report=report).ids, report.skipped
+
+    path, ids, skipped = load("v.tsv", b"gnd_id\tlabel_de\n1-1\tA\n2-2\tB\xff\n3-3\tC\n")
+    assert ids == ["1-1", "3-3"]
+    assert skipped == [f"{path}:3: not valid UTF-8 (byte 0xff at column 6)"]
+
+    path, ids, skipped = load("a.tsv", b"<http://d-nb.info/gnd/1-1>\tA\nnolabel\n"
+                                       b"<x:\xff>\tB\n<http://d-nb.info/gnd/3-3>\tC\n")
+    assert ids == ["1-1", "3-3"]
+    assert [s.split(": ")[0] for s in skipped] == [f"{path}:2", f"{path}:3"]
+
+    path, ids, skipped = load("s.yaml", b'- id: "http://d-nb.info/gnd/1-1"\n  subject: "A"\n'
+                                        b'- id: "http://d-nb.info/gnd/2-2"\n  subject: [x\n'
+                                        b'- id: "http://d-nb.info/gnd/3-3"\n  subject: "C"\n')
+    assert ids == ["1-1", "3-3"] and [s.split(": ")[0] for s in skipped] == [f"{path}:4"]
+
+    entries = [{"Code": f"{i}-1", "Name": f"N{i}", "Related Subjects": [{"Code": "9-9"}]}
+               for i in range(5)]
+    raw = json.dumps(entries, indent=2).encode().replace(b'"N3"', b'"N3')  # a broken entry
+    path, ids, skipped = load("g.json", raw.replace(b'"N1"', b'"N\xff1"'))
+    assert ids == ["0-1", "2-1", "4-1"]
+    assert len(skipped) == 3 and "not valid UTF-8" in skipped[0]
+
+    ttl = (b"@prefix skos: <http://www.w3.org/2004/02/skos/core#> .\n"
+           b'<http://d-nb.info/gnd/1-1> a skos:Concept ; skos:prefLabel "A"@de .\n'
+           b'<http://d-nb.info/gnd/2-2> a skos:Concept ; skos:prefLabel "B"@de ;;; ! .\n'
+           b'<http://d-nb.info/gnd/3-3> a skos:Concept ;\n  skos:prefLabel "C"@de .\n'
+           b'<http://d-nb.info/gnd/4-4> a skos:Concept ; skos:prefLabel "\xff"@de .\n')
+    path, ids, skipped = load("v.ttl", ttl)
+    assert ids == ["1-1", "3-3"]
+    assert [s.split(": ")[0] for s in skipped] == [f"{path}:6", f"{path}:3"]
+
+
+def test_cut_off_gzip_vocabulary(tmp_path):
+    from tagalign.vocab import load_vocabulary
+
+    body = "gnd_id\tlabel_de\n" + "".join(f"{i}-0\tLabel {i}\n" for i in range(20000))
+    data = gzip.compress(body.encode())
+    path = tmp_path / "gnd-subjects.tsv.gz"
+    path.write_bytes(data[: len(data) // 2])
+    report = InputReport(stream=io.StringIO())
+    n = len(load_vocabulary(path, report=report))
+    assert 1000 < n < 20000
+    assert report.skipped == [f"{path}: compressed data ends early after {n} subjects"]

@@ -142,9 +142,9 @@ def open_binary(path: Path) -> IO[bytes]:
     return gzip.open(path, "rb") if path.suffix == ".gz" else open(path, "rb")
 
 
-def _utf8_error(exc: UnicodeDecodeError) -> str:
+def _utf8_error(exc: UnicodeDecodeError, line_start: int = 0) -> str:
     bad = exc.object[exc.start:exc.start + 1].hex()
-    return f"not valid UTF-8 (byte 0x{bad} at column {exc.start + 1})"
+    return f"not valid UTF-8 (byte 0x{bad} at column {exc.start - line_start + 1})"
 
 
 class LineReader:
@@ -215,6 +215,24 @@ class LineReader:
         """Report a compressed file cut short, saying how many items came before the cut."""
         if self.truncated is not None:
             self.report.bad(str(self.path), f"{self.truncated} after {n_items} {unit}")
+
+
+class LineError(ValueError):
+    """A parse error that knows the line it happened on (``where`` = ``path:lineno``)."""
+
+    def __init__(self, lineno: int, why: str):
+        super().__init__(why)
+        self.lineno = lineno
+
+
+def decode_utf8(data: bytes) -> str:
+    """Decode a whole-file document (one JSON-LD record); bad bytes raise `LineError`."""
+    try:
+        return data.decode("utf-8").removeprefix("\ufeff")
+    except UnicodeDecodeError as exc:
+        line_start = data.rfind(b"\n", 0, exc.start) + 1
+        raise LineError(data.count(b"\n", 0, line_start) + 1,
+                        _utf8_error(exc, line_start)) from None
 
 
 def parse_lines(path: Path | str, report: Reporter, parse: Callable[[str, int], T | None],

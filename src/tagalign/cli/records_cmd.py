@@ -27,7 +27,7 @@ def stats(
     voc = None
     if vocab is not None:
         try:
-            voc = load_vocabulary(vocab)
+            voc = load_vocabulary(vocab, report=InputReport(strict=strict))
         except (FileNotFoundError, ValueError) as exc:
             fail(str(exc))
     langs: Counter = Counter()

@@ -9,16 +9,23 @@ import typer
 from rich.table import Table
 
 from tagalign.cli.app import console, fail, vocab_app
+from tagalign.records import InputReport
 from tagalign.vocab import VOCAB_FORMATS, Vocabulary, load_vocabulary
 
 
-def _load(source: Path, fmt: str | None) -> Vocabulary:
+def _load(source: Path, fmt: str | None, strict: bool = False) -> Vocabulary:
+    """Malformed lines/entries are named (path:line) and skipped; --strict stops at the first."""
+    report = InputReport(strict=strict)
     try:
         with console.status(f"loading {source} …"):
-            return load_vocabulary(source, format=fmt)
-    except (FileNotFoundError, ValueError) as exc:
+            vocab = load_vocabulary(source, format=fmt, report=report)
+    except (FileNotFoundError, ValueError) as exc:  # BadInputError is a ValueError
         fail(str(exc))
         raise  # unreachable; keeps type checkers calm
+    if report.n_skipped:
+        console.print(f"[yellow]{report.n_skipped} malformed lines/entries skipped[/] "
+                      f"({len(vocab)} subjects kept); --strict stops at the first")
+    return vocab
 
 
 @vocab_app.command("load")
@@ -26,13 +33,14 @@ def load(
     source: Path = typer.Argument(..., help="Vocabulary file (TSV, GND JSON, SKOS, Annif TSV, YAML)."),
     out: Path = typer.Option(..., "--out", "-o", help="Folder for the fast saved form."),
     fmt: str = typer.Option(None, "--format", "-f", help=f"Force a format: {', '.join(sorted(VOCAB_FORMATS))}."),
+    strict: bool = typer.Option(False, "--strict", help="Stop at the first malformed line or entry."),
 ) -> None:
     """Load a vocabulary from any supported format and save it in the fast form.
 
     Example: tagalign vocab load gnd-subjects.tsv.gz --out gnd/
     """
     t0 = time.perf_counter()
-    vocab = _load(source, fmt)
+    vocab = _load(source, fmt, strict)
     t1 = time.perf_counter()
     path = vocab.save(out)
     console.print(f"{len(vocab)} subjects loaded in {t1 - t0:.1f} s, saved to {path} "

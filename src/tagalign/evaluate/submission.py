@@ -14,7 +14,7 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
-from tagalign.io import write_bytes_atomic
+from tagalign.io import PARSE_ERRORS, LineError, decode_utf8, describe_error, write_bytes_atomic
 from tagalign.records import InputReport, Record
 from tagalign.vocab import normalize_subject_id
 
@@ -46,13 +46,15 @@ def read_submission(sub_dir: Path | str, report: InputReport | None = None
     out: dict[str, list[str]] = {}
     for path in sorted(Path(sub_dir).rglob("*.json")):
         try:
-            body = json.loads(path.read_text("utf-8"))
+            body = json.loads(decode_utf8(path.read_bytes()))
             ids = body.get("dcterms:subject") if isinstance(body, dict) else None
             if not isinstance(ids, list) or not all(isinstance(s, str) for s in ids):
                 raise ValueError("expected {\"dcterms:subject\": [\"gnd:...\", ...]}")
             if path.stem in out:
                 raise ValueError(f"record id {path.stem!r} predicted again")
             out[path.stem] = [normalize_subject_id(s) for s in ids]
-        except (ValueError, UnicodeDecodeError) as exc:
-            report.bad(str(path), str(exc))
+        except LineError as exc:
+            report.bad(f"{path}:{exc.lineno}", str(exc))
+        except (OSError, *PARSE_ERRORS) as exc:
+            report.bad(str(path), describe_error(exc))
     return out

@@ -10,6 +10,7 @@ import json
 from collections.abc import Iterator
 from pathlib import Path
 
+from tagalign.io import PARSE_ERRORS, LineError, decode_utf8, describe_error
 from tagalign.records.loaders import register
 from tagalign.records.record import Record
 from tagalign.records.report import InputReport
@@ -37,8 +38,7 @@ def _as_list(value: object) -> list:
 
 def parse_jsonld(path: Path) -> Record:
     """One record from one ``.jsonld`` file (raises ValueError when malformed)."""
-    with open(path, encoding="utf-8") as fh:
-        doc = json.load(fh)
+    doc = json.loads(decode_utf8(path.read_bytes()))
     nodes = doc.get("@graph", [doc]) if isinstance(doc, dict) else []
     node = next((n for n in nodes if isinstance(n, dict) and "title" in n), None)
     if node is None:
@@ -67,10 +67,16 @@ def parse_jsonld(path: Path) -> Record:
 def read_jsonld(path: Path, report: InputReport) -> Iterator[Record]:
     """A directory tree of ``.jsonld`` files (sorted, streamed) or one file."""
     files = [path] if path.is_file() else sorted(path.rglob("*.jsonld"))
-    for file in files:
+    for file in files:  # one bad file never stops the tree
         try:
             rec = parse_jsonld(file)
-        except (OSError, ValueError, TypeError, AttributeError) as exc:
-            report.bad(str(file), str(exc))
+        except json.JSONDecodeError as exc:
+            report.bad(f"{file}:{exc.lineno}", exc.msg)
+            continue
+        except LineError as exc:
+            report.bad(f"{file}:{exc.lineno}", str(exc))
+            continue
+        except (OSError, *PARSE_ERRORS) as exc:
+            report.bad(str(file), describe_error(exc))
             continue
         yield rec
