@@ -1,0 +1,23 @@
+"""Multi-label text classification (record domains and other label sets).
+
+data → model (recipes `label-contrastive` (mCPT, R5) and `linear`) → thresholds →
+metrics. The CLI (`tagalign classify`) is a thin layer over `get_classifier` /
+`load_classifier`.
+"""
+
+from tagalign.classify import linear, model  # noqa: F401 - recipe registration
+from tagalign.classify.base import (
+    CLASSIFIERS,
+    Classifier,
+    LabelSetMismatch,
+    get_classifier,
+    load_classifier,
+    read_label_set,
+)
+from tagalign.classify.data import Example, LabelSet, read_examples
+
+DEFAULT_RECIPE = "linear"
+
+__all__ = ["CLASSIFIERS", "DEFAULT_RECIPE", "Classifier", "Example", "LabelSet",
+           "LabelSetMismatch", "get_classifier", "load_classifier", "read_examples",
+           "read_label_set"]

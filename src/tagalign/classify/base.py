@@ -1,0 +1,161 @@
+"""Classifier recipes: small registered classes with one save format.
+
+A recipe stores its parameters in the constructor and learns in `fit` (state ends with
+``_``). `Classifier.fit` learns the label set from train, calls the recipe's `_fit`, then
+tunes the decision thresholds on dev (global and per class, for micro-F1). `save` writes a
+folder atomically: ``config.json`` (recipe, parameters, label set, thresholds, package
+versions) plus the recipe's own pickle-free files; `load_classifier` refuses a folder whose
+label set is not the expected one.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, ClassVar
+
+import numpy as np
+
+from tagalign.classify.data import Example, LabelSet
+from tagalign.classify.thresholds import decide, tune
+from tagalign.io import atomic_dir, read_json, versions, write_json_atomic
+
+CLASSIFIERS: dict[str, type[Classifier]] = {}
+FORMAT = 1
+Progress = Callable[[str, int, int], None]  # (what, done, total)
+
+
+class LabelSetMismatch(ValueError):
+    """A saved classifier was asked to work with a different label set."""
+
+
+def register_classifier(cls: type[Classifier]) -> type[Classifier]:
+    CLASSIFIERS[cls.name] = cls
+    return cls
+
+
+def get_classifier(name: str, **params: Any) -> Classifier:
+    if name not in CLASSIFIERS:
+        raise ValueError(f"unknown classify recipe {name!r}; use one of {sorted(CLASSIFIERS)}")
+    return CLASSIFIERS[name](**params)
+
+
+class Classifier(ABC):
+    name: ClassVar[str]
+    defaults: ClassVar[dict[str, Any]] = {}
+
+    def __init__(self, **params: Any):
+        unknown = sorted(set(params) - set(self.defaults))
+        if unknown:
+            raise ValueError(f"recipe {self.name!r}: unknown parameter(s) {unknown}; "
+                             f"known: {sorted(self.defaults)}")
+        self.params = {**self.defaults, **params}
+        self.progress: Progress | None = None
+        self.labels_: LabelSet | None = None
+        self.thresholds_: dict[str, Any] = {}
+        self.history_: dict[str, list[float]] = {}
+
+    def _tick(self, what: str, done: int, total: int) -> None:
+        if self.progress is not None:
+            self.progress(what, done, total)
+
+    # -- learning -------------------------------------------------------------------
+    def fit(self, train: Sequence[Example], dev: Sequence[Example] | None = None
+            ) -> Classifier:
+        """Learn from labelled ``train``; tune thresholds on ``dev`` (train when None)."""
+        train = [ex for ex in train if ex.labels]
+        if not train:
+            raise ValueError("no training example has labels")
+        self.labels_ = LabelSet.from_examples(train)
+        self._fit(train, self.labels_.matrix(train))
+        tune_on = [ex for ex in (dev or train) if ex.labels]
+        gold = self.labels_.matrix(tune_on)
+        self.thresholds_ = tune(self.predict_proba(tune_on), gold)
+        self.thresholds_["tuned_on"] = "dev" if dev else "train"
+        return self
+
+    @abstractmethod
+    def _fit(self, train: Sequence[Example], y: np.ndarray) -> None:
+        ...
+
+    @abstractmethod
+    def predict_proba(self, examples: Sequence[Example]) -> np.ndarray:
+        """(n, |labels|) scores in [0, 1]."""
+
+    # -- deciding -------------------------------------------------------------------
+    def decide(self, probs: np.ndarray, decision: str = "per_class") -> np.ndarray:
+        """0/1 matrix from scores with the tuned ``per_class`` or ``global`` thresholds."""
+        if decision not in ("per_class", "global"):
+            raise ValueError("decision must be 'per_class' or 'global'")
+        return decide(probs, np.asarray(self.thresholds_[decision], np.float32))
+
+    def predict(self, examples: Sequence[Example], decision: str = "per_class"
+                ) -> list[list[tuple[str, float]]]:
+        """Per example, its chosen labels with scores, best first."""
+        probs = self.predict_proba(examples)
+        chosen = self.decide(probs, decision)
+        labels = self.labels_.labels
+        out = []
+        for row, keep in zip(probs, chosen, strict=True):
+            cols = np.flatnonzero(keep)
+            cols = cols[np.argsort(-row[cols], kind="stable")]
+            out.append([(labels[j], float(row[j])) for j in cols])
+        return out
+
+    # -- persistence ----------------------------------------------------------------
+    def save(self, folder: Path | str, extra: dict[str, Any] | None = None) -> None:
+        folder = Path(folder)
+        with atomic_dir(folder) as tmp:
+            self._save_state(tmp)
+            write_json_atomic(tmp / "config.json", {
+                "format": FORMAT, "recipe": self.name, "params": self.params,
+                "labels": self.labels_.labels, "thresholds": self.thresholds_,
+                "history": self.history_, "versions": versions(), **(extra or {})})
+
+    @abstractmethod
+    def _save_state(self, folder: Path) -> None:
+        ...
+
+    @abstractmethod
+    def _load_state(self, folder: Path) -> None:
+        ...
+
+
+def load_classifier(folder: Path | str, labels: Sequence[str] | None = None) -> Classifier:
+    """A saved classifier; with ``labels``, refuse one trained on another label set."""
+    folder = Path(folder)
+    if not (folder / "config.json").exists():
+        raise FileNotFoundError(f"{folder}: not a saved classifier (no config.json)")
+    config = read_json(folder / "config.json")
+    if config.get("format") != FORMAT:
+        raise ValueError(f"{folder}: classifier format {config.get('format')} "
+                         f"(this tagalign reads {FORMAT})")
+    saved = list(config["labels"])
+    if labels is not None and list(labels) != saved:
+        missing, extra = sorted(set(labels) - set(saved)), sorted(set(saved) - set(labels))
+        why = (f"missing {missing[:5]}, unexpected {extra[:5]}" if missing or extra
+               else "same labels in another order")
+        raise LabelSetMismatch(f"{folder}: trained on another label set "
+                               f"({len(saved)} labels; {why})")
+    clf = get_classifier(config["recipe"], **config["params"])
+    clf.labels_ = LabelSet(saved)
+    clf.thresholds_ = config["thresholds"]
+    clf.history_ = config.get("history", {})
+    clf._load_state(folder)
+    return clf
+
+
+def read_label_set(path: Path | str) -> list[str]:
+    """Labels from a text file (one per line) or a CSV whose first column holds them
+    (a header row is skipped when its first cell reads like one, e.g. ``domains.csv``)."""
+    import csv
+
+    path = Path(path)
+    with open(path, encoding="utf-8", newline="") as fh:
+        rows = [r for r in csv.reader(fh) if r and r[0].strip()]
+    labels = [r[0].strip() for r in rows]
+    if path.suffix == ".csv" and labels and len(rows[0]) > 1 and \
+            rows[0][0].strip().lower() in ("abbreviation", "code", "label", "id"):
+        labels = labels[1:]
+    return labels

@@ -1,0 +1,105 @@
+"""`linear`: the plain baseline a practitioner tries first — TF-IDF over the project's
+stemmed tokens (`tagalign.text.Analyzer`, `tagalign.suggest.tfidf.TfidfFeaturizer`) and
+one-vs-rest logistic regression (scikit-learn); thresholds tuned like every recipe.
+
+German and English records share one feature space (each stemmed in its own language), so
+one model serves both. Saved as the TF-IDF vocabulary/idf and the coefficient matrix (npy).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from tagalign.classify.base import Classifier, register_classifier
+from tagalign.classify.data import Example
+from tagalign.io import load_npy, save_npy_atomic
+from tagalign.text.analyzer import Analyzer, guess_language
+
+SPACE = "all"  # the single TF-IDF space of both languages
+
+
+@register_classifier
+class LinearClassifier(Classifier):
+    name = "linear"
+    defaults: dict[str, Any] = {"C": 4.0, "min_df": 2, "max_df": 0.5, "max_iter": 1000,
+                                "limit_train": None, "seed": 0}
+
+    def __init__(self, **params: Any):
+        super().__init__(**params)
+        self.analyzer = Analyzer()
+        self.tfidf_ = None
+        self.coef_: np.ndarray | None = None
+        self.intercept_: np.ndarray | None = None
+
+    def _features(self, examples: Sequence[Example]):
+        tokens = []
+        for i, ex in enumerate(examples):
+            lang = ex.language if ex.language in ("de", "en") else guess_language(ex.text)
+            tokens.append(self.analyzer.tokens(ex.text, lang))
+            if i % 2000 == 0:
+                self._tick("tokenising", i, len(examples))
+        return tokens
+
+    def _matrix(self, examples: Sequence[Example]):
+        import scipy.sparse as sp
+
+        tokens = self._features(examples)
+        routed = self.tfidf_.transform(tokens, [SPACE] * len(tokens))
+        if SPACE not in routed:
+            return sp.csr_matrix((len(tokens), self.coef_.shape[1]), dtype=np.float32)
+        return routed[SPACE][1]
+
+    def _fit(self, train: Sequence[Example], y: np.ndarray) -> None:
+        from sklearn.linear_model import LogisticRegression
+        from sklearn.multiclass import OneVsRestClassifier
+
+        from tagalign.suggest.tfidf import TfidfFeaturizer
+
+        p = self.params
+        if p["limit_train"]:
+            rng = np.random.default_rng(p["seed"])
+            keep = np.sort(rng.permutation(len(train))[: p["limit_train"]])
+            train, y = [train[i] for i in keep], y[keep]
+        tokens = self._features(train)
+        self.tfidf_ = TfidfFeaturizer([SPACE], min_df=p["min_df"], max_df=p["max_df"])
+        self.tfidf_.fit(tokens, [SPACE] * len(tokens))
+        x = self.tfidf_.transform(tokens, [SPACE] * len(tokens))[SPACE][1]
+        self._tick("logistic regression", 0, 1)
+        ovr = OneVsRestClassifier(LogisticRegression(C=p["C"], solver="liblinear",
+                                                     max_iter=p["max_iter"],
+                                                     random_state=p["seed"]))
+        ovr.fit(x, y.astype(int))
+        self._tick("logistic regression", 1, 1)
+        coef = np.zeros((y.shape[1], x.shape[1]), np.float32)
+        intercept = np.zeros(y.shape[1], np.float32)
+        for j, est in enumerate(ovr.estimators_):
+            if hasattr(est, "coef_"):
+                coef[j], intercept[j] = est.coef_.ravel(), float(est.intercept_[0])
+            else:  # a label on every training record: sklearn keeps a constant predictor
+                intercept[j] = 20.0
+        self.coef_, self.intercept_ = coef, intercept
+
+    def predict_proba(self, examples: Sequence[Example]) -> np.ndarray:
+        if not examples:
+            return np.zeros((0, len(self.labels_)), np.float32)
+        logits = np.asarray(self._matrix(examples) @ self.coef_.T) + self.intercept_
+        return (1 / (1 + np.exp(-logits))).astype(np.float32)
+
+    def _save_state(self, folder: Path) -> None:
+        self.tfidf_.save(folder / "tfidf")
+        save_npy_atomic(folder / "coef.npy", self.coef_)
+        save_npy_atomic(folder / "intercept.npy", self.intercept_)
+
+    def _load_state(self, folder: Path) -> None:
+        from tagalign.suggest.tfidf import TfidfFeaturizer
+
+        self.tfidf_ = TfidfFeaturizer.load(folder / "tfidf")
+        self.coef_ = load_npy(folder / "coef.npy")
+        self.intercept_ = load_npy(folder / "intercept.npy")
+        if self.coef_.shape[0] != len(self.labels_):
+            raise ValueError(f"{folder}: coef.npy has {self.coef_.shape[0]} rows for "
+                             f"{len(self.labels_)} labels")

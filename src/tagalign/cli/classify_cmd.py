@@ -1,0 +1,225 @@
+"""`tagalign classify train|predict|eval`: multi-label classification (record domains)."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import typer
+from rich.table import Table
+
+from tagalign.cli.app import app, console, fail
+from tagalign.cli.common import parse_params, progress
+from tagalign.records import BadInputError, InputReport
+
+classify_app = typer.Typer(
+    help="Multi-label classification of records (LinSearch domains or any label set).",
+    no_args_is_help=True)
+app.add_typer(classify_app, name="classify")
+
+RECIPES = "label-contrastive (mCPT) or linear (TF-IDF + logistic regression)"
+
+
+def _examples(path: Path, label_field: str, *, strict: bool, require_labels: bool,
+              what: str):
+    from tagalign.classify import read_examples
+
+    report = InputReport(strict=strict)
+    try:
+        out = read_examples(path, label_field=label_field, report=report,
+                            require_labels=require_labels)
+    except (FileNotFoundError, BadInputError, ValueError) as exc:
+        fail(str(exc))
+    report.print_summary()
+    console.log(f"{what}: {len(out)} records from {path}")
+    return out
+
+
+def _progress_hook(bar):
+    tasks: dict[str, int] = {}
+    t0 = time.perf_counter()
+
+    def hook(what: str, done: int, total: int) -> None:
+        if what not in tasks:
+            tasks[what] = bar.add_task(what, total=total, rate="")
+        bar.update(tasks[what], completed=done, total=total,
+                   rate=f"{time.perf_counter() - t0:.0f} s")
+
+    return hook
+
+
+def _load(model_dir: Path, label_set: Path | None):
+    from tagalign.classify import LabelSetMismatch, load_classifier, read_label_set
+
+    try:
+        expected = read_label_set(label_set) if label_set else None
+        return load_classifier(model_dir, labels=expected)
+    except (LabelSetMismatch, FileNotFoundError, ValueError, KeyError) as exc:
+        fail(str(exc))
+
+
+@classify_app.command("train")
+def train(
+    model_dir: Path = typer.Argument(..., help="Folder to write the trained classifier to."),
+    train_src: Path = typer.Option(..., "--train", "-t", help="Training records: any record source tagalign reads, or JSONL with 'text' and 'labels'."),
+    dev: Path = typer.Option(None, "--dev", "-d", help="Dev records: thresholds are tuned on them (micro-F1), then scored."),
+    recipe: str = typer.Option(None, "--recipe", "-r", help=f"One of: {RECIPES}. Default: the better one on our dev data."),
+    labels: str = typer.Option("domains", "--labels", help="Record field holding the labels (domains or subjects)."),
+    param: list[str] = typer.Option(None, "--param", "-p", help="Recipe parameter key=value (JSON values), e.g. epochs_contrastive=5."),
+    config: Path = typer.Option(None, "--config", help="JSON file of recipe parameters."),
+    strict: bool = typer.Option(False, "--strict", help="Stop at the first malformed record."),
+    threads: int = typer.Option(0, "--threads", help="CPU threads for torch (0 = all)."),
+) -> None:
+    """Train a multi-label classifier and save it (model, thresholds, label set, config).
+
+    Example: tagalign classify train domains-model --train train.jsonl.gz --dev dev.jsonl.gz --recipe linear
+    """
+    from tagalign.classify import DEFAULT_RECIPE, get_classifier
+    from tagalign.classify.metrics import report
+
+    if threads:
+        from tagalign.runtime import set_threads
+
+        set_threads(threads)
+    try:
+        clf = get_classifier(recipe or DEFAULT_RECIPE, **parse_params(param, config))
+    except ValueError as exc:
+        fail(str(exc))
+    train_ex = _examples(train_src, labels, strict=strict, require_labels=True,
+                         what="training records")
+    dev_ex = _examples(dev, labels, strict=strict, require_labels=True,
+                       what="dev records") if dev else None
+    t0 = time.perf_counter()
+    with progress() as bar:
+        clf.progress = _progress_hook(bar)
+        try:
+            clf.fit(train_ex, dev_ex)
+        except ValueError as exc:
+            fail(str(exc))
+    seconds = time.perf_counter() - t0
+    extra: dict = {"train_seconds": round(seconds, 1), "label_field": labels}
+    if dev_ex:
+        scores = report(clf.labels_.matrix(dev_ex), clf.decide(clf.predict_proba(dev_ex)),
+                        clf.labels_.labels, [ex.language for ex in dev_ex])
+        extra["dev_scores"] = {k: scores[k] for k in ("n", "micro_f1", "macro_f1",
+                                                      "by_language")}
+        _print_summary(scores)
+    clf.save(model_dir, extra)
+    console.log(f"[bold green]trained[/] {clf.name} ({len(clf.labels_)} labels) in "
+                f"{seconds:.0f} s → {model_dir}")
+
+
+@classify_app.command("predict")
+def predict(
+    model_dir: Path = typer.Argument(..., help="A trained classifier folder."),
+    input: Path = typer.Option(..., "--input", "-i", help="Records to classify (any record source, or JSONL with 'text')."),
+    output: Path = typer.Option(..., "--output", "-o", help="Predictions JSONL (.gz ok): {\"id\", \"labels\": [{\"label\", \"score\"}]} per line."),
+    decision: str = typer.Option("per_class", "--decision", help="Thresholds: per_class or global (both tuned on dev)."),
+    label_set: Path = typer.Option(None, "--label-set", help="Refuse a model not trained on exactly these labels (one per line, or a CSV such as domains.csv)."),
+    batch_size: int = typer.Option(1024, "--batch-size", min=1, help="Records per batch."),
+    strict: bool = typer.Option(False, "--strict", help="Stop at the first malformed record."),
+) -> None:
+    """Label records with a trained classifier (at least one label per record).
+
+    Example: tagalign classify predict domains-model --input dev.jsonl.gz --output domains.jsonl
+    """
+    from tagalign.io import atomic_text
+
+    if decision not in ("per_class", "global"):
+        fail("--decision must be per_class or global")
+    clf = _load(model_dir, label_set)
+    examples = _examples(input, "domains", strict=strict, require_labels=False,
+                         what="input records")
+    t0 = time.perf_counter()
+    with progress() as bar, atomic_text(output) as fh:
+        task = bar.add_task("classifying", total=len(examples), rate="")
+        for i in range(0, len(examples), batch_size):
+            chunk = examples[i:i + batch_size]
+            for ex, row in zip(chunk, clf.predict(chunk, decision), strict=True):
+                fh.write(json.dumps({"id": ex.id, "labels": [
+                    {"label": lab, "score": round(score, 4)} for lab, score in row]},
+                    ensure_ascii=False) + "\n")
+            done = i + len(chunk)
+            bar.update(task, completed=done,
+                       rate=f"{done / (time.perf_counter() - t0):.0f} rec/s")
+    console.log(f"{len(examples)} records classified → {output}")
+
+
+def read_label_predictions(path: Path, report: InputReport) -> dict[str, list[str]]:
+    """``{id: [labels]}`` from predict's JSONL; malformed lines reported as path:line."""
+    from tagalign.io import parse_lines
+
+    out: dict[str, list[str]] = {}
+
+    def parse(line: str, lineno: int) -> str | None:
+        if not line.strip():
+            return None
+        obj = json.loads(line)
+        if not isinstance(obj, dict) or not isinstance(obj.get("id"), str):
+            raise ValueError("expected an object with an 'id'")
+        rows = obj.get("labels")
+        if not isinstance(rows, list):
+            raise ValueError("'labels' is not a list")
+        out[obj["id"]] = [r["label"] if isinstance(r, dict) else str(r) for r in rows]
+        return obj["id"]
+
+    for _ in parse_lines(path, report, parse, unit="predictions"):
+        pass
+    return out
+
+
+@classify_app.command("eval")
+def eval_(
+    gold: Path = typer.Argument(..., help="Records with gold labels (any record source, or JSONL with 'labels')."),
+    pred: Path = typer.Argument(..., help="Predictions JSONL from `tagalign classify predict`."),
+    labels: str = typer.Option("domains", "--labels", help="Record field holding the gold labels."),
+    as_json: bool = typer.Option(False, "--json", help="Print the report as JSON (micro/macro-F1, per_class, by_language)."),
+    strict: bool = typer.Option(False, "--strict", help="Stop at the first malformed line."),
+) -> None:
+    """Score label predictions: micro-F1 (headline), macro-F1, per-class P/R/F1, per language.
+
+    Records without gold labels are left out; a record without a prediction counts as
+    predicting nothing.
+
+    Example: tagalign classify eval dev.jsonl.gz domains.jsonl --json
+    """
+    from tagalign.classify import LabelSet
+    from tagalign.classify.data import Example
+    from tagalign.classify.metrics import report
+
+    gold_ex = _examples(gold, labels, strict=strict, require_labels=True, what="gold records")
+    if not pred.exists():
+        fail(f"predictions not found: {pred}")
+    rep = InputReport(strict=strict)
+    try:
+        predicted = read_label_predictions(pred, rep)
+    except BadInputError as exc:
+        fail(str(exc))
+    rep.print_summary()
+    missing = sum(ex.id not in predicted for ex in gold_ex)
+    pred_ex = [Example(ex.id, "", predicted.get(ex.id, [])) for ex in gold_ex]
+    label_set = LabelSet(sorted({lab for ex in gold_ex + pred_ex for lab in ex.labels}))
+    scores = report(label_set.matrix(gold_ex), label_set.matrix(pred_ex), label_set.labels,
+                    [ex.language for ex in gold_ex])
+    scores["missing_predictions"] = int(missing)
+    if as_json:
+        print(json.dumps(scores, indent=2, ensure_ascii=False))
+        return
+    _print_summary(scores)
+    table = Table("label", "P", "R", "F1", "support")
+    for lab, s in sorted(scores["per_class"].items(), key=lambda kv: -kv[1]["support"]):
+        table.add_row(lab, f"{s['precision']:.3f}", f"{s['recall']:.3f}", f"{s['f1']:.3f}",
+                      str(s["support"]))
+    console.print(table)
+    if missing:
+        console.print(f"{missing} gold records have no prediction (counted as empty)")
+
+
+def _print_summary(scores: dict) -> None:
+    table = Table("", "n", "micro-F1", "macro-F1")
+    table.add_row("all", str(scores["n"]), f"{scores['micro_f1']:.4f}",
+                  f"{scores['macro_f1']:.4f}")
+    for lang, s in scores.get("by_language", {}).items():
+        table.add_row(lang, str(s["n"]), f"{s['micro_f1']:.4f}", f"{s['macro_f1']:.4f}")
+    console.print(table)

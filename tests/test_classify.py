@@ -1,0 +1,245 @@
+"""Multi-label classification (`tagalign.classify`, `tagalign classify`): HeroCon, phases,
+contrast sampler, thresholds, save/load, CLI round trip, records without labels."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import math
+
+import numpy as np
+import pytest
+import torch
+from typer.testing import CliRunner
+
+from tagalign.classify import (
+    Example,
+    LabelSetMismatch,
+    get_classifier,
+    load_classifier,
+    read_examples,
+)
+from tagalign.classify.losses import HeroConLoss, herocon
+from tagalign.classify.metrics import micro_f1, report
+from tagalign.classify.model import contrast_batches
+from tagalign.classify.thresholds import decide, tune
+from tagalign.cli import app
+from tagalign.records import InputReport
+from tiny_models import TOPICS, tiny_bert, tiny_records
+
+DOMAIN = dict(zip(TOPICS, ["lit", "inf", "bio", "bau", "phi", "inf", "soz", "arc"],
+                  strict=True))
+
+
+def domain_examples(n: int = 120, seed: int = 0) -> list[Example]:
+    return [Example(r.id, r.text, sorted({DOMAIN[s] for s in r.subjects}), r.language)
+            for r in tiny_records(n, seed)]
+
+
+def write_records(path, examples, drop_labels_of: set[str] = frozenset()):
+    with gzip.open(path, "wt", encoding="utf-8") as fh:
+        for ex in examples:
+            title, _, abstract = ex.text.partition(" ")
+            obj = {"id": ex.id, "lang": ex.language, "title": title, "abstract": abstract}
+            if ex.id not in drop_labels_of:
+                obj["domains"] = ex.labels
+            fh.write(json.dumps(obj) + "\n")
+    return path
+
+
+@pytest.fixture(scope="module")
+def bert(tmp_path_factory):
+    return tiny_bert(tmp_path_factory.mktemp("bert"))
+
+
+def mcpt(bert, **kw):
+    params = {"base_model": f"st:{bert}", "lr_body": 1e-3, "epochs_head": 6,
+              "epochs_contrastive": 4, "epochs_post": 4, "max_seq_length": 64,
+              "per_language": False, **kw}
+    return get_classifier("label-contrastive", **params)
+
+
+# -- HeroCon -----------------------------------------------------------------------------
+
+def test_herocon_equals_the_hand_computed_value():
+    r = 1 / math.sqrt(2)
+    # cosines: c12=0, c13=r, c14=-1, c23=r, c24=0, c34=-r (lengths must not matter)
+    emb = torch.tensor([[2.0, 0], [0, 1], [3 * r, 3 * r], [-0.5, 0]])
+    y = torch.tensor([[1, 1, 0], [1, 0, 0], [0, 1, 1], [0, 0, 1]])
+    e = math.exp
+
+    def term(num, neg, n_neg):  # −log(σf / δ), δ = (σf + Σ γ f) / (|N| + 1)
+        return -math.log(num / ((num + neg) / (n_neg + 1)))
+
+    # Hamming: h12=1 h13=2 h14=3 h23=3 h24=2 h34=1; σ = 1 − h/3, γ = h
+    class0 = (term(2 / 3, 2 * e(r) + 3 * e(-1), 2) + term(2 / 3, 3 * e(r) + 2 * e(0), 2)) / 2
+    class1 = (term(e(r) / 3, 1 * e(0) + 3 * e(-1), 2) + term(e(r) / 3, 3 * e(r) + e(-r), 2)) / 2
+    class2 = (term(2 / 3 * e(-r), 2 * e(r) + 3 * e(r), 2)
+              + term(2 / 3 * e(-r), 3 * e(-1) + 2 * e(0), 2)) / 2
+    hand = (class0 + class1 + class2) / 3
+    assert hand == pytest.approx(1.29075108, abs=1e-7)
+    assert float(herocon(emb, y)) == pytest.approx(hand, abs=1e-5)
+
+
+def test_herocon_is_zero_without_positive_pairs_and_loss_module_embeds(bert):
+    from sentence_transformers import SentenceTransformer
+
+    emb = torch.randn(3, 4, requires_grad=True)
+    value = herocon(emb, torch.eye(3))
+    assert float(value.detach()) == 0.0
+    value.backward()  # still part of the graph
+    model = SentenceTransformer(str(bert), device="cpu")
+    loss = HeroConLoss(model)
+    feats = model.preprocess(["epic hero poem", "epic verse saga", "fungi wood rot"])
+    out = loss([feats], torch.tensor([[1, 0], [1, 0], [0, 1]]))
+    assert out.requires_grad and float(out) > 0
+
+
+# -- training phases -------------------------------------------------------------------
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_each_phase_lowers_its_loss(bert, seed):
+    examples = domain_examples(96, seed)
+    clf = mcpt(bert, seed=seed).fit(examples[:72], examples[72:])
+    assert set(clf.history_) == {"all/head-pre", "all/contrastive", "all/head-post"}
+    for key, losses in clf.history_.items():
+        assert losses[-1] < losses[0], (key, losses)
+
+
+def test_per_language_phase_two_routes_by_language(bert):
+    examples = domain_examples(96)
+    # target "fr" has no training records: its model keeps training on all of them
+    clf = mcpt(bert, per_language=True, languages=["de", "fr"], epochs_head=2,
+               epochs_contrastive=1, epochs_post=1).fit(examples[:72], examples[72:])
+    assert set(clf.models_) == {"*", "de", "fr"}
+    assert {"de/contrastive", "fr/contrastive"} <= set(clf.history_)
+    assert clf.models_["de"][0] is not clf.models_["*"][0]
+    probe = [Example("x", examples[0].text, [], lang) for lang in ("de", "fr", "en")]
+    p = clf.predict_proba(probe)
+    assert not np.allclose(p[0], p[1]) and not np.allclose(p[1], p[2])
+
+
+def test_contrast_sampler_puts_every_class_in_every_batch():
+    for seed in range(5):
+        rng = np.random.default_rng(seed)
+        y = (rng.random((300, 12)) < 0.08).astype(np.float32)
+        y[:, 11] = 0
+        y[7, 11] = 1  # a class with a single sample
+        present = y.sum(0) > 0
+        batches = list(contrast_batches(y, 26, np.random.default_rng(seed)))
+        assert len(batches) == math.ceil(300 / 26)
+        for b in batches:
+            assert len(b) >= 26
+            assert ((y[b].sum(0) > 0) == present).all()
+
+
+# -- thresholds and metrics ------------------------------------------------------------
+
+def test_tuned_thresholds_beat_one_half():
+    for seed in range(3):
+        rng = np.random.default_rng(seed)
+        gold = (rng.random((400, 6)) < 0.25).astype(np.float32)
+        gold[np.arange(400), rng.integers(6, size=400)] = 1
+        # scores below 0.5 but informative; class 3 scored higher than the rest
+        probs = np.where(gold > 0, 0.3, 0.1) + rng.normal(0, 0.06, gold.shape)
+        probs[:, 3] += 0.25
+        probs = probs.clip(0, 1).astype(np.float32)
+        tuned = tune(probs, gold)
+        at_half = micro_f1(gold, decide(probs, 0.5))
+        assert tuned["dev_micro_f1_global"] > at_half + 0.2
+        assert tuned["dev_micro_f1_per_class"] > tuned["dev_micro_f1_global"] + 0.01
+        assert tuned["per_class"][3] > tuned["global"]
+        assert micro_f1(gold, decide(probs, np.array(tuned["per_class"]))) == \
+            pytest.approx(tuned["dev_micro_f1_per_class"])
+
+
+def test_decide_gives_every_record_a_label_and_metrics_by_hand():
+    probs = np.array([[0.1, 0.2, 0.05], [0.9, 0.6, 0.1]], np.float32)
+    assert decide(probs, 0.5).tolist() == [[False, True, False], [True, True, False]]
+    gold = np.array([[0, 1, 0], [1, 0, 1]])
+    pred = np.array([[0, 1, 0], [1, 1, 0]])
+    rep = report(gold, pred, ["a", "b", "c"], ["de", "en"])
+    # tp=2 fp=1 fn=1 → micro-F1 2·2/(4+1+1); per class F1 a=1, b=2/3, c=0
+    assert rep["micro_f1"] == pytest.approx(4 / 6)
+    assert rep["macro_f1"] == pytest.approx((1 + 2 / 3 + 0) / 3)
+    assert rep["by_language"]["de"]["micro_f1"] == 1.0
+    assert rep["per_class"]["b"] == {"precision": 0.5, "recall": 1.0,
+                                     "f1": pytest.approx(2 / 3), "support": 1}
+
+
+# -- persistence -------------------------------------------------------------------------
+
+def test_save_load_identical_predictions_and_label_set_check(bert, tmp_path):
+    examples = domain_examples(96)
+    for name, clf in [("linear", get_classifier("linear")),
+                      ("mcpt", mcpt(bert, epochs_head=2, epochs_contrastive=1,
+                                    epochs_post=1, per_language=True))]:
+        clf.fit(examples[:72], examples[72:])
+        clf.save(tmp_path / name)
+        again = load_classifier(tmp_path / name, labels=clf.labels_.labels)
+        np.testing.assert_allclose(again.predict_proba(examples[72:]),
+                                   clf.predict_proba(examples[72:]), atol=1e-6)
+        assert again.predict(examples[72:]) == clf.predict(examples[72:])
+        config = json.loads((tmp_path / name / "config.json").read_text())
+        assert config["labels"] == ["arc", "bau", "bio", "inf", "lit", "phi", "soz"]
+        assert "torch" in config["versions"] and config["thresholds"]["tuned_on"] == "dev"
+        assert not list((tmp_path / name).rglob("*.pkl"))
+        with pytest.raises(LabelSetMismatch, match="missing \\['xyz'\\]"):
+            load_classifier(tmp_path / name, labels=clf.labels_.labels + ["xyz"])
+
+
+def test_linear_learns_the_tiny_domains():
+    examples = domain_examples(200)
+    clf = get_classifier("linear").fit(examples[:150], examples[150:])
+    test = domain_examples(60, seed=9)
+    pred = clf.decide(clf.predict_proba(test))
+    assert micro_f1(clf.labels_.matrix(test), pred) > 0.9
+
+
+# -- input ------------------------------------------------------------------------------
+
+def test_training_record_without_labels_is_reported_and_skipped(tmp_path):
+    examples = domain_examples(40)
+    path = write_records(tmp_path / "train.jsonl.gz", examples, drop_labels_of={"r3"})
+    report_ = InputReport()
+    got = read_examples(path, report=report_, require_labels=True)
+    assert len(got) == 39 and "r3" not in {ex.id for ex in got}
+    assert report_.skipped == [f"{path}: record r3: no labels; skipped for training"]
+    plain = tmp_path / "plain.jsonl"
+    plain.write_text('{"text": "epic hero poem", "labels": ["lit"]}\n'
+                     '{"text": "fungi rot", "labels": []}\n{"text": 3}\n', "utf-8")
+    report_ = InputReport()
+    got = read_examples(plain, report=report_, require_labels=True)
+    assert [ex.labels for ex in got] == [["lit"]]
+    assert report_.skipped == [f"{plain}:2: no labels; skipped for training",
+                               f"{plain}:3: missing 'text'"]
+
+
+def test_cli_round_trip(tmp_path):
+    train = write_records(tmp_path / "train.jsonl.gz", domain_examples(150), {"r5"})
+    dev = write_records(tmp_path / "dev.jsonl.gz", domain_examples(50, seed=3))
+    runner = CliRunner()
+    res = runner.invoke(app, ["classify", "train", str(tmp_path / "m"), "--train", str(train),
+                              "--dev", str(dev), "--recipe", "linear", "--param", "C=8"])
+    assert res.exit_code == 0, res.output
+    assert "record r5: no labels" in res.output
+    out = tmp_path / "pred.jsonl"
+    res = runner.invoke(app, ["classify", "predict", str(tmp_path / "m"), "--input", str(dev),
+                              "--output", str(out)])
+    assert res.exit_code == 0, res.output
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert len(rows) == 50 and all(row["labels"] for row in rows)
+    assert set(rows[0]["labels"][0]) == {"label", "score"}
+    res = runner.invoke(app, ["classify", "eval", str(dev), str(out), "--json"])
+    assert res.exit_code == 0, res.output
+    scores = json.loads(res.stdout)
+    assert scores["micro_f1"] > 0.9 and scores["missing_predictions"] == 0
+    assert set(scores["by_language"]) == {"de", "en"}
+    labels = tmp_path / "labels.txt"
+    labels.write_text("lit\ninf\n", "utf-8")
+    res = runner.invoke(app, ["classify", "predict", str(tmp_path / "m"), "--input", str(dev),
+                              "--output", str(out), "--label-set", str(labels)])
+    assert res.exit_code == 1 and "another label set" in res.output
+    res = runner.invoke(app, ["classify", "train", str(tmp_path / "x"), "--train", str(train),
+                              "--recipe", "linear", "--param", "nope=1"])
+    assert res.exit_code == 1 and "unknown parameter" in res.output
