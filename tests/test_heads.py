@@ -252,3 +252,33 @@ def test_siamese_gradients_reach_the_head_from_the_subject_side():
 def test_subject_space_is_checked():
     with pytest.raises(ValueError, match="subject_space"):
         _ = HeadTrainingConfig(subject_space="both").siamese
+
+
+def test_an_interrupted_run_resumes_from_its_checkpoint_to_the_same_head(tmp_path):
+    """Two epochs, stop, then a run asked for four continues from the checkpoint: the
+    losses and weights equal those of four uninterrupted epochs (dropout included)."""
+    rng = np.random.default_rng(0)
+    S = rng.normal(size=(20, 8)).astype(np.float32)
+    gold = [list(rng.choice(20, 2, replace=False)) for _ in range(24)]
+    X, P = rng.normal(size=(24, 8)).astype(np.float32), gold_means(gold, S)
+
+    def run(epochs, checkpoint=None):
+        torch.manual_seed(0)
+        head = DimensionAttentionHead(8, hidden=16)
+        cfg = HeadTrainingConfig(negatives=3, lr=1e-2, epochs=epochs, t_max=4, batch_size=8,
+                                 subject_space="siamese")
+        losses = train_head(head, X, P, S, [set(g) for g in gold], cfg, show_progress=False,
+                            checkpoint=checkpoint)
+        return head, losses
+
+    whole, whole_losses = run(4)
+    _, first = run(2, tmp_path / "ckpt")
+    assert json.loads((tmp_path / "ckpt" / "state.json").read_text())["epochs_done"] == 2
+    resumed, losses = run(4, tmp_path / "ckpt")
+    assert losses[:2] == first and losses == pytest.approx(whole_losses, rel=1e-6)
+    for a, b in zip(whole.state_dict().values(), resumed.state_dict().values(), strict=True):
+        torch.testing.assert_close(a, b)
+    with pytest.raises(ValueError, match="another training configuration"):
+        train_head(DimensionAttentionHead(8, hidden=16), X, P, S, [set(g) for g in gold],
+                   HeadTrainingConfig(negatives=5, epochs=5), show_progress=False,
+                   checkpoint=tmp_path / "ckpt")

@@ -25,13 +25,16 @@ takes minutes instead of an hour on two CPU cores.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
+from pathlib import Path
 
 import numpy as np
 import torch
 from rich.progress import Progress
 
+from tagalign.io import atomic_dir
 from tagalign.train.heads import Head
 from tagalign.train.losses import MarginLoss
 
@@ -116,17 +119,49 @@ def _optimiser(head: Head, cfg: HeadTrainingConfig):
     return opt, sched
 
 
+def _save_checkpoint(folder: Path, head: Head, opt, sched, rng: np.random.Generator,
+                     losses: list[float], cfg: HeadTrainingConfig) -> None:
+    """After each epoch: head weights, optimiser/scheduler state, both RNGs, losses —
+    everything a resumed run needs to continue exactly as if it had not stopped."""
+    with atomic_dir(folder) as tmp:
+        head.save(tmp / "head")
+        # tensors and plain containers only: read back with torch.load(weights_only=True)
+        torch.save({"optimizer": opt.state_dict(), "scheduler": sched.state_dict(),
+                    "torch_rng": torch.get_rng_state()}, tmp / "optimizer.pt")
+        (tmp / "state.json").write_text(json.dumps({
+            "epochs_done": len(losses), "losses": losses, "config": asdict(cfg),
+            "numpy_rng": rng.bit_generator.state}))
+
+
+def _load_checkpoint(folder: Path, head: Head, opt, sched, rng: np.random.Generator,
+                     cfg: HeadTrainingConfig) -> list[float]:
+    state = json.loads((folder / "state.json").read_text())
+    saved = {k: v for k, v in state["config"].items() if k not in ("epochs", "device")}
+    if saved != {k: v for k, v in asdict(cfg).items() if k in saved}:
+        raise ValueError(f"{folder}: checkpoint of another training configuration; "
+                         "delete it or use another folder")
+    head.load_state_dict(type(head).load(folder / "head").state_dict())
+    extra = torch.load(folder / "optimizer.pt", weights_only=True)
+    opt.load_state_dict(extra["optimizer"])
+    sched.load_state_dict(extra["scheduler"])
+    torch.set_rng_state(extra["torch_rng"])
+    rng.bit_generator.state = state["numpy_rng"]
+    return list(state["losses"])
+
+
 def train_head(head: Head, records: np.ndarray, positives: np.ndarray,
                candidate_vectors: np.ndarray, gold_rows: Sequence[set[int]],
                cfg: HeadTrainingConfig, description: str = "training head",
-               show_progress: bool = True) -> list[float]:
+               show_progress: bool = True, checkpoint: Path | None = None) -> list[float]:
     """Train ``head`` in place; returns the mean loss of each epoch (schedule steps per epoch).
 
     ``candidate_vectors`` are the frozen subject embeddings the negatives are drawn from;
     ``gold_rows[i]`` the rows of record i's gold subjects, never drawn as its negatives.
     With ``cfg.siamese`` the positives and negatives pass through the head too (one
     forward over anchors, positives and negatives together, so dropout and gradients treat
-    them alike).
+    them alike). With ``checkpoint`` (a folder) the state is saved after every epoch and
+    a rerun continues from the last finished epoch with the same result as an
+    uninterrupted run.
     """
     siamese = cfg.siamese
     torch.manual_seed(cfg.seed)
@@ -143,10 +178,13 @@ def train_head(head: Head, records: np.ndarray, positives: np.ndarray,
     n, m = len(X), len(cand)
     steps = -(-n // cfg.batch_size)
     losses: list[float] = []
+    if checkpoint is not None and (Path(checkpoint) / "state.json").exists():
+        losses = _load_checkpoint(Path(checkpoint), head, opt, sched, rng, cfg)
     head.train()
     with Progress(transient=True, disable=not show_progress) as bar:
-        task = bar.add_task(description, total=cfg.epochs * steps)
-        for _epoch in range(cfg.epochs):
+        task = bar.add_task(description, total=cfg.epochs * steps,
+                            completed=len(losses) * steps)
+        for _epoch in range(len(losses), cfg.epochs):
             order = rng.permutation(n)
             total = torch.zeros((), device=device)  # summed on device: no sync per step
             for start in range(0, n, cfg.batch_size):
@@ -169,6 +207,8 @@ def train_head(head: Head, records: np.ndarray, positives: np.ndarray,
                 bar.advance(task)
             sched.step()
             losses.append(float(total) / n)
+            if checkpoint is not None:
+                _save_checkpoint(Path(checkpoint), head, opt, sched, rng, losses, cfg)
     head.eval()
     head.to("cpu")
     return losses
