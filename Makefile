@@ -26,7 +26,14 @@ browser:
 		|| echo "chromium not installed: browser tests will be skipped"; \
 	fi
 
-test: $(STAMP) browser
+# Annif's own OpenAPI document for the conformance tests (tests/test_serve_annif.py):
+# taken from the annif wheel on PyPI at setup time, never committed (.whl/ is ignored).
+ANNIF_OPENAPI := .whl/annif-1.4.3/annif/openapi/annif.yaml
+$(ANNIF_OPENAPI): | $(STAMP)
+	$(VENV)/bin/pip download -q --no-deps annif==1.4.3 -d .whl/
+	$(PY) -c "import zipfile; zipfile.ZipFile('.whl/annif-1.4.3-py3-none-any.whl').extract('annif/openapi/annif.yaml', '.whl/annif-1.4.3')"
+
+test: $(STAMP) browser $(ANNIF_OPENAPI)
 	OMP_NUM_THREADS=2 $(VENV)/bin/pytest -q -p no:cacheprovider
 
 lint: $(STAMP)

@@ -52,7 +52,7 @@ def main() -> None:
         t0 = time.time()
         while True:
             try:
-                if httpx.get(f"{url}/v1/health", timeout=1).status_code == 200:
+                if httpx.get(f"{url}/tagalign/v1/health", timeout=1).status_code == 200:
                     break
             except httpx.HTTPError:
                 pass
@@ -61,7 +61,7 @@ def main() -> None:
             time.sleep(0.3)
         print(f"server up after {time.time() - t0:.1f} s (model load)")
         project = args.project.name
-        endpoint = f"{url}/v1/projects/{project}/suggest"
+        endpoint = f"{url}/tagalign/v1/projects/{project}/suggest"
 
         def body(r):
             return {"title": r.title, "abstract": r.abstract, "limit": args.limit,

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import socket
+import subprocess
+import sys
 import threading
 import time
+import zipfile
 from pathlib import Path
 
 import httpx
@@ -12,6 +15,11 @@ import uvicorn
 
 from tagalign.project import Project
 from tagalign.records import read_records
+
+ROOT = Path(__file__).resolve().parents[1]
+ANNIF_VERSION = "1.4.3"
+ANNIF_WHEEL_DIR = ROOT / ".whl"  # git-ignored; `make test` fills it
+ANNIF_OPENAPI = ANNIF_WHEEL_DIR / f"annif-{ANNIF_VERSION}" / "annif" / "openapi" / "annif.yaml"
 
 SMALL_HYBRID = {"sources": ["omikuji", "tfidf_knn", "lexical"], "ranker_rounds": 60,
                 "holdout_fraction": 0.2}
@@ -45,7 +53,7 @@ class LiveServer:
         deadline = time.time() + 30
         while time.time() < deadline:
             try:
-                if httpx.get(f"{self.url}/v1/health", timeout=1).status_code == 200:
+                if httpx.get(f"{self.url}/tagalign/v1/health", timeout=1).status_code == 200:
                     return self
             except httpx.HTTPError:
                 time.sleep(0.1)
@@ -54,3 +62,75 @@ class LiveServer:
     def __exit__(self, *exc) -> None:
         self.server.should_exit = True
         self.thread.join(10)
+
+
+def annif_openapi() -> Path:
+    """Annif's own OpenAPI document, from the annif wheel on PyPI (never committed here).
+
+    `make test` downloads the wheel into .whl/ and extracts the document; run alone, this
+    does the same (pip needs PyPI). Raises when neither works, so CI cannot pass silently.
+    """
+    if not ANNIF_OPENAPI.exists():
+        wheel = ANNIF_WHEEL_DIR / f"annif-{ANNIF_VERSION}-py3-none-any.whl"
+        if not wheel.exists():
+            subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps",
+                            f"annif=={ANNIF_VERSION}", "-d", str(ANNIF_WHEEL_DIR)], check=True)
+        with zipfile.ZipFile(wheel) as z:
+            z.extract("annif/openapi/annif.yaml", ANNIF_OPENAPI.parents[2])
+    return ANNIF_OPENAPI
+
+
+def toy_app(root: Path, online: bool = True):
+    """The serve tests' toy project (tiny vocabulary, `test-overlap` recipe) as an app."""
+    import serve_recipe  # noqa: F401 - registers the "test-overlap" recipe
+    from tagalign.serve.app import create_app
+    from tagalign.serve.feedback import FeedbackStore
+    from tiny_models import tiny_records, tiny_vocab
+
+    train = tiny_records(40)
+    project = Project.create(root / "toy", tiny_vocab(), "test-overlap", {"online": online})
+    project.train(train)
+    return create_app({"toy": project}, FeedbackStore.for_project(root / "toy"),
+                      {r.id: r for r in train})
+
+
+def fuzz(schema, base_url: str, *, examples: int, modes=("positive",),
+         path_parameters: dict[str, str] | None = None, checks=None,
+         excluded_checks=()) -> dict[str, int]:
+    """Schemathesis cases for every operation of ``schema`` against ``base_url``.
+
+    Driven through Hypothesis directly (`as_strategy`) because the server is a pytest
+    fixture; derandomized, so a run never fails by chance. Returns examples run per
+    ``"MODE METHOD PATH"``; any failed check raises with Schemathesis' report.
+    """
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis.errors import Unsatisfiable
+    from schemathesis import GenerationMode
+
+    counts: dict[str, int] = {}
+
+    def _runner(strategy, key: str):
+        @given(case=strategy)
+        @settings(max_examples=examples, deadline=None, derandomize=True, database=None,
+                  suppress_health_check=list(HealthCheck))
+        def run(case):
+            counts[key] += 1
+            case.call_and_validate(base_url=base_url, checks=checks,
+                                   excluded_checks=list(excluded_checks), timeout=30)
+        return run
+
+    for result in schema.get_all_operations():
+        op = result.ok()
+        params = {k: v for k, v in (path_parameters or {}).items() if f"{{{k}}}" in op.path}
+        for mode in modes:
+            key = f"{mode} {op.method.upper()} {op.path}"
+            counts[key] = 0
+            strategy = op.as_strategy(GenerationMode(mode), path_parameters=params or None)
+            try:
+                _runner(strategy, key)()
+            except Unsatisfiable:
+                if mode == "positive":
+                    raise
+                # an operation without inputs (or only the fixed project id) has nothing
+                # to make invalid; it counts 0 negative examples
+    return counts

@@ -28,10 +28,10 @@ def server(tmp_path_factory, shared_data, gnd_vocab):
 
 
 def test_health_and_projects(server):
-    assert httpx.get(f"{server.url}/v1/health").json()["status"] == "ok"
-    projects = httpx.get(f"{server.url}/v1/projects").json()["projects"]
+    assert httpx.get(f"{server.url}/tagalign/v1/health").json()["status"] == "ok"
+    projects = httpx.get(f"{server.url}/tagalign/v1/projects").json()["projects"]
     assert projects[0]["id"] == "gnd" and projects[0]["recipe"] == "hybrid"
-    info = httpx.get(f"{server.url}/v1/projects/gnd").json()
+    info = httpx.get(f"{server.url}/tagalign/v1/projects/gnd").json()
     assert info["vocabulary_size"] == 204_569 and info["trained_at"]
     assert httpx.get(f"{server.url}/docs").status_code == 200
 
@@ -40,7 +40,7 @@ def test_suggest_and_batch(server):
     body = {"title": "Schäden durch Pilze an Fachwerkgebäuden",
             "abstract": "Holzschutz und Denkmalpflege bei Fachwerkhäusern", "language": "de",
             "limit": 5}
-    res = httpx.post(f"{server.url}/v1/projects/gnd/suggest", json=body)
+    res = httpx.post(f"{server.url}/tagalign/v1/projects/gnd/suggest", json=body)
     assert res.status_code == 200, res.text
     results = res.json()["results"]
     assert 0 < len(results) <= 5
@@ -48,11 +48,11 @@ def test_suggest_and_batch(server):
     assert results[0]["score"] >= results[-1]["score"]
     recs = [{"id": r.id, "title": r.title, "abstract": r.abstract} for r in
             list(server.dev.values())[:20]]
-    res = httpx.post(f"{server.url}/v1/projects/gnd/suggest-batch",
+    res = httpx.post(f"{server.url}/tagalign/v1/projects/gnd/suggest-batch",
                      json={"records": recs, "limit": 3})
     assert res.status_code == 200 and len(res.json()["results"]) == 20
     assert all(len(r) <= 3 for r in res.json()["results"])
-    assert httpx.post(f"{server.url}/v1/projects/gnd/suggest",
+    assert httpx.post(f"{server.url}/tagalign/v1/projects/gnd/suggest",
                       json={**body, "threshold": 0.99}).json()["results"] == []
 
 
@@ -63,16 +63,16 @@ def test_suggest_and_batch(server):
     ({"title": "x", "extra": 1}, "extra"),
 ])
 def test_bad_fields_are_422_naming_the_field(server, body, field):
-    res = httpx.post(f"{server.url}/v1/projects/gnd/suggest", json=body)
+    res = httpx.post(f"{server.url}/tagalign/v1/projects/gnd/suggest", json=body)
     assert res.status_code == 422
     assert field in res.json()["detail"]
 
 
 def test_errors_never_500(server):
-    url = f"{server.url}/v1/projects/gnd/suggest"
+    url = f"{server.url}/tagalign/v1/projects/gnd/suggest"
     bad_json = httpx.post(url, content=b"{not json", headers={"content-type": "application/json"})
     assert bad_json.status_code == 422
-    assert httpx.post(f"{server.url}/v1/projects/nope/suggest",
+    assert httpx.post(f"{server.url}/tagalign/v1/projects/nope/suggest",
                       json={"title": "x"}).status_code == 404
     big = json.dumps({"title": "x", "abstract": "a" * 1_100_000}).encode()
     assert httpx.post(url, content=big, headers={"content-type": "application/json"}
@@ -84,19 +84,19 @@ def test_errors_never_500(server):
     assert httpx.post(url, content=chunks(), headers={"content-type": "application/json"}
                       ).status_code == 413
     too_many = {"records": [{"title": "x"}] * 257}
-    assert httpx.post(f"{server.url}/v1/projects/gnd/suggest-batch",
+    assert httpx.post(f"{server.url}/tagalign/v1/projects/gnd/suggest-batch",
                       json=too_many).status_code == 422
-    res = httpx.post(f"{server.url}/v1/projects/gnd/learn", json={"records": [
+    res = httpx.post(f"{server.url}/tagalign/v1/projects/gnd/learn", json={"records": [
         {"id": "r", "title": "x", "subjects": ["0000000-0"]}]})
     assert res.status_code == 422 and "0000000-0" in res.json()["detail"]
-    assert httpx.get(f"{server.url}/v1/records/unknown").status_code == 404
+    assert httpx.get(f"{server.url}/tagalign/v1/records/unknown").status_code == 404
 
 
 def test_concurrent_requests(server):
     recs = list(server.dev.values())[:16]
 
     def one(r):
-        return httpx.post(f"{server.url}/v1/projects/gnd/suggest",
+        return httpx.post(f"{server.url}/tagalign/v1/projects/gnd/suggest",
                           json={"title": r.title, "abstract": r.abstract}, timeout=60)
 
     with ThreadPoolExecutor(16) as pool:
@@ -108,13 +108,13 @@ def test_learn_is_stored_and_used_at_once(server):
     known = list(server.dev.values())[7]  # a real record's words, a subject it lacks
     rec = {"id": "learned-42", "title": known.title, "abstract": known.abstract,
            "language": known.language, "subjects": ["4015065-3"], "rejected": ["4123065-6"]}
-    res = httpx.post(f"{server.url}/v1/projects/gnd/learn", json={"records": [rec]})
+    res = httpx.post(f"{server.url}/tagalign/v1/projects/gnd/learn", json={"records": [rec]})
     assert res.status_code == 200 and res.json() == {"stored": 2, "learned": True}
     with sqlite3.connect(server.project_path / "feedback.sqlite") as db:
         rows = db.execute("select record_id, subject_id, decision from decisions "
                           "where record_id='learned-42' order by id").fetchall()
     assert rows == [("learned-42", "4015065-3", "accept"), ("learned-42", "4123065-6", "reject")]
-    res = httpx.post(f"{server.url}/v1/projects/gnd/suggest",
+    res = httpx.post(f"{server.url}/tagalign/v1/projects/gnd/suggest",
                      json={"title": rec["title"], "abstract": rec["abstract"], "limit": 30})
     hit = [s for s in res.json()["results"] if s["id"] == "4015065-3"]
     assert hit and any(n["id"] == "learned-42" for n in hit[0]["reasons"]["neighbours"])
@@ -122,5 +122,5 @@ def test_learn_is_stored_and_used_at_once(server):
 
 def test_fetch_record(server):
     rid, rec = next(iter(server.dev.items()))
-    body = httpx.get(f"{server.url}/v1/records/{rid}").json()
+    body = httpx.get(f"{server.url}/tagalign/v1/records/{rid}").json()
     assert body["title"] == rec.title and body["subjects"] == rec.subjects

@@ -16,6 +16,7 @@ import pytest
 import serve_recipe  # noqa: F401 - registers the "test-overlap" recipe
 from serving import LiveServer
 from tagalign.project import Project
+from tagalign.serve import app as app_module
 from tagalign.serve.app import create_app
 from tagalign.serve.feedback import FeedbackStore
 from tiny_models import tiny_records, tiny_vocab
@@ -47,7 +48,7 @@ def _rows(db, record_id: str) -> list[tuple]:
 
 
 def test_suggest_ranks_and_names_neighbour_titles(toy):
-    res = httpx.post(f"{toy.url}/v1/projects/toy/suggest",
+    res = httpx.post(f"{toy.url}/tagalign/v1/projects/toy/suggest",
                      json={"title": "Pilze", "abstract": "fungi rot timber", "limit": 3})
     assert res.status_code == 200, res.text
     results = res.json()["results"]
@@ -57,7 +58,7 @@ def test_suggest_ranks_and_names_neighbour_titles(toy):
     nbrs = results[0]["reasons"]["neighbours"]
     # the recipe names neighbours by id only; the API adds titles from the records file
     assert nbrs and all(n["title"] == toy.records[n["id"]].title for n in nbrs)
-    batch = httpx.post(f"{toy.url}/v1/projects/toy/suggest-batch", json={"records": [
+    batch = httpx.post(f"{toy.url}/tagalign/v1/projects/toy/suggest-batch", json={"records": [
         {"title": "Pilze"}, {"title": "Philosophie", "language": "en"}], "limit": 1}).json()
     assert [[s["id"] for s in row] for row in batch["results"]] == [["4046076-9"],
                                                                   ["4045791-6"]]
@@ -65,34 +66,37 @@ def test_suggest_ranks_and_names_neighbour_titles(toy):
 
 def test_learned_record_is_a_neighbour_at_once(toy):
     text = {"title": "Quasare am Nachthimmel", "abstract": "telescope quasar redshift survey"}
-    before = httpx.post(f"{toy.url}/v1/projects/toy/suggest", json=text).json()["results"]
+    before = httpx.post(f"{toy.url}/tagalign/v1/projects/toy/suggest", json=text).json()["results"]
     assert "4068097-6" not in [s["id"] for s in before]
-    res = httpx.post(f"{toy.url}/v1/projects/toy/learn", json={"records": [
+    res = httpx.post(f"{toy.url}/tagalign/v1/projects/toy/learn", json={"records": [
         {"id": "learned-1", **text, "language": "de", "subjects": ["4068097-6"],
          "rejected": ["4045791-6"]}]})
     assert res.status_code == 200 and res.json() == {"stored": 2, "learned": True}
     assert _rows(toy.db, "learned-1") == [
         ("toy", "4068097-6", "accept", text["title"]),
         ("toy", "4045791-6", "reject", text["title"])]
-    after = httpx.post(f"{toy.url}/v1/projects/toy/suggest",
+    after = httpx.post(f"{toy.url}/tagalign/v1/projects/toy/suggest",
                        json={**text, "abstract": text["abstract"] + " quasars"}).json()
     hit = next(s for s in after["results"] if s["id"] == "4068097-6")
     assert {"id": "learned-1", "title": text["title"]} in hit["reasons"]["neighbours"]
 
 
 def test_learn_unsupported_still_stores(toy):
-    res = httpx.post(f"{toy.url}/v1/projects/frozen/learn", json={"records": [
+    res = httpx.post(f"{toy.url}/tagalign/v1/projects/frozen/learn", json={"records": [
         {"id": "frozen-1", "title": "Epos", "subjects": ["4015065-3"]}]})
     assert res.status_code == 200 and res.json() == {"stored": 1, "learned": False}
     assert _rows(toy.db, "frozen-1") == [("frozen", "4015065-3", "accept", "Epos")]
 
 
-SUGGEST = "/v1/projects/toy/suggest"
+SUGGEST = "/tagalign/v1/projects/toy/suggest"
+BATCH = "/tagalign/v1/projects/toy/suggest-batch"
+LEARN = "/tagalign/v1/projects/toy/learn"
 
 
 @pytest.mark.parametrize("path, kwargs, field", [
     (SUGGEST, {"json": {"abstract": "no title"}}, "title"),
-    (SUGGEST, {"json": {"title": "   "}}, "title"),
+    (LEARN, {"json": {"records": [{"id": "r", "title": "  ", "subjects": []}]}},
+     "records.0.title"),
     (SUGGEST, {"json": {"title": None}}, "title"),
     (SUGGEST, {"json": {"title": "x", "limit": 0}}, "limit"),
     (SUGGEST, {"json": {"title": "x", "limit": 10**30}}, "limit"),
@@ -104,16 +108,16 @@ SUGGEST = "/v1/projects/toy/suggest"
     (SUGGEST, {"content": b'{"title": "\xff\xfe"}', "headers": JSON}, "body"),
     (SUGGEST, {"content": b'{"title": "x"}'}, "body"),  # no content type
     (SUGGEST, {"content": b"", "headers": JSON}, "body"),
-    ("/v1/projects/toy/suggest-batch", {"json": {"records": [{"title": "x"}] * 257}},
+    (BATCH, {"json": {"records": [{"title": "x"}] * 257}},
      "records"),
-    ("/v1/projects/toy/suggest-batch", {"json": {"records": [{"title": "x"}, {"id": "b"}]}},
+    (BATCH, {"json": {"records": [{"title": "x"}, {"id": "b"}]}},
      "records.1.title"),
-    ("/v1/projects/toy/learn", {"json": {"records": [{"id": "r", "title": "x",
+    (LEARN, {"json": {"records": [{"id": "r", "title": "x",
                                                      "subjects": ["0000000-0"]}]}},
      "0000000-0"),
-    ("/v1/projects/toy/learn", {"json": {"records": [{"id": "r", "title": "x", "subjects": [
+    (LEARN, {"json": {"records": [{"id": "r", "title": "x", "subjects": [
         "4015065-3"], "rejected": ["4015065-3"]}]}}, "4015065-3"),
-    ("/v1/projects/toy/learn", {"json": {"records": [{"title": "x", "subjects": []}]}},
+    (LEARN, {"json": {"records": [{"title": "x", "subjects": []}]}},
      "records.0.id"),
 ])
 def test_bad_input_is_422_naming_the_field(toy, path, kwargs, field):
@@ -124,17 +128,17 @@ def test_bad_input_is_422_naming_the_field(toy, path, kwargs, field):
 
 def test_unknown_project_and_record_are_404(toy):
     for path in ("suggest", "suggest-batch", "learn"):
-        res = httpx.post(f"{toy.url}/v1/projects/nope/{path}", json={
+        res = httpx.post(f"{toy.url}/tagalign/v1/projects/nope/{path}", json={
             "title": "x", "records": [{"id": "a", "title": "x", "subjects": []}]})
         # the body is validated first for the endpoint's schema; a valid one gets 404
         assert res.status_code in (404, 422)
-    assert httpx.post(f"{toy.url}/v1/projects/nope/suggest",
+    assert httpx.post(f"{toy.url}/tagalign/v1/projects/nope/suggest",
                       json={"title": "x"}).status_code == 404
-    assert httpx.post(f"{toy.url}/v1/projects/nope/learn", json={"records": [
+    assert httpx.post(f"{toy.url}/tagalign/v1/projects/nope/learn", json={"records": [
         {"id": "a", "title": "x", "subjects": []}]}).status_code == 404
-    assert httpx.get(f"{toy.url}/v1/projects/nope").status_code == 404
-    assert httpx.get(f"{toy.url}/v1/records/nope").status_code == 404
-    assert httpx.get(f"{toy.url}/v1/records/r3").json()["title"] == toy.records["r3"].title
+    assert httpx.get(f"{toy.url}/tagalign/v1/projects/nope").status_code == 404
+    assert httpx.get(f"{toy.url}/tagalign/v1/records/nope").status_code == 404
+    assert httpx.get(f"{toy.url}/tagalign/v1/records/r3").json()["title"] == toy.records["r3"].title
 
 
 def test_bodies_over_1mb_are_413(toy):
@@ -148,18 +152,18 @@ def test_bodies_over_1mb_are_413(toy):
     assert httpx.post(url, content=chunks(), headers=JSON).status_code == 413
     ok = json.dumps({"records": [{"title": "Pilze", "abstract": "a" * 90_000}] * 10}).encode()
     assert 900_000 < len(ok) < 1_000_000
-    assert httpx.post(toy.url + "/v1/projects/toy/suggest-batch", content=ok,
+    assert httpx.post(toy.url + "/tagalign/v1/projects/toy/suggest-batch", content=ok,
                       headers=JSON).status_code == 200
 
 
 def test_projects_health_and_docs(toy):
-    assert httpx.get(f"{toy.url}/v1/health").json() == {"status": "ok", "projects": 2}
-    ids = [p["id"] for p in httpx.get(f"{toy.url}/v1/projects").json()["projects"]]
+    assert httpx.get(f"{toy.url}/tagalign/v1/health").json() == {"status": "ok", "projects": 2}
+    ids = [p["id"] for p in httpx.get(f"{toy.url}/tagalign/v1/projects").json()["projects"]]
     assert ids == ["toy", "frozen"]
-    info = httpx.get(f"{toy.url}/v1/projects/toy").json()
+    info = httpx.get(f"{toy.url}/tagalign/v1/projects/toy").json()
     assert info["recipe"] == "test-overlap" and info["vocabulary_size"] == 8
     assert info["trained_at"] and sorted(info["languages"]) == ["de", "en"]
-    assert "/v1/projects/{project_id}/suggest" in httpx.get(
+    assert "/tagalign/v1/projects/{project_id}/suggest" in httpx.get(
         f"{toy.url}/openapi.json").json()["paths"]
     assert httpx.get(f"{toy.url}/docs").status_code == 200
     page = httpx.get(f"{toy.url}/")
@@ -175,3 +179,15 @@ def test_16_concurrent_requests(toy):
 
     with ThreadPoolExecutor(16) as pool:
         assert list(pool.map(one, texts)) == [200] * 16
+
+
+def test_blank_record_gets_no_suggestions_and_a_warning(toy):
+    res = httpx.post(toy.url + SUGGEST, json={"title": "  ", "abstract": "\n"})
+    assert res.status_code == 200
+    assert res.json() == {"results": [], "warning": app_module.EMPTY_TEXT}
+    ok = httpx.post(toy.url + SUGGEST, json={"title": "Pilze"}).json()
+    assert ok["results"] and ok["warning"] is None
+    batch = httpx.post(toy.url + BATCH, json={"records": [
+        {"title": "Pilze"}, {"title": ""}, {"title": "Holzschutz"}]}).json()
+    assert [bool(r) for r in batch["results"]] == [True, False, True]
+    assert batch["warnings"] == [None, app_module.EMPTY_TEXT, None]

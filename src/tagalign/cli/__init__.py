@@ -6,6 +6,7 @@ from tagalign.cli import (  # noqa: F401 - each module registers its commands on
     demo_cmd,
     eval_cmd,
     export_cmd,
+    lang_cmd,
     records_cmd,
     serve_cmd,
     train_cmd,

@@ -1,4 +1,12 @@
-"""The FastAPI application: an Annif-like REST API plus the librarians' web page.
+"""The FastAPI application: tagalign's API, Annif's API and the librarians' web page.
+
+Two APIs side by side on one server:
+
+- ``/tagalign/v1/…`` — tagalign's own API (title/abstract fields, reasons, warnings,
+  feedback with accept/reject, records); OpenAPI at ``/openapi.json``, docs at ``/docs``;
+  the web page at ``/`` uses it.
+- ``/v1/…`` — Annif's REST API to the letter (`tagalign.serve.annif`): give Annif clients
+  ``http://HOST:PORT/v1/``.
 
 Thin layer over `Project`; models are loaded once by the caller. Endpoints are plain
 ``def`` functions, so FastAPI runs them in its thread pool and requests are served
@@ -11,21 +19,33 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from fastapi import FastAPI, HTTPException, Request
+from fastapi import APIRouter, FastAPI, HTTPException, Request
 from fastapi.exception_handlers import http_exception_handler
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import FileResponse, JSONResponse
+from fastapi.openapi.utils import get_openapi
+from fastapi.responses import FileResponse, JSONResponse, PlainTextResponse
 from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from tagalign.project import Project
 from tagalign.records import Record
+from tagalign.serve import annif
 from tagalign.serve import schemas as s
 from tagalign.serve.feedback import Decision, FeedbackStore
 from tagalign.suggest import Suggestion
 
 MAX_BODY = 1_000_000
 STATIC = Path(__file__).parent / "static"
+API = "/tagalign/v1"  # tagalign's own API; Annif's is at /v1 (annif.PREFIX)
+EMPTY_TEXT = "empty text (title and abstract blank): no suggestions"
+
+
+def _too_large(path: str, max_body: int):
+    """413 as Annif documents it (text/plain) on its paths, as JSON on ours."""
+    msg = f"request body over {max_body} bytes"
+    if annif.is_annif_path(path):
+        return PlainTextResponse(msg, 413)
+    return JSONResponse({"detail": msg}, 413)
 
 
 class BodyLimit:
@@ -40,7 +60,7 @@ class BodyLimit:
             return await self.app(scope, receive, send)
         length = dict(scope.get("headers", [])).get(b"content-length", b"")
         if length.isdigit() and int(length) > self.max_body:
-            response = JSONResponse({"detail": f"request body over {self.max_body} bytes"}, 413)
+            response = _too_large(scope.get("path", ""), self.max_body)
             return await response(scope, receive, send)
         seen = 0
 
@@ -96,10 +116,27 @@ def _out(rows: list[Suggestion], titles: Mapping[str, str]) -> list[s.Suggestion
                             reasons=_with_titles(x.reasons, titles)) for x in rows]
 
 
+def _suggest(proj: Project, recs: list[Record], limit: int, threshold: float
+             ) -> tuple[list[list[Suggestion]], list[str | None]]:
+    """Suggestions and one warning (or None) per record; blank records get none."""
+    warnings: list[str | None] = [None if (r.title.strip() or r.abstract.strip())
+                                  else EMPTY_TEXT for r in recs]
+    todo = [i for i, w in enumerate(warnings) if w is None]
+    rows: list[list[Suggestion]] = [[] for _ in recs]
+    if todo:
+        for i, row in zip(todo, proj.suggest([recs[i] for i in todo], limit=limit,
+                                             threshold=threshold), strict=True):
+            rows[i] = row
+    return rows, warnings
+
+
 def create_app(projects: Mapping[str, Project], store: FeedbackStore,
                records: Mapping[str, Record] | None = None) -> FastAPI:
     app = FastAPI(title="tagalign", version="1",
-                  description="GND subject suggestions with reasons; Annif-like API.")
+                  description="GND subject suggestions with reasons, warnings and feedback. "
+                              "Annif's REST API is served beside it at /v1 (give Annif "
+                              "clients http://HOST:PORT/v1/); this document describes "
+                              f"tagalign's own API under {API}.")
     records = records or {}
     # neighbour titles for reasons: the records file, then records learned here
     titles: dict[str, str] = {rid: r.title for rid, r in records.items()}
@@ -113,8 +150,16 @@ def create_app(projects: Mapping[str, Project], store: FeedbackStore,
         return JSONResponse({"detail": "; ".join(f"{e['field']}: {e['msg']}" for e in errors),
                              "errors": errors}, 422)
 
+    @app.exception_handler(annif.Problem)
+    async def annif_problem(_request: Request, exc: annif.Problem):
+        return exc.response()
+
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, exc: StarletteHTTPException):
+        if annif.is_annif_path(request.url.path):
+            if exc.status_code == 413:
+                return _too_large(request.url.path, MAX_BODY)
+            return annif.Problem(exc.status_code, "Error", str(exc.detail)).response()
         if exc.status_code == 400 and "parsing the body" in str(exc.detail):
             # undecodable bytes are bad JSON too: same status as any other bad JSON
             return JSONResponse({"detail": "body: not valid UTF-8 JSON", "errors": [
@@ -127,36 +172,40 @@ def create_app(projects: Mapping[str, Project], store: FeedbackStore,
                                      f"known: {', '.join(sorted(projects))}")
         return projects[project_id]
 
-    @app.get("/v1/health")
+    api = APIRouter(prefix=API, responses={
+        404: {"model": s.ErrorOut, "description": "Unknown project or record"},
+        413: {"model": s.ErrorOut, "description": f"Body over {MAX_BODY} bytes"}})
+
+    @api.get("/health")
     def health() -> dict:
         return {"status": "ok", "projects": len(projects)}
 
-    @app.get("/v1/projects")
+    @api.get("/projects")
     def list_projects() -> dict[str, list[s.ProjectOut]]:
         return {"projects": [s.ProjectOut(**p.info() | {"id": pid})
                              for pid, p in projects.items()]}
 
-    @app.get("/v1/projects/{project_id}", response_model=s.ProjectOut)
+    @api.get("/projects/{project_id}", response_model=s.ProjectOut)
     def get_project(project_id: str) -> s.ProjectOut:
         return s.ProjectOut(**project(project_id).info() | {"id": project_id})
 
-    @app.post("/v1/projects/{project_id}/suggest", response_model=s.SuggestResponse)
+    @api.post("/projects/{project_id}/suggest", response_model=s.SuggestResponse)
     def suggest(project_id: str, body: s.SuggestRequest) -> s.SuggestResponse:
         proj = project(project_id)
         rec = Record(id="request", title=body.title, abstract=body.abstract,
                      language=body.language)
-        rows = proj.suggest([rec], limit=body.limit, threshold=body.threshold)[0]
-        return s.SuggestResponse(results=_out(rows, titles))
+        rows, warnings = _suggest(proj, [rec], body.limit, body.threshold)
+        return s.SuggestResponse(results=_out(rows[0], titles), warning=warnings[0])
 
-    @app.post("/v1/projects/{project_id}/suggest-batch", response_model=s.BatchResponse)
+    @api.post("/projects/{project_id}/suggest-batch", response_model=s.BatchResponse)
     def suggest_batch(project_id: str, body: s.BatchRequest) -> s.BatchResponse:
         proj = project(project_id)
         recs = [Record(id=r.id or str(i), title=r.title, abstract=r.abstract,
                        language=r.language) for i, r in enumerate(body.records)]
-        rows = proj.suggest(recs, limit=body.limit, threshold=body.threshold)
-        return s.BatchResponse(results=[_out(r, titles) for r in rows])
+        rows, warnings = _suggest(proj, recs, body.limit, body.threshold)
+        return s.BatchResponse(results=[_out(r, titles) for r in rows], warnings=warnings)
 
-    @app.post("/v1/projects/{project_id}/learn", response_model=s.LearnResponse)
+    @api.post("/projects/{project_id}/learn", response_model=s.LearnResponse)
     def learn(project_id: str, body: s.LearnRequest) -> s.LearnResponse:
         proj = project(project_id)
         unknown = sorted({sid for r in body.records for sid in [*r.subjects, *r.rejected]
@@ -179,7 +228,7 @@ def create_app(projects: Mapping[str, Project], store: FeedbackStore,
                 learned = False
         return s.LearnResponse(stored=stored, learned=learned)
 
-    @app.get("/v1/records/{record_id}", response_model=s.RecordOut)
+    @api.get("/records/{record_id}", response_model=s.RecordOut)
     def get_record(record_id: str) -> s.RecordOut:
         rec = records.get(record_id)
         if rec is None:
@@ -187,6 +236,23 @@ def create_app(projects: Mapping[str, Project], store: FeedbackStore,
                                 + ("" if records else " (no records file loaded)"))
         return s.RecordOut(id=rec.id, title=rec.title, abstract=rec.abstract,
                            language=rec.language, subjects=rec.subjects)
+
+    app.include_router(api)
+
+    def openapi() -> dict[str, Any]:
+        # our 422 body (see validation_error) instead of FastAPI's default description
+        if app.openapi_schema is None:
+            schema = get_openapi(title=app.title, version=app.version,
+                                 description=app.description, routes=app.routes)
+            schema["components"]["schemas"]["HTTPValidationError"] = (
+                s.ValidationErrorOut.model_json_schema())
+            app.openapi_schema = schema
+        return app.openapi_schema
+
+    app.openapi = openapi
+    app.include_router(annif.create_router(
+        projects, store,
+        on_learn=lambda items: titles.update((d.record.id, d.record.title) for d in items)))
 
     @app.get("/", include_in_schema=False)
     def index() -> FileResponse:

@@ -98,10 +98,13 @@ class FeedbackStore:
                 conn.execute(decisions.insert(), rows)
         return len(rows)
 
-    def count(self, project: str | None = None) -> int:
+    def count(self, project: str | None = None, record_prefix: str | None = None) -> int:
+        """Stored decisions, optionally of one project and of record ids with a prefix."""
         q = select(func.count()).select_from(decisions)
         if project:
             q = q.where(decisions.c.project == project)
+        if record_prefix:
+            q = q.where(decisions.c.record_id.startswith(record_prefix, autoescape=True))
         with self.engine.connect() as conn:
             return int(conn.execute(q).scalar_one())
 

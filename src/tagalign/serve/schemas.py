@@ -12,16 +12,11 @@ Language = Literal["de", "en"]
 class RecordIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    title: str = Field(..., min_length=1, max_length=5000, description="Title of the record.")
+    title: str = Field(..., max_length=5000,
+                       description="Title of the record (blank with a blank abstract: no "
+                                   "suggestions and a warning).")
     abstract: str = Field("", max_length=100_000, description="Abstract (may be empty).")
     language: Language | None = Field(None, description="de or en; guessed when omitted.")
-
-    @field_validator("title")
-    @classmethod
-    def _not_blank(cls, v: str) -> str:
-        if not v.strip():
-            raise ValueError("must not be blank")
-        return v
 
 
 class SuggestRequest(RecordIn):
@@ -50,14 +45,24 @@ class SuggestionOut(BaseModel):
 
 class SuggestResponse(BaseModel):
     results: list[SuggestionOut]
+    warning: str | None = Field(None, description="Why the results are empty or partial "
+                                                  "(e.g. a record without text); else null.")
 
 
 class BatchResponse(BaseModel):
     results: list[list[SuggestionOut]]
+    warnings: list[str | None] = Field([], description="One warning or null per record.")
 
 
 class LearnRecord(RecordIn):
     id: str = Field(..., min_length=1, max_length=200)
+
+    @field_validator("title")
+    @classmethod
+    def _not_blank(cls, v: str) -> str:
+        if not v.strip():
+            raise ValueError("must not be blank")
+        return v
     subjects: list[str] = Field(..., max_length=500, description="Accepted subject ids.")
     rejected: list[str] = Field([], max_length=500, description="Rejected subject ids.")
 
@@ -96,3 +101,14 @@ class RecordOut(BaseModel):
     abstract: str
     language: str | None
     subjects: list[str]
+
+
+class ErrorOut(BaseModel):
+    detail: str
+
+
+class ValidationErrorOut(BaseModel):
+    """422 body: one line naming each bad field, and the same as a list."""
+
+    detail: str
+    errors: list[dict[str, str]] = Field([], description="{field, type, msg} per error.")

@@ -40,7 +40,7 @@ async function api(path, body) {
 }
 
 async function loadProjects() {
-  const { projects } = await api("/v1/projects");
+  const { projects } = await api("/tagalign/v1/projects");
   $("project").innerHTML = "";
   for (const p of projects) {
     const opt = document.createElement("option");
@@ -53,7 +53,7 @@ async function fetchRecord() {
   const id = $("record-id").value.trim();
   if (!id) return;
   try {
-    const rec = await api(`/v1/records/${encodeURIComponent(id)}`);
+    const rec = await api(`/tagalign/v1/records/${encodeURIComponent(id)}`);
     $("title").value = rec.title; $("abstract").value = rec.abstract;
     if (rec.language) $("language").value = rec.language;
     $("status").textContent = "";
@@ -68,10 +68,10 @@ async function suggest(ev) {
   const body = { title, abstract: $("abstract").value, limit: Number($("limit").value) || 10 };
   if ($("language").value) body.language = $("language").value;
   try {
-    const { results } = await api(`/v1/projects/${encodeURIComponent($("project").value)}/suggest`, body);
+    const { results, warning } = await api(`/tagalign/v1/projects/${encodeURIComponent($("project").value)}/suggest`, body);
     current = { recordId: $("record-id").value.trim() || `web-${Date.now()}`, suggestions: results,
       decisions: {}, title, abstract: body.abstract, language: body.language || null };
-    $("status").textContent = t("done", results.length);
+    $("status").textContent = t("done", results.length) + (warning ? ` (${warning})` : "");
     render();
   } catch (e) { $("status").textContent = e.message; }
 }
@@ -82,7 +82,7 @@ async function decide(sid, decision) {
   const rejected = Object.keys(current.decisions).filter(k => current.decisions[k] === "reject");
   render(sid, decision);
   try {
-    await api(`/v1/projects/${encodeURIComponent($("project").value)}/learn`, { records: [{ id: current.recordId,
+    await api(`/tagalign/v1/projects/${encodeURIComponent($("project").value)}/learn`, { records: [{ id: current.recordId,
       title: current.title, abstract: current.abstract, language: current.language,
       subjects: accepted, rejected }] });
     $("status").textContent = t("saved");

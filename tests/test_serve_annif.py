@@ -1,0 +1,149 @@
+"""Annif's REST API at /v1: the official `annif-client` and Schemathesis with Annif's own
+OpenAPI document, both against a real uvicorn server on localhost (toy project, no data)."""
+
+from __future__ import annotations
+
+import hashlib
+import sqlite3
+
+import httpx
+import pytest
+import schemathesis
+from annif_client import AnnifClient
+from schemathesis.checks import not_a_server_error, positive_data_acceptance
+
+from serving import LiveServer, annif_openapi, fuzz, toy_app
+from tagalign.serve.annif import ANNIF_API_VERSION, GND_URI, MAX_BATCH
+
+PILZE, EPOS, HOLZSCHUTZ = "4046076-9", "4015065-3", "4025741-1"
+
+
+@pytest.fixture(scope="module")
+def live(tmp_path_factory):
+    root = tmp_path_factory.mktemp("annif")
+    with LiveServer(toy_app(root)) as srv:
+        srv.db = root / "toy" / "feedback.sqlite"
+        srv.client = AnnifClient(api_base=f"{srv.url}/v1/")
+        yield srv
+
+
+def test_api_info_projects_and_vocabs(live):
+    info = live.client.api_info
+    assert info["version"] == ANNIF_API_VERSION and info["title"].startswith("Annif REST API")
+    (proj,) = live.client.projects
+    assert proj["project_id"] == "toy" and proj["backend"] == {"backend_id": "test-overlap"}
+    assert proj["language"] == "de" and proj["is_trained"] is True
+    assert proj["vocab"] == {"vocab_id": "gnd", "languages": ["de", "en"], "size": 8,
+                             "loaded": True}
+    assert live.client.get_project("toy") == proj
+    with pytest.raises(ValueError, match="Project 'nope' not found"):
+        live.client.get_project("nope")
+    assert httpx.get(f"{live.url}/v1/vocabs").json() == {"vocabs": [proj["vocab"]]}
+
+
+def test_suggest_form_text_first_line_is_the_title(live):
+    results = live.client.suggest("toy", "Pilze\nfungi mushroom wood rot decay", limit=5)
+    assert 0 < len(results) <= 5
+    assert results[0] == {"uri": GND_URI + PILZE, "label": "Pilze", "notation": None,
+                          "score": results[0]["score"]}
+    assert all(r["uri"].startswith(GND_URI) for r in results)
+    assert [r["score"] for r in results] == sorted((r["score"] for r in results), reverse=True)
+    high = live.client.suggest("toy", "Pilze\nfungi mushroom wood rot decay", threshold=0.9)
+    assert high and all(r["score"] >= 0.9 for r in high)
+    assert live.client.suggest("toy", "", limit=5) == []  # no text, no noise
+    assert live.client.suggest("toy", "Pilze", limit=0) == []
+    # `language` picks the label language, as in Annif
+    res = httpx.post(f"{live.url}/v1/projects/toy/suggest",
+                     data={"text": "Pilze fungi", "language": "en", "limit": "1"}).json()
+    assert res["results"][0]["label"] == "fungi"
+    bad = httpx.post(f"{live.url}/v1/projects/toy/suggest", data={"text": "x", "language": "fi"})
+    assert bad.status_code == 400 and bad.headers["content-type"] == "application/problem+json"
+    assert bad.json()["detail"] == 'language "fi" not supported by vocabulary'
+
+
+def test_suggest_batch_keeps_document_ids_and_order(live):
+    docs = [{"document_id": "a", "text": "Holzschutz\ntimber wood protection"},
+            {"text": "Pilze\nfungi mushroom"},
+            {"document_id": "c", "text": ""}]
+    out = live.client.suggest_batch("toy", docs, limit=3)
+    assert [d["document_id"] for d in out] == ["a", None, "c"]
+    assert out[0]["results"][0]["uri"] == GND_URI + HOLZSCHUTZ
+    assert out[1]["results"][0]["uri"] == GND_URI + PILZE
+    assert out[2]["results"] == [] and all(len(d["results"]) <= 3 for d in out)
+    too_many = [{"text": "Pilze"}] * (MAX_BATCH + 1)
+    res = httpx.post(f"{live.url}/v1/projects/toy/suggest-batch", json={"documents": too_many})
+    assert res.status_code == 400 and "documents" in res.json()["detail"]
+
+
+def test_learn_returns_204_stores_feedback_and_is_used_at_once(live):
+    text = "Heldenlied im Holz\nsaga verse heroic song timber"
+    res = live.client.learn("toy", [
+        {"text": text, "subjects": [{"uri": GND_URI + EPOS, "label": "Epos"},
+                                    {"uri": "http://example.org/not-gnd"}]},
+        {"text": "no subjects here"},
+    ])
+    assert res.status_code == 204 and res.content == b""
+    rid = "annif:" + hashlib.sha256(text.encode()).hexdigest()[:16]
+    with sqlite3.connect(live.db) as db:
+        rows = db.execute("select project, record_id, subject_id, decision, title, abstract "
+                          "from decisions where record_id=?", (rid,)).fetchall()
+    assert rows == [("toy", rid, EPOS, "accept", "Heldenlied im Holz",
+                     "saga verse heroic song timber")]
+    # the toy recipe learns online: the learned record is now a neighbour of itself
+    own = httpx.post(f"{live.url}/tagalign/v1/projects/toy/suggest",
+                     json={"title": "Heldenlied im Holz", "abstract": "saga verse heroic song "
+                           "timber"}).json()["results"]
+    epos = next(r for r in own if r["id"] == EPOS)
+    assert any(n["id"] == rid for n in epos["reasons"]["neighbours"])
+    with pytest.raises(ValueError, match="not found"):
+        live.client.learn("nope", [{"text": text, "subjects": [{"uri": GND_URI + EPOS}]}])
+
+
+def test_detect_language(live):
+    res = live.client.detect_language("Schäden durch Pilze an Fachwerkgebäuden", ["de", "en"])
+    assert res["results"][0] == {"language": "de", "score": 1.0}
+    res = live.client.detect_language("The quick brown fox jumped over the lazy dog",
+                                      ["en", "fi", "sv"])
+    assert res["results"][0]["language"] == "en"
+    assert live.client.detect_language("", ["de", "en"]) == {
+        "results": [{"language": None, "score": 1.0}]}
+    for languages in (["de", "xx"], ["de"] * 6 + ["en"], []):
+        bad = httpx.post(f"{live.url}/v1/detect-language",
+                         json={"text": "x", "languages": languages})
+        assert bad.status_code == 400, languages
+
+
+def test_errors_have_annifs_status_and_shape(live):
+    url = f"{live.url}/v1/projects/toy/suggest"
+    assert httpx.post(url, data={"limit": "3"}).status_code == 400  # no text
+    assert httpx.post(url, data={"text": "x", "limit": "-1"}).status_code == 400
+    assert httpx.post(url, data={"text": "x", "threshold": "nan"}).status_code == 400
+    assert httpx.post(url, json={"text": "x"}).status_code == 400  # JSON, not a form
+    big = httpx.post(url, data={"text": "a" * 1_100_000})
+    assert big.status_code == 413 and big.headers["content-type"].startswith("text/plain")
+    learn = httpx.post(f"{live.url}/v1/projects/toy/learn", json={"text": "not a list"})
+    assert learn.status_code == 400
+    missing = httpx.post(f"{live.url}/v1/projects/nope/suggest", data={"text": "x"})
+    assert missing.status_code == 404 and missing.json()["title"] == "Project not found"
+
+
+# -- Schemathesis with Annif's own OpenAPI document -------------------------------------
+EXAMPLES = 25  # per operation
+
+
+def test_responses_conform_to_annifs_schema(live):
+    schema = schemathesis.openapi.from_path(annif_openapi())
+    # all default checks (no 500, status codes, content types, response schemas, headers)
+    # except "positive data accepted": data valid for the document can still be refused
+    # with a documented 400 — unknown label languages, unsupported candidate languages —
+    # exactly as Annif refuses it. Every project id is ours, so suggest/learn really run.
+    counts = fuzz(schema, f"{live.url}/v1", examples=EXAMPLES,
+                  path_parameters={"project_id": "toy"},
+                  excluded_checks=[positive_data_acceptance])
+    assert len(counts) == 8  # every operation of Annif's document
+    assert all(n >= 1 for n in counts.values()), counts
+    # invalid inputs: never a server error
+    negative = fuzz(schema, f"{live.url}/v1", examples=EXAMPLES, modes=("negative",),
+                    path_parameters={"project_id": "toy"}, checks=[not_a_server_error])
+    assert sum(negative.values()) >= 4 * EXAMPLES, negative
+    print("schemathesis examples (Annif's document):", counts, negative)
