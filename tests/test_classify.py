@@ -117,6 +117,13 @@ def test_per_language_phase_two_routes_by_language(bert):
     probe = [Example("x", examples[0].text, [], lang) for lang in ("de", "fr", "en")]
     p = clf.predict_proba(probe)
     assert not np.allclose(p[0], p[1]) and not np.allclose(p[1], p[2])
+    # head only (the ablation): one frozen body shared, a head per language
+    heads = mcpt(bert, per_language=True, contrastive=False).fit(examples[:72], examples[72:])
+    assert set(heads.models_) == {"*", "de", "en"}
+    assert heads.models_["de"][0] is heads.models_["*"][0] is heads.models_["en"][0]
+    p = heads.predict_proba(probe)
+    assert not np.allclose(p[0], p[2]) and np.allclose(p[1], heads.predict_proba(probe[1:2])[0])
+    assert set(heads.history_) == {"all/head-pre", "de/head-pre", "en/head-pre"}
 
 
 def test_contrast_sampler_puts_every_class_in_every_batch():

@@ -239,12 +239,15 @@ class LabelContrastiveClassifier(Classifier):
             lbody = copy.deepcopy(body) if p["contrastive"] else body
             lhead = copy.deepcopy(head)
             sub = [texts[i] for i in np.flatnonzero(mask)]
-            x = None if p["contrastive"] else frozen[torch.as_tensor(np.flatnonzero(mask))]
+            x = None if p["contrastive"] else \
+                frozen[torch.as_tensor(np.flatnonzero(mask), device=self.device_)]
             self._three_steps(lbody, lhead, sub, y[mask], lang, x)
             self.models_[lang] = (lbody, lhead)
 
     # -- scoring ----------------------------------------------------------------------
     def predict_proba(self, examples: Sequence[Example]) -> np.ndarray:
+        import torch
+
         out = np.zeros((len(examples), len(self.labels_)), np.float32)
         routed = np.array([ex.language if ex.language in self.models_ else "*"
                            for ex in examples], dtype=object)
@@ -258,7 +261,8 @@ class LabelContrastiveClassifier(Classifier):
             for key in keys:
                 mine = routed[rows] == key
                 if mine.any():
-                    out[rows[mine]] = self.models_[key][1].probabilities(x[mine]).cpu().numpy()
+                    sel = torch.as_tensor(np.flatnonzero(mine), device=x.device)
+                    out[rows[mine]] = self.models_[key][1].probabilities(x[sel]).cpu().numpy()
         return out
 
     # -- persistence ------------------------------------------------------------------
