@@ -147,3 +147,20 @@ def test_responses_conform_to_annifs_schema(live):
                     path_parameters={"project_id": "toy"}, checks=[not_a_server_error])
     assert sum(negative.values()) >= 4 * EXAMPLES, negative
     print("schemathesis examples (Annif's document):", counts, negative)
+
+
+def test_multipart_form_and_cors_as_annif_serves_them(live):
+    url = f"{live.url}/v1/projects/toy/suggest"
+    multi = httpx.post(url, files={"text": (None, "Pilze\nfungi mushroom"), "limit": (None, "2")})
+    assert multi.status_code == 200, multi.text
+    assert multi.json()["results"][0]["uri"] == GND_URI + PILZE
+    assert len(multi.json()["results"]) <= 2
+    as_file = httpx.post(url, files={"text": ("doc.txt", b"Holzschutz\ntimber")})
+    assert as_file.json()["results"][0]["uri"] == GND_URI + HOLZSCHUTZ
+    origin = {"Origin": "https://catalogue.example.org"}
+    res = httpx.post(url, data={"text": "Pilze"}, headers=origin)
+    assert res.headers["access-control-allow-origin"] == "*"
+    pre = httpx.options(url, headers={**origin, "Access-Control-Request-Method": "POST"})
+    assert pre.status_code == 200 and "POST" in pre.headers["access-control-allow-methods"]
+    own = httpx.get(f"{live.url}/tagalign/v1/projects", headers=origin)
+    assert "access-control-allow-origin" not in own.headers

@@ -19,7 +19,9 @@ them at ``http://HOST:PORT/v1/``. Differences from tagalign's own API
 
 Bodies are parsed and validated here rather than by FastAPI, so that every failure gets
 Annif's status and shape; these routes stay out of tagalign's OpenAPI document (Annif's
-own document describes them).
+own document describes them). Like Annif, suggest also takes multipart forms, and the
+Annif routes allow cross-origin requests from any origin (CORS), so browser-based
+catalogue plugins work.
 """
 
 from __future__ import annotations
@@ -30,12 +32,12 @@ import json
 from collections.abc import Callable, Mapping
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
-from urllib.parse import parse_qsl
 
 from fastapi import APIRouter, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, ConfigDict, Field, StrictStr, TypeAdapter, ValidationError
+from starlette.datastructures import UploadFile
 
 from tagalign.project import Project
 from tagalign.records import Record
@@ -139,6 +141,23 @@ async def _json(request: Request) -> Any:
         raise bad_request(f"body is not valid UTF-8 JSON ({exc})") from None
 
 
+async def _form(request: Request) -> dict[str, str]:
+    """A urlencoded form (Annif's document) or multipart form (Annif accepts it too)."""
+    kind = request.headers.get("content-type", "")
+    if not kind.startswith(("application/x-www-form-urlencoded", "multipart/form-data")):
+        raise bad_request("expected a form body (application/x-www-form-urlencoded)")
+    out: dict[str, str] = {}
+    async with request.form() as form:  # a malformed multipart body is a 400 (Starlette)
+        for key, value in form.multi_items():
+            if isinstance(value, UploadFile):  # a text sent as a file part
+                try:
+                    value = (await value.read()).decode("utf-8")
+                except UnicodeDecodeError:
+                    raise bad_request(f"{key}: not UTF-8 text") from None
+            out.setdefault(key, value)
+    return out
+
+
 def _number(value: Any, name: str, kind: type, low: float, high: float | None) -> Any:
     try:
         x = kind(value)
@@ -237,14 +256,7 @@ def create_router(projects: Mapping[str, Project], store: FeedbackStore,
 
     @router.post("/projects/{project_id}/suggest")
     async def suggest(project_id: str, request: Request) -> dict[str, Any]:
-        if "application/x-www-form-urlencoded" not in request.headers.get("content-type", ""):
-            raise bad_request("expected a form body (application/x-www-form-urlencoded)")
-        raw = await request.body()
-        try:
-            form = dict(parse_qsl(raw.decode("utf-8"), keep_blank_values=True,
-                                  strict_parsing=False))
-        except UnicodeDecodeError:
-            raise bad_request("form body is not valid UTF-8") from None
+        form = await _form(request)
         if "text" not in form:
             raise bad_request("text: field required")
         limit, threshold, language = _options(form)

@@ -26,6 +26,7 @@ from fastapi.openapi.utils import get_openapi
 from fastapi.responses import FileResponse, JSONResponse, PlainTextResponse
 from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.middleware.cors import CORSMiddleware
 
 from tagalign.project import Project
 from tagalign.records import Record
@@ -75,6 +76,23 @@ class BodyLimit:
             return message
 
         await self.app(scope, limited, send)
+
+
+class AnnifCors:
+    """ASGI middleware: CORS for any origin on Annif's paths (as Annif serves them), none
+    on tagalign's own API, whose /learn should only be called by the page it serves."""
+
+    def __init__(self, app):
+        self.app = app
+        # Annif allows any origin with Starlette's default methods (GET only, so its JSON
+        # POSTs fail their preflight); POST and Content-Type are allowed here too
+        self.cors = CORSMiddleware(app, allow_origins=["*"], allow_methods=["GET", "POST"],
+                                   allow_headers=["Content-Type"])
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] == "http" and annif.is_annif_path(scope.get("path", "")):
+            return await self.cors(scope, receive, send)
+        return await self.app(scope, receive, send)
 
 
 def _field(loc) -> str:
@@ -141,6 +159,7 @@ def create_app(projects: Mapping[str, Project], store: FeedbackStore,
     # neighbour titles for reasons: the records file, then records learned here
     titles: dict[str, str] = {rid: r.title for rid, r in records.items()}
     app.add_middleware(BodyLimit, max_body=MAX_BODY)
+    app.add_middleware(AnnifCors)
 
     @app.exception_handler(RequestValidationError)
     async def validation_error(_request: Request, exc: RequestValidationError):
