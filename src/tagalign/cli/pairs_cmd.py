@@ -1,0 +1,183 @@
+"""`tagalign pairs train|predict|eval`: ordinal pair scoring (graded word-in-context, R4)."""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from pathlib import Path
+
+import typer
+
+from tagalign.cli.app import app, console, fail
+from tagalign.cli.common import parse_params, progress
+from tagalign.records import BadInputError, InputReport
+
+pairs_app = typer.Typer(help="Ordinal pair scoring: two usages of a word → 1 (unrelated) … 4 "
+                        "(identical), XL-DURel recipe `ordinal-wic`.", no_args_is_help=True)
+app.add_typer(pairs_app, name="pairs")
+
+
+class _Bars:
+    """Rich bars, one per phase, fed by the package's (phase, done, total) callback."""
+
+    def __init__(self, bar):
+        self.bar, self.tasks = bar, {}
+
+    def __call__(self, phase: str, done: int, total: int) -> None:
+        if phase not in self.tasks:
+            self.tasks[phase] = self.bar.add_task(phase, total=total, rate="")
+        self.bar.update(self.tasks[phase], completed=done, total=total)
+        if done >= total and phase != "training":
+            self.bar.remove_task(self.tasks.pop(phase))
+
+
+def _load(path: Path, strict: bool, what: str):
+    from tagalign.pairs.data import load_pairs
+
+    report = InputReport(strict=strict)
+    try:
+        pairs = load_pairs(path, report)
+    except (FileNotFoundError, BadInputError, ValueError) as exc:
+        fail(str(exc))
+    report.print_summary()
+    if not pairs:
+        fail(f"no {what} pairs in {path}")
+    console.log(f"{len(pairs)} {what} pairs from {path}")
+    return pairs
+
+
+def _threads(threads: int) -> None:
+    if threads:
+        from tagalign.runtime import set_threads
+
+        set_threads(threads)
+
+
+@pairs_app.command("train")
+def train(
+    model_dir: Path = typer.Argument(..., help="Folder to write the trained model to."),
+    train_path: Path = typer.Option(..., "--train", help="CoMeDi split folder (<language>/{instances,labels,uses}.tsv) or WiC JSONL."),
+    dev_path: Path = typer.Option(..., "--dev", help="Labelled dev pairs, same formats: checkpoint choice and cut points."),
+    loss: str = typer.Option("angle", "--loss", help="angle (published best), cosent, cosine or contrastive."),
+    base_model: str = typer.Option("e5-small", "--base-model", help="e5-small, minilm or st:<name|folder>."),
+    param: list[str] = typer.Option(None, "--param", help="key=value (JSON): lr, batch_size, epochs, max_seq_length, train_layers, limit_pairs, pooling (mean|target), seed."),
+    config: Path = typer.Option(None, "--config", help="JSON file of parameters."),
+    device: str = typer.Option(None, "--device", help="cpu or cuda (default: cuda when present)."),
+    threads: int = typer.Option(0, "--threads", help="CPU threads for torch (0 = all)."),
+    strict: bool = typer.Option(False, "--strict", help="Stop at the first malformed line."),
+) -> None:
+    """Fine-tune a bi-encoder on ordinal pairs, keep the epoch of best dev Spearman, fit
+    per-language cut points on dev and save one folder (model, thresholds.json, config.json).
+
+    Example: tagalign pairs train wic-model --train comedi/train --dev comedi/dev
+    --param epochs=1 --param limit_pairs=2000 --param train_layers=3 --param max_seq_length=96
+    """
+    from tagalign.pairs import model as pm
+
+    _threads(threads)
+    params = {**parse_params(param, config)}
+    params.setdefault("loss", loss)
+    params.setdefault("base_model", base_model)
+    train_pairs = _load(train_path, strict, "train")
+    dev_pairs = _load(dev_path, strict, "dev")
+    try:
+        scorer = pm.PairScorer.build(params, device=device)
+    except (ValueError, OSError) as exc:
+        fail(str(exc))
+
+    def epoch_line(e: dict) -> None:
+        alphas = " ".join(f"{k[:3]} {v:.3f}" for k, v in e["alpha"].items())
+        console.print(f"epoch {e['epoch']}: train loss {e['train_loss']:.4f} · dev Spearman "
+                      f"{e['spearman']:.4f} · dev alpha {e['mean_alpha']:.4f} ({alphas}; "
+                      "cut points fitted on dev)")
+
+    with progress() as bar, tempfile.TemporaryDirectory() as work:
+        try:
+            pm.train(scorer, train_pairs, dev_pairs, Path(work), progress=_Bars(bar),
+                     on_epoch=epoch_line)
+        except ValueError as exc:
+            fail(str(exc))
+    scorer.save(model_dir)
+    console.print(f"saved {model_dir} (cut points for "
+                  f"{', '.join(sorted(k for k in scorer.thresholds.cuts_ if k != '*'))})")
+
+
+@pairs_app.command("predict")
+def predict(
+    model_dir: Path = typer.Argument(..., help="A folder written by `tagalign pairs train`."),
+    input_path: Path = typer.Option(..., "--input", help="CoMeDi split folder (labels not needed) or WiC JSONL."),
+    output: Path = typer.Option(..., "--output", help="Folder for <language>.tsv files."),
+    device: str = typer.Option(None, "--device", help="cpu or cuda (default: cuda when present)."),
+    threads: int = typer.Option(0, "--threads", help="CPU threads for torch (0 = all)."),
+    strict: bool = typer.Option(False, "--strict", help="Stop at the first malformed line."),
+) -> None:
+    """Score pairs and write the CoMeDi submission layout: <language>.tsv with identifier1,
+    identifier2, prediction (1..4) and the raw cosine; each file is written when its
+    language is done. A language without its own cut points uses the pooled ones.
+
+    Example: tagalign pairs predict wic-model --input comedi/dev --output pred/
+    """
+    from tagalign.pairs.model import PairScorer
+    from tagalign.pairs.submission import write_language
+
+    _threads(threads)
+    try:
+        scorer = PairScorer.load(model_dir, device=device)
+    except (FileNotFoundError, ValueError, OSError) as exc:
+        fail(str(exc))
+    pairs = _load(input_path, strict, "input")
+    with progress() as bar:
+        bars = _Bars(bar)
+        for language in sorted({p.language for p in pairs}):
+            mine = [p for p in pairs if p.language == language]
+            labels, scores = scorer.predict(mine, progress=bars)
+            path = write_language(output, language, mine, labels, scores)
+            own = "own" if language in scorer.thresholds.cuts_ else "pooled"
+            console.log(f"{path}: {len(mine)} pairs ({own} cut points)")
+
+
+@pairs_app.command("eval")
+def eval_(
+    gold_dir: Path = typer.Argument(..., help="CoMeDi split folder with labels.tsv per language."),
+    pred_dir: Path = typer.Argument(..., help="Folder of <language>.tsv predictions."),
+    as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),
+    strict: bool = typer.Option(False, "--strict", help="Stop at the first malformed line."),
+) -> None:
+    """Krippendorff's alpha (ordinal) per language and their mean, Spearman (of the cosine
+    when the files carry it), and a confusion matrix per language (rows gold, columns
+    predicted).
+
+    Example: tagalign pairs eval comedi/dev pred/ --json
+    """
+    from tagalign.pairs.submission import score_folders
+
+    if not pred_dir.is_dir():
+        fail(f"predictions folder not found: {pred_dir}")
+    report = InputReport(strict=strict)
+    try:
+        result = score_folders(gold_dir, pred_dir, report)
+    except (FileNotFoundError, BadInputError, ValueError) as exc:
+        fail(str(exc))
+    report.print_summary()
+    for language, n in result["missing"].items():
+        console.log(f"[yellow]{language}: {n} gold pairs have no prediction (left out)[/]")
+    if as_json:
+        typer.echo(json.dumps(result, indent=2))
+        return
+    _print_report(result)
+
+
+def _print_report(result: dict) -> None:
+    from rich.table import Table
+
+    table = Table(title=f"ordinal WiC: mean alpha {result['mean_alpha']:.4f}")
+    for col in ("language", "pairs", "alpha", f"Spearman ({result['spearman_of']})"):
+        table.add_column(col, justify="left" if col == "language" else "right")
+    for language, r in result["languages"].items():
+        table.add_row(language, str(r["pairs"]), f"{r['alpha']:.4f}", f"{r['spearman']:.4f}")
+    table.add_row("mean / all", str(result["pairs"]), f"{result['mean_alpha']:.4f}",
+                  f"{result['spearman']:.4f}")
+    console.print(table)
+    for language, r in result["languages"].items():
+        rows = "  ".join(" ".join(f"{n:5d}" for n in row) for row in r["confusion"])
+        console.print(f"{language} confusion (gold 1..4 × predicted 1..4): {rows}")

@@ -1,0 +1,307 @@
+"""`ordinal-wic` (R4) — XL-DURel: a shared-weight bi-encoder scoring two usages of a word.
+
+Each usage is its context with the target wrapped in ``<t>`` … ``</t>`` (special tokens
+added to the tokenizer, embeddings resized), cut symmetrically around the target to
+``max_seq_length`` tokens so the target always survives. Both usages go through the same
+sentence-transformers model (mean pooling as published, or the mean of the target's
+sub-tokens); their cosine is the score, and per-language cut points on it give the
+ordinal label 1..4 (`tagalign.pairs.thresholds`). Training uses a loss of
+`tagalign.pairs.losses` and keeps the epoch with the best dev Spearman.
+
+Published defaults (lr 1e-5, batch 32, 10 epochs, 128 tokens) are GPU-sized; budget knobs
+for a CPU: ``train_layers``, ``max_seq_length``, ``epochs``, ``limit_pairs``.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from tagalign.io import atomic_dir, read_json, versions, write_json_atomic
+from tagalign.pairs.data import Pair, Use
+from tagalign.pairs.losses import get_loss
+from tagalign.pairs.metrics import evaluate, spearman
+from tagalign.pairs.pooling import TargetPooling
+from tagalign.pairs.thresholds import Thresholds
+
+MARKERS = ("<t>", "</t>")
+RECIPE = "ordinal-wic"
+DEFAULTS: dict[str, Any] = {"base_model": "e5-small", "loss": "angle", "pooling": "mean",
+                            "lr": 1e-5, "batch_size": 32, "epochs": 10, "max_seq_length": 128,
+                            "train_layers": None, "limit_pairs": None, "seed": 0,
+                            "warmup": 0.1, "encode_batch_size": 64}
+POOLINGS = ("mean", "target")
+
+Progress = Callable[[str, int, int], None]  # (phase, done, total)
+
+
+def mark(use: Use) -> str:
+    """The context with its target wrapped in the markers."""
+    c = use.context
+    return f"{c[:use.start]}{MARKERS[0]}{c[use.start:use.end]}{MARKERS[1]}{c[use.end:]}"
+
+
+def quiet_transformers() -> None:
+    """Library progress bars and load reports off: our own progress is shown instead."""
+    import os
+
+    import datasets
+    import transformers
+
+    os.environ.setdefault("TQDM_DISABLE", "1")  # read by tqdm when a bar is created
+    datasets.disable_progress_bars()
+    transformers.utils.logging.set_verbosity_error()
+    transformers.utils.logging.disable_progress_bar()
+    logging.getLogger("sentence_transformers").setLevel(logging.WARNING)
+
+
+class UseFormatter:
+    """A usage → model input text of at most ``max_seq_length`` tokens (with ``prefix`` and
+    the tokenizer's own special tokens), cut symmetrically around the marked target."""
+
+    def __init__(self, tokenizer: Any, max_seq_length: int, prefix: str = ""):
+        self.tokenizer = tokenizer
+        self.prefix = prefix
+        specials = len(tokenizer("", add_special_tokens=True)["input_ids"])
+        own = len(tokenizer(prefix, add_special_tokens=False)["input_ids"]) if prefix else 0
+        self.budget = max(4, max_seq_length - specials - own)
+
+    def _count(self, text: str) -> int:
+        return len(self.tokenizer(text, add_special_tokens=False)["input_ids"])
+
+    def __call__(self, use: Use) -> str:
+        text = mark(use)
+        enc = self.tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
+        offsets = enc["offset_mapping"]
+        if len(offsets) <= self.budget:
+            return self.prefix + text
+        open_at, close_at = use.start, use.end + len(MARKERS[0])  # markers' character starts
+        first = next(i for i, (a, b) in enumerate(offsets) if b > open_at)
+        last = max(i for i, (a, b) in enumerate(offsets) if a <= close_at)
+        left, right = self._window(first, last, len(offsets))
+        while True:
+            cut = text[offsets[left][0]:offsets[right][1]]
+            # re-tokenising a cut string may split its edges differently: shrink until it fits
+            if self._count(cut) <= self.budget or (left == first and right == last):
+                return self.prefix + cut
+            if first - left >= right - last and left < first:
+                left += 1
+            else:
+                right -= 1
+
+    def _window(self, first: int, last: int, n: int) -> tuple[int, int]:
+        spare = max(0, self.budget - (last - first + 1))
+        before = min(first, spare // 2)
+        after = min(n - 1 - last, spare - before)
+        before = min(first, spare - after)
+        return first - before, last + after
+
+
+class PairScorer:
+    """The trained (or untuned) bi-encoder with its cut points; ``params`` as `DEFAULTS`."""
+
+    def __init__(self, model: Any, params: dict[str, Any], prompts: dict[str, str] | None = None,
+                 thresholds: Thresholds | None = None):
+        self.model = model
+        self.params = {**DEFAULTS, **params}
+        self.prompts = prompts or {}
+        self.thresholds = thresholds
+        self.history: list[dict[str, Any]] = []
+        self._formatter: UseFormatter | None = None
+
+    # -- building -----------------------------------------------------------------------
+    @classmethod
+    def build(cls, params: dict[str, Any] | None = None, device: str | None = None
+              ) -> PairScorer:
+        """The base model with markers added (embeddings resized) and the chosen pooling."""
+        import torch
+        from sentence_transformers import SentenceTransformer
+
+        from tagalign.encode.transformer import default_device
+        from tagalign.train.recipes.ynu import base_model_path
+
+        p = {**DEFAULTS, **(params or {})}
+        unknown = sorted(set(p) - set(DEFAULTS))
+        if unknown:
+            raise ValueError(f"unknown parameter(s) {', '.join(unknown)}; "
+                             f"known: {', '.join(sorted(DEFAULTS))}")
+        if p["pooling"] not in POOLINGS:
+            raise ValueError(f"pooling must be one of {POOLINGS}, got {p['pooling']!r}")
+        get_loss(p["loss"])
+        quiet_transformers()
+        torch.manual_seed(p["seed"])
+        base, prompts = base_model_path(p["base_model"])
+        model = SentenceTransformer(base, device=device or default_device(),
+                                    local_files_only=Path(base).is_dir())
+        model.max_seq_length = p["max_seq_length"]
+        tok = model.tokenizer
+        tok.add_tokens(list(MARKERS), special_tokens=True)
+        model[0].auto_model.resize_token_embeddings(len(tok))
+        if p["pooling"] == "target":
+            ids = tok.convert_tokens_to_ids(list(MARKERS))
+            dim = model.get_embedding_dimension()
+            model = SentenceTransformer(
+                modules=[model[0], TargetPooling(dim, ids[0], ids[1]),
+                         *list(model)[2:]], device=device or default_device())
+            model.max_seq_length = p["max_seq_length"]
+        return cls(model, p, prompts)
+
+    @property
+    def formatter(self) -> UseFormatter:
+        if self._formatter is None:
+            # e5 marks symmetric tasks with "query: " on both sides
+            self._formatter = UseFormatter(self.model.tokenizer, self.params["max_seq_length"],
+                                           self.prompts.get("query", ""))
+        return self._formatter
+
+    # -- scoring ------------------------------------------------------------------------
+    def encode_uses(self, uses: Sequence[Use], progress: Progress | None = None
+                    ) -> dict[Use, np.ndarray]:
+        """Each distinct usage encoded once (L2-normalised rows)."""
+        distinct = list(dict.fromkeys(uses))
+        texts = [self.formatter(u) for u in distinct]
+        step = max(1, self.params["encode_batch_size"]) * 8
+        rows: list[np.ndarray] = []
+        for i in range(0, len(texts), step):
+            rows.append(self.model.encode(texts[i:i + step], convert_to_numpy=True,
+                                          batch_size=self.params["encode_batch_size"],
+                                          show_progress_bar=False))
+            if progress:
+                progress("encoding usages", min(i + step, len(texts)), len(texts))
+        emb = np.vstack(rows) if rows else np.zeros((0, 1), np.float32)
+        emb = emb / np.linalg.norm(emb, axis=1, keepdims=True).clip(1e-12)
+        return dict(zip(distinct, emb, strict=True))
+
+    def score(self, pairs: Sequence[Pair], progress: Progress | None = None) -> np.ndarray:
+        """Cosine of the two usages of each pair."""
+        emb = self.encode_uses([u for p in pairs for u in (p.use1, p.use2)], progress)
+        return np.array([float(emb[p.use1] @ emb[p.use2]) for p in pairs], np.float64)
+
+    def fit_thresholds(self, pairs: Sequence[Pair], scores: np.ndarray | None = None
+                       ) -> Thresholds:
+        labelled = [(p, s) for p, s in zip(pairs, self.score(pairs) if scores is None
+                                              else scores, strict=True) if p.label is not None]
+        if not labelled:
+            raise ValueError("cut points need labelled pairs (dev data with labels.tsv)")
+        self.thresholds = Thresholds().fit([s for _, s in labelled],
+                                           [p.label for p, _ in labelled],
+                                           [p.language for p, _ in labelled])
+        return self.thresholds
+
+    def predict(self, pairs: Sequence[Pair], progress: Progress | None = None
+                ) -> tuple[np.ndarray, np.ndarray]:
+        """(labels 1..4, cosines)."""
+        if self.thresholds is None:
+            raise ValueError("no cut points: fit them on labelled dev pairs first")
+        scores = self.score(pairs, progress)
+        return self.thresholds.predict(scores, [p.language for p in pairs]), scores
+
+    # -- persistence --------------------------------------------------------------------
+    def save(self, path: Path) -> None:
+        """One folder: ``model/`` (sentence-transformers, safetensors), ``thresholds.json``,
+        ``config.json`` (recipe, parameters, prompts, training history, versions)."""
+        if self.thresholds is None:
+            raise ValueError("fit the cut points before saving")
+        with atomic_dir(Path(path)) as tmp:
+            self.model.save(str(tmp / "model"), safe_serialization=True,
+                            create_model_card=False)
+            self.thresholds.save(tmp / "thresholds.json")
+            write_json_atomic(tmp / "config.json", {
+                "recipe": RECIPE, "params": self.params, "prompts": self.prompts,
+                "markers": list(MARKERS), "history": self.history, "versions": versions()})
+
+    @classmethod
+    def load(cls, path: Path, device: str | None = None) -> PairScorer:
+        from tagalign.encode.transformer import default_device
+
+        path = Path(path)
+        if not (path / "config.json").exists():
+            raise FileNotFoundError(f"{path}: not a pairs model folder (no config.json)")
+        config = read_json(path / "config.json")
+        if config.get("recipe") != RECIPE:
+            raise ValueError(f"{path}: recipe {config.get('recipe')!r} is not {RECIPE!r}")
+        quiet_transformers()
+        model = load_st_model(path / "model", device or default_device())
+        vocab = model.tokenizer.get_vocab()
+        if config.get("markers") != list(MARKERS) or any(m not in vocab for m in MARKERS):
+            raise ValueError(f"{path}: the tokenizer lacks the target markers {MARKERS}")
+        scorer = cls(model, config["params"], config.get("prompts"),
+                     Thresholds.load(path / "thresholds.json"))
+        scorer.history = config.get("history", [])
+        return scorer
+
+
+def load_st_model(folder: Path, device: str) -> Any:
+    """A saved sentence-transformers folder; one holding `TargetPooling` is assembled here
+    from its modules (sentence-transformers would import a class outside its own package
+    only with ``trust_remote_code``), taking library classes from sentence_transformers
+    only."""
+    import importlib
+    import json
+
+    from sentence_transformers import SentenceTransformer
+
+    entries = json.loads((folder / "modules.json").read_text("utf-8"))
+    ours = f"{TargetPooling.__module__}.{TargetPooling.__name__}"
+    if all(e["type"] != ours for e in entries):
+        return SentenceTransformer(str(folder), device=device, local_files_only=True)
+    modules = []
+    for e in entries:
+        if e["type"] == ours:
+            cls: Any = TargetPooling
+        elif e["type"].startswith("sentence_transformers."):
+            module, _, name = e["type"].rpartition(".")
+            cls = getattr(importlib.import_module(module), name)
+        else:
+            raise ValueError(f"{folder}: module type {e['type']!r} is not one we load")
+        modules.append(cls.load(str(folder), subfolder=e["path"], local_files_only=True))
+    return SentenceTransformer(modules=modules, device=device)
+
+
+def dev_metrics(scorer: PairScorer, dev: Sequence[Pair], progress: Progress | None = None
+                ) -> dict[str, Any]:
+    """Spearman of the cosine on labelled dev pairs, and alpha with cut points fitted on
+    the same pairs (an optimistic figure, for watching training, not for reporting)."""
+    labelled = [p for p in dev if p.label is not None]
+    scores = scorer.score(labelled, progress)
+    gold = [p.label for p in labelled]
+    langs = [p.language for p in labelled]
+    cuts = Thresholds().fit(scores, gold, langs)
+    result = evaluate(gold, cuts.predict(scores, langs), langs, scores)
+    return {"spearman": spearman(gold, scores), "mean_alpha": result["mean_alpha"],
+            "alpha": {k: v["alpha"] for k, v in result["languages"].items()},
+            "scores": scores}
+
+
+def sample_pairs(pairs: Sequence[Pair], limit: int | None, seed: int) -> list[Pair]:
+    """At most ``limit`` pairs drawn with a fixed seed (the files are sorted by lemma)."""
+    if limit is None or limit >= len(pairs):
+        return list(pairs)
+    idx = np.sort(np.random.default_rng(seed).choice(len(pairs), int(limit), replace=False))
+    return [pairs[i] for i in idx]
+
+
+def train(scorer: PairScorer, train_pairs: Sequence[Pair], dev_pairs: Sequence[Pair],
+          workdir: Path, progress: Progress | None = None,
+          on_epoch: Callable[[dict[str, Any]], None] | None = None) -> PairScorer:
+    """Fine-tune ``scorer`` in place, keep the epoch of best dev Spearman, fit cut points on
+    dev. ``epochs=0`` gives the untuned encoder with fitted cut points (the floor)."""
+    from tagalign.pairs.training import fit_model
+
+    p = scorer.params
+    labelled = [x for x in train_pairs if x.label is not None]
+    dev = [x for x in dev_pairs if x.label is not None]
+    if not dev:
+        raise ValueError("dev pairs need labels (cut points and checkpoint choice use them)")
+    dev_scores = None
+    if p["epochs"] > 0:
+        if not labelled:
+            raise ValueError("no labelled training pairs")
+        dev_scores = fit_model(scorer, sample_pairs(labelled, p["limit_pairs"], p["seed"]),
+                               dev, workdir, progress, on_epoch)
+    scorer.fit_thresholds(dev, dev_scores)
+    return scorer

@@ -1,0 +1,103 @@
+"""Fine-tuning loop of `tagalign.pairs.model`: the sentence-transformers trainer with a
+loss of `tagalign.pairs.losses`, dev Spearman/alpha after each epoch, best epoch kept."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from tagalign.pairs.data import Pair
+from tagalign.pairs.losses import get_loss
+
+if TYPE_CHECKING:
+    from tagalign.pairs.model import PairScorer, Progress
+
+
+def training_columns(scorer: PairScorer, pairs: Sequence[Pair]) -> dict[str, list]:
+    """sentence1/sentence2 texts and the loss's target (``label`` for contrastive)."""
+    loss = get_loss(scorer.params["loss"])
+    cols: dict[str, list] = {"sentence1": [], "sentence2": [], "label": []}
+    for p in pairs:
+        target = loss.target(float(p.label))  # type: ignore[arg-type]
+        if target is None:
+            continue
+        cols["sentence1"].append(scorer.formatter(p.use1))
+        cols["sentence2"].append(scorer.formatter(p.use2))
+        cols["label"].append(int(target) if loss.name == "contrastive" else float(target))
+    return cols
+
+
+def fit_model(scorer: PairScorer, train_pairs: Sequence[Pair], dev: Sequence[Pair],
+              workdir: Path, progress: Progress | None = None,
+              on_epoch: Callable[[dict[str, Any]], None] | None = None) -> Any:
+    """Train in place, restore the epoch of best dev Spearman; returns that epoch's cosines
+    on the labelled ``dev`` pairs (numpy, in order), so the cut points need no new pass."""
+    import torch
+    from datasets import Dataset
+    from sentence_transformers import (
+        SentenceTransformerTrainer,
+        SentenceTransformerTrainingArguments,
+    )
+    from sentence_transformers.base.model_card import BaseModelCardCallback
+    from transformers import TrainerCallback
+    from transformers.trainer_callback import PrinterCallback, ProgressCallback
+
+    from tagalign.pairs.model import dev_metrics
+    from tagalign.train.recipes.ynu import freeze_lower_layers
+
+    p, model = scorer.params, scorer.model
+    torch.manual_seed(p["seed"])
+    if p["train_layers"] is not None:
+        # embeddings (the markers' too) stay frozen with the lower layers: training the two
+        # marker rows alone would still need backward through every layer and Adam state
+        # for the whole 250k-row matrix, which is what the budget knob avoids
+        freeze_lower_layers(model, int(p["train_layers"]))
+    data = Dataset.from_dict(training_columns(scorer, train_pairs)).shuffle(seed=p["seed"])
+    if len(data) == 0:
+        raise ValueError("no training pairs left after mapping labels to the loss's targets")
+    best: dict[str, Any] = {"spearman": float("-inf"), "state": None}
+
+    class Watch(TrainerCallback):
+        def on_step_end(self, args, state, control, **kw):
+            if progress:
+                progress("training", state.global_step, state.max_steps)
+
+        def on_epoch_end(self, args, state, control, **kw):
+            metrics = dev_metrics(scorer, dev, progress)
+            scores = metrics.pop("scores")
+            epoch = round(state.epoch or 0)
+            losses = [h["loss"] for h in state.log_history if "loss" in h]
+            entry = {"epoch": epoch, "train_loss": losses[-1] if losses else None, **metrics}
+            scorer.history.append(entry)
+            if metrics["spearman"] > best["spearman"]:
+                best["spearman"] = metrics["spearman"]
+                best["epoch"] = epoch
+                best["scores"] = scores
+                best["state"] = {k: v.detach().clone() for k, v in model.named_parameters()
+                                 if v.requires_grad}
+            if on_epoch:
+                on_epoch(entry)
+
+    args = SentenceTransformerTrainingArguments(
+        output_dir=str(Path(workdir) / "pairs-checkpoints"), num_train_epochs=p["epochs"],
+        per_device_train_batch_size=p["batch_size"], learning_rate=p["lr"],
+        warmup_steps=float(p["warmup"]), save_strategy="no", eval_strategy="no",
+        report_to="none", logging_steps=max(1, len(data) // p["batch_size"] // 20),
+        seed=p["seed"], data_seed=p["seed"], use_cpu=not torch.cuda.is_available(),
+        dataloader_num_workers=0, disable_tqdm=True)
+    trainer = SentenceTransformerTrainer(model=model, args=args, train_dataset=data,
+                                         loss=get_loss(p["loss"]).build(model),
+                                         callbacks=[Watch()])
+    for callback in list(trainer.callback_handler.callbacks):
+        # console printing and the model-card widget pass (a tqdm bar) are not wanted here
+        if isinstance(callback, (PrinterCallback, ProgressCallback, BaseModelCardCallback)):
+            trainer.remove_callback(callback)
+    trainer.train()
+    if best["state"] is not None:
+        with torch.no_grad():
+            params = dict(model.named_parameters())
+            for name, value in best["state"].items():
+                params[name].copy_(value)
+        scorer.history.append({"best_epoch": best["epoch"], "spearman": best["spearman"]})
+    return best.get("scores")

@@ -1,0 +1,348 @@
+"""Ordinal pair scoring (issue 9): loaders, metrics, cut points, the bi-encoder, the CLI."""
+
+from __future__ import annotations
+
+import io
+import json
+import random
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tagalign.pairs.data import Use, load_comedi, load_wic_jsonl
+from tagalign.pairs.metrics import evaluate, krippendorff_alpha
+from tagalign.pairs.thresholds import Thresholds, apply_cuts, even_cuts, fit_cuts
+from tagalign.records import BadInputError, InputReport
+from tiny_models import tiny_bert
+
+WORDS = ("epic hero poem saga verse heroic song neural network learning machine model data "
+         "fungi mushroom wood rot timber mould decay").split()
+SENSES = {"bank": (["river", "water", "shore", "mud"], ["money", "loan", "account", "cash"]),
+          "mouse": (["cat", "cheese", "tail", "hole"], ["click", "screen", "cursor", "pad"])}
+
+
+# -- fixtures ---------------------------------------------------------------------------
+def write_comedi(folder: Path, n_uses: int = 12, seed: int = 0, labels: bool = True
+                 ) -> list[tuple[str, str, float]]:
+    """A CoMeDi-layout language folder: uses of two lemmas with two senses each; a pair of
+    the same sense is labelled 4 (or 3), of different senses 1 (or 2)."""
+    rnd = random.Random(seed)
+    folder.mkdir(parents=True, exist_ok=True)
+    uses, sense_of = [], {}
+    for lemma, senses in SENSES.items():
+        for i in range(n_uses):
+            sense = i % 2
+            left = " ".join(rnd.choice(senses[sense]) for _ in range(4))
+            right = " ".join(rnd.choice(WORDS) for _ in range(3))
+            context = f"{left} {lemma} {right}"
+            start = len(left) + 1
+            uid = f"{lemma}-{i}"
+            sense_of[uid] = sense
+            uses.append((uid, lemma, context, f"{start}:{start + len(lemma)}"))
+    with open(folder / "uses.tsv", "w", encoding="utf-8") as fh:
+        fh.write("identifier\tlemma\tcontext\tindices_target_token\n")
+        for u in uses:
+            fh.write("\t".join(u) + "\n")
+    pairs = []
+    for lemma in SENSES:
+        ids = [u[0] for u in uses if u[1] == lemma]
+        for a in range(len(ids)):
+            for b in range(a + 1, min(len(ids), a + 4)):
+                same = sense_of[ids[a]] == sense_of[ids[b]]
+                pairs.append((ids[a], ids[b], rnd.choice([3.0, 4.0]) if same
+                              else rnd.choice([1.0, 2.0])))
+    with open(folder / "instances.tsv", "w", encoding="utf-8") as fh:
+        fh.write("identifier1\tidentifier2\tlemma\n")
+        for a, b, _ in pairs:
+            fh.write(f"{a}\t{b}\t{a.split('-')[0]}\n")
+    if labels:
+        with open(folder / "labels.tsv", "w", encoding="utf-8") as fh:
+            fh.write("identifier1\tidentifier2\tlemma\tmedian_cleaned\tjudgments\n")
+            for a, b, label in pairs:
+                fh.write(f"{a}\t{b}\t{a.split('-')[0]}\t{label}\t[{int(label)}]\n")
+    return pairs
+
+
+@pytest.fixture(scope="module")
+def tiny_st(tmp_path_factory) -> Path:
+    return tiny_bert(tmp_path_factory.mktemp("tiny-bert"))
+
+
+def tiny_params(st: Path, **kw) -> dict:
+    return {"base_model": f"st:{st}", "max_seq_length": 32, "batch_size": 8, "lr": 1e-3,
+            "epochs": 1, "seed": 0, **kw}
+
+
+# -- data -------------------------------------------------------------------------------
+def test_comedi_loader_reads_quoted_uses_and_labels(tmp_path):
+    pairs = write_comedi(tmp_path / "english")
+    with open(tmp_path / "english" / "uses.tsv", "a", encoding="utf-8") as fh:
+        fh.write('q-1\tbank\t"He said ""bank"" twice"\t9:13\n')
+    loaded = load_comedi(tmp_path)
+    assert len(loaded) == len(pairs)
+    assert {p.language for p in loaded} == {"english"}
+    assert [p.label for p in loaded] == [label for _, _, label in pairs]
+    for p in loaded:
+        assert p.use1.context[p.use1.start:p.use1.end] == p.lemma
+    uses = {u.identifier: u for p in loaded for u in (p.use1, p.use2)}
+    assert uses["bank-0"].context.split()[4] == "bank"
+
+
+def test_malformed_uses_line_is_reported_with_its_line_and_skipped(tmp_path):
+    folder = tmp_path / "german"
+    write_comedi(folder, labels=False)
+    lines = (folder / "uses.tsv").read_bytes().splitlines(keepends=True)
+    # line 3 (bank-1): offsets beyond the context; line 5 (bank-3): not UTF-8
+    uid, lemma, context, _ = lines[2].decode().rstrip("\n").split("\t")
+    lines[2] = f"{uid}\t{lemma}\t{context}\t{len(context) - 1}:{len(context) + 5}\n".encode()
+    lines[4] = lines[4].replace(b"bank", b"b\xe4nk", 1)
+    (folder / "uses.tsv").write_bytes(b"".join(lines))
+    report = InputReport(stream=io.StringIO())
+    pairs = load_comedi(tmp_path, report)
+    uses_tsv = str(folder / "uses.tsv")
+    assert any(m.startswith(f"{uses_tsv}:3: target offsets") for m in report.skipped)
+    assert any(m.startswith(f"{uses_tsv}:5: not valid UTF-8") for m in report.skipped)
+    skipped_pairs = [m for m in report.skipped if "instances.tsv:" in m]
+    assert skipped_pairs and all("bank-1" in m or "bank-3" in m for m in skipped_pairs)
+    assert all(p.label is None for p in pairs)
+    assert not any({"bank-1", "bank-3"} & {p.use1.identifier, p.use2.identifier}
+                   for p in pairs)
+    assert len(pairs) + len(skipped_pairs) == report.records_read + len(skipped_pairs)
+    with pytest.raises(BadInputError, match=r"uses\.tsv:3"):
+        load_comedi(tmp_path, InputReport(strict=True))
+
+
+def test_wic_jsonl_maps_binary_labels(tmp_path):
+    path = tmp_path / "wic.jsonl"
+    rows = [{"sentence1": "a bank loan", "sentence2": "the bank of the river", "start1": 2,
+             "end1": 6, "start2": 4, "end2": 8, "label": 0},
+            {"sentence1": "a bank loan", "sentence2": "my bank account", "start1": 2,
+             "end1": 6, "start2": 3, "end2": 7, "label": 1},
+            {"sentence1": "x", "sentence2": "y", "start1": 0, "end1": 9, "start2": 0,
+             "end2": 1, "label": 1}]
+    path.write_text("\n".join(json.dumps(r) for r in rows) + "\n{broken\n", "utf-8")
+    report = InputReport(stream=io.StringIO())
+    pairs = load_wic_jsonl(path, report=report)
+    assert [p.label for p in pairs] == [2.0, 4.0]
+    assert pairs[0].use2.context[4:8] == "bank"
+    assert [m.split(": ")[0] for m in report.skipped] == [f"{path}:3", f"{path}:4"]
+
+
+# -- metrics and cut points -------------------------------------------------------------
+def _alpha_by_hand(a: list[int], b: list[int]) -> float:
+    """Krippendorff's ordinal alpha from the coincidence matrix (two coders, no gaps)."""
+    values = sorted(set(a) | set(b))
+    idx = {v: i for i, v in enumerate(values)}
+    o = np.zeros((len(values), len(values)))
+    for x, y in zip(a, b, strict=True):
+        o[idx[x], idx[y]] += 1
+        o[idx[y], idx[x]] += 1
+    n_c = o.sum(1)
+    n = n_c.sum()
+    d = np.zeros_like(o)
+    for c in range(len(values)):
+        for k in range(len(values)):
+            lo, hi = min(c, k), max(c, k)
+            d[c, k] = (n_c[lo:hi + 1].sum() - (n_c[c] + n_c[k]) / 2) ** 2
+    expected = (np.outer(n_c, n_c) * d).sum()
+    return 1 - (n - 1) * (o * d).sum() / expected
+
+
+def test_alpha_matches_the_definition_on_a_hand_example():
+    gold = [1, 1, 2, 2, 3, 3, 4, 4, 4, 4]
+    pred = [1, 2, 2, 3, 3, 3, 4, 4, 3, 1]
+    ours = krippendorff_alpha(gold, pred)
+    assert ours == pytest.approx(_alpha_by_hand(gold, pred), abs=1e-9)
+    assert ours == pytest.approx(0.5372580645161291, abs=1e-6)
+    assert krippendorff_alpha(gold, gold) == pytest.approx(1.0)
+    result = evaluate(gold + gold, pred + gold, ["en"] * 10 + ["de"] * 10)
+    assert result["languages"]["de"]["alpha"] == pytest.approx(1.0)
+    assert result["mean_alpha"] == pytest.approx((1.0 + ours) / 2)
+    assert result["languages"]["en"]["confusion"][3] == [1, 0, 1, 2]
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_cut_points_recover_known_ones_and_beat_even_spacing(seed):
+    rng = np.random.default_rng(seed)
+    true = np.array([0.4, 0.8, 0.88])  # far from evenly spaced
+    edges = np.concatenate([[0.2], true, [0.95]])
+    gold = rng.choice([1, 2, 3, 4], size=1500, p=[0.15, 0.15, 0.2, 0.5])
+    scores = rng.uniform(edges[gold - 1], edges[gold]) + rng.normal(0, 0.01, len(gold))
+    cuts = fit_cuts(scores, gold)
+    assert np.abs(cuts - true).max() < 0.03
+    fitted = krippendorff_alpha(gold, apply_cuts(scores, cuts))
+    even = krippendorff_alpha(gold, apply_cuts(scores, even_cuts(scores)))
+    assert fitted > 0.9 and fitted > even + 0.05
+
+
+def test_thresholds_fall_back_to_pooled_cuts_and_round_trip(tmp_path):
+    rng = np.random.default_rng(0)
+    gold = rng.integers(1, 5, 400)
+    scores = gold / 4 + rng.normal(0, 0.05, 400)
+    langs = ["en"] * 200 + ["de"] * 200
+    th = Thresholds().fit(scores, gold, langs)
+    assert set(th.cuts_) == {"*", "en", "de"}
+    assert list(th.predict([0.3, 0.9], ["sv", "sv"])) == list(apply_cuts([0.3, 0.9],
+                                                                         th.cuts_["*"]))
+    th.save(tmp_path / "thresholds.json")
+    assert Thresholds.load(tmp_path / "thresholds.json").cuts_ == th.cuts_
+    bad = json.loads((tmp_path / "thresholds.json").read_text())
+    bad["labels"] = [0, 1]
+    (tmp_path / "bad.json").write_text(json.dumps(bad))
+    with pytest.raises(ValueError, match="label set"):
+        Thresholds.load(tmp_path / "bad.json")
+
+
+# -- model ------------------------------------------------------------------------------
+@pytest.mark.parametrize("where", ["start", "middle", "end"])
+def test_target_markers_survive_symmetric_truncation(tiny_st, where):
+    from tagalign.pairs.model import PairScorer, UseFormatter
+
+    scorer = PairScorer.build(tiny_params(tiny_st), device="cpu")
+    tok = scorer.model.tokenizer
+    left = {"start": 0, "middle": 60, "end": 120}[where]
+    words = [WORDS[i % len(WORDS)] for i in range(left)] + ["mushroom"] + \
+        [WORDS[(i * 7) % len(WORDS)] for i in range(120 - left)]
+    start = len(" ".join(words[:left])) + (1 if left else 0)
+    use = Use("u", "mushroom", " ".join(words), start, start + len("mushroom"))
+    fmt = UseFormatter(tok, 24, prefix="query: ")
+    text = fmt(use)
+    assert text.startswith("query: ") and "<t>mushroom</t>" in text.replace("<t> ", "<t>")
+    ids = tok(text)["input_ids"]
+    assert len(ids) <= 24
+    assert tok.convert_tokens_to_ids("<t>") in ids and tok.convert_tokens_to_ids("</t>") in ids
+    body = text.removeprefix("query: ")
+    before, after = body.split("<t>")[0], body.split("</t>")[1]
+    n_before = len(tok(before, add_special_tokens=False)["input_ids"])
+    n_after = len(tok(after, add_special_tokens=False)["input_ids"])
+    if where == "middle":
+        assert abs(n_before - n_after) <= 2
+    short = Use("s", "bank", "a bank loan", 2, 6)
+    assert fmt(short) == "query: a <t>bank</t> loan"
+
+
+@pytest.mark.parametrize("loss_name", ["contrastive", "cosine", "cosent", "angle"])
+def test_each_loss_lowers_its_loss_in_a_few_steps(tiny_st, tmp_path, loss_name):
+    import torch
+
+    from tagalign.pairs.losses import get_loss
+    from tagalign.pairs.model import PairScorer
+    from tagalign.pairs.training import training_columns
+
+    write_comedi(tmp_path / "en")
+    pairs = load_comedi(tmp_path)[:16]
+    scorer = PairScorer.build(tiny_params(tiny_st, loss=loss_name), device="cpu")
+    cols = training_columns(scorer, pairs)
+    model = scorer.model
+    loss = get_loss(loss_name).build(model)
+    dtype = torch.long if loss_name == "contrastive" else torch.float
+
+    def batch_loss() -> torch.Tensor:
+        feats = [model.tokenize(cols["sentence1"]), model.tokenize(cols["sentence2"])]
+        return loss(feats, torch.tensor(cols["label"], dtype=dtype))
+
+    torch.manual_seed(0)
+    model.train()
+    opt = torch.optim.Adam(model.parameters(), lr=3e-3)
+    with torch.no_grad():
+        before = float(batch_loss())
+    for _ in range(8):
+        opt.zero_grad()
+        batch_loss().backward()
+        opt.step()
+    with torch.no_grad():
+        after = float(batch_loss())
+    assert after < before * 0.9, (before, after)
+
+
+@pytest.mark.parametrize("pooling", ["mean", "target"])
+def test_train_save_load_gives_identical_predictions(tiny_st, tmp_path, pooling):
+    from tagalign.pairs.model import PairScorer, train
+
+    write_comedi(tmp_path / "data" / "en", seed=0)
+    write_comedi(tmp_path / "dev" / "en", n_uses=6, seed=1)
+    scorer = PairScorer.build(tiny_params(tiny_st, pooling=pooling, epochs=2), device="cpu")
+    epochs: list[dict] = []
+    train(scorer, load_comedi(tmp_path / "data"), load_comedi(tmp_path / "dev"),
+          tmp_path / "work", on_epoch=epochs.append)
+    assert [e["epoch"] for e in epochs] == [1, 2]
+    assert all(-1 <= e["spearman"] <= 1 for e in epochs)
+    scorer.save(tmp_path / "model")
+    config = json.loads((tmp_path / "model" / "config.json").read_text())
+    assert config["params"]["pooling"] == pooling and "torch" in config["versions"]
+    assert not list((tmp_path / "model").rglob("*.bin")) and not list(
+        (tmp_path / "model").rglob("*.pkl"))
+    loaded = PairScorer.load(tmp_path / "model", device="cpu")
+    dev = load_comedi(tmp_path / "dev")
+    labels_a, scores_a = scorer.predict(dev)
+    labels_b, scores_b = loaded.predict(dev)
+    assert np.array_equal(labels_a, labels_b)
+    assert np.allclose(scores_a, scores_b, atol=1e-6)
+    assert set(labels_a) <= {1, 2, 3, 4}
+
+
+def test_load_refuses_a_folder_without_markers(tiny_st, tmp_path):
+    from tagalign.pairs.model import PairScorer
+
+    scorer = PairScorer.build(tiny_params(tiny_st), device="cpu")
+    scorer.thresholds = Thresholds()
+    scorer.thresholds.cuts_ = {"*": [0.2, 0.5, 0.8]}
+    scorer.save(tmp_path / "m")
+    config = json.loads((tmp_path / "m" / "config.json").read_text())
+    config["markers"] = ["[T]", "[/T]"]
+    (tmp_path / "m" / "config.json").write_text(json.dumps(config))
+    with pytest.raises(ValueError, match="markers"):
+        PairScorer.load(tmp_path / "m", device="cpu")
+
+
+# -- CLI --------------------------------------------------------------------------------
+def test_cli_train_predict_eval_round_trip(tiny_st, tmp_path):
+    from typer.testing import CliRunner
+
+    from tagalign.cli import app, pairs_cmd  # noqa: F401 - registers `tagalign pairs`
+
+    for lang, seed in (("english", 0), ("german", 1)):
+        write_comedi(tmp_path / "train" / lang, seed=seed)
+        write_comedi(tmp_path / "dev" / lang, n_uses=6, seed=seed + 10)
+    write_comedi(tmp_path / "test" / "swedish", n_uses=6, seed=5, labels=False)
+    runner = CliRunner()
+    out = runner.invoke(app, ["pairs", "train", str(tmp_path / "model"), "--train",
+                              str(tmp_path / "train"), "--dev", str(tmp_path / "dev"),
+                              "--base-model", f"st:{tiny_st}", "--loss", "cosent",
+                              "--param", "epochs=1", "--param", "max_seq_length=32",
+                              "--param", "lr=0.001", "--param", "batch_size=8",
+                              "--device", "cpu"])
+    assert out.exit_code == 0, out.output
+    assert "dev Spearman" in out.output
+    assert (tmp_path / "model" / "thresholds.json").exists()
+    for src, dst in (("dev", "pred"), ("test", "pred-test")):
+        out = runner.invoke(app, ["pairs", "predict", str(tmp_path / "model"), "--input",
+                                  str(tmp_path / src), "--output", str(tmp_path / dst),
+                                  "--device", "cpu"])
+        assert out.exit_code == 0, out.output
+    rows = (tmp_path / "pred" / "english.tsv").read_text().splitlines()
+    assert rows[0].split("\t") == ["identifier1", "identifier2", "prediction", "cosine"]
+    assert {r.split("\t")[2] for r in rows[1:]} <= {"1", "2", "3", "4"}
+    assert (tmp_path / "pred-test" / "swedish.tsv").exists()  # pooled cut points
+    out = runner.invoke(app, ["pairs", "eval", str(tmp_path / "dev"), str(tmp_path / "pred"),
+                              "--json"])
+    assert out.exit_code == 0, out.output
+    report = json.loads(out.stdout)
+    assert set(report["languages"]) == {"english", "german"}
+    assert report["languages"]["english"]["pairs"] == len(rows) - 1
+    assert report["spearman_of"] == "cosine"
+    assert np.isclose(report["mean_alpha"], np.mean(
+        [v["alpha"] for v in report["languages"].values()]))
+    # gold scored against itself: alpha 1 in every language
+    perfect = tmp_path / "perfect"
+    perfect.mkdir()
+    for lang in ("english", "german"):
+        labels = (tmp_path / "dev" / lang / "labels.tsv").read_text().splitlines()[1:]
+        (perfect / f"{lang}.tsv").write_text("identifier1\tidentifier2\tprediction\n" + "".join(
+            f"{a}\t{b}\t{int(float(m))}\n" for a, b, _, m, _ in
+            (x.split("\t") for x in labels)))
+    out = runner.invoke(app, ["pairs", "eval", str(tmp_path / "dev"), str(perfect), "--json"])
+    assert json.loads(out.stdout)["mean_alpha"] == pytest.approx(1.0)
+    out = runner.invoke(app, ["pairs", "eval", str(tmp_path / "dev"), str(tmp_path / "nope")])
+    assert out.exit_code == 1 and "not found" in out.output
