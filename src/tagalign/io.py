@@ -137,9 +137,11 @@ class Reporter(Protocol):
 
 
 def open_binary(path: Path) -> IO[bytes]:
-    """Open a file for reading bytes, transparently gunzipping ``*.gz``."""
-    path = Path(path)
-    return gzip.open(path, "rb") if path.suffix == ".gz" else open(path, "rb")
+    """Open a file for reading bytes, transparently gunzipping gzip data (told by its magic
+    bytes, not the name: ``OUT.jsonl.gz.partial`` is gzip too)."""
+    with open(path, "rb") as fh:
+        magic = fh.read(2)
+    return gzip.open(path, "rb") if magic == b"\x1f\x8b" else open(path, "rb")
 
 
 def _utf8_error(exc: UnicodeDecodeError, line_start: int = 0) -> str:

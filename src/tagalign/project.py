@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from tagalign.io import atomic_dir, read_json, versions, write_json_atomic
-from tagalign.records import Record
+from tagalign.records import EMPTY_WARNING, Record, check_record
 from tagalign.suggest import Suggestion
 from tagalign.train.recipes import Recipe, get_recipe
 from tagalign.vocab import Vocabulary
@@ -152,12 +152,26 @@ class Project:
     # -- suggesting --------------------------------------------------------------------
     def suggest(self, records: Sequence[Record], limit: int = 20,
                 threshold: float = 0.0) -> list[list[Suggestion]]:
+        """Ranked suggestions per record (none for a record without text; see
+        `suggest_with_warnings` for the reasons)."""
+        return [row for row, _ in self.suggest_with_warnings(records, limit, threshold)]
+
+    def suggest_with_warnings(self, records: Sequence[Record], limit: int = 20,
+                              threshold: float = 0.0
+                              ) -> list[tuple[list[Suggestion], str | None]]:
+        """``(suggestions, warning)`` per record: degenerate records never reach the recipe
+        as they are (`tagalign.records.check_record`): empty text gets no suggestions and
+        `EMPTY_WARNING`; text over `MAX_TEXT_CHARS` is cut, with a warning saying so."""
         if self.recipe is None:
             raise ProjectError(f"project {self.path} is not trained yet; run `tagalign train`")
-        out = self.recipe.suggest(records, limit=limit)
-        if threshold > 0:
-            out = [[s for s in row if s.score >= threshold] for row in out]
-        return out
+        checked = [check_record(r) for r in records]
+        todo = [i for i, (_, warning) in enumerate(checked) if warning != EMPTY_WARNING]
+        out: list[list[Suggestion]] = [[] for _ in records]
+        if todo:
+            rows = self.recipe.suggest([checked[i][0] for i in todo], limit=limit)
+            for i, row in zip(todo, rows, strict=True):
+                out[i] = [s for s in row if s.score >= threshold] if threshold > 0 else row
+        return [(row, warning) for row, (_, warning) in zip(out, checked, strict=True)]
 
     def info(self) -> dict[str, Any]:
         c = self.config

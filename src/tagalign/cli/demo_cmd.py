@@ -8,7 +8,7 @@ from pathlib import Path
 import typer
 
 from tagalign.cli.app import app, console
-from tagalign.cli.train_cmd import _print_suggestions
+from tagalign.cli.suggest_cmd import print_suggestions
 from tagalign.demo import EXAMPLES, data_dir, load_demo_vocabulary, sample_records
 from tagalign.project import DEFAULT_RECIPE, Project
 
@@ -43,5 +43,5 @@ def demo(
         project.train([], resume=False)
     for rec, rows in zip(EXAMPLES, project.suggest(EXAMPLES, limit=10), strict=True):
         console.rule(f"[bold]{rec.title}[/] ({rec.language})")
-        _print_suggestions(rows)
+        print_suggestions(rows)
     console.log(f"demo finished in {time.perf_counter() - t0:.0f} s; project in {project_dir}")

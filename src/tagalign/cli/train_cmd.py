@@ -6,10 +6,9 @@ import time
 from pathlib import Path
 
 import typer
-from rich.table import Table
 
 from tagalign.cli.app import app, console, fail
-from tagalign.cli.common import iter_records, load_records, parse_params, progress
+from tagalign.cli.common import load_records, parse_params
 from tagalign.project import DEFAULT_RECIPE, Project, ProjectError
 from tagalign.records import Record
 from tagalign.train.recipes import recipe_names
@@ -104,58 +103,24 @@ def suggest(
     limit: int = typer.Option(20, "--limit", "-n", min=1, max=1000, help="Subjects per record."),
     threshold: float = typer.Option(0.0, "--threshold", help="Drop suggestions scoring below this."),
     batch_size: int = typer.Option(512, "--batch-size", min=1, help="Records per batch."),
-    strict: bool = typer.Option(False, "--strict", help="Stop at the first malformed record."),
+    strict: bool = typer.Option(False, "--strict", help="Stop at the first malformed record (exit status 1)."),
+    resume: bool = typer.Option(False, "--resume", help="Continue an interrupted run: keep what OUT.partial holds, tag the rest."),
 ) -> None:
     """Suggest subjects for records (a file, or one --title/--abstract).
 
     Example: tagalign suggest gnd-hybrid --input dev.jsonl.gz --output pred.jsonl --limit 20
+
+    Predictions are written to pred.jsonl.partial as they are made and renamed to pred.jsonl
+    at the end; after a failure or Ctrl-C, the same command with --resume tags only the
+    records not yet written. Malformed records are named (path:line) and skipped.
     """
-    try:
-        project = Project.load(project_dir)
-        if project.recipe is None:
-            raise ProjectError(f"project {project_dir} is not trained yet; run `tagalign train`")
-    except (ProjectError, VocabularyMismatchError) as exc:
-        fail(str(exc))
+    from tagalign.cli.suggest_cmd import load_trained, suggest_file, suggest_one
+
+    project = load_trained(project_dir)
     if title is not None:
         rec = Record(id="cli", title=title, abstract=abstract, language=language)
-        _print_suggestions(project.suggest([rec], limit, threshold)[0])
-        return
+        return suggest_one(project, rec, limit, threshold)
     if input is None or output is None:
         fail("give --input and --output (or --title for a single record)")
-    from tagalign.evaluate import write_predictions
-
-    def generate():
-        t0, n = time.perf_counter(), 0
-        with progress() as bar:
-            task = bar.add_task("suggesting", total=None, rate="")
-            chunk: list[Record] = []
-            for rec in iter_records(input, strict=strict):
-                chunk.append(rec)
-                if len(chunk) >= batch_size:
-                    yield from _run(chunk)
-                    n += len(chunk)
-                    chunk = []
-                    bar.update(task, completed=n, rate=f"{n / (time.perf_counter() - t0):.0f} rec/s")
-            if chunk:
-                yield from _run(chunk)
-                n += len(chunk)
-            bar.update(task, completed=n, total=n, rate=f"{n / (time.perf_counter() - t0):.0f} rec/s")
-
-    def _run(chunk: list[Record]):
-        for rec, row in zip(chunk, project.suggest(chunk, limit, threshold), strict=True):
-            yield rec.id, row
-
-    write_predictions(output, generate())
-    console.log(f"predictions written to {output}")
-
-
-def _print_suggestions(rows) -> None:
-    table = Table("#", "subject", "label", "score", "reasons")
-    for i, s in enumerate(rows, 1):
-        why = ", ".join(s.reasons.get("sources", []))
-        if "label_match" in s.reasons:
-            why += f"; label '{s.reasons['label_match']}'"
-        if s.reasons.get("neighbours"):
-            why += f"; {len(s.reasons['neighbours'])} similar records"
-        table.add_row(str(i), s.id, s.label, f"{s.score:.3f}", why)
-    console.print(table)
+    suggest_file(project, input, output, limit=limit, threshold=threshold,
+                 batch_size=batch_size, strict=strict, resume=resume)

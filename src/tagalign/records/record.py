@@ -2,7 +2,15 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+
+MAX_TEXT_CHARS = 50_000
+"""Longest input text (title + abstract, characters) a record is tagged on; longer text
+is cut here with a warning. Real records stay far below it (the longest of the 110k
+LLMs4Subjects train+dev records has 35,956), while a 20 MB "abstract" cannot exhaust
+memory in tokenisers, label matching or encoders."""
+
+EMPTY_WARNING = "empty title and abstract: no suggestions"
 
 
 @dataclass(slots=True)
@@ -26,3 +34,22 @@ class Record:
         return {"id": self.id, "type": self.type, "lang": self.language, "title": self.title,
                 "abstract": self.abstract, "subjects": list(self.subjects),
                 "domains": list(self.domains)}
+
+
+def check_record(rec: Record, max_chars: int = MAX_TEXT_CHARS) -> tuple[Record, str | None]:
+    """A record made safe to tag, and a warning for the user when it was degenerate.
+
+    Empty text gets `EMPTY_WARNING` (the caller returns no suggestions rather than noise);
+    text longer than ``max_chars`` is cut (title first, then abstract) and says so. Unknown
+    language codes are left to the recipes, which detect the language as for none.
+    """
+    title, abstract = rec.title or "", rec.abstract or ""
+    if not title.strip() and not abstract.strip():
+        return rec, EMPTY_WARNING
+    n = len(title) + len(abstract)
+    if n <= max_chars:
+        return rec, None
+    title = title[:max_chars]
+    abstract = abstract[:max_chars - len(title)]
+    return (replace(rec, title=title, abstract=abstract),
+            f"text truncated to {max_chars:,} of {n:,} characters")

@@ -1,0 +1,154 @@
+"""`tagalign suggest` never loses a run (issue 12): the three cases of the issue from the
+CLI, streaming to OUT.partial, --resume after an interrupted or killed run, exit status,
+degenerate records in the core."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from tagalign.cli import app
+from tagalign.project import Project
+from tagalign.records import EMPTY_WARNING, MAX_TEXT_CHARS, Record
+from tiny_models import tiny_records, tiny_vocab
+
+runner = CliRunner()
+
+
+@pytest.fixture(scope="module")
+def proj(tmp_path_factory) -> Path:
+    """A lexical project on the tiny vocabulary: trains instantly, deterministic."""
+    root = tmp_path_factory.mktemp("robust")
+    project = Project.create(root / "proj", tiny_vocab(), "lexical")
+    project.train(tiny_records(10))
+    return root / "proj"
+
+
+def _lines(recs: list[Record]) -> list[bytes]:
+    return [json.dumps(r.to_json()).encode() for r in recs]
+
+
+def _suggest(proj: Path, src: Path, out: Path, *extra: str):
+    return runner.invoke(app, ["suggest", str(proj), "--input", str(src), "--output", str(out),
+                               "--limit", "5", *extra])
+
+
+def _ids(path: Path) -> list[str]:
+    opener = gzip.open if ".gz" in path.suffixes else open
+    with opener(path, "rt", encoding="utf-8") as fh:
+        return [json.loads(line)["id"] for line in fh]
+
+
+def test_mixed_file_keeps_good_records_and_names_bad_lines(proj, tmp_path):
+    good = _lines(tiny_records(3, seed=5))
+    src = tmp_path / "mixed.jsonl"
+    src.write_bytes(b"\n".join([good[0], b'{"id": "x", "title": "Epen', good[1]
+                                .replace(b'"title": "', b'"title": "\xff'), good[2]]) + b"\n")
+    out = tmp_path / "out.jsonl"
+    res = _suggest(proj, src, out)
+    assert res.exit_code == 0, res.output
+    assert _ids(out) == ["r0", "r2"] and not (tmp_path / "out.jsonl.partial").exists()
+    assert f"{src}:2: " in res.output and f"{src}:3: not valid UTF-8 (byte 0xff" in res.output
+    assert "4 records read" not in res.output  # read counts good records only
+    assert "2 records read: 2 tagged (0 empty: no suggestions), 2 malformed skipped" in res.output
+
+    strict = _suggest(proj, src, tmp_path / "strict.jsonl", "--strict")
+    assert strict.exit_code == 1 and f"{src}:2: " in strict.output
+    assert "--resume" in strict.output
+    assert _ids(tmp_path / "strict.jsonl.partial") == ["r0"]  # finished before the bad line
+
+
+def test_cut_off_gzip_keeps_the_records_before_the_cut(proj, tmp_path):
+    recs = tiny_records(400, seed=2)
+    data = gzip.compress(b"\n".join(_lines(recs)) + b"\n")
+    src = tmp_path / "records.jsonl.gz"
+    src.write_bytes(data[: len(data) * 2 // 3])
+    out = tmp_path / "out.jsonl.gz"
+    res = _suggest(proj, src, out, "--batch-size", "64")
+    assert res.exit_code == 0, res.output
+    ids = _ids(out)
+    assert 50 < len(ids) < 400 and ids == [r.id for r in recs[: len(ids)]]
+    assert f"{src}: compressed data ends early after {len(ids)} records" in res.output
+    assert f"{len(ids)} records read: {len(ids)} tagged" in res.output
+
+
+def test_empty_record_gets_no_suggestions_and_is_counted(proj, tmp_path):
+    recs = tiny_records(3, seed=7)
+    recs[1].title, recs[1].abstract = "  ", ""
+    src = tmp_path / "in.jsonl"
+    src.write_bytes(b"\n".join(_lines(recs)) + b"\n")
+    out = tmp_path / "out.jsonl"
+    res = _suggest(proj, src, out)
+    assert res.exit_code == 0, res.output
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [len(r["subjects"]) > 0 for r in rows] == [True, False, True]
+    assert "3 records read: 3 tagged (1 empty: no suggestions)" in res.output
+    assert f"record r1: {EMPTY_WARNING}" in res.output
+
+
+def test_core_truncates_huge_records_and_says_so(proj):
+    project = Project.load(proj)
+    rec = tiny_records(1, seed=3)[0]
+    huge = Record(id="big", title=rec.title, abstract=rec.abstract + " x" * 10_000_000,
+                  language=rec.language)  # a 20 MB abstract
+    (row, warning), (small, none) = project.suggest_with_warnings([huge, rec], limit=5)
+    n = len(huge.title) + len(huge.abstract)
+    assert warning == f"text truncated to {MAX_TEXT_CHARS:,} of {n:,} characters"
+    assert none is None and [s.id for s in row] == [s.id for s in small]
+    (empty, why), = project.suggest_with_warnings([Record(id="e", title="")])
+    assert empty == [] and why == EMPTY_WARNING
+    assert project.suggest([Record(id="e", title="", abstract=" ")]) == [[]]
+
+
+def _interrupt_after(monkeypatch, n_batches: int, exc: BaseException) -> None:
+    original = Project.suggest_with_warnings
+    calls = {"n": 0}
+
+    def failing(self, records, *args, **kwargs):
+        calls["n"] += 1
+        if calls["n"] > n_batches:
+            raise exc
+        return original(self, records, *args, **kwargs)
+
+    monkeypatch.setattr(Project, "suggest_with_warnings", failing)
+
+
+@pytest.mark.parametrize("suffix", [".jsonl", ".jsonl.gz"])
+def test_resume_after_interruption_equals_an_uninterrupted_run(proj, tmp_path, monkeypatch,
+                                                                suffix):
+    src = tmp_path / "in.jsonl"
+    src.write_bytes(b"\n".join(_lines(tiny_records(300, seed=4))) + b"\n")
+    full = tmp_path / f"full{suffix}"
+    assert _suggest(proj, src, full, "--batch-size", "40").exit_code == 0
+
+    out = tmp_path / f"out{suffix}"
+    partial = tmp_path / f"out{suffix}.partial"
+    with monkeypatch.context() as m:  # Ctrl-C while the fourth batch is tagged
+        _interrupt_after(m, 3, KeyboardInterrupt())
+        res = _suggest(proj, src, out, "--batch-size", "40")
+    assert res.exit_code == 130 and "--resume" in res.output and not out.exists()
+    assert _ids(partial) == [f"r{i}" for i in range(120)]
+    assert "160 records read: 120 tagged" in res.output  # the summary comes even so
+
+    again = _suggest(proj, src, out, "--batch-size", "40")  # no --resume: refused, kept
+    assert again.exit_code == 1 and "--resume" in again.output and len(_ids(partial)) == 120
+
+    with monkeypatch.context() as m:  # a crash in the next run: exit 1, partial grows
+        _interrupt_after(m, 2, RuntimeError("disk on fire"))
+        crashed = _suggest(proj, src, out, "--batch-size", "40", "--resume")
+    assert crashed.exit_code == 1 and "RuntimeError: disk on fire" in crashed.output
+    assert len(_ids(partial)) == 200
+
+    # a killed process leaves a cut-off last line (plain) or an unfinished gzip stream
+    raw = partial.read_bytes()
+    partial.write_bytes(raw[:-30])
+    done = _suggest(proj, src, out, "--batch-size", "40", "--resume")
+    assert done.exit_code == 0, done.output
+    assert "already done (--resume)" in done.output and not partial.exists()
+    opener = gzip.open if suffix.endswith(".gz") else open
+    with opener(out, "rb") as a, opener(full, "rb") as b:
+        assert a.read() == b.read()
