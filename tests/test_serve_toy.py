@@ -16,7 +16,7 @@ import pytest
 import serve_recipe  # noqa: F401 - registers the "test-overlap" recipe
 from serving import LiveServer
 from tagalign.project import Project
-from tagalign.serve import app as app_module
+from tagalign.records import EMPTY_WARNING, MAX_TEXT_CHARS
 from tagalign.serve.app import create_app
 from tagalign.serve.feedback import FeedbackStore
 from tiny_models import tiny_records, tiny_vocab
@@ -184,10 +184,15 @@ def test_16_concurrent_requests(toy):
 def test_blank_record_gets_no_suggestions_and_a_warning(toy):
     res = httpx.post(toy.url + SUGGEST, json={"title": "  ", "abstract": "\n"})
     assert res.status_code == 200
-    assert res.json() == {"results": [], "warning": app_module.EMPTY_TEXT}
+    assert res.json() == {"results": [], "warning": EMPTY_WARNING}
     ok = httpx.post(toy.url + SUGGEST, json={"title": "Pilze"}).json()
     assert ok["results"] and ok["warning"] is None
     batch = httpx.post(toy.url + BATCH, json={"records": [
         {"title": "Pilze"}, {"title": ""}, {"title": "Holzschutz"}]}).json()
     assert [bool(r) for r in batch["results"]] == [True, False, True]
-    assert batch["warnings"] == [None, app_module.EMPTY_TEXT, None]
+    assert batch["warnings"] == [None, EMPTY_WARNING, None]
+    long = {"title": "Pilze", "abstract": "fungi " * (MAX_TEXT_CHARS // 6 + 10)}
+    res = httpx.post(toy.url + SUGGEST, json=long).json()
+    n = len(long["title"]) + len(long["abstract"])
+    assert res["results"] and res["warning"] == (
+        f"text truncated to {MAX_TEXT_CHARS:,} of {n:,} characters")

@@ -38,7 +38,6 @@ from tagalign.suggest import Suggestion
 MAX_BODY = 1_000_000
 STATIC = Path(__file__).parent / "static"
 API = "/tagalign/v1"  # tagalign's own API; Annif's is at /v1 (annif.PREFIX)
-EMPTY_TEXT = "empty text (title and abstract blank): no suggestions"
 
 
 def _too_large(path: str, max_body: int):
@@ -136,16 +135,10 @@ def _out(rows: list[Suggestion], titles: Mapping[str, str]) -> list[s.Suggestion
 
 def _suggest(proj: Project, recs: list[Record], limit: int, threshold: float
              ) -> tuple[list[list[Suggestion]], list[str | None]]:
-    """Suggestions and one warning (or None) per record; blank records get none."""
-    warnings: list[str | None] = [None if (r.title.strip() or r.abstract.strip())
-                                  else EMPTY_TEXT for r in recs]
-    todo = [i for i, w in enumerate(warnings) if w is None]
-    rows: list[list[Suggestion]] = [[] for _ in recs]
-    if todo:
-        for i, row in zip(todo, proj.suggest([recs[i] for i in todo], limit=limit,
-                                             threshold=threshold), strict=True):
-            rows[i] = row
-    return rows, warnings
+    """Suggestions and one warning (or None) per record (`Project.suggest_with_warnings`:
+    blank text gets no suggestions, text over `MAX_TEXT_CHARS` is cut)."""
+    pairs = proj.suggest_with_warnings(recs, limit=limit, threshold=threshold)
+    return [row for row, _ in pairs], [warning for _, warning in pairs]
 
 
 def create_app(projects: Mapping[str, Project], store: FeedbackStore,
