@@ -5,14 +5,19 @@ from __future__ import annotations
 
 import hashlib
 import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
 
 import httpx
 import pytest
+import requests
 import schemathesis
 from annif_client import AnnifClient
 from schemathesis.checks import not_a_server_error, positive_data_acceptance
 
-from serving import LiveServer, annif_openapi, fuzz, toy_app
+from serving import LiveServer, annif_openapi, free_port, fuzz, toy_app
 from tagalign.serve.annif import ANNIF_API_VERSION, GND_URI, MAX_BATCH
 
 PILZE, EPOS, HOLZSCHUTZ = "4046076-9", "4015065-3", "4025741-1"
@@ -164,3 +169,38 @@ def test_multipart_form_and_cors_as_annif_serves_them(live):
     assert pre.status_code == 200 and "POST" in pre.headers["access-control-allow-methods"]
     own = httpx.get(f"{live.url}/tagalign/v1/projects", headers=origin)
     assert "access-control-allow-origin" not in own.headers
+
+
+def test_the_client_table_against_the_tagalign_serve_command(tmp_path):
+    """The issue's table, unchanged client, against `tagalign serve` run as a command."""
+    toy_app(tmp_path)  # trains and saves the toy project
+    port = free_port()
+    boot = ("import sys; sys.path.insert(0, sys.argv.pop(1)); import serve_recipe; "
+            "from tagalign.cli import app; app()")
+    server = subprocess.Popen([sys.executable, "-c", boot, str(Path(__file__).parent), "serve",
+                               str(tmp_path / "toy"), "--port", str(port)],
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    client = AnnifClient(api_base=f"http://127.0.0.1:{port}/v1/")
+    try:
+        deadline = time.time() + 60
+        while True:
+            try:
+                info = client.api_info
+                break
+            except requests.ConnectionError:
+                assert server.poll() is None and time.time() < deadline, server.stdout.read()
+                time.sleep(0.2)
+        assert info["version"] == ANNIF_API_VERSION
+        assert [p["project_id"] for p in client.projects] == ["toy"]
+        assert client.get_project("toy")["backend"]["backend_id"] == "test-overlap"
+        assert client.suggest("toy", "Pilze\nfungi", limit=5)[0]["uri"] == GND_URI + PILZE
+        batch = client.suggest_batch("toy", [{"document_id": "1", "text": "Holzschutz"}],
+                                     limit=3)
+        assert batch[0]["document_id"] == "1" and len(batch[0]["results"]) <= 3
+        assert client.learn("toy", [{"text": "Epos\nsaga", "subjects": [
+            {"uri": GND_URI + EPOS, "label": "Epos"}]}]).status_code == 204
+        assert client.detect_language("Pilze im Holz", ["de", "en"])["results"][0][
+            "language"] == "de"
+    finally:
+        server.terminate()
+        server.wait(10)

@@ -22,7 +22,8 @@ def serve(
     records: Path = typer.Option(None, "--records", help="Records file the web page can fetch by id."),
     threads: int = typer.Option(0, "--threads", help="CPU threads for the models (0 = all)."),
 ) -> None:
-    """Serve the REST API (OpenAPI at /docs) and the librarians' web page at /.
+    """Serve Annif's REST API at /v1, tagalign's own API at /tagalign/v1 (docs at /docs)
+    and the librarians' web page at /. Give Annif clients http://HOST:PORT/v1/ as base URL.
 
     Example: tagalign serve gnd-hybrid --port 8000 --records dev.jsonl.gz
     """
@@ -51,7 +52,8 @@ def serve(
     store = FeedbackStore(feedback_db) if feedback_db else FeedbackStore.for_project(projects[0])
     recs = {r.id: r for r in load_records(records)} if records else {}
     app_ = create_app(loaded, store, recs)
-    console.log(f"serving on http://{host}:{port}/  (API docs at /docs)")
+    console.log(f"serving on http://{host}:{port}/  (Annif clients: http://{host}:{port}/v1/;"
+                " tagalign's API docs at /docs)")
     uvicorn.run(app_, host=host, port=port, log_level="warning")
 
 
