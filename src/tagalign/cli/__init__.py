@@ -1,6 +1,7 @@
 """`tagalign` command line: thin layers over the package's project objects."""
 
 from tagalign.cli import (  # noqa: F401 - each module registers its commands on `app`
+    batch_cmd,
     classify_cmd,
     data_cmd,
     demo_cmd,

@@ -105,6 +105,17 @@ def suggest(
     batch_size: int = typer.Option(512, "--batch-size", min=1, help="Records per batch."),
     strict: bool = typer.Option(False, "--strict", help="Stop at the first malformed record (exit status 1)."),
     resume: bool = typer.Option(False, "--resume", help="Continue an interrupted run: keep what OUT.partial holds, tag the rest."),
+    engine: str = typer.Option("local", "--engine",
+                               help="local, or ray: Ray Data workers, --output is a folder of "
+                               "shards + manifest.json (resumable; pip install 'tagalign[ray]')."),
+    address: str = typer.Option(None, "--address", help="Ray cluster: auto or ray://host:10001 "
+                                "(default: $RAY_ADDRESS, else Ray started here)."),
+    num_workers: int = typer.Option(None, "--num-workers", min=1,
+                                    help="Ray workers, each loads the project once (default: CPUs)."),
+    output_format: str = typer.Option("jsonl", "--format",
+                                      help="Shard format of --engine ray: jsonl or parquet."),
+    shard_size: int = typer.Option(5000, "--shard-size", min=1,
+                                   help="Records per shard of --engine ray (the unit of resuming)."),
 ) -> None:
     """Suggest subjects for records (a file, or one --title/--abstract).
 
@@ -113,7 +124,20 @@ def suggest(
     Predictions are written to pred.jsonl.partial as they are made and renamed to pred.jsonl
     at the end; after a failure or Ctrl-C, the same command with --resume tags only the
     records not yet written. Malformed records are named (path:line) and skipped.
+
+    On Ray: tagalign suggest gnd-hybrid --input records/ --output pred/ --engine ray --num-workers 2
     """
+    if engine not in ("local", "ray") or output_format not in ("jsonl", "parquet"):
+        fail("--engine takes local or ray; --format takes jsonl or parquet")
+    if engine == "ray" or output_format == "parquet":
+        if input is None or output is None:
+            fail("--engine ray/--format parquet need --input and --output (a folder)")
+        from tagalign.cli.batch_cmd import suggest_sharded
+
+        return suggest_sharded(project_dir, input, output, limit=limit, threshold=threshold,
+                               batch_size=batch_size, engine=engine, address=address,
+                               num_workers=num_workers, output_format=output_format,
+                               shard_size=shard_size)
     from tagalign.cli.suggest_cmd import load_trained, suggest_file, suggest_one
 
     project = load_trained(project_dir)

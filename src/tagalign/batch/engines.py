@@ -1,0 +1,175 @@
+"""Where shards run: `local` (this process) or `ray` (Ray Data actors, one machine or a
+cluster). Both call the same `ShardWorker`, so their output is the same record for record.
+
+Ray is imported only inside `RayEngine`; ``import tagalign`` and the CLI never need it.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Sequence
+from typing import Any, ClassVar
+
+import numpy as np
+
+from tagalign.batch.sources import Shard
+from tagalign.batch.tasks import ShardWorker
+
+ENGINES: dict[str, type[Engine]] = {}
+OnDone = Callable[[dict[str, Any]], None]
+#: Object store of a Ray instance started here: small machines (2 cores, a small /dev/shm)
+#: and CI fail with Ray's default of 30% of RAM. Shards travel as descriptors (the workers
+#: read their input themselves), so little goes through the store.
+DEFAULT_OBJECT_STORE_MB = 256
+INSTALL_HINT = "--engine ray needs Ray: pip install 'tagalign[ray]'"
+
+
+class EngineError(RuntimeError):
+    """An engine cannot start or a run failed as a whole (finished shards are kept)."""
+
+
+def register_engine(cls: type[Engine]) -> type[Engine]:
+    ENGINES[cls.name] = cls
+    return cls
+
+
+def get_engine(name: str, **kw: Any) -> Engine:
+    if name not in ENGINES:
+        raise ValueError(f"unknown engine {name!r}; use one of {sorted(ENGINES)}")
+    return ENGINES[name](**kw)
+
+
+class Engine(ABC):
+    name: ClassVar[str]
+    #: Seconds spent starting the engine (Ray start-up) and its workers, filled by `run`.
+    startup_s: float = 0.0
+    workers: int = 1
+
+    @abstractmethod
+    def run(self, shards: Sequence[Shard], spec: dict[str, Any], out: str,
+            on_done: OnDone) -> None:
+        """Process every shard; call ``on_done(summary)`` as each one finishes."""
+
+
+@register_engine
+class LocalEngine(Engine):
+    """Shards one after another in this process (the task loaded once)."""
+
+    name = "local"
+
+    def __init__(self, **_: Any):
+        self.workers = 1
+
+    def run(self, shards: Sequence[Shard], spec: dict[str, Any], out: str,
+            on_done: OnDone) -> None:
+        t0 = time.perf_counter()
+        worker = ShardWorker(spec, out)
+        self.startup_s = time.perf_counter() - t0
+        for shard in shards:
+            on_done(worker.run(shard))
+
+
+class RayShardActor:
+    """The callable class of ``map_batches``: the task is loaded once per actor."""
+
+    def __init__(self, spec: dict[str, Any], out: str, threads: int = 1):
+        from tagalign.runtime import set_threads
+
+        set_threads(threads)
+        self.worker = ShardWorker(spec, out)
+
+    def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        done = [json.dumps(self.worker.run(Shard.from_json(json.loads(s))))
+                for s in batch["shard"]]
+        return {"summary": np.array(done, dtype=object)}
+
+
+def _quiet_ray(ray: Any) -> None:
+    """Our own progress display replaces Ray's bars and execution logs."""
+    ctx = ray.data.DataContext.get_current()
+    ctx.enable_progress_bars = False
+    ctx.enable_operator_progress_bars = False
+    ctx.print_on_execution_start = False
+    ctx.enable_auto_log_stats = False
+    ctx.verbose_stats_logs = False
+    # A failed shard fails the run (the manifest keeps what finished; a rerun redoes it):
+    # records are never dropped by skipping blocks.
+    ctx.max_errored_blocks = 0
+    for name in ("ray", "ray.data", "ray._private"):
+        logging.getLogger(name).setLevel(logging.ERROR)
+
+
+@register_engine
+class RayEngine(Engine):
+    """Ray Data: ``map_batches`` over shard descriptors with an `ActorPoolStrategy` of N.
+
+    ``address=None`` (and no ``RAY_ADDRESS``) starts Ray in this process with
+    ``object_store_mb`` of object store; ``"auto"`` or ``ray://host:10001`` joins a running
+    cluster. An already initialised Ray (a test fixture, a notebook) is used as it is.
+    """
+
+    name = "ray"
+
+    def __init__(self, address: str | None = None, num_workers: int | None = None,
+                 object_store_mb: int = DEFAULT_OBJECT_STORE_MB,
+                 threads_per_worker: int | None = None, **_: Any):
+        try:
+            import ray  # noqa: F401
+            import ray.data  # noqa: F401
+        except ImportError:
+            raise EngineError(INSTALL_HINT) from None
+        self.address = address
+        self.num_workers = num_workers
+        self.object_store_mb = object_store_mb
+        self.threads_per_worker = threads_per_worker
+
+    def _init(self) -> Any:
+        import ray
+
+        # Ray's C++ core logs warnings meant for Ray developers (e.g. about actor restarts
+        # of Ray Data's own map workers) straight to stderr; errors still reach the user
+        # as exceptions.
+        os.environ.setdefault("RAY_BACKEND_LOG_LEVEL", "fatal")
+        if not ray.is_initialized():
+            kw: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False,
+                                  "logging_level": logging.ERROR}
+            if self.address is None and not os.environ.get("RAY_ADDRESS"):
+                kw.update(num_cpus=os.cpu_count() or 1,
+                          object_store_memory=self.object_store_mb * 1024 * 1024)
+            else:
+                kw["address"] = self.address
+            try:
+                ray.init(**kw)
+            except (ConnectionError, RuntimeError, ValueError) as exc:
+                raise EngineError(f"cannot start or reach Ray ({self.address or 'local'}): "
+                                  f"{exc}") from exc
+        _quiet_ray(ray)
+        return ray
+
+    def run(self, shards: Sequence[Shard], spec: dict[str, Any], out: str,
+            on_done: OnDone) -> None:
+        t0 = time.perf_counter()
+        ray = self._init()
+        cpus = int(ray.cluster_resources().get("CPU", 1))
+        self.workers = max(1, min(self.num_workers or cpus, len(shards) or 1))
+        # the machine's CPUs shared out: 1 worker on 2 cores gets 2 threads, 2 workers 1 each
+        threads = self.threads_per_worker or max(1, cpus // self.workers)
+        self.startup_s = time.perf_counter() - t0
+        if not shards:
+            return
+        ds = ray.data.from_items([{"shard": json.dumps(s.to_json())} for s in shards],
+                                 override_num_blocks=len(shards))
+        ds = ds.map_batches(
+            RayShardActor, fn_constructor_kwargs={"spec": spec, "out": out,
+                                                  "threads": threads},
+            compute=ray.data.ActorPoolStrategy(size=self.workers), batch_size=1,
+            batch_format="numpy", num_cpus=threads)
+        try:
+            for row in ds.iter_rows():
+                on_done(json.loads(row["summary"]))
+        except Exception as exc:  # Ray wraps worker errors in its own types
+            raise EngineError(f"Ray run failed: {str(exc).strip().splitlines()[-1]}") from exc

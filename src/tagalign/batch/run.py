@@ -1,0 +1,167 @@
+"""A resumable batch run: plan shards, skip the finished ones, run the rest, keep a manifest.
+
+``OUT/manifest.json`` holds the task spec, a fingerprint of the project or encoder, the
+input files (size, mtime) and their shards, and per finished shard its records in/out,
+errors and output file sizes. It is rewritten atomically after every shard, so a run
+killed at any point resumes: a shard counts as done only when the manifest lists it and
+its files exist with the recorded sizes; anything else is redone from scratch (outputs
+are written atomically, so there is never half a shard to keep).
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import hashlib
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tagalign.batch.engines import Engine
+from tagalign.batch.sources import Shard, input_files, plan_shards
+from tagalign.batch.tasks import errors_name
+from tagalign.io import read_json, versions, write_json_atomic
+
+MANIFEST = "manifest.json"
+FORMAT = "tagalign-batch"
+#: Spec keys that change the output; a rerun with other values must not mix results.
+OUTPUT_KEYS = ("task", "target", "project", "limit", "threshold", "format", "kind")
+
+
+class BatchError(ValueError):
+    """The output folder holds another run, or the input changed since it started."""
+
+
+def _now() -> str:
+    return _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
+
+
+def fingerprint(target: str) -> str:
+    """Names what produced the output: a project's trained model, or an encoder spec/folder."""
+    path = Path(target)
+    h = hashlib.sha256()
+    if (path / "project.json").exists():
+        cfg = read_json(path / "project.json")
+        h.update(repr((cfg.get("recipe"), cfg.get("params"), cfg.get("trained_at"),
+                       cfg.get("vocabulary"))).encode())
+        meta = path / "model" / "recipe.json"
+        if meta.exists():
+            h.update(meta.read_bytes())
+    elif path.exists():
+        for p in sorted(path.rglob("*")) if path.is_dir() else [path]:
+            if p.is_file():
+                st = p.stat()
+                h.update(f"{p.relative_to(path.parent)}\x1f{st.st_size}\x1f{st.st_mtime_ns}".encode())
+    else:
+        h.update(target.encode())
+    return h.hexdigest()[:16]
+
+
+def _files_state(src: Path) -> list[dict[str, Any]]:
+    out = []
+    for p in input_files(src):
+        st = p.stat()
+        out.append({"path": str(p), "bytes": st.st_size, "mtime_ns": st.st_mtime_ns})
+    return out
+
+
+@dataclass
+class BatchResult:
+    out: Path
+    shards_total: int
+    shards_skipped: int
+    shards_run: int
+    records_in: int
+    records_out: int
+    errors: int
+    seconds: float
+    startup_s: float
+    workers: int
+    manifest: dict[str, Any] = field(repr=False, default_factory=dict)
+
+
+def shard_done(out: Path, entry: dict[str, Any] | None) -> bool:
+    if not entry or not entry.get("files"):
+        return False
+    for name, size in entry["files"].items():
+        p = out / name
+        if not p.exists() or p.stat().st_size != size:
+            return False
+    return True
+
+
+def run_batch(spec: dict[str, Any], src: Path, out: Path, engine: Engine, *,
+              shard_size: int = 5000, overwrite: bool = False,
+              on_plan: Callable[[int, int], None] | None = None,
+              on_shard: Callable[[dict[str, Any]], None] | None = None) -> BatchResult:
+    """Run ``spec`` (see `tagalign.batch.tasks`) over ``src`` into the folder ``out``.
+
+    ``on_plan(records_total, records_already_done)`` is called once before work starts and
+    ``on_shard(summary)`` after each shard, for progress displays.
+    """
+    src, out = Path(src), Path(out)
+    if out.exists() and not out.is_dir():
+        raise BatchError(f"--output {out} is a file; batch output is a folder")
+    out.mkdir(parents=True, exist_ok=True)
+    target = spec.get("project") or spec.get("target")
+    key = {k: spec[k] for k in OUTPUT_KEYS if k in spec}
+    fp = fingerprint(str(target))
+    files = _files_state(src)
+    old = read_json(out / MANIFEST) if (out / MANIFEST).exists() else None
+    if old is not None and not overwrite:
+        if old.get("format") != FORMAT:
+            raise BatchError(f"{out} holds something other than a tagalign batch output")
+        if old["spec"] != key or old["fingerprint"] != fp:
+            raise BatchError(f"{out} holds output of another project/model or other settings "
+                             f"({old['spec']}); use a new --output or delete {out}")
+        if old["input"]["source"] != str(src) or old["input"]["files"] != files:
+            raise BatchError(f"the input changed since {out} was started (files or sizes "
+                             "differ); use a new --output or delete it")
+        shards = [Shard.from_json(s) for s in old["input"]["shards"]]
+        done = dict(old["shards"])
+        manifest = old
+    else:
+        shards = plan_shards(src, shard_size)
+        done = {}
+        manifest = {"format": FORMAT, "spec": key, "fingerprint": fp,
+                    "input": {"source": str(src), "files": files, "shard_size": shard_size,
+                              "shards": [s.to_json() for s in shards]},
+                    "shards": {}, "versions": versions(), "started": _now(), "runs": []}
+    for tmp in out.glob(".*.tmp"):  # leftovers of a killed worker
+        tmp.unlink(missing_ok=True)
+    done = {sid: e for sid, e in done.items() if shard_done(out, e)}
+    todo = [s for s in shards if s.id not in done]
+    for s in todo:  # an errors file of an earlier attempt must not outlive it
+        (out / errors_name(s.id)).unlink(missing_ok=True)
+    manifest["shards"] = done
+    manifest["max_errored_blocks"] = 0
+    run_info = {"engine": engine.name, "started": _now(), "shards": len(todo)}
+    manifest["runs"].append(run_info)
+    write_json_atomic(out / MANIFEST, manifest)
+    if on_plan:
+        on_plan(sum(s.size for s in shards), sum(e["records_in"] for e in done.values()))
+
+    t0 = time.perf_counter()
+
+    def finished(summary: dict[str, Any]) -> None:
+        summary["finished"] = _now()
+        manifest["shards"][summary["shard"]] = summary
+        manifest["updated"] = summary["finished"]
+        write_json_atomic(out / MANIFEST, manifest)
+        if on_shard:
+            on_shard(summary)
+
+    engine.run(todo, spec, str(out), finished)
+    seconds = time.perf_counter() - t0
+    entries = manifest["shards"].values()
+    run_info.update(seconds=round(seconds, 3), startup_s=round(engine.startup_s, 3),
+                    workers=engine.workers)
+    manifest["totals"] = {k: sum(e[k] for e in entries)
+                          for k in ("records_in", "records_out", "errors")}
+    manifest["complete"] = len(manifest["shards"]) == len(shards)
+    write_json_atomic(out / MANIFEST, manifest)
+    return BatchResult(out, len(shards), len(shards) - len(todo), len(todo),
+                       manifest["totals"]["records_in"], manifest["totals"]["records_out"],
+                       manifest["totals"]["errors"], seconds, engine.startup_s, engine.workers,
+                       manifest)

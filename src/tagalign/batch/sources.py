@@ -1,0 +1,206 @@
+"""Batch inputs cut into shards: a JSONL(.gz) file, a folder of them, or Parquet.
+
+A `Shard` is a range of *items* of one input file, where an item is a record or a piece of
+bad input the loader reported (``path:line: why``). Counting bad items too keeps the shard
+boundaries the same however the records parse, and puts every bad line into the errors
+file of the shard it falls in, so nothing is silently dropped.
+
+Record files go through `tagalign.records.read_records` (every format it knows, its
+checks and reports); a shard reader streams its file from the top and skips the items
+before its range, which costs a JSON parse per skipped record (~20 µs): give a very large
+input as a folder of files to keep that small. Parquet files (columns as in our JSONL:
+``id``, ``title``, ``abstract``, ``lang``, …) are read row group by row group with pyarrow.
+"""
+
+from __future__ import annotations
+
+import json
+from abc import ABC, abstractmethod
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import ClassVar
+
+from tagalign.records import InputReport, Record, read_records
+from tagalign.records.loaders import guess_format
+
+SOURCES: dict[str, type[Source]] = {}
+RECORD_SUFFIXES = (".jsonl", ".jsonl.gz", ".ndjson", ".ndjson.gz")
+PARQUET_SUFFIXES = (".parquet", ".pq")
+
+
+@dataclass(frozen=True, slots=True)
+class Shard:
+    """Items ``[start, stop)`` of ``path`` (rows of row groups ``[start, stop)`` for Parquet)."""
+
+    id: str
+    source: str
+    path: str
+    start: int
+    stop: int
+    size: int  # items (records and bad input) in the shard
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, obj: dict) -> Shard:
+        return cls(**obj)
+
+
+@dataclass(slots=True)
+class BadItem:
+    """Input the loader could not turn into a record."""
+
+    where: str
+    reason: str
+
+
+class _CollectingReport(InputReport):
+    """An `InputReport` that queues bad items (in input order) instead of printing them."""
+
+    def __init__(self) -> None:
+        super().__init__(strict=False)
+        self.pending: list[BadItem] = []
+
+    def bad(self, where: str, why: str) -> None:
+        self.pending.append(BadItem(where, why))
+
+
+def register_source(cls: type[Source]) -> type[Source]:
+    SOURCES[cls.name] = cls
+    return cls
+
+
+class Source(ABC):
+    """One input file's items, countable and readable by range."""
+
+    name: ClassVar[str]
+
+    @abstractmethod
+    def count(self, path: Path) -> list[int]:
+        """Sizes of the file's natural units (1 per item; rows per row group for Parquet)."""
+
+    @abstractmethod
+    def read(self, shard: Shard) -> Iterator[Record | BadItem]:
+        ...
+
+
+@register_source
+class RecordFileSource(Source):
+    """Any record format `read_records` knows (JSONL(.gz), Annif TSV, a JSON-LD folder)."""
+
+    name = "records"
+
+    def _items(self, path: Path) -> Iterator[Record | BadItem]:
+        report = _CollectingReport()
+        for rec in read_records(path, report=report):
+            yield from report.pending
+            report.pending.clear()
+            yield rec
+        yield from report.pending
+
+    def count(self, path: Path) -> list[int]:
+        n = sum(1 for _ in self._items(path))
+        return [n]
+
+    def read(self, shard: Shard) -> Iterator[Record | BadItem]:
+        for i, item in enumerate(self._items(Path(shard.path))):
+            if i >= shard.stop:
+                return
+            if i >= shard.start:
+                yield item
+
+
+@register_source
+class ParquetSource(Source):
+    """Parquet with our JSONL's columns; a shard is a range of row groups."""
+
+    name = "parquet"
+
+    @staticmethod
+    def _file(path: Path):
+        try:
+            import pyarrow.parquet as pq
+        except ImportError:
+            raise ValueError("reading Parquet needs pyarrow: pip install 'tagalign[ray]'") from None
+        return pq.ParquetFile(path)
+
+    def count(self, path: Path) -> list[int]:
+        meta = self._file(path).metadata
+        return [meta.row_group(i).num_rows for i in range(meta.num_row_groups)]
+
+    def read(self, shard: Shard) -> Iterator[Record | BadItem]:
+        pf = self._file(Path(shard.path))
+        row0 = sum(pf.metadata.row_group(i).num_rows for i in range(shard.start))
+        for g in range(shard.start, shard.stop):
+            for obj in pf.read_row_group(g).to_pylist():
+                row0 += 1
+                try:
+                    yield _record_from_row(obj)
+                except (TypeError, ValueError) as exc:
+                    yield BadItem(f"{shard.path}:row {row0}", str(exc))
+
+
+def _record_from_row(obj: dict) -> Record:
+    rid, title = obj.get("id"), obj.get("title")
+    if not rid or not isinstance(rid, str):
+        raise ValueError("missing 'id'")
+    if not isinstance(title, str):
+        raise ValueError("missing 'title'")
+    subjects = obj.get("subjects") or []
+    if isinstance(subjects, str):  # a JSON-encoded list
+        subjects = json.loads(subjects)
+    return Record(id=rid, title=title, abstract=obj.get("abstract") or "",
+                  language=obj.get("lang") or obj.get("language"), type=obj.get("type"),
+                  subjects=list(subjects))
+
+
+def source_for(path: Path) -> Source:
+    name = path.name.lower()
+    if name.endswith(PARQUET_SUFFIXES):
+        return SOURCES["parquet"]()
+    return SOURCES["records"]()
+
+
+def input_files(src: Path) -> list[Path]:
+    """The files a batch input consists of: the file itself, or a folder's record/Parquet
+    files (sorted); a folder without any is read as one JSON-LD tree."""
+    src = Path(src)
+    if not src.exists():
+        raise FileNotFoundError(f"input not found: {src}")
+    if src.is_file():
+        if not src.name.lower().endswith(PARQUET_SUFFIXES):
+            guess_format(src)  # a clear error for an unknown file type, before any work
+        return [src]
+    files = sorted(p for p in src.rglob("*") if p.is_file()
+                   and p.name.lower().endswith(RECORD_SUFFIXES + PARQUET_SUFFIXES))
+    return files or [src]
+
+
+def plan_shards(src: Path, shard_size: int) -> list[Shard]:
+    """Cut the input into shards of about ``shard_size`` items (never across files)."""
+    if shard_size < 1:
+        raise ValueError("shard size must be at least 1")
+    shards: list[Shard] = []
+    for path in input_files(src):
+        source = source_for(path)
+        units = source.count(path)
+        if source.name == "parquet":  # whole row groups, about shard_size rows per shard
+            start, rows = 0, 0
+            for g, n in enumerate(units):
+                rows += n
+                if rows >= shard_size or g == len(units) - 1:
+                    shards.append(Shard(f"{len(shards):05d}", source.name, str(path),
+                                        start, g + 1, rows))
+                    start, rows = g + 1, 0
+            continue
+        total = units[0]
+        for a in range(0, total, shard_size):
+            b = min(total, a + shard_size)
+            shards.append(Shard(f"{len(shards):05d}", source.name, str(path), a, b, b - a))
+    return shards
+
+
+def read_shard(shard: Shard) -> Iterator[Record | BadItem]:
+    return SOURCES[shard.source]().read(shard)

