@@ -8,6 +8,7 @@ from tagalign.cli import (  # noqa: F401 - each module registers its commands on
     eval_cmd,
     export_cmd,
     lang_cmd,
+    pairs_cmd,
     records_cmd,
     serve_cmd,
     train_cmd,
