@@ -58,9 +58,11 @@ def first_line(path: Path) -> str:
 @register("gnd-tsv")
 def load_gnd_tsv(path: Path, report: Reporter | None = None) -> Iterator[Subject]:
     """Our ``gnd-subjects.tsv.gz``: header ``gnd_id  label_de  label_en``."""
+    report = default_report(report)
     header = first_line(path).rstrip("\r\n").split("\t")
-    if header[0] != "gnd_id":
-        raise ValueError(f"{path}: expected a header starting with 'gnd_id'")
+    if header[0] != "gnd_id":  # the wrong format: no line of it can be read
+        report.bad(f"{path}:1", "expected a header starting with 'gnd_id'")
+        return iter(())
     langs = [h.removeprefix("label_") for h in header[1:]]
 
     def parse(line: str, lineno: int) -> Subject | None:
@@ -72,7 +74,7 @@ def load_gnd_tsv(path: Path, report: Reporter | None = None) -> Iterator[Subject
         labels = {lang: v for lang, v in zip(langs, row[1:], strict=False) if v}
         return Subject(normalize_subject_id(row[0]), labels)
 
-    return parse_lines(path, default_report(report), parse, unit="subjects")
+    return parse_lines(path, report, parse, unit="subjects")
 
 
 def guess_format(path: Path) -> str:
