@@ -79,6 +79,7 @@ def test_cut_off_gzip_keeps_the_records_before_the_cut(proj, tmp_path):
 def test_empty_record_gets_no_suggestions_and_is_counted(proj, tmp_path):
     recs = tiny_records(3, seed=7)
     recs[1].title, recs[1].abstract = "  ", ""
+    recs[2].language = "tlh"  # an unknown language code: detected from the text instead
     src = tmp_path / "in.jsonl"
     src.write_bytes(b"\n".join(_lines(recs)) + b"\n")
     out = tmp_path / "out.jsonl"
@@ -152,3 +153,44 @@ def test_resume_after_interruption_equals_an_uninterrupted_run(proj, tmp_path, m
     opener = gzip.open if suffix.endswith(".gz") else open
     with opener(out, "rb") as a, opener(full, "rb") as b:
         assert a.read() == b.read()
+
+
+def test_every_reading_command_names_bad_lines_and_goes_on(tmp_path):
+    """train, records stats, eval and vocab load on the issue's mixed file."""
+    vocab = tmp_path / "gnd-subjects.tsv"
+    vocab.write_bytes(b"gnd_id\tlabel_de\tlabel_en\n" + b"".join(
+        f"{s.id}\t{s.labels['de']}\t{s.labels['en']}\n".encode() for s in tiny_vocab())
+        + b"9999-9\tKaf\xfffee\t\n")
+    recs = tiny_records(4, seed=9)
+    src = tmp_path / "mixed.jsonl"
+    lines = _lines(recs)
+    src.write_bytes(b"\n".join([lines[0], b'{"id": "x", "title": "Epen', lines[1]
+                                .replace(b'"title": "', b'"title": "\xff'), *lines[2:]]) + b"\n")
+    bad2, bad3 = f"{src}:2: ", f"{src}:3: not valid UTF-8"
+
+    res = runner.invoke(app, ["vocab", "load", str(vocab), "--out", str(tmp_path / "gnd")])
+    assert res.exit_code == 0 and f"{vocab}:" in res.output and "1 malformed" in res.output
+    strict = runner.invoke(app, ["vocab", "load", str(vocab), "--out", str(tmp_path / "g2"),
+                                 "--strict"])
+    assert strict.exit_code == 1 and "not valid UTF-8" in strict.output
+
+    res = runner.invoke(app, ["train", str(tmp_path / "p"), "--vocab", str(tmp_path / "gnd"),
+                              "--train", str(src), "--recipe", "lexical"])
+    assert res.exit_code == 0, res.output
+    assert bad2 in res.output and bad3 in res.output and "3 records" in res.output
+    res = runner.invoke(app, ["train", str(tmp_path / "p"), "--train", str(src), "--strict"])
+    assert res.exit_code == 1 and bad2 in res.output
+
+    res = runner.invoke(app, ["records", "stats", str(src)])
+    assert res.exit_code == 0 and bad2 in res.output and bad3 in res.output
+    assert "malformed items skipped │ 2" in res.output.replace("  ", " ").replace("  ", " ")
+
+    pred = tmp_path / "pred.jsonl"
+    pred.write_bytes(b"\n".join([json.dumps({"id": r.id, "subjects": r.subjects}).encode()
+                                 for r in recs[:2]] + [b"\xff{}"]) + b"\n")
+    res = runner.invoke(app, ["eval", str(src), str(pred), "--json"])
+    assert res.exit_code == 0, res.output
+    assert f"{pred}:3: not valid UTF-8" in res.output and bad2 in res.output
+    overall = json.loads(res.output[res.output.index("{"):])["overall"]
+    # gold r0, r2, r3 (r1 was the bad line); r0 predicted perfectly, r2 and r3 missing
+    assert overall["n"] == 3 and overall["recall@5"] == pytest.approx(1 / 3)
