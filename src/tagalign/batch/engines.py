@@ -127,6 +127,12 @@ class RayEngine(Engine):
         self.object_store_mb = object_store_mb
         self.threads_per_worker = threads_per_worker
 
+    def start(self) -> float:
+        """Start (or join) Ray now; returns the seconds it took (0 if it was running)."""
+        t0 = time.perf_counter()
+        self._init()
+        return time.perf_counter() - t0
+
     def _init(self) -> Any:
         import ray
 

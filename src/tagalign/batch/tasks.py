@@ -197,8 +197,10 @@ class ShardWorker:
     """Loads a task once; `run` turns one shard into its output files and a summary."""
 
     def __init__(self, spec: dict[str, Any], out: str):
+        t0 = time.perf_counter()
         self.task = TASKS[spec["task"]](spec)
         self.out = Path(out)
+        self.load_s = round(time.perf_counter() - t0, 3)
 
     def run(self, shard: Shard) -> dict[str, Any]:
         t0 = time.perf_counter()
@@ -231,7 +233,7 @@ class ShardWorker:
                 "files": {name: (self.out / name).stat().st_size for name in files},
                 "seconds": round(time.perf_counter() - t0, 3),
                 "worker": {"pid": os.getpid(), "host": os.uname().nodename,
-                           "rss_mb": round(_rss_bytes() / 2**20, 1)}}
+                           "load_s": self.load_s, "rss_mb": round(_rss_bytes() / 2**20, 1)}}
 
     def _batches(self, shard: Shard) -> Iterator[tuple[list[Record], list[BadItem]]]:
         batch: list[Record] = []
