@@ -251,3 +251,23 @@ def test_encode_a_project_without_encoder_fails_in_one_line(work, tmp_path):
     bad = runner.invoke(app, ["encode", "nonsense-model", "--input", str(work / "in.jsonl"),
                               "--output", str(tmp_path / "o")])
     assert bad.exit_code == 1 and "neither a folder nor an encoder spec" in bad.output
+
+
+def test_encode_a_vocabulary_writes_one_row_per_subject(work, tmp_path):
+    from tagalign.encode import get_encoder
+
+    spec = f"static:{static_model(tmp_path / 'static')}"
+    out = tmp_path / "out"
+    result = runner.invoke(app, ["encode", spec, "--vocabulary", "--input", str(work / "proj"),
+                                 "--output", str(out), "--shard-size", "5"])
+    assert result.exit_code == 0, result.output
+    ids = json.loads((out / "ids-00000.json").read_text()) + json.loads(
+        (out / "ids-00001.json").read_text())
+    vocab = tiny_vocab()
+    assert ids == [s.id for s in vocab]
+    emb = np.concatenate([np.load(out / "emb-00000.npy"), np.load(out / "emb-00001.npy")])
+    labels = [s.label("de") for s in vocab]
+    np.testing.assert_allclose(emb, get_encoder(spec).encode(labels, kind="passage"),
+                               atol=1e-6)
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["spec"]["source"] == "vocabulary:de" and manifest["totals"]["errors"] == 0

@@ -26,7 +26,7 @@ from tagalign.io import read_json, versions, write_json_atomic
 MANIFEST = "manifest.json"
 FORMAT = "tagalign-batch"
 #: Spec keys that change the output; a rerun with other values must not mix results.
-OUTPUT_KEYS = ("task", "target", "project", "limit", "threshold", "format", "kind")
+OUTPUT_KEYS = ("task", "target", "project", "limit", "threshold", "format", "kind", "source")
 
 
 class BatchError(ValueError):
@@ -58,9 +58,9 @@ def fingerprint(target: str) -> str:
     return h.hexdigest()[:16]
 
 
-def _files_state(src: Path) -> list[dict[str, Any]]:
+def _files_state(src: Path, source: str | None) -> list[dict[str, Any]]:
     out = []
-    for p in input_files(src):
+    for p in input_files(src, source):
         st = p.stat()
         out.append({"path": str(p), "bytes": st.st_size, "mtime_ns": st.st_mtime_ns})
     return out
@@ -107,7 +107,7 @@ def run_batch(spec: dict[str, Any], src: Path, out: Path, engine: Engine, *,
     target = spec.get("project") or spec.get("target")
     key = {k: spec[k] for k in OUTPUT_KEYS if k in spec}
     fp = fingerprint(str(target))
-    files = _files_state(src)
+    files = _files_state(src, spec.get("source"))
     old = read_json(out / MANIFEST) if (out / MANIFEST).exists() else None
     if old is not None and not overwrite:
         if old.get("format") != FORMAT:
@@ -122,7 +122,7 @@ def run_batch(spec: dict[str, Any], src: Path, out: Path, engine: Engine, *,
         done = dict(old["shards"])
         manifest = old
     else:
-        shards = plan_shards(src, shard_size)
+        shards = plan_shards(src, shard_size, spec.get("source"))
         done = {}
         manifest = {"format": FORMAT, "spec": key, "fingerprint": fp,
                     "input": {"source": str(src), "files": files, "shard_size": shard_size,

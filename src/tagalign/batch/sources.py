@@ -10,10 +10,13 @@ checks and reports); a shard reader streams its file from the top and skips the 
 before its range, which costs a JSON parse per skipped record (~20 µs): give a very large
 input as a folder of files to keep that small. Parquet files (columns as in our JSONL:
 ``id``, ``title``, ``abstract``, ``lang``, …) are read row group by row group with pyarrow.
+A vocabulary (any format `load_vocabulary` reads, or a project folder) is a source too,
+for `tagalign encode`: each subject becomes a record whose title is its label.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 from abc import ABC, abstractmethod
 from collections.abc import Iterator
@@ -73,9 +76,16 @@ def register_source(cls: type[Source]) -> type[Source]:
 
 
 class Source(ABC):
-    """One input file's items, countable and readable by range."""
+    """One input file's items, countable and readable by range.
+
+    ``arg`` is the part of a source name after ``:`` (the label language of
+    ``vocabulary:de``); sources that take none ignore it.
+    """
 
     name: ClassVar[str]
+
+    def __init__(self, arg: str = ""):
+        self.arg = arg
 
     @abstractmethod
     def count(self, path: Path) -> list[int]:
@@ -142,6 +152,29 @@ class ParquetSource(Source):
                     yield BadItem(f"{shard.path}:row {row0}", str(exc))
 
 
+@functools.lru_cache(maxsize=2)
+def _vocabulary(path: str):
+    from tagalign.vocab import Vocabulary, load_vocabulary
+
+    p = Path(path)
+    return Vocabulary.load(p) if p.is_dir() else load_vocabulary(p)
+
+
+@register_source
+class VocabularySource(Source):
+    """Subjects of a vocabulary as records (id = subject id, title = label in ``arg``)."""
+
+    name = "vocabulary"
+
+    def count(self, path: Path) -> list[int]:
+        return [len(_vocabulary(str(path)))]
+
+    def read(self, shard: Shard) -> Iterator[Record | BadItem]:
+        subjects = _vocabulary(shard.path).subjects[shard.start:shard.stop]
+        for s in subjects:
+            yield Record(id=s.id, title=s.label(self.arg or "de"), language=self.arg or "de")
+
+
 def _record_from_row(obj: dict) -> Record:
     rid, title = obj.get("id"), obj.get("title")
     if not rid or not isinstance(rid, str):
@@ -163,12 +196,15 @@ def source_for(path: Path) -> Source:
     return SOURCES["records"]()
 
 
-def input_files(src: Path) -> list[Path]:
+def input_files(src: Path, source: str | None = None) -> list[Path]:
     """The files a batch input consists of: the file itself, or a folder's record/Parquet
-    files (sorted); a folder without any is read as one JSON-LD tree."""
+    files (sorted); a folder without any is read as one JSON-LD tree. With ``source``
+    (e.g. ``vocabulary:de``) the input is one item of that source."""
     src = Path(src)
     if not src.exists():
         raise FileNotFoundError(f"input not found: {src}")
+    if source is not None:
+        return [src]
     if src.is_file():
         if not src.name.lower().endswith(PARQUET_SUFFIXES):
             guess_format(src)  # a clear error for an unknown file type, before any work
@@ -178,29 +214,37 @@ def input_files(src: Path) -> list[Path]:
     return files or [src]
 
 
-def plan_shards(src: Path, shard_size: int) -> list[Shard]:
+def get_source(name: str) -> Source:
+    prefix, _, arg = name.partition(":")
+    if prefix not in SOURCES:
+        raise ValueError(f"unknown source {name!r}; use one of {sorted(SOURCES)}")
+    return SOURCES[prefix](arg)
+
+
+def plan_shards(src: Path, shard_size: int, source: str | None = None) -> list[Shard]:
     """Cut the input into shards of about ``shard_size`` items (never across files)."""
     if shard_size < 1:
         raise ValueError("shard size must be at least 1")
     shards: list[Shard] = []
-    for path in input_files(src):
-        source = source_for(path)
-        units = source.count(path)
-        if source.name == "parquet":  # whole row groups, about shard_size rows per shard
+    for path in input_files(src, source):
+        reader = get_source(source) if source else source_for(path)
+        units = reader.count(path)
+        name = source or reader.name
+        if reader.name == "parquet":  # whole row groups, about shard_size rows per shard
             start, rows = 0, 0
             for g, n in enumerate(units):
                 rows += n
                 if rows >= shard_size or g == len(units) - 1:
-                    shards.append(Shard(f"{len(shards):05d}", source.name, str(path),
+                    shards.append(Shard(f"{len(shards):05d}", name, str(path),
                                         start, g + 1, rows))
                     start, rows = g + 1, 0
             continue
         total = units[0]
         for a in range(0, total, shard_size):
             b = min(total, a + shard_size)
-            shards.append(Shard(f"{len(shards):05d}", source.name, str(path), a, b, b - a))
+            shards.append(Shard(f"{len(shards):05d}", name, str(path), a, b, b - a))
     return shards
 
 
 def read_shard(shard: Shard) -> Iterator[Record | BadItem]:
-    return SOURCES[shard.source]().read(shard)
+    return get_source(shard.source).read(shard)

@@ -76,9 +76,14 @@ def encode(
     target: str = typer.Argument(..., help="A project folder (its encoder) or an encoder spec: "
                                  "usem3, e5-small, static:<folder>, st:<folder>."),
     input: Path = typer.Option(..., "--input", "-i",
-                               help="Records: JSONL(.gz), a folder of them, or Parquet."),
+                               help="Records: JSONL(.gz), a folder of them, or Parquet; with "
+                               "--vocabulary a vocabulary file or a project folder."),
     output: Path = typer.Option(..., "--output", "-o", help="Output folder (resumable)."),
-    kind: str = typer.Option("query", "--kind", help="query or passage (e5's prompts)."),
+    vocabulary: bool = typer.Option(False, "--vocabulary",
+                                    help="Encode the subjects' labels of the vocabulary --input."),
+    language: str = typer.Option("de", "--language", help="Label language of --vocabulary."),
+    kind: str = typer.Option(None, "--kind", help="query or passage (e5's prompts); default: "
+                             "query for records, passage for --vocabulary."),
     engine: str = typer.Option("local", "--engine", help=ENGINE_HELP),
     address: str = typer.Option(None, "--address", help=ADDRESS_HELP),
     num_workers: int = typer.Option(None, "--num-workers", min=1,
@@ -91,7 +96,10 @@ def encode(
     """Embed records as sharded .npy files (``emb-ID.npy`` float32 + ``ids-ID.json``).
 
     Example: tagalign encode gnd-hybrid --input train.jsonl.gz --output emb/ --engine ray
+
+    Subjects: tagalign encode usem3 --vocabulary --input gnd-subjects.tsv.gz --output gnd-emb/
     """
+    kind = kind or ("passage" if vocabulary else "query")
     if kind not in ("query", "passage"):
         fail(f"--kind {kind!r}: use query or passage")
     path = Path(target)
@@ -103,5 +111,7 @@ def encode(
             fail(f"{target!r} is neither a folder nor an encoder spec "
                  f"(one of {sorted(ENCODERS)}; st:<model>, static:<folder>)")
     spec = {"task": "encode", "target": resolved, "kind": kind, "batch_size": batch_size}
+    if vocabulary:
+        spec["source"] = f"vocabulary:{language}"
     run_sharded(spec, input.resolve(), output.resolve(), engine=engine, address=address,
                 num_workers=num_workers, shard_size=shard_size, overwrite=overwrite)
