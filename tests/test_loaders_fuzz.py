@@ -1,4 +1,4 @@
-"""Property tests for every record, vocabulary and prediction loader (issue 12).
+"""Property tests for every record, vocabulary, prediction and pair loader (issue 12).
 
 For each format: arbitrary bytes (plain or behind a gzip header) and arbitrary JSON never
 raise out of the loader; well-formed items interleaved with garbage lines come out intact
@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 
 from tagalign.evaluate.predictions import read_predictions
 from tagalign.evaluate.submission import read_submission
+from tagalign.pairs.data import load_comedi, load_wic_jsonl
 from tagalign.records import InputReport, Record, read_records
 from tagalign.vocab import VOCAB_FORMATS
 
@@ -64,6 +65,18 @@ def _load_everything(data: bytes, gz: bool) -> None:
         read_submission(path.parent / "sub", _quiet())
 
     _with_file("ignored", b"", submission)
+    _with_file("w.jsonl", data, lambda p: load_wic_jsonl(p, report=_quiet()))
+
+    def comedi(path: Path) -> None:  # the CoMeDi TSV files behind their headers
+        lang = path.parent / "german"
+        lang.mkdir()
+        (lang / "uses.tsv").write_bytes(b"identifier\tlemma\tcontext\tindices_target_token\n"
+                                        + data)
+        (lang / "instances.tsv").write_bytes(b"identifier1\tidentifier2\tlemma\n" + data)
+        (lang / "labels.tsv").write_bytes(b"identifier1\tidentifier2\tmedian_cleaned\n" + data)
+        load_comedi(path.parent, _quiet())
+
+    _with_file("ignored", b"", comedi)
 
 
 json_values = st.recursive(
@@ -74,7 +87,9 @@ json_values = st.recursive(
 # keys that our formats look for, so arbitrary JSON reaches past the first checks
 known_keys = st.sampled_from(["id", "title", "abstract", "lang", "type", "subjects",
                               "domains", "Code", "Name", "Alternate Name", "Related Subjects",
-                              "Classification Number", "dcterms:subject", "@graph"])
+                              "Classification Number", "dcterms:subject", "@graph",
+                              "sentence1", "sentence2", "start1", "end1", "start2", "end2",
+                              "label"])
 json_objects = st.dictionaries(known_keys, json_values, max_size=6)
 
 
@@ -236,3 +251,12 @@ def test_skos_statements_survive_broken_neighbours(labels, bad):
     keep = {f"{i}-1": t for i, t in enumerate(labels) if i not in bad}
     assert {s.id: s.labels["de"] for s in got} == keep  # SKOS has no order: sorted by id
     assert report.n_skipped == len(bad)
+
+
+def test_known_nasty_inputs_never_raise():
+    wic = b'{"sentence1": "abc", "sentence2": "abc", "start1": Infinity, "end1": 2}'
+    for data in [b"[" * 100_000, b"{" * 50_000, wic, b'{"id": NaN, "title": 1e999}',
+                 b"\xef\xbb\xbf", b"\x00" * 64, b"\r" * 10, b"\x1f\x8b",
+                 b"\x1f\x8b\x08" + b"\0" * 7,
+                 b'- id: "x"\n  subject: [1, 2]\n- id: {a: b}\n  subject: "\\ud800"\n']:
+        _load_everything(data, gz=False)

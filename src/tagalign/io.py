@@ -127,7 +127,8 @@ MAX_LINE_BYTES = 64 * 1024 * 1024
 
 #: What a malformed line or file may raise from a parser; each is reported, never fatal.
 PARSE_ERRORS: tuple[type[BaseException], ...] = (
-    ValueError, TypeError, KeyError, IndexError, AttributeError, RecursionError)
+    ValueError, TypeError, KeyError, IndexError, AttributeError, RecursionError,
+    ArithmeticError)  # int(Infinity) from JSON raises OverflowError
 
 
 class Reporter(Protocol):

@@ -20,7 +20,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from tagalign.io import LineReader
+from tagalign.io import PARSE_ERRORS, LineReader
 from tagalign.records import InputReport
 
 LABELS = (1, 2, 3, 4)
@@ -181,7 +181,7 @@ def load_wic_jsonl(path: Path, language: str = "wic", report: InputReport | None
             obj = json.loads(text)
             s1, s2 = str(obj["sentence1"]), str(obj["sentence2"])
             spans = [int(obj[k]) for k in ("start1", "end1", "start2", "end2")]
-        except (json.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
+        except PARSE_ERRORS as exc:  # arbitrary JSON: deep nesting, Infinity offsets, ...
             report.bad(where, f"not a WiC pair ({type(exc).__name__}: {exc})")
             continue
         if not (0 <= spans[0] < spans[1] <= len(s1) and 0 <= spans[2] < spans[3] <= len(s2)):
