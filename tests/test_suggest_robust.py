@@ -194,3 +194,57 @@ def test_every_reading_command_names_bad_lines_and_goes_on(tmp_path):
     overall = json.loads(res.output[res.output.index("{"):])["overall"]
     # gold r0, r2, r3 (r1 was the bad line); r0 predicted perfectly, r2 and r3 missing
     assert overall["n"] == 3 and overall["recall@5"] == pytest.approx(1 / 3)
+
+
+SLOW_SUGGEST = """
+import time
+from tagalign.project import Project
+original = Project.suggest_with_warnings
+def slow(self, *args, **kwargs):  # 0.1 s per batch, so the kill lands mid-run
+    time.sleep(0.1)
+    return original(self, *args, **kwargs)
+Project.suggest_with_warnings = slow
+from tagalign.cli import app
+app(prog_name="tagalign")
+"""
+
+
+def test_resume_after_a_killed_process_equals_an_uninterrupted_run(proj, tmp_path):
+    import io
+    import subprocess
+    import sys
+    import time
+
+    from tagalign.io import parse_lines
+    from tagalign.records import InputReport
+
+    src = tmp_path / "in.jsonl"
+    src.write_bytes(b"\n".join(_lines(tiny_records(400, seed=6))) + b"\n")
+    full = tmp_path / "full.jsonl.gz"
+    assert _suggest(proj, src, full, "--batch-size", "10").exit_code == 0
+    out = tmp_path / "out.jsonl.gz"
+    partial = tmp_path / "out.jsonl.gz.partial"
+
+    def finished() -> int:  # whole lines readable now (the gzip stream is still open)
+        if not partial.exists():
+            return 0
+        quiet = InputReport(stream=io.StringIO())
+        return sum(1 for _ in parse_lines(partial, quiet, lambda t, n: json.loads(t)))
+
+    proc = subprocess.Popen([sys.executable, "-c", SLOW_SUGGEST, "suggest", str(proj),
+                             "--input", str(src), "--output", str(out), "--limit", "5",
+                             "--batch-size", "10"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 120
+    while finished() < 50 and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    proc.kill()
+    assert proc.wait() == -9, "the run ended before it could be killed"
+    kept = finished()
+    assert 50 <= kept < 400 and not out.exists()
+
+    res = _suggest(proj, src, out, "--batch-size", "10", "--resume")
+    assert res.exit_code == 0, res.output
+    assert f"{kept} already done (--resume)" in res.output
+    with gzip.open(out, "rb") as a, gzip.open(full, "rb") as b:
+        assert a.read() == b.read()
