@@ -131,11 +131,14 @@ def print_table(rows: list[dict]) -> None:
     for r in rows:
         cells = [r["row"], r["base_model"], r["loss"], r["pooling"], str(r["epochs"]),
                  str(r["train_pairs"]), str(r["max_seq_length"]),
+                 "-" if not r["epochs"] else
                  "all" if r["train_layers"] is None else str(r["train_layers"])]
         cells += [f"{r['alpha'].get(x, float('nan')):.3f}" for x in langs]
         cells += [f"**{r['mean_alpha']:.3f}**", f"{r['spearman']:.3f}", f"{r['train_s']:.0f}",
                   f"{r['pairs_per_s']:.1f}", f"{r['peak_rss_gb']:.2f}"]
         print("| " + " | ".join(cells) + " |")
+    print("\ntrain s: fine-tuning plus the dev-A pass and cut-point fit (the floor: only "
+          "those); pairs/s: prediction on dev half B.")
     print("\nPublished anchors (CoMeDi test, mean alpha over 7 languages; ours: dev half B):")
     for name, value in ANCHORS:
         print(f"  {value:.3f}  {name}")
