@@ -271,3 +271,14 @@ def test_encode_a_vocabulary_writes_one_row_per_subject(work, tmp_path):
                                atol=1e-6)
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["spec"]["source"] == "vocabulary:de" and manifest["totals"]["errors"] == 0
+
+
+def test_bad_project_or_input_fails_in_one_line(work, tmp_path):
+    Project.create(tmp_path / "untrained", tiny_vocab(), "lexical")
+    result = runner.invoke(app, ["suggest", str(tmp_path / "untrained"), "--input",
+                                 str(work / "in.jsonl"), "--output", str(tmp_path / "o"),
+                                 "--engine", "ray"])
+    assert result.exit_code == 1 and "not trained yet" in result.output
+    missing = suggest(work, tmp_path / "nope.jsonl", tmp_path / "o", "--format", "parquet")
+    assert missing.exit_code == 1
+    assert missing.output.strip() == f"error: input not found: {tmp_path / 'nope.jsonl'}"

@@ -33,12 +33,13 @@ def run_sharded(spec: dict[str, Any], src: Path, out: Path, *, engine: str,
         fail(escape(str(exc)))
     t0 = time.perf_counter()
     with progress() as bar:
-        task = bar.add_task(f"{spec['task']} ({engine})", total=None, rate="")
+        # shown once the input is planned, so an error before that is one clean line
+        task = bar.add_task(f"{spec['task']} ({engine})", total=None, rate="", visible=False)
         state = {"done": 0, "base": 0}
 
         def on_plan(total: int, already: int) -> None:
             state["done"] = state["base"] = already
-            bar.update(task, total=total, completed=already)
+            bar.update(task, total=total, completed=already, visible=True)
 
         def on_shard(summary: dict[str, Any]) -> None:
             state["done"] += summary["records_in"]
@@ -52,7 +53,7 @@ def run_sharded(spec: dict[str, Any], src: Path, out: Path, *, engine: str,
             fail(escape(str(exc)))
     skipped = f", {res.shards_skipped} already done" if res.shards_skipped else ""
     console.log(f"{res.shards_run} shards run{skipped}: {res.records_out} records written, "
-                f"{res.errors} errors (see errors-*.jsonl), {res.workers} worker(s), "
+                f"{res.errors} errors, {res.workers} worker(s), "
                 f"{res.seconds:.1f} s → {out}")
     if res.errors:
         console.log(f"[yellow]{res.errors} records failed[/]; their ids and reasons are in "
@@ -65,6 +66,8 @@ def suggest_sharded(project_dir: Path, input: Path, output: Path, *, limit: int,
     """`tagalign suggest --engine ray` (or ``--format parquet``): a folder of shards."""
     if not (project_dir / "project.json").exists():
         fail(f"{project_dir} is not a tagalign project (no project.json)")
+    if not (project_dir / "model").exists():
+        fail(f"project {project_dir} is not trained yet; run `tagalign train`")
     spec = {"task": "suggest", "project": str(project_dir.resolve()), "limit": limit,
             "threshold": threshold, "format": output_format, "batch_size": batch_size}
     run_sharded(spec, input.resolve(), output.resolve(), engine=engine, address=address,
