@@ -14,7 +14,7 @@ import json
 import os
 from collections.abc import Iterable
 from pathlib import Path
-from typing import TextIO
+from typing import IO, TextIO
 
 from tagalign.io import atomic_text, parse_lines
 from tagalign.records import InputReport
@@ -102,6 +102,7 @@ class PredictionStream:
         self.done: set[str] = set()
         self.written = 0
         self._fh: TextIO | None = None
+        self._raw: IO[bytes] | None = None
 
     def open(self) -> PredictionStream:
         self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -124,7 +125,10 @@ class PredictionStream:
 
     def _open_text(self, path: Path) -> TextIO:
         if self.path.suffix == ".gz":
-            return io.TextIOWrapper(gzip.open(path, "wb"), encoding="utf-8")
+            # no file name or time in the gzip header: the same predictions, the same bytes
+            self._raw = open(path, "wb")  # noqa: SIM115 - closed in close()
+            return io.TextIOWrapper(gzip.GzipFile(filename="", mode="wb", fileobj=self._raw,
+                                                  mtime=0), encoding="utf-8")
         return open(path, "w", encoding="utf-8")
 
     def _copy_complete_lines(self, previous: Path) -> None:
@@ -163,6 +167,9 @@ class PredictionStream:
         if self._fh is not None:
             self._fh.close()
             self._fh = None
+        if self._raw is not None:  # GzipFile leaves the file object it was given open
+            self._raw.close()
+            self._raw = None
 
     def commit(self) -> Path:
         """The run completed: close and rename ``OUT.partial`` to OUT."""
