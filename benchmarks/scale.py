@@ -14,15 +14,23 @@ that every engine wrote the same suggestions for the same record ids.
 The issue's setting: the hybrid trained on the full train set, 50,000 records, this 2-core
 machine. Budget knobs: ``--limit-train`` (training sample), ``--records``, ``--param``
 (hybrid parameters, e.g. ``sources=["omikuji","tfidf_knn","lexical"]``).
+
+How cost grows: ``--growth 10000,30000,90000`` trains the hybrid on each seeded sample size
+and prints training time, model size on disk (per part of the model), the RSS of a fresh
+process that loads the project and tags 200 records, and suggest records/s on a seeded dev
+sample; then fits ``cost = a·n^b`` to each and extrapolates to 1M and 10M training records.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import random
 import shutil
+import subprocess
+import sys
 import time
 from collections import Counter
 from pathlib import Path
@@ -96,6 +104,81 @@ def read_output(out: Path) -> dict[str, list[str]]:
     return rows
 
 
+def measure_project(path: Path, dev: Path, n_dev: int, seed: int) -> None:
+    """Child process: load a project, tag a seeded dev sample; print RSS and records/s."""
+    import psutil
+
+    t0 = time.perf_counter()
+    project = Project.load(path)
+    load_s = time.perf_counter() - t0
+    recs = sample(dev, n_dev, seed)
+    project.suggest(recs[:50], limit=20)  # warm-up
+    t0 = time.perf_counter()
+    project.suggest(recs, limit=20)
+    rate = len(recs) / (time.perf_counter() - t0)
+    print(json.dumps({"load_s": round(load_s, 1), "rec_per_s": round(rate, 1),
+                      "serve_rss_mb": round(psutil.Process().memory_info().rss / 2**20)}))
+
+
+def fit_power(ns: list[int], ys: list[float]) -> tuple[float, float]:
+    """Least squares of log y = log a + b·log n (needs two sizes or more)."""
+    xs = [math.log(n) for n in ns]
+    ls = [math.log(max(y, 1e-9)) for y in ys]
+    mx, my = sum(xs) / len(xs), sum(ls) / len(ls)
+    b = sum((x - mx) * (y - my) for x, y in zip(xs, ls, strict=True)) / max(
+        sum((x - mx) ** 2 for x in xs), 1e-12)
+    return math.exp(my - b * mx), b
+
+
+def growth(args) -> None:
+    sizes = [int(x) for x in args.growth.split(",")]
+    rows = []
+    for n in sizes:
+        train = sample(args.train, n, args.seed)
+        print(f"training sample {n} (seed {args.seed}): {make_up(train)}", flush=True)
+        path = RUNS / f"growth-{n}"
+        timing = RUNS / f"growth-{n}.train_s.json"  # kept beside a project reused later
+        t0 = time.perf_counter()
+        args.project = path
+        project = build_project(args, train)
+        if not timing.exists():
+            timing.write_text(json.dumps(time.perf_counter() - t0))
+        train_s = json.loads(timing.read_text())
+        del train
+        parts = {}
+        for p in (project.path / "model").rglob("*"):
+            if p.is_file():
+                top = p.relative_to(project.path / "model").parts[0]
+                parts[top] = parts.get(top, 0) + p.stat().st_size / 2**20
+        child = subprocess.run([sys.executable, __file__, "--measure-project", str(path),
+                                "--dev", str(args.dev), "--records", str(args.growth_dev),
+                                "--seed", str(args.seed)], capture_output=True, text=True,
+                               check=True)
+        m = json.loads(child.stdout.strip().splitlines()[-1])
+        row = {"train_records": n, "train_s": round(train_s, 1), "disk_mb": round(sum(
+            parts.values()), 2), "parts_mb": {k: round(v, 3) for k, v in sorted(parts.items())},
+               **m}
+        rows.append(row)
+        print(json.dumps(row), flush=True)
+    print("| train records | train s | disk MiB | serve RSS MiB | suggest rec/s |")
+    print("|---|---|---|---|---|")
+    for r in rows:
+        print(f"| {r['train_records']} | {r['train_s']} | {r['disk_mb']} | {r['serve_rss_mb']} "
+              f"| {r['rec_per_s']} |")
+    if len(rows) < 2:
+        return
+    ns = [r["train_records"] for r in rows]
+    print("fitted cost = a·n^b, extrapolated (one machine; a fit over this range only):")
+    for key in ("train_s", "disk_mb", "serve_rss_mb", "rec_per_s"):
+        a, b = fit_power(ns, [r[key] for r in rows])
+        print(f"  {key}: b = {b:.2f}; 1M → {a * 1e6 ** b:,.0f}; 10M → {a * 1e7 ** b:,.0f}")
+    for part in rows[-1]["parts_mb"]:
+        vals = [r["parts_mb"].get(part, 0) or 1e-3 for r in rows]
+        a, b = fit_power(ns, vals)
+        print(f"  model part {part!r} MiB: b = {b:.2f}; 1M → {a * 1e6 ** b:,.0f}; "
+              f"10M → {a * 1e7 ** b:,.0f}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -108,7 +191,14 @@ def main() -> None:
     ap.add_argument("--shard-size", type=int, default=2500)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--object-store-mb", type=int, default=256)
+    ap.add_argument("--growth", help="training sizes, e.g. 10000,30000,90000")
+    ap.add_argument("--growth-dev", type=int, default=2000, help="dev records for rec/s")
+    ap.add_argument("--measure-project", type=Path, help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.measure_project:
+        return measure_project(args.measure_project, args.dev, args.records, args.seed)
+    if args.growth:
+        return growth(args)
 
     train = sample(args.train, args.limit_train, args.seed)
     print(f"training sample (seed {args.seed}): {make_up(train)}")
