@@ -248,3 +248,16 @@ def test_resume_after_a_killed_process_equals_an_uninterrupted_run(proj, tmp_pat
     assert f"{kept} already done (--resume)" in res.output
     with gzip.open(out, "rb") as a, gzip.open(full, "rb") as b:
         assert a.read() == b.read()  # the same predictions (deflate blocks may differ)
+
+
+def test_train_strict_applies_to_the_vocabulary(tmp_path):
+    vocab = tmp_path / "v.tsv"
+    vocab.write_bytes(b"gnd_id\tlabel_de\n1-1\tEpos\n2-2\tKaf\xfffee\n")
+    src = tmp_path / "r.jsonl"
+    src.write_bytes(json.dumps({"id": "a", "title": "Epos"}).encode() + b"\n")
+    args = ["train", str(tmp_path / "p"), "--vocab", str(vocab), "--train", str(src),
+            "--recipe", "lexical"]
+    strict = runner.invoke(app, [*args, "--strict"])
+    assert strict.exit_code == 1 and f"{vocab}:3: not valid UTF-8" in strict.output
+    lenient = runner.invoke(app, args)
+    assert lenient.exit_code == 0 and f"{vocab}:3: not valid UTF-8" in lenient.output

@@ -10,7 +10,7 @@ import typer
 from tagalign.cli.app import app, console, fail
 from tagalign.cli.common import load_records, parse_params
 from tagalign.project import DEFAULT_RECIPE, Project, ProjectError
-from tagalign.records import Record
+from tagalign.records import InputReport, Record
 from tagalign.train.recipes import recipe_names
 from tagalign.vocab import VocabularyMismatchError, load_vocabulary
 
@@ -61,7 +61,7 @@ def train(
             if vocab is None:
                 fail("--vocab is needed to create a new project")
             t0 = time.perf_counter()
-            voc = load_vocabulary(vocab)
+            voc = load_vocabulary(vocab, report=InputReport(strict=strict))
             console.log(f"vocabulary: {len(voc)} subjects in {time.perf_counter() - t0:.1f} s")
             project = Project.create(project_dir, voc, recipe, params, overwrite=overwrite)
     except (ProjectError, VocabularyMismatchError, ValueError, FileNotFoundError) as exc:
