@@ -261,3 +261,17 @@ def test_train_strict_applies_to_the_vocabulary(tmp_path):
     assert strict.exit_code == 1 and f"{vocab}:3: not valid UTF-8" in strict.output
     lenient = runner.invoke(app, args)
     assert lenient.exit_code == 0 and f"{vocab}:3: not valid UTF-8" in lenient.output
+
+
+def test_huge_record_from_the_cli_is_cut_with_a_warning(proj, tmp_path):
+    recs = tiny_records(2, seed=8)
+    recs[0].abstract = "Holz " * 400_000  # 2 MB
+    src = tmp_path / "in.jsonl"
+    src.write_bytes(b"\n".join(_lines(recs)) + b"\n")
+    out = tmp_path / "out.jsonl"
+    res = _suggest(proj, src, out)
+    assert res.exit_code == 0, res.output
+    n = len(recs[0].title) + len(recs[0].abstract)
+    assert f"record r0: text truncated to {MAX_TEXT_CHARS:,} of {n:,} characters" in res.output
+    assert "2 records read: 2 tagged (0 empty: no suggestions, 1 truncated)" in res.output
+    assert _ids(out) == ["r0", "r1"]

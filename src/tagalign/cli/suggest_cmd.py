@@ -14,7 +14,14 @@ from tagalign.cli.app import console, fail
 from tagalign.cli.common import progress
 from tagalign.evaluate.predictions import PartialExistsError, PredictionStream
 from tagalign.project import Project, ProjectError
-from tagalign.records import EMPTY_WARNING, BadInputError, InputReport, Record, read_records
+from tagalign.records import (
+    EMPTY_WARNING,
+    BadInputError,
+    InputReport,
+    Record,
+    check_record,
+    read_records,
+)
 from tagalign.vocab import VocabularyMismatchError
 
 MAX_WARNINGS_SHOWN = 10
@@ -107,6 +114,7 @@ def _tag_all(project: Project, input: Path, stream: PredictionStream, report: In
             nonlocal shown
             for rec, (row, warning) in zip(chunk, project.suggest_with_warnings(
                     chunk, limit, threshold), strict=True):
+                warning = cut.pop(rec.id, None) or warning
                 stream.write(rec.id, row)
                 counts.tagged += 1
                 if warning:
@@ -122,6 +130,7 @@ def _tag_all(project: Project, input: Path, stream: PredictionStream, report: In
 
         chunk: list[Record] = []
         pending: set[str] = set()  # ids in `chunk`
+        cut: dict[str, str] = {}  # truncation warnings of the records in `chunk`
         resumed = set(stream.done)  # ids finished by an earlier run
         try:
             for rec in read_records(input, report=report):
@@ -132,6 +141,11 @@ def _tag_all(project: Project, input: Path, stream: PredictionStream, report: In
                     counts.already += 1
                 else:
                     pending.add(rec.id)
+                    # cut huge texts now, not when the batch is tagged: a batch of 20 MB
+                    # abstracts would otherwise sit in memory whole
+                    rec, warning = check_record(rec)
+                    if warning is not None and warning != EMPTY_WARNING:
+                        cut[rec.id] = warning
                     chunk.append(rec)
                     if len(chunk) >= batch_size:
                         run(chunk)
