@@ -3,7 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
 import resource
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
 from pathlib import Path
 
 DATA = Path(__file__).resolve().parents[1] / ".." / "shared" / "data"
@@ -19,3 +26,38 @@ def add_data_args(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--train", type=Path, default=DATA / "llms4subjects/train.jsonl.gz")
     ap.add_argument("--dev", type=Path, default=DATA / "llms4subjects/dev.jsonl.gz")
     ap.add_argument("--vocab", type=Path, default=DATA / "gnd/gnd-subjects.tsv.gz")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@contextlib.contextmanager
+def serve(project: Path, *extra: str, stop_timeout: float = 30) -> Iterator[str]:
+    """Run `tagalign serve PROJECT` on a free localhost port until the block ends; yields its
+    base URL once /tagalign/v1/health answers (exits if it never does within 300 s)."""
+    import httpx
+
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    server = subprocess.Popen([sys.executable, "-m", "tagalign.cli.main", "serve", str(project),
+                               "--port", str(port), *extra],
+                              env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    try:
+        t0 = time.time()
+        while True:
+            try:
+                if httpx.get(f"{url}/tagalign/v1/health", timeout=1).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            if server.poll() is not None or time.time() - t0 > 300:
+                sys.exit("server did not start")
+            time.sleep(0.3)
+        print(f"server up after {time.time() - t0:.1f} s (model load)")
+        yield url
+    finally:
+        server.terminate()
+        server.wait(stop_timeout)

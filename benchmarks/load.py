@@ -21,17 +21,13 @@ import argparse
 import asyncio
 import os
 import random
-import socket
-import subprocess
 import sys
 import tempfile
 import time
 from collections import Counter
 from pathlib import Path
 
-import httpx
-
-from _common import add_data_args
+from _common import add_data_args, serve
 from tagalign.project import Project, ProjectError
 from tagalign.records import read_records
 from tagalign.serve.feedback import FeedbackStore, sqlite_url
@@ -41,11 +37,6 @@ ROOT = Path(__file__).resolve().parents[1]
 SMALL_HYBRID = {"sources": ["omikuji", "tfidf_knn", "lexical"], "ranker_rounds": 60,
                 "holdout_fraction": 0.2}
 
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def sample(path: Path, n: int, seed: int, vocab=None) -> list:
@@ -94,31 +85,12 @@ def main() -> None:
 
     tmp = Path(tempfile.mkdtemp(prefix="tagalign-load-"))
     db = sqlite_url(tmp / "feedback.sqlite")
-    port = free_port()
-    url = f"http://127.0.0.1:{port}"
-    server = subprocess.Popen([sys.executable, "-m", "tagalign.cli.main", "serve", str(project),
-                               "--port", str(port), "--feedback-db", db],
-                              env={**os.environ, "PYTHONUNBUFFERED": "1"})
-    try:
-        t0 = time.time()
-        while True:
-            try:
-                if httpx.get(f"{url}/tagalign/v1/health", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            if server.poll() is not None or time.time() - t0 > 300:
-                sys.exit("server did not start")
-            time.sleep(0.3)
-        print(f"server up after {time.time() - t0:.1f} s (model load)")
+    with serve(project, "--feedback-db", db) as url:
         asyncio.run(run_load(url, project.name, recs[:20], suggest_requests=20,
                              learn_requests=0, clients=4))  # warm-up, not counted
         result = asyncio.run(run_load(url, project.name, recs, suggest_requests=args.requests,
                                       learn_requests=args.learn, clients=args.clients,
                                       learn_prefix="load"))
-    finally:
-        server.terminate()
-        server.wait(30)
     present = FeedbackStore(db).count(project.name, record_prefix="load-")
     print(result.summary())
     print(f"feedback rows: committed (acknowledged) {result.rows_committed}, present after "

@@ -11,9 +11,6 @@ Starts `tagalign serve PROJECT` as a separate process on a free localhost port, 
 from __future__ import annotations
 
 import argparse
-import os
-import socket
-import subprocess
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -22,14 +19,8 @@ from pathlib import Path
 import httpx
 import numpy as np
 
-from _common import DATA
+from _common import DATA, serve
 from tagalign.records import read_records
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def main() -> None:
@@ -43,23 +34,7 @@ def main() -> None:
     args = ap.parse_args()
 
     recs = list(read_records(args.records, limit=args.requests))
-    port = free_port()
-    url = f"http://127.0.0.1:{port}"
-    server = subprocess.Popen([sys.executable, "-m", "tagalign.cli.main", "serve",
-                               str(args.project), "--port", str(port)],
-                              env={**os.environ, "PYTHONUNBUFFERED": "1"})
-    try:
-        t0 = time.time()
-        while True:
-            try:
-                if httpx.get(f"{url}/tagalign/v1/health", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            if server.poll() is not None or time.time() - t0 > 300:
-                sys.exit("server did not start")
-            time.sleep(0.3)
-        print(f"server up after {time.time() - t0:.1f} s (model load)")
+    with serve(args.project, stop_timeout=10) as url:
         project = args.project.name
         endpoint = f"{url}/tagalign/v1/projects/{project}/suggest"
 
@@ -100,9 +75,6 @@ def main() -> None:
               f"errors {bad}")
         if errors or bad:
             sys.exit(f"{errors + bad} requests failed")
-    finally:
-        server.terminate()
-        server.wait(10)
 
 
 if __name__ == "__main__":
