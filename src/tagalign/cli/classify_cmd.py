@@ -146,27 +146,18 @@ def predict(
     console.log(f"{len(examples)} records classified → {output}")
 
 
+def _labels(obj: dict) -> list[str]:
+    rows = obj.get("labels")
+    if not isinstance(rows, list):
+        raise ValueError("'labels' is not a list")
+    return [r["label"] if isinstance(r, dict) else str(r) for r in rows]
+
+
 def read_label_predictions(path: Path, report: InputReport) -> dict[str, list[str]]:
     """``{id: [labels]}`` from predict's JSONL; malformed lines reported as path:line."""
-    from tagalign.io import parse_lines
+    from tagalign.evaluate.predictions import read_rows_by_id
 
-    out: dict[str, list[str]] = {}
-
-    def parse(line: str, lineno: int) -> str | None:
-        if not line.strip():
-            return None
-        obj = json.loads(line)
-        if not isinstance(obj, dict) or not isinstance(obj.get("id"), str):
-            raise ValueError("expected an object with an 'id'")
-        rows = obj.get("labels")
-        if not isinstance(rows, list):
-            raise ValueError("'labels' is not a list")
-        out[obj["id"]] = [r["label"] if isinstance(r, dict) else str(r) for r in rows]
-        return obj["id"]
-
-    for _ in parse_lines(path, report, parse, unit="predictions"):
-        pass
-    return out
+    return read_rows_by_id(path, report, _labels)
 
 
 @classify_app.command("eval")

@@ -12,7 +12,7 @@ import gzip
 import io
 import json
 import os
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import IO, TextIO
 
@@ -36,13 +36,13 @@ def _ids(subjects: object) -> list[str]:
     return out
 
 
-def read_predictions(path: Path | str, report: InputReport | None = None
-                     ) -> dict[str, list[str]]:
-    """``{record id: [subject ids best first]}``.
+def read_rows_by_id(path: Path | str, report: InputReport | None,
+                    row: Callable[[dict], list[str]]) -> dict[str, list[str]]:
+    """``{record id: row(object)}`` for a predictions JSONL, one object per line.
 
-    Malformed lines (bad bytes, bad JSON, no ``id``, bad ``subjects``, a record id seen
-    before) go to ``report`` as ``path:line``: skipped by default (the first of a repeated id wins),
-    a `BadInputError` when the report is strict.
+    Malformed lines (bad bytes, bad JSON, no ``id``, a row ``row`` rejects, a record id seen
+    before) go to ``report`` as ``path:line``: skipped by default (the first of a repeated id
+    wins), a `BadInputError` when the report is strict.
     """
     report = report if report is not None else InputReport()
     out: dict[str, list[str]] = {}
@@ -55,12 +55,18 @@ def read_predictions(path: Path | str, report: InputReport | None = None
             raise ValueError("expected an object with an 'id'")
         if obj["id"] in out:
             raise ValueError(f"record id {obj['id']!r} predicted again")
-        out[obj["id"]] = _ids(obj.get("subjects", []))
+        out[obj["id"]] = row(obj)
         return obj["id"]
 
     for _ in parse_lines(Path(path), report, parse, unit="predictions"):
         pass
     return out
+
+
+def read_predictions(path: Path | str, report: InputReport | None = None
+                     ) -> dict[str, list[str]]:
+    """``{record id: [subject ids best first]}`` (see `read_rows_by_id` for bad lines)."""
+    return read_rows_by_id(path, report, lambda obj: _ids(obj.get("subjects", [])))
 
 
 def write_predictions(path: Path | str, rows: Iterable[tuple[str, list[Suggestion]]]) -> int:
