@@ -15,7 +15,8 @@ The issue's setting: the hybrid trained on the full train set, 50,000 records, t
 machine. Budget knobs: ``--limit-train`` (training sample), ``--records``, ``--param``
 (hybrid parameters, e.g. ``sources=["omikuji","tfidf_knn","lexical"]``).
 
-How cost grows: ``--growth 10000,30000,90000`` trains the hybrid on each seeded sample size
+How cost grows: ``--growth 10000,30000,full`` trains the hybrid on each seeded sample size
+(``full``: all of train.jsonl.gz, 90,452 records)
 and prints training time, model size on disk (per part of the model), the RSS of a fresh
 process that loads the project and tags 200 records, and suggest records/s on a seeded dev
 sample; then fits ``cost = a·n^b`` to each and extrapolates to 1M and 10M training records.
@@ -131,11 +132,14 @@ def fit_power(ns: list[int], ys: list[float]) -> tuple[float, float]:
 
 
 def growth(args) -> None:
-    sizes = [int(x) for x in args.growth.split(",")]
+    # "full" (or a size ≥ the file) is all of train, not a sample: the largest point
+    sizes = [None if x.strip() == "full" else int(x) for x in args.growth.split(",")]
     rows = []
-    for n in sizes:
-        train = sample(args.train, n, args.seed)
-        print(f"training sample {n} (seed {args.seed}): {make_up(train)}", flush=True)
+    for size in sizes:
+        train = sample(args.train, size, args.seed)
+        n = len(train)
+        what = "all of train" if size is None or size >= n else f"seeded sample, seed {args.seed}"
+        print(f"training records {n} ({what}): {make_up(train)}", flush=True)
         path = RUNS / f"growth-{n}"
         timing = RUNS / f"growth-{n}.train_s.json"  # kept beside a project reused later
         t0 = time.perf_counter()
@@ -155,7 +159,8 @@ def growth(args) -> None:
                                 "--seed", str(args.seed)], capture_output=True, text=True,
                                check=True)
         m = json.loads(child.stdout.strip().splitlines()[-1])
-        row = {"train_records": n, "train_s": round(train_s, 1), "disk_mb": round(sum(
+        row = {"train_records": n, "load_avg_1m": round(os.getloadavg()[0], 2),
+               "train_s": round(train_s, 1), "disk_mb": round(sum(
             parts.values()), 2), "parts_mb": {k: round(v, 3) for k, v in sorted(parts.items())},
                **m}
         rows.append(row)
@@ -191,7 +196,7 @@ def main() -> None:
     ap.add_argument("--shard-size", type=int, default=2500)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--object-store-mb", type=int, default=256)
-    ap.add_argument("--growth", help="training sizes, e.g. 10000,30000,90000")
+    ap.add_argument("--growth", help="training sizes, e.g. 10000,30000,full (full = all train)")
     ap.add_argument("--growth-dev", type=int, default=2000, help="dev records for rec/s")
     ap.add_argument("--measure-project", type=Path, help=argparse.SUPPRESS)
     args = ap.parse_args()
