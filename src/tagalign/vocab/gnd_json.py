@@ -4,7 +4,7 @@ Classification Number, Classification Name, Definition}`` objects (German labels
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from tagalign.io import PARSE_ERRORS, Reporter, describe_error, read_text_lenient
@@ -88,28 +88,23 @@ def load_gnd_json(path: Path, language: str = "de", report: Reporter | None = No
     if isinstance(data, dict):  # some dumps wrap the list
         data = next((v for v in data.values() if isinstance(v, list)), [])
     if isinstance(data, list):
-        for i, item in enumerate(data):
-            try:
-                subject = _subject(item, language)
-            except PARSE_ERRORS as exc:
-                report.bad(f"{path}: entry {i + 1}", describe_error(exc))
-                continue
-            n += 1
-            yield subject
+        items: Iterable[tuple[str, object]] = (
+            (f"{path}: entry {i + 1}", item) for i, item in enumerate(data))
     else:
         try:
             entries = list(_entries(text))
         except ValueError as exc:
             report.bad(str(path), str(exc))
             entries = []
-        for line, item in entries:
-            try:
-                if isinstance(item, ValueError):
-                    raise item
-                subject = _subject(item, language)
-            except PARSE_ERRORS as exc:
-                report.bad(f"{path}:{line}", describe_error(exc))
-                continue
-            n += 1
-            yield subject
+        items = ((f"{path}:{line}", item) for line, item in entries)
+    for where, item in items:
+        try:
+            if isinstance(item, ValueError):  # an entry `_entries` could not decode
+                raise item
+            subject = _subject(item, language)
+        except PARSE_ERRORS as exc:
+            report.bad(where, describe_error(exc))
+            continue
+        n += 1
+        yield subject
     reader.finish(n, "subjects")
