@@ -102,10 +102,14 @@ PRESETS: dict[str, list[tuple[str, str, dict, tuple[str, ...]]]] = {
         ("R2 fixed, English labels (1 ep, batch 16)", "nbf-attention",
          {**R2_CPU, "subject_space": "fixed", "subject_language": "en"}, ()),
         ("zero-shot e5-small (seq 64)", "zero-shot",
-         {"encoder": "e5-small", "subjects": "seen", "max_seq_length": 64}, ()),
-        ("R1 ynu-finetune e5-small (1 ep, seq 64, top 4 layers)", "ynu-finetune",
+         {"encoder": "e5-small", "subjects": "seen", "max_seq_length": 64},
+         ("labelled:en", "all")),
+        # R1 steps ~3-5 s (batch 32, seq 64, top 4 layers) and the fine-tuned encoder embeds
+        # ~250 subject texts/s here, so re-indexing labelled:en takes ~5 min and all ~14 (in
+        # a run of its own: --reuse --also labelled:en,all); 2,000 records (63 steps) fit
+        ("R1 ynu-finetune e5-small (2,000 records, 1 ep, seq 64, top 4 layers)", "ynu-finetune",
          {"base_model": "e5-small", "subjects": "seen", "epochs": 1, "max_seq_length": 64,
-          "train_layers": 4}, ("labelled:en", "all")),
+          "train_layers": 4, "max_train_records": 2000}, ("labelled:en", "all")),
     ],
 }
 
