@@ -9,36 +9,72 @@ import numpy as np
 
 from tagalign.io import atomic_dir, read_json, write_json_atomic
 
+KINDS = ("flat", "hnsw", "ivf", "ivfsq8", "ivfpq")
+IVF_KINDS = ("ivf", "ivfsq8", "ivfpq")
+# what faiss.read_index must return for each kind (flat also stands in for a small IVF set)
+FAISS_TYPES = {"flat": (faiss.IndexFlatIP,), "hnsw": (faiss.IndexHNSWFlat,),
+               "ivf": (faiss.IndexIVFFlat, faiss.IndexFlatIP),
+               "ivfsq8": (faiss.IndexIVFScalarQuantizer, faiss.IndexFlatIP),
+               "ivfpq": (faiss.IndexIVFPQ, faiss.IndexFlatIP)}
+
 
 class VectorIndex:
     """``kind="flat"`` is exact (default); ``"ivf"`` (inverted lists, ``nprobe`` of about
     4·√n clusters scanned) and ``"hnsw"`` are approximate and much faster per query on
-    large sets — a single query to a flat index reads every vector."""
+    large sets — a single query to a flat index reads every vector.
+
+    Compressed kinds for large neighbour memories (e.g. a million training records), both
+    inverted lists like ``ivf``: ``"ivfsq8"`` stores each dimension in one byte (4× smaller
+    than float32, near-exact ranking), ``"ivfpq"`` stores ``pq_m`` bytes per vector (product
+    quantisation with ``2**pq_bits`` centroids per sub-vector; 256-dim float32 is 1 KiB, with
+    ``pq_m=64`` it is 64 bytes) at some cost in recall. Sets smaller than ``min_ivf`` vectors
+    use an exact flat index (too few to train the clusters and codebooks on)."""
 
     def __init__(self, kind: str = "flat", hnsw_m: int = 32, ef_search: int = 128,
-                 nprobe: int = 24, seed: int = 13):
-        if kind not in ("flat", "hnsw", "ivf"):
-            raise ValueError(f"unknown index kind {kind!r}: use 'flat', 'ivf' or 'hnsw'")
+                 nprobe: int = 24, seed: int = 13, nlist: int | None = None,
+                 pq_m: int | None = None, pq_bits: int = 8, min_ivf: int = 10_000):
+        if kind not in KINDS:
+            raise ValueError(f"unknown index kind {kind!r}: use one of {', '.join(KINDS)}")
         self.kind = kind
         self.hnsw_m = hnsw_m
         self.ef_search = ef_search
         self.nprobe = nprobe
         self.seed = seed
+        self.nlist = nlist  # None: 4·√n
+        self.pq_m = pq_m  # None: dim / 4 (4 dimensions per byte)
+        self.pq_bits = pq_bits
+        self.min_ivf = min_ivf
         self.index_: faiss.Index | None = None
+
+    def _ivf(self, dim: int, nlist: int) -> faiss.IndexIVF:
+        quantizer = faiss.IndexFlatIP(dim)
+        ip = faiss.METRIC_INNER_PRODUCT
+        if self.kind == "ivf":
+            return faiss.IndexIVFFlat(quantizer, dim, nlist, ip)
+        if self.kind == "ivfsq8":
+            return faiss.IndexIVFScalarQuantizer(quantizer, dim, nlist,
+                                                 faiss.ScalarQuantizer.QT_8bit, ip)
+        m = self.pq_m or max(1, dim // 4)
+        if dim % m:
+            raise ValueError(f"ivfpq: pq_m={m} must divide the vector dimension {dim}")
+        return faiss.IndexIVFPQ(quantizer, dim, nlist, m, self.pq_bits, ip)
 
     def build(self, vectors: np.ndarray) -> VectorIndex:
         vectors = np.ascontiguousarray(vectors, dtype=np.float32)
         dim = vectors.shape[1]
-        if self.kind == "flat" or (self.kind == "ivf" and len(vectors) < 10_000):
+        if self.kind == "flat" or (self.kind in IVF_KINDS and len(vectors) < self.min_ivf):
             self.index_ = faiss.IndexFlatIP(dim)
-        elif self.kind == "ivf":
-            nlist = int(4 * np.sqrt(len(vectors)))
-            self.index_ = faiss.IndexIVFFlat(faiss.IndexFlatIP(dim), dim, nlist,
-                                             faiss.METRIC_INNER_PRODUCT)
+        elif self.kind in IVF_KINDS:
+            nlist = self.nlist or int(4 * np.sqrt(len(vectors)))
+            self.index_ = self._ivf(dim, nlist)
             rng = np.random.default_rng(self.seed)
-            sample = vectors[rng.choice(len(vectors), min(len(vectors), 40 * nlist),
-                                        replace=False)]
+            # 40 points per cluster; product quantisation wants ≥ 39·2^bits for its codebooks
+            want = max(40 * nlist, 64 * 2 ** self.pq_bits if self.kind == "ivfpq" else 0)
+            sample = vectors[np.sort(rng.choice(len(vectors), min(len(vectors), want),
+                                                replace=False))]
             self.index_.cp.seed = self.seed
+            if self.kind == "ivfpq":
+                self.index_.pq.cp.seed = self.seed
             self.index_.train(sample)
             self.index_.nprobe = self.nprobe
         else:
@@ -53,29 +89,57 @@ class VectorIndex:
     def __len__(self) -> int:
         return 0 if self.index_ is None else self.index_.ntotal
 
+    @property
+    def dim(self) -> int:
+        return self.index_.d
+
     def search(self, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
         """(scores, row positions), best first; positions are -1 where fewer than k exist."""
         q = np.ascontiguousarray(queries, dtype=np.float32)
         return self.index_.search(q, min(k, len(self)))
 
     def vectors(self) -> np.ndarray:
-        """The indexed vectors, in row order (what the subject export writes)."""
+        """The indexed vectors, in row order (what the subject export writes); approximate
+        (decoded) for the compressed kinds."""
         if isinstance(self.index_, faiss.IndexIVF):
             self.index_.make_direct_map()
         return self.index_.reconstruct_n(0, len(self))
 
+    def config(self) -> dict:
+        return {"kind": self.kind, "hnsw_m": self.hnsw_m, "ef_search": self.ef_search,
+                "nprobe": self.nprobe, "nlist": self.nlist, "pq_m": self.pq_m,
+                "pq_bits": self.pq_bits, "min_ivf": self.min_ivf,
+                "faiss_type": type(self.index_).__name__, "dim": self.dim,
+                "ntotal": len(self)}
+
     def save(self, path: Path) -> None:
         with atomic_dir(Path(path)) as tmp:
             faiss.write_index(self.index_, str(tmp / "index.faiss"))
-            write_json_atomic(tmp / "index.json", {"kind": self.kind, "hnsw_m": self.hnsw_m,
-                                                   "ef_search": self.ef_search,
-                                                   "nprobe": self.nprobe})
+            write_json_atomic(tmp / "index.json", self.config())
 
     @classmethod
-    def load(cls, path: Path) -> VectorIndex:
-        meta = read_json(Path(path) / "index.json")
-        self = cls(meta["kind"], meta["hnsw_m"], meta["ef_search"], meta.get("nprobe", 24))
-        self.index_ = faiss.read_index(str(Path(path) / "index.faiss"))
+    def load(cls, path: Path, dim: int | None = None) -> VectorIndex:
+        """Load a saved index; refuses one whose file does not match its config (kind,
+        dimension, size) or, given ``dim``, vectors of another dimension than the encoder's."""
+        path = Path(path)
+        meta = read_json(path / "index.json")
+        self = cls(meta["kind"], meta["hnsw_m"], meta["ef_search"], meta.get("nprobe", 24),
+                   nlist=meta.get("nlist"), pq_m=meta.get("pq_m"),
+                   pq_bits=meta.get("pq_bits", 8), min_ivf=meta.get("min_ivf", 10_000))
+        self.index_ = faiss.read_index(str(path / "index.faiss"))
+        got = type(self.index_)
+        if not isinstance(self.index_, FAISS_TYPES[self.kind]) or (
+                "faiss_type" in meta and got.__name__ != meta["faiss_type"]):
+            raise ValueError(f"{path / 'index.faiss'}: holds a faiss {got.__name__}, but "
+                             f"{path / 'index.json'} says kind {self.kind!r}"
+                             f" ({meta.get('faiss_type', 'no faiss type')}); rebuild the index")
+        for key, have in (("dim", self.index_.d), ("ntotal", self.index_.ntotal)):
+            if key in meta and meta[key] != have:
+                raise ValueError(f"{path / 'index.faiss'}: {key} {have} does not match "
+                                 f"{meta[key]} in {path / 'index.json'}; rebuild the index")
+        if dim is not None and dim != self.index_.d:
+            raise ValueError(f"{path}: index vectors have dimension {self.index_.d}, the "
+                             f"encoder gives {dim}; the index belongs to another model")
         if isinstance(self.index_, faiss.IndexHNSW):
             self.index_.hnsw.efSearch = self.ef_search
         if isinstance(self.index_, faiss.IndexIVF):

@@ -151,7 +151,10 @@ class TfidfNeighbours(Source):
 
 @register_source
 class EmbeddingNeighbours(Source):
-    """kNN by cosine of bilingual record embeddings (across languages)."""
+    """kNN by cosine of bilingual record embeddings (across languages).
+
+    ``index``: a `VectorIndex` kind; ``ivfsq8`` / ``ivfpq`` compress the record vectors for
+    memories of millions of records (hybrid parameter ``ann_index``)."""
 
     name = "emb_knn"
     features = _names("eknn")
@@ -186,7 +189,13 @@ class EmbeddingNeighbours(Source):
     def load_state(self, path: Path, ctx: Any) -> None:
         self.memory = ctx.memory
         if (path / "index").exists():
-            self.index_ = VectorIndex.load(path / "index")
+            dim = ctx.encoder.dim if getattr(ctx, "encoder", None) is not None else None
+            self.index_ = VectorIndex.load(path / "index", dim=dim)
+            if len(self.index_) != len(self.memory):
+                # index rows are memory rows: another memory would vote with wrong labels
+                raise ValueError(f"{path / 'index'}: {len(self.index_)} record vectors, but "
+                                 f"the neighbour memory holds {len(self.memory)} records; "
+                                 "the index belongs to another model")
         else:  # models saved before VectorIndex: a flat faiss file
             old = faiss.read_index(str(path / "eknn.faiss"))
             self.index_ = VectorIndex(self.index_kind).build(old.reconstruct_n(0, old.ntotal))

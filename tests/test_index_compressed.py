@@ -1,0 +1,96 @@
+"""Compressed neighbour indexes (issue 11): IVF-SQ8 and IVF-PQ keep most true neighbours in
+a fraction of the bytes, save and load without pickle to the same neighbours, and refuse a
+file that does not match its config, the encoder or the neighbour memory."""
+
+from __future__ import annotations
+
+import json
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from tagalign.index import VectorIndex
+from tagalign.suggest.sources.memory import RecordMemory
+from tagalign.suggest.sources.neighbours import EmbeddingNeighbours
+
+
+def clustered(seed: int, n: int, d: int = 32, centres: int = 40) -> np.ndarray:
+    """Unit vectors around a few centres (like record embeddings: topical clusters)."""
+    rng = np.random.default_rng(seed)
+    c = rng.normal(size=(centres, d))
+    x = c[rng.integers(0, centres, n)] + 0.6 * rng.normal(size=(n, d))
+    return (x / np.linalg.norm(x, axis=1, keepdims=True)).astype(np.float32)
+
+
+def recall_at(found: np.ndarray, truth: np.ndarray) -> float:
+    return float(np.mean([len(set(f) & set(t)) / len(t) for f, t in zip(found, truth,
+                                                                         strict=True)]))
+
+
+@pytest.mark.parametrize(("kind", "floor", "max_bytes_share"),
+                         [("ivfsq8", 0.9, 0.35), ("ivfpq", 0.6, 0.2)])
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_compressed_kinds_keep_neighbours_in_fewer_bytes(tmp_path, kind, floor,
+                                                         max_bytes_share, seed):
+    base, q = clustered(seed, 3000), clustered(seed + 100, 40)
+    truth = np.argsort(-(q @ base.T), axis=1)[:, :10]
+    index = VectorIndex(kind, nlist=16, nprobe=8, pq_m=16, pq_bits=6, min_ivf=0).build(base)
+    scores, found = index.search(q, 10)
+    assert recall_at(found, truth) >= floor
+    assert (np.diff(scores, axis=1) <= 1e-6).all()  # best first
+    index.save(tmp_path / kind)
+    VectorIndex("flat").build(base).save(tmp_path / "flat")
+    size = (tmp_path / kind / "index.faiss").stat().st_size
+    assert size <= max_bytes_share * (tmp_path / "flat" / "index.faiss").stat().st_size
+    again = VectorIndex.load(tmp_path / kind)
+    assert again.kind == kind and len(again) == 3000 and again.nprobe == 8
+    s2, f2 = again.search(q, 10)
+    assert (f2 == found).all() and np.allclose(s2, scores)
+
+
+def test_small_sets_stay_exact_and_bad_pq_m_is_named():
+    base, q = clustered(0, 500), clustered(1, 5)
+    truth = np.argsort(-(q @ base.T), axis=1)[:, :5]
+    assert (VectorIndex("ivfpq").build(base).search(q, 5)[1] == truth).all()  # < min_ivf
+    with pytest.raises(ValueError, match="pq_m=5 must divide the vector dimension 32"):
+        VectorIndex("ivfpq", pq_m=5, min_ivf=0, nlist=4).build(base)
+
+
+def test_load_refuses_a_mismatched_index(tmp_path):
+    base = clustered(0, 2000)
+    VectorIndex("ivfpq", nlist=8, pq_m=8, pq_bits=6, min_ivf=0).build(base).save(tmp_path / "ix")
+    with pytest.raises(ValueError, match="dimension 32, the encoder gives 64"):
+        VectorIndex.load(tmp_path / "ix", dim=64)
+    meta_path = tmp_path / "ix" / "index.json"
+    meta = json.loads(meta_path.read_text())
+    meta_path.write_text(json.dumps({**meta, "kind": "hnsw"}))
+    with pytest.raises(ValueError, match="holds a faiss IndexIVFPQ, but .* says kind 'hnsw'"):
+        VectorIndex.load(tmp_path / "ix")
+    meta_path.write_text(json.dumps({**meta, "ntotal": 1999}))
+    with pytest.raises(ValueError, match="ntotal 2000 does not match 1999"):
+        VectorIndex.load(tmp_path / "ix")
+
+
+def memory(n: int) -> RecordMemory:
+    Y = sp.csr_matrix(np.eye(n, 4, dtype=np.float32))
+    return RecordMemory([f"r{i}" for i in range(n)], [f"t{i}" for i in range(n)], ["de"] * n, Y)
+
+
+def test_emb_knn_saves_the_compressed_index_and_refuses_another_memory(tmp_path):
+    vecs = clustered(3, 1200)
+    src = EmbeddingNeighbours(k=5, index="ivfsq8")
+    src.index_kind = "ivfsq8"
+    ctx = SimpleNamespace(memory=memory(1200), embeddings=vecs, encoder=None)
+    src.index_ = VectorIndex("ivfsq8", nlist=8, min_ivf=0).build(vecs)
+    src.memory = ctx.memory
+    src.save(tmp_path)
+    again = EmbeddingNeighbours(k=5, index="ivfsq8")
+    again.load_state(tmp_path, ctx)
+    assert again.index_.kind == "ivfsq8"
+    assert (again.index_.search(vecs[:20], 5)[1] == src.index_.search(vecs[:20], 5)[1]).all()
+    with pytest.raises(ValueError, match="1200 record vectors, but the neighbour memory "
+                                         "holds 1000 records"):
+        EmbeddingNeighbours(k=5).load_state(tmp_path, SimpleNamespace(
+            memory=memory(1000), encoder=None))
