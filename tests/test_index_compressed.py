@@ -94,3 +94,17 @@ def test_emb_knn_saves_the_compressed_index_and_refuses_another_memory(tmp_path)
                                          "holds 1000 records"):
         EmbeddingNeighbours(k=5).load_state(tmp_path, SimpleNamespace(
             memory=memory(1000), encoder=None))
+
+
+@pytest.mark.parametrize("kind", ["flat", "ivfsq8", "ivfpq"])
+def test_memory_mapped_load_finds_the_same_neighbours_and_is_read_only(tmp_path, kind):
+    base, q = clustered(4, 3000), clustered(5, 30)
+    index = VectorIndex(kind, nlist=16, pq_m=16, pq_bits=6, min_ivf=0).build(base)
+    index.save(tmp_path / kind)
+    mapped = VectorIndex.load(tmp_path / kind, mmap=True)
+    assert mapped.mmap and len(mapped) == 3000
+    s1, f1 = index.search(q, 10)
+    s2, f2 = mapped.search(q, 10)
+    assert (f1 == f2).all() and np.allclose(s1, s2)
+    with pytest.raises(ValueError, match="memory-mapped"):
+        mapped.add(base[:2])

@@ -44,6 +44,7 @@ class VectorIndex:
         self.pq_m = pq_m  # None: dim / 4 (4 dimensions per byte)
         self.pq_bits = pq_bits
         self.min_ivf = min_ivf
+        self.mmap = False  # loaded memory-mapped (read-only)
         self.index_: faiss.Index | None = None
 
     def _ivf(self, dim: int, nlist: int) -> faiss.IndexIVF:
@@ -84,6 +85,9 @@ class VectorIndex:
         return self
 
     def add(self, vectors: np.ndarray) -> None:
+        if self.mmap:
+            raise ValueError("this index was loaded memory-mapped (read-only); load it "
+                             "without mmap to add vectors")
         self.index_.add(np.ascontiguousarray(vectors, dtype=np.float32))
 
     def __len__(self) -> int:
@@ -118,15 +122,26 @@ class VectorIndex:
             write_json_atomic(tmp / "index.json", self.config())
 
     @classmethod
-    def load(cls, path: Path, dim: int | None = None) -> VectorIndex:
+    def load(cls, path: Path, dim: int | None = None, mmap: bool = False) -> VectorIndex:
         """Load a saved index; refuses one whose file does not match its config (kind,
-        dimension, size) or, given ``dim``, vectors of another dimension than the encoder's."""
+        dimension, size) or, given ``dim``, vectors of another dimension than the encoder's.
+
+        ``mmap``: map the vectors (flat) or inverted lists (IVF kinds) from the file instead of
+        reading them into memory: pages load on first use, stay evictable, and processes on one
+        machine (Ray workers) share them. Such an index is read-only (`add` refuses)."""
         path = Path(path)
         meta = read_json(path / "index.json")
         self = cls(meta["kind"], meta["hnsw_m"], meta["ef_search"], meta.get("nprobe", 24),
                    nlist=meta.get("nlist"), pq_m=meta.get("pq_m"),
                    pq_bits=meta.get("pq_bits", 8), min_ivf=meta.get("min_ivf", 10_000))
-        self.index_ = faiss.read_index(str(path / "index.faiss"))
+        flags = 0
+        if mmap:  # IVF: map the inverted lists; flat codes: map the code array
+            ivf = meta.get("faiss_type", "").startswith("IndexIVF") or (
+                "faiss_type" not in meta and meta["kind"] in IVF_KINDS)
+            flags = faiss.IO_FLAG_MMAP | faiss.IO_FLAG_READ_ONLY if ivf else \
+                faiss.IO_FLAG_MMAP_IFC
+        self.index_ = faiss.read_index(str(path / "index.faiss"), flags)
+        self.mmap = mmap
         got = type(self.index_)
         if not isinstance(self.index_, FAISS_TYPES[self.kind]) or (
                 "faiss_type" in meta and got.__name__ != meta["faiss_type"]):
