@@ -18,8 +18,9 @@ import numpy as np
 
 from tagalign.batch.sources import Shard
 from tagalign.batch.tasks import ShardWorker
+from tagalign.registry import Registry
 
-ENGINES: dict[str, type[Engine]] = {}
+ENGINES: Registry[type[Engine]] = Registry("engine")
 OnDone = Callable[[dict[str, Any]], None]
 #: Object store of a Ray instance started here: small machines (2 cores, a small /dev/shm)
 #: and CI fail with Ray's default of 30% of RAM. Shards travel as descriptors (the workers
@@ -32,15 +33,11 @@ class EngineError(RuntimeError):
     """An engine cannot start or a run failed as a whole (finished shards are kept)."""
 
 
-def register_engine(cls: type[Engine]) -> type[Engine]:
-    ENGINES[cls.name] = cls
-    return cls
+register_engine = ENGINES.register
 
 
 def get_engine(name: str, **kw: Any) -> Engine:
-    if name not in ENGINES:
-        raise ValueError(f"unknown engine {name!r}; use one of {sorted(ENGINES)}")
-    return ENGINES[name](**kw)
+    return ENGINES.lookup(name)(**kw)
 
 
 class Engine(ABC):

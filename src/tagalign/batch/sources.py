@@ -26,8 +26,9 @@ from typing import ClassVar
 
 from tagalign.records import InputReport, Record, read_records
 from tagalign.records.loaders import guess_format
+from tagalign.registry import Registry
 
-SOURCES: dict[str, type[Source]] = {}
+SOURCES: Registry[type[Source]] = Registry("source")
 RECORD_SUFFIXES = (".jsonl", ".jsonl.gz", ".ndjson", ".ndjson.gz")
 PARQUET_SUFFIXES = (".parquet", ".pq")
 
@@ -70,9 +71,7 @@ class _CollectingReport(InputReport):
         self.pending.append(BadItem(where, why))
 
 
-def register_source(cls: type[Source]) -> type[Source]:
-    SOURCES[cls.name] = cls
-    return cls
+register_source = SOURCES.register
 
 
 class Source(ABC):
@@ -216,9 +215,7 @@ def input_files(src: Path, source: str | None = None) -> list[Path]:
 
 def get_source(name: str) -> Source:
     prefix, _, arg = name.partition(":")
-    if prefix not in SOURCES:
-        raise ValueError(f"unknown source {name!r}; use one of {sorted(SOURCES)}")
-    return SOURCES[prefix](arg)
+    return SOURCES.lookup(prefix, shown=name)(arg)
 
 
 def plan_shards(src: Path, shard_size: int, source: str | None = None) -> list[Shard]:

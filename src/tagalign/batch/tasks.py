@@ -24,13 +24,10 @@ import numpy as np
 from tagalign.batch.sources import BadItem, Shard, read_shard
 from tagalign.io import atomic_text, save_npy_atomic, write_bytes_atomic
 from tagalign.records import Record
+from tagalign.registry import Registry
 
-TASKS: dict[str, type[Task]] = {}
-
-
-def register_task(cls: type[Task]) -> type[Task]:
-    TASKS[cls.name] = cls
-    return cls
+TASKS: Registry[type[Task]] = Registry("task")
+register_task = TASKS.register
 
 
 def reason(exc: BaseException) -> str:
@@ -198,7 +195,7 @@ class ShardWorker:
 
     def __init__(self, spec: dict[str, Any], out: str):
         t0 = time.perf_counter()
-        self.task = TASKS[spec["task"]](spec)
+        self.task = TASKS.lookup(spec["task"])(spec)
         self.out = Path(out)
         self.load_s = round(time.perf_counter() - t0, 3)
 

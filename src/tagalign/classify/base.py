@@ -20,8 +20,9 @@ import numpy as np
 from tagalign.classify.data import Example, LabelSet
 from tagalign.classify.thresholds import decide, tune
 from tagalign.io import atomic_dir, read_json, versions, write_json_atomic
+from tagalign.registry import Registry
 
-CLASSIFIERS: dict[str, type[Classifier]] = {}
+CLASSIFIERS: Registry[type[Classifier]] = Registry("classify recipe")
 FORMAT = 1
 Progress = Callable[[str, int, int], None]  # (what, done, total)
 
@@ -30,15 +31,11 @@ class LabelSetMismatch(ValueError):
     """A saved classifier was asked to work with a different label set."""
 
 
-def register_classifier(cls: type[Classifier]) -> type[Classifier]:
-    CLASSIFIERS[cls.name] = cls
-    return cls
+register_classifier = CLASSIFIERS.register
 
 
 def get_classifier(name: str, **params: Any) -> Classifier:
-    if name not in CLASSIFIERS:
-        raise ValueError(f"unknown classify recipe {name!r}; use one of {sorted(CLASSIFIERS)}")
-    return CLASSIFIERS[name](**params)
+    return CLASSIFIERS.lookup(name)(**params)
 
 
 class Classifier(ABC):

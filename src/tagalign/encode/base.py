@@ -16,10 +16,12 @@ from typing import Any, ClassVar, Literal
 
 import numpy as np
 
+from tagalign.registry import Registry
 from tagalign.runtime import set_threads
 
 Kind = Literal["query", "passage"]
-ENCODERS: dict[str, type[Encoder]] = {}
+ENCODERS: Registry[type[Encoder]] = Registry(
+    "encoder", hint=" (st:<model> and static:<folder> take an argument)")
 
 __all__ = ["ENCODERS", "Encoder", "Kind", "fingerprint_of", "get_encoder", "normalise",
            "register_encoder", "set_threads"]
@@ -58,15 +60,10 @@ def fingerprint_of(*parts: str) -> str:
     return hashlib.sha256("\x1f".join(parts).encode()).hexdigest()[:16]
 
 
-def register_encoder(cls: type[Encoder]) -> type[Encoder]:
-    """Class decorator: make ``cls`` selectable as ``get_encoder(cls.name)``."""
-    ENCODERS[cls.name] = cls
-    return cls
+#: Class decorator: make ``cls`` selectable as ``get_encoder(cls.name)``.
+register_encoder = ENCODERS.register
 
 
 def get_encoder(spec: str, **kw: Any) -> Encoder:
     prefix, _, arg = spec.partition(":")
-    if prefix not in ENCODERS:
-        raise ValueError(f"unknown encoder {spec!r}; use one of {sorted(ENCODERS)} "
-                         "(st:<model> and static:<folder> take an argument)")
-    return ENCODERS[prefix].from_spec(arg, **kw)
+    return ENCODERS.lookup(prefix, shown=spec).from_spec(arg, **kw)

@@ -15,6 +15,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from tagalign.registry import Registry
+
 
 def _graded(label: float) -> float | None:
     return (label - 1.0) / 3.0
@@ -36,18 +38,12 @@ class PairLoss:
     target: Callable[[float], float | None]
 
 
-LOSSES: dict[str, PairLoss] = {}
-
-
-def register_loss(loss: PairLoss) -> PairLoss:
-    LOSSES[loss.name] = loss
-    return loss
+LOSSES: Registry[PairLoss] = Registry("loss")
+register_loss = LOSSES.register
 
 
 def get_loss(name: str) -> PairLoss:
-    if name not in LOSSES:
-        raise ValueError(f"unknown loss {name!r}; use one of {sorted(LOSSES)}")
-    return LOSSES[name]
+    return LOSSES.lookup(name)
 
 
 def _st_losses():

@@ -13,18 +13,12 @@ from pathlib import Path
 from tagalign.io import parse_lines
 from tagalign.records.record import Record
 from tagalign.records.report import InputReport
+from tagalign.registry import Registry
 from tagalign.vocab.subject import normalize_subject_id
 
 Reader = Callable[[Path, InputReport], Iterator[Record]]
-RECORD_FORMATS: dict[str, Reader] = {}
-
-
-def register(name: str) -> Callable[[Reader], Reader]:
-    def deco(fn: Reader) -> Reader:
-        RECORD_FORMATS[name] = fn
-        return fn
-
-    return deco
+RECORD_FORMATS: Registry[Reader] = Registry("record format", choose="known:")
+register = RECORD_FORMATS.register_as  # @register("jsonl") def read_jsonl(path, report)
 
 
 def _strs(value: object) -> list[str]:
@@ -89,7 +83,7 @@ def guess_format(path: Path) -> str:
     if name.endswith((".tsv", ".txt")):
         return "annif-tsv"
     raise ValueError(f"{path}: cannot tell the record format; pass format= one of "
-                     f"{sorted(RECORD_FORMATS)}")
+                     f"{RECORD_FORMATS.names()}")
 
 
 def read_records(
@@ -106,9 +100,7 @@ def read_records(
         raise FileNotFoundError(f"records not found: {path}")
     report = report if report is not None else InputReport()
     fmt = format or guess_format(path)
-    if fmt not in RECORD_FORMATS:
-        raise ValueError(f"unknown record format {fmt!r}; known: {sorted(RECORD_FORMATS)}")
-    for n, rec in enumerate(RECORD_FORMATS[fmt](path, report)):
+    for n, rec in enumerate(RECORD_FORMATS.lookup(fmt)(path, report)):
         if limit is not None and n >= limit:
             break
         if vocab is not None and rec.subjects:

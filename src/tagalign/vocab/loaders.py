@@ -11,21 +11,15 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from tagalign.io import Reporter, open_binary, parse_lines
+from tagalign.registry import Registry
 from tagalign.vocab.subject import Subject, normalize_subject_id
 from tagalign.vocab.vocabulary import SAVED_NAME, Vocabulary
 
 # ``loader(path, report=...)``: malformed lines/entries go to the report (path:line), the
 # rest of the file still loads (see `tagalign.io.parse_lines`).
 Loader = Callable[..., Iterator[Subject]]
-VOCAB_FORMATS: dict[str, Loader] = {}
-
-
-def register(name: str) -> Callable[[Loader], Loader]:
-    def deco(fn: Loader) -> Loader:
-        VOCAB_FORMATS[name] = fn
-        return fn
-
-    return deco
+VOCAB_FORMATS: Registry[Loader] = Registry("vocabulary format", choose="known:")
+register = VOCAB_FORMATS.register_as  # @register("gnd-tsv") def load_gnd_tsv(path, report)
 
 
 def open_text(path: Path) -> io.TextIOBase:
@@ -96,7 +90,7 @@ def guess_format(path: Path) -> str:
     if stem.endswith((".tsv", ".csv", ".txt")):
         return "gnd-tsv" if first_line(path).startswith("gnd_id") else "annif-tsv"
     raise ValueError(f"{path}: cannot tell the vocabulary format; pass format= one of "
-                     f"{sorted(VOCAB_FORMATS) + ['saved']}")
+                     f"{VOCAB_FORMATS.names() + ['saved']}")
 
 
 def _is_saved(path: Path) -> bool:
@@ -117,9 +111,7 @@ def load_vocabulary(path: Path | str, format: str | None = None,
     fmt = format or guess_format(path)
     if fmt == "saved":
         return Vocabulary.load(path)
-    if fmt not in VOCAB_FORMATS:
-        raise ValueError(f"unknown vocabulary format {fmt!r}; known: {sorted(VOCAB_FORMATS)}")
-    vocab = Vocabulary(VOCAB_FORMATS[fmt](path, report=default_report(report)))
+    vocab = Vocabulary(VOCAB_FORMATS.lookup(fmt)(path, report=default_report(report)))
     if not len(vocab):
         raise ValueError(f"{path}: no subjects found (format {fmt})")
     return vocab

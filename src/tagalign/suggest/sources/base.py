@@ -17,13 +17,10 @@ import numpy as np
 import scipy.sparse as sp
 
 from tagalign.records import Record
+from tagalign.registry import Registry
 
-SOURCES: dict[str, type[Source]] = {}
-
-
-def register_source(cls: type[Source]) -> type[Source]:
-    SOURCES[cls.name] = cls
-    return cls
+SOURCES: Registry[type[Source]] = Registry("source")
+register_source = SOURCES.register
 
 
 @dataclass

@@ -13,10 +13,11 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from tagalign.records import Record
+from tagalign.registry import Registry
 from tagalign.suggest import Suggestion
 from tagalign.vocab import Vocabulary
 
-RECIPES: dict[str, type[Recipe]] = {}
+RECIPES: Registry[type[Recipe]] = Registry("recipe")
 
 #: Built-in recipes by name → the module that registers them (imported on first use).
 BUILTIN: dict[str, str] = {
@@ -29,9 +30,7 @@ BUILTIN: dict[str, str] = {
 }
 
 
-def register_recipe(cls: type[Recipe]) -> type[Recipe]:
-    RECIPES[cls.name] = cls
-    return cls
+register_recipe = RECIPES.register
 
 
 def recipe_names() -> list[str]:

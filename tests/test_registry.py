@@ -1,0 +1,65 @@
+"""The one `Registry` behind every named-strategy registry of the package."""
+
+from __future__ import annotations
+
+import pytest
+
+from tagalign.registry import Registry
+
+
+def test_register_lookup_names_and_error():
+    reg: Registry[type] = Registry("engine")
+
+    @reg.register
+    class Local:
+        name = "local"
+
+    @reg.register_as("fast")
+    def fast() -> str:
+        return "f"
+
+    assert reg.lookup("local") is Local and reg["fast"] is fast and fast() == "f"
+    assert reg.names() == ["fast", "local"] and "local" in reg and isinstance(reg, dict)
+    with pytest.raises(ValueError) as exc:
+        reg.lookup("nope")
+    assert str(exc.value) == "unknown engine 'nope'; use one of ['fast', 'local']"
+    hinted = Registry("encoder", choose="known:", hint=" (st:<model>)")
+    with pytest.raises(ValueError) as exc:
+        hinted.lookup("x", shown="x:arg")
+    assert str(exc.value) == "unknown encoder 'x:arg'; known: [] (st:<model>)"
+
+
+def test_package_registries_keep_their_names_and_messages(tmp_path):
+    from tagalign.batch.engines import ENGINES, get_engine
+    from tagalign.batch.sources import get_source
+    from tagalign.batch.tasks import TASKS
+    from tagalign.classify import CLASSIFIERS
+    from tagalign.encode import get_encoder
+    from tagalign.pairs.losses import get_loss
+    from tagalign.records import RECORD_FORMATS, read_records
+    from tagalign.suggest.sources import SOURCES
+    from tagalign.vocab import VOCAB_FORMATS, load_vocabulary
+
+    assert {"local", "ray"} <= set(ENGINES) and {"suggest", "encode"} <= set(TASKS)
+    assert {"linear", "label-contrastive"} <= set(CLASSIFIERS)
+    assert {"lexical", "labels"} <= set(SOURCES) and "gnd-json" in VOCAB_FORMATS
+    assert set(RECORD_FORMATS) >= {"jsonl", "jsonld", "annif-tsv"}
+    assert get_loss("angle").name == "angle"
+    cases = [
+        (lambda: get_engine("x"), "unknown engine 'x'; use one of ['local', 'ray']"),
+        (lambda: get_source("nope:de"), "unknown source 'nope:de'; use one of "),
+        (lambda: get_loss("x"), "unknown loss 'x'; use one of ['angle', "),
+        (lambda: get_encoder("nope:x"), "unknown encoder 'nope:x'; use one of ['e5-small', "),
+    ]
+    path = tmp_path / "f.txt"
+    path.write_text("x\n")
+    cases += [
+        (lambda: load_vocabulary(path, format="x"), "unknown vocabulary format 'x'; known: ['"),
+        (lambda: list(read_records(path, format="x")), "unknown record format 'x'; known: ['"),
+    ]
+    for call, message in cases:
+        with pytest.raises(ValueError) as exc:
+            call()
+        assert str(exc.value).startswith(message), str(exc.value)
+    with pytest.raises(ValueError, match=r"take an argument\)$"):
+        get_encoder("nope")
