@@ -18,40 +18,39 @@ import numpy as np
 T = TypeVar("T")
 
 
-def write_bytes_atomic(path: Path, data: bytes) -> None:
-    """Write a file so that readers see the old or the new content, never half of it."""
+@contextlib.contextmanager
+def atomic_path(path: Path) -> Iterator[str]:
+    """A temporary sibling file name to write to; the file replaces ``path`` in one rename
+    once the block succeeds, and is removed when it fails. Readers see the old or the new
+    content, never half of it."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    os.close(fd)
     try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
+        yield tmp
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
         raise
+
+
+def write_bytes_atomic(path: Path, data: bytes) -> None:
+    """Write a file so that readers see the old or the new content, never half of it."""
+    with atomic_path(path) as tmp, open(tmp, "wb") as fh:
+        fh.write(data)
+        fh.flush()
+        os.fsync(fh.fileno())
 
 
 @contextlib.contextmanager
 def atomic_text(path: Path) -> Iterator[TextIO]:
     """A text file handle whose content replaces ``path`` only once the block succeeds
     (gzip-compressed when the name ends in ``.gz``)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    os.close(fd)
-    try:
-        opener = gzip.open if path.suffix == ".gz" else open
-        with opener(tmp, "wt", encoding="utf-8") as fh:
-            yield fh
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
+    opener = gzip.open if Path(path).suffix == ".gz" else open
+    with atomic_path(path) as tmp, opener(tmp, "wt", encoding="utf-8") as fh:
+        yield fh
 
 
 def write_json_atomic(path: Path, obj: Any) -> None:
@@ -64,18 +63,8 @@ def read_json(path: Path) -> Any:
 
 
 def save_npy_atomic(path: Path, array: np.ndarray) -> None:
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    os.close(fd)
-    try:
-        with open(tmp, "wb") as fh:
-            np.save(fh, np.ascontiguousarray(array), allow_pickle=False)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
+    with atomic_path(path) as tmp, open(tmp, "wb") as fh:
+        np.save(fh, np.ascontiguousarray(array), allow_pickle=False)
 
 
 def load_npy(path: Path, mmap: bool = False) -> np.ndarray:
