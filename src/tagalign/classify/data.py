@@ -28,6 +28,9 @@ class Example:
     text: str
     labels: list[str] = field(default_factory=list)
     language: str | None = None
+    #: the text already tokenised by the project's `Analyzer` (the hybrid tagger has them);
+    #: the `linear` recipe then skips tokenising
+    tokens: list[str] | None = None
 
 
 def _is_text_jsonl(path: Path) -> bool:

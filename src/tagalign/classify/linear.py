@@ -38,6 +38,9 @@ class LinearClassifier(Classifier):
     def _features(self, examples: Sequence[Example]):
         tokens = []
         for i, ex in enumerate(examples):
+            if ex.tokens is not None:
+                tokens.append(ex.tokens)
+                continue
             lang = ex.language if ex.language in ("de", "en") else guess_language(ex.text)
             tokens.append(self.analyzer.tokens(ex.text, lang))
             if i % 2000 == 0:

@@ -8,7 +8,8 @@ candidate is a gold subject: a threshold of 0.3 means "about 30 % of these are r
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import lightgbm as lgb
@@ -18,21 +19,42 @@ from tagalign.io import read_json, write_bytes_atomic, write_json_atomic
 from tagalign.suggest.sources.base import Candidates
 
 
+@dataclass
+class PairFeatures(Candidates):
+    """What a feature-only source returns: no candidates of its own, but ``fill(rows, cols)``
+    computes its features (NaN where it has no evidence) for the union of the others'."""
+
+    fill: Callable[[np.ndarray, np.ndarray], np.ndarray] | None = None
+
+    @classmethod
+    def deferred(cls, names: list[str], fill: Callable[[np.ndarray, np.ndarray], np.ndarray]
+                 ) -> PairFeatures:
+        empty = Candidates.empty(names)
+        return cls(empty.rows, empty.cols, empty.feats, names, fill)
+
+
 def merge(cands: Sequence[Candidates], n_subjects: int
           ) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[str]]:
-    """Union of all (row, subject) pairs; features of a source that missed a pair are NaN."""
+    """Union of all (row, subject) pairs; features of a source that missed a pair are NaN.
+    `PairFeatures` propose nothing and fill their columns for every pair of the union."""
     names = [n for c in cands for n in c.names]
-    keys = np.concatenate([c.rows * n_subjects + c.cols for c in cands]) if cands else \
-        np.zeros(0, np.int64)
+    proposing = [c for c in cands if not isinstance(c, PairFeatures)]
+    keys = np.concatenate([c.rows * n_subjects + c.cols for c in proposing]) if proposing \
+        else np.zeros(0, np.int64)
     uniq, inv = np.unique(keys, return_inverse=True)
+    rows, cols = uniq // n_subjects, uniq % n_subjects
     X = np.full((len(uniq), len(names)), np.nan, np.float32)
     start = col = 0
     for c in cands:
-        m, f = len(c.rows), len(c.names)
-        X[inv[start:start + m], col:col + f] = c.feats
-        start += m
+        f = len(c.names)
+        if isinstance(c, PairFeatures):
+            X[:, col:col + f] = c.fill(rows, cols)
+        else:
+            m = len(c.rows)
+            X[inv[start:start + m], col:col + f] = c.feats
+            start += m
         col += f
-    return uniq // n_subjects, uniq % n_subjects, X, names
+    return rows, cols, X, names
 
 
 def top_k(rows: np.ndarray, cols: np.ndarray, scores: np.ndarray, n_rows: int, k: int

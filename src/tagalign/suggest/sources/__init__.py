@@ -1,6 +1,6 @@
 """Candidate sources of the hybrid recipe, registered by name in `SOURCES`."""
 
-from tagalign.suggest.sources import labels, lexical, neighbours, omikuji  # noqa: F401
+from tagalign.suggest.sources import domains, labels, lexical, neighbours, omikuji  # noqa: F401
 from tagalign.suggest.sources.base import SOURCES, Batch, Candidates, Source, register_source
 
 __all__ = ["SOURCES", "Batch", "Candidates", "Source", "register_source"]

@@ -87,6 +87,9 @@ class TrainContext:
     Y: sp.csr_matrix
     embeddings: np.ndarray | None = None
     encoder: Any = None
+    #: the split's records and their tokens (the `domains` source learns their domains)
+    records: Sequence[Record] = ()
+    tokens: list[list[str]] | None = None
 
 
 def in_holdout(record_id: str, fraction: float, seed: int) -> bool:
@@ -122,13 +125,17 @@ class HybridRecipe(Recipe):
         "embed_lr": 0.05,
         "embed_label_pairs": True,
         "ranker_rounds": 500,
+        # the `domains` source (predicted record domains vs each subject's domain profile)
+        "domains": False,
+        "domain_labels": None,
+        "domain_limit_train": None,
         "batch_size": 1024,
         "threads": 0,
     }
 
     def __init__(self, vocab: Vocabulary, **params: Any):
         super().__init__(vocab, **params)
-        unknown = set(self.params["sources"]) - set(SOURCES)
+        unknown = set(self.source_names) - set(SOURCES)
         if unknown:
             raise ValueError(f"unknown sources {sorted(unknown)}; known: {sorted(SOURCES)}")
         self.pipeline_: HybridPipeline | None = None
@@ -147,8 +154,17 @@ class HybridRecipe(Recipe):
                         "index": p["ann_index"]},
             "labels": {"top_k": k, "index": p["ann_index"]},
             "lexical": {},
+            "domains": {"labels": p["domain_labels"], "limit_train": p["domain_limit_train"],
+                        "seed": p["seed"]},
         }
         return SOURCES[name](**kwargs.get(name, {}))
+
+    @property
+    def source_names(self) -> list[str]:
+        """``sources``, plus ``domains`` when the ``domains`` parameter is on."""
+        names = list(self.params["sources"])
+        return names + ["domains"] if self.params["domains"] and "domains" not in names \
+            else names
 
     @property
     def uses_embeddings(self) -> bool:
@@ -207,12 +223,13 @@ class HybridRecipe(Recipe):
             self.vocab, analyzer,
             RecordMemory.from_records(rec_a, self.vocab, [langs[i] for i in idx_a]),
             featurizer.transform([tokens[i] for i in idx_a], [langs[i] for i in idx_a]),
-            Y=label_matrix(rec_a, self.vocab), encoder=encoder)
+            Y=label_matrix(rec_a, self.vocab), encoder=encoder, records=rec_a,
+            tokens=[tokens[i] for i in idx_a])
         if encoder is not None:
             ctx.embeddings = runner.step("embed records", lambda: encoder.encode(
                 [r.text for r in rec_a], show_progress=True))
         sources = []
-        for name in p["sources"]:
+        for name in self.source_names:
             src = self._new_source(name)
             sources.append(runner.run(
                 f"source-{name}", lambda s=src: (s.fit(ctx), s)[1], lambda s, d: s.save(d),

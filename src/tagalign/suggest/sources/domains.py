@@ -1,0 +1,216 @@
+"""`domains`: a record's predicted subject domains as evidence for each candidate subject.
+
+A `linear` domain classifier (`tagalign.classify`: TF-IDF + one-vs-rest logistic
+regression) learns the records' domains (the LinSearch codes of the ``domains`` field) from
+the sources' training split, reusing the hybrid's tokens. Every subject gets a domain
+profile: the gold domains of the training records that carry it; a subject no training
+record carries borrows, when the vocabulary has GND classification notations, the profile
+of the subjects sharing its notations (one pseudo-record). For each candidate the other
+sources propose (this source proposes none: `PairFeatures`), the record's predicted domain
+probabilities ``p`` meet the subject's profile ``q``:
+
+* ``dom_match`` — share of the subject's domain mentions that are the record's most likely
+  domain; NaN when that share is 0 or the subject has no profile, so "domains" is listed
+  among a suggestion's sources only when the domains agree;
+* ``dom_agree`` — Σ_d p_d·q_d, with ``q`` smoothed toward the overall domain distribution;
+* ``dom_cos`` — cosine of ``p`` and the smoothed ``q``.
+
+Confirmed records (`learn`) add their gold domains to the profiles at once. Saved without
+pickle: the classifier's folder, the profile counts (npy) and ``domains.json`` (label set,
+vocabulary size, overall distribution); a folder with another label set or vocabulary size
+is refused.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import scipy.sparse as sp
+
+from tagalign.io import load_npy, read_json, save_npy_atomic, write_json_atomic
+from tagalign.records import Record
+from tagalign.suggest.sources.base import Batch, Candidates, Source, register_source
+from tagalign.suggest.sources.memory import label_matrix
+
+# tagalign.classify is imported where used: its package also registers the torch recipe,
+# which a hybrid project without this source should not load.
+TUNE_SAMPLE = 2000  # thresholds are not used here; tuning them on a sample keeps fit cheap
+
+
+def domain_matrix(records: Sequence[Record], labels: Sequence[str]) -> sp.csr_matrix:
+    """(records × labels) 0/1 matrix of gold domains (codes outside ``labels`` ignored)."""
+    index = {lab: j for j, lab in enumerate(labels)}
+    rows, cols = [], []
+    for i, r in enumerate(records):
+        for j in sorted({index[d] for d in r.domains if d in index}):
+            rows.append(i)
+            cols.append(j)
+    return sp.csr_matrix((np.ones(len(rows), np.float32), (rows, cols)),
+                         shape=(len(records), len(labels)))
+
+
+@register_source
+class DomainSource(Source):
+    name = "domains"
+    features = ["dom_match", "dom_agree", "dom_cos"]
+
+    def __init__(self, labels: Sequence[str] | None = None, limit_train: int | None = None,
+                 C: float = 4.0, smoothing: float = 1.0, seed: int = 0, **params: Any):
+        super().__init__(labels=labels, limit_train=limit_train, C=C, smoothing=smoothing,
+                         seed=seed, **params)
+        self.expected = sorted(labels) if labels else None
+        self.limit_train, self.C, self.smoothing, self.seed = limit_train, C, smoothing, seed
+        self.classifier_: Any = None
+        self.labels_: list[str] = []
+        self.counts_: sp.csr_matrix | None = None  # (subjects × domains) gold-domain counts
+        self.overall_: np.ndarray | None = None  # domain distribution of the training records
+        self.profile_: sp.csr_matrix | None = None  # counts + borrowed rows (by notation)
+        self.vocab_: Any = None
+        self.notations_: sp.csr_matrix | None = None
+
+    # -- learning --------------------------------------------------------------------------
+    def fit(self, ctx: Any) -> None:
+        from tagalign.classify import Example, get_classifier
+
+        records: Sequence[Record] = ctx.records
+        tokens = getattr(ctx, "tokens", None) or [None] * len(records)
+        allowed = set(self.expected) if self.expected else None
+        examples = [Example(r.id, r.text, [d for d in r.domains if allowed is None or d in allowed],
+                            r.language, tok) for r, tok in zip(records, tokens, strict=True)]
+        labelled = [ex for ex in examples if ex.labels]
+        if not labelled:
+            raise ValueError("the domains source needs training records with 'domains' "
+                             "(LinSearch codes); none of the training records has any")
+        rng = np.random.default_rng(self.seed)
+        tune_on = [labelled[i] for i in np.sort(rng.permutation(len(labelled))[:TUNE_SAMPLE])]
+        clf = get_classifier("linear", C=self.C, limit_train=self.limit_train, seed=self.seed)
+        clf.fit(labelled, tune_on)
+        clf.thresholds_["tuned_on"] = f"a seeded sample of {len(tune_on)} training records"
+        if self.expected is not None and clf.labels_.labels != self.expected:
+            missing = sorted(set(self.expected) - set(clf.labels_.labels))
+            raise ValueError(f"the training records carry no example of domains {missing}")
+        self.classifier_, self.labels_ = clf, clf.labels_.labels
+        D = domain_matrix(records, self.labels_)
+        self.counts_ = (ctx.Y.T.tocsr().astype(np.float32) @ D).tocsr()
+        freq = np.asarray(D.sum(axis=0)).ravel() + 1.0
+        self.overall_ = (freq / freq.sum()).astype(np.float32)
+        self.vocab_ = ctx.vocab
+        self._refresh()
+
+    def learn(self, batch: Batch, labels: Any) -> None:
+        """Confirmed records' gold domains join the profiles of their subjects."""
+        if self.counts_ is None or self.vocab_ is None:
+            return
+        recs = [r for r in batch.records if r.domains and r.subjects]
+        if not recs:
+            return
+        delta = label_matrix(recs, self.vocab_).T.tocsr() @ domain_matrix(recs, self.labels_)
+        self.counts_ = (self.counts_ + delta).tocsr()
+        self._refresh()
+
+    def _notations(self) -> sp.csr_matrix | None:
+        """(subjects × GND classification notations) 0/1, built once; None without any."""
+        if self.notations_ is None:
+            rows, codes, code_index = [], [], {}
+            for pos, subj in enumerate(self.vocab_.subjects):
+                for notation, _name in subj.classification:
+                    rows.append(pos)
+                    codes.append(code_index.setdefault(notation, len(code_index)))
+            self.notations_ = sp.csr_matrix(
+                (np.ones(len(rows), np.float32), (rows, codes)),
+                shape=(len(self.vocab_), max(len(code_index), 1)))
+        return self.notations_ if self.notations_.nnz else None
+
+    def _refresh(self) -> None:
+        """Profiles = gold counts, plus for subjects without any a borrowed profile: the mean
+        domain shares of the seen subjects sharing a GND classification notation."""
+        counts = self.counts_
+        total = np.asarray(counts.sum(axis=1)).ravel()
+        N = self._notations()
+        if N is None:
+            self.profile_ = counts
+            return
+        seen = sp.diags((total > 0).astype(np.float32))
+        shares = sp.diags(1.0 / np.maximum(total, 1e-9)) @ counts
+        by_code = (N.T @ (seen @ shares)).tocsr()  # per notation: its seen subjects' shares
+        unseen = sp.diags((total == 0).astype(np.float32))
+        borrowed = (unseen @ N @ by_code).tocsr()
+        mass = np.asarray(borrowed.sum(axis=1)).ravel()
+        borrowed = sp.diags(np.where(mass > 0, 1.0 / np.maximum(mass, 1e-9), 0.0)) @ borrowed
+        self.profile_ = (counts + borrowed).tocsr().astype(np.float32)
+
+    # -- features --------------------------------------------------------------------------
+    def record_domains(self, batch: Batch) -> np.ndarray:
+        """(records × domains) predicted probabilities, from the batch's tokens."""
+        from tagalign.classify import Example
+
+        tokens = batch.tokens or [None] * len(batch)
+        examples = [Example(r.id, r.text, [], lang, tok) for r, lang, tok in
+                    zip(batch.records, batch.languages, tokens, strict=True)]
+        return self.classifier_.predict_proba(examples)
+
+    def candidates(self, batch: Batch) -> Candidates:
+        from tagalign.suggest.fusion import PairFeatures  # fusion imports the sources package
+
+        probs = self.record_domains(batch)
+        profile, overall, alpha = self.profile_, self.overall_, self.smoothing
+        top = probs.argmax(1) if len(probs) else np.zeros(0, np.int64)
+        pnorm = np.linalg.norm(probs, axis=1)
+
+        def fill(rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
+            out = np.full((len(rows), len(self.features)), np.nan, np.float32)
+            if len(rows) == 0:
+                return out
+            raw = profile[cols].toarray()
+            total = raw.sum(1)
+            seen = total > 0
+            share = raw[np.arange(len(rows)), top[rows]] / np.maximum(total, 1e-9)
+            q = (raw + alpha * overall) / (total + alpha)[:, None]
+            p = probs[rows]
+            agree = (p * q).sum(1)
+            cos = agree / np.maximum(pnorm[rows] * np.linalg.norm(q, axis=1), 1e-9)
+            out[:, 0] = np.where(seen & (share > 0), share, np.nan)
+            out[:, 1] = np.where(seen, agree, np.nan)
+            out[:, 2] = np.where(seen, cos, np.nan)
+            return out
+
+        return PairFeatures.deferred(list(self.features), fill)
+
+    # -- persistence -----------------------------------------------------------------------
+    def save(self, path: Path) -> None:
+        self.classifier_.save(path / "classifier")
+        c = self.counts_
+        save_npy_atomic(path / "counts-indptr.npy", c.indptr.astype(np.int64))
+        save_npy_atomic(path / "counts-indices.npy", c.indices.astype(np.int32))
+        save_npy_atomic(path / "counts-data.npy", c.data.astype(np.float32))
+        save_npy_atomic(path / "overall.npy", self.overall_)
+        write_json_atomic(path / "domains.json", {"labels": self.labels_,
+                                                  "shape": list(c.shape),
+                                                  "params": self.params})
+
+    def load_state(self, path: Path, ctx: Any) -> None:
+        from tagalign.classify import LabelSetMismatch, load_classifier
+
+        meta = read_json(path / "domains.json")
+        labels = list(meta["labels"])
+        if self.expected is not None and sorted(labels) != self.expected:
+            raise LabelSetMismatch(
+                f"{path}: domain source trained on another label set ({len(labels)} domains: "
+                f"missing {sorted(set(self.expected) - set(labels))[:5]}, unexpected "
+                f"{sorted(set(labels) - set(self.expected))[:5]})")
+        shape = tuple(meta["shape"])
+        if shape != (len(ctx.vocab), len(labels)):
+            raise ValueError(f"{path}: domain profiles are {shape[0]} subjects × {shape[1]} "
+                             f"domains; this project has {len(ctx.vocab)} subjects and "
+                             f"{len(labels)} domains (another vocabulary?)")
+        self.classifier_ = load_classifier(path / "classifier", labels=labels)
+        self.labels_ = labels
+        self.counts_ = sp.csr_matrix((load_npy(path / "counts-data.npy"),
+                                      load_npy(path / "counts-indices.npy"),
+                                      load_npy(path / "counts-indptr.npy")), shape=shape)
+        self.overall_ = load_npy(path / "overall.npy")
+        self.vocab_ = ctx.vocab
+        self._refresh()
