@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import ClassVar
 
 from tagalign.records import InputReport, Record, read_records
-from tagalign.records.loaders import guess_format
+from tagalign.records.loaders import guess_format, record_from_json
 from tagalign.registry import Registry
 
 SOURCES: Registry[type[Source]] = Registry("source")
@@ -175,17 +175,10 @@ class VocabularySource(Source):
 
 
 def _record_from_row(obj: dict) -> Record:
-    rid, title = obj.get("id"), obj.get("title")
-    if not rid or not isinstance(rid, str):
-        raise ValueError("missing 'id'")
-    if not isinstance(title, str):
-        raise ValueError("missing 'title'")
-    subjects = obj.get("subjects") or []
-    if isinstance(subjects, str):  # a JSON-encoded list
-        subjects = json.loads(subjects)
-    return Record(id=rid, title=title, abstract=obj.get("abstract") or "",
-                  language=obj.get("lang") or obj.get("language"), type=obj.get("type"),
-                  subjects=list(subjects))
+    """A Parquet row: the fields of a JSONL record, ``subjects`` maybe a JSON-encoded list."""
+    if isinstance(obj.get("subjects"), str):
+        obj = {**obj, "subjects": json.loads(obj["subjects"])}
+    return record_from_json(obj)
 
 
 def source_for(path: Path) -> Source:
