@@ -30,7 +30,7 @@ phases and a custom batch sampler, which the trainer would all need overriding f
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -142,20 +142,15 @@ class LabelContrastiveClassifier(Classifier):
         return plain_batches(len(y), self.params["batch_size"], rng)
 
     # -- phases -----------------------------------------------------------------------
-    def _train_head(self, head: ClassifierHead, x, y: np.ndarray, epochs: int, key: str,
-                    rng: np.random.Generator) -> None:
-        import torch
-
-        opt = torch.optim.AdamW(head.parameters(), lr=self.params["lr_head"])
-        bce = torch.nn.BCEWithLogitsLoss()
-        yt = torch.as_tensor(y, device=self.device_)
-        head.train()
+    def _epochs(self, opt, epochs: int, key: str, y: np.ndarray, rng: np.random.Generator,
+                loss_of: Callable[[np.ndarray], Any]) -> None:
+        """``epochs`` passes over batches of ``y`` (row indices ``idx``), one optimiser step
+        per ``loss_of(idx)``; the mean loss per epoch goes to ``history_[key]``."""
         losses = []
         for epoch in range(epochs):
             total, count = 0.0, 0
             for idx in self._batches(y, rng):
-                ix = torch.as_tensor(idx, device=self.device_)
-                loss = bce(head(x[ix]), yt[ix])
+                loss = loss_of(idx)
                 opt.zero_grad()
                 loss.backward()
                 opt.step()
@@ -163,6 +158,21 @@ class LabelContrastiveClassifier(Classifier):
             losses.append(total / max(count, 1))
             self._tick(key, epoch + 1, epochs)
         self.history_[key] = losses
+
+    def _train_head(self, head: ClassifierHead, x, y: np.ndarray, epochs: int, key: str,
+                    rng: np.random.Generator) -> None:
+        import torch
+
+        opt = torch.optim.AdamW(head.parameters(), lr=self.params["lr_head"])
+        bce = torch.nn.BCEWithLogitsLoss()
+        yt = torch.as_tensor(y, device=self.device_)
+
+        def loss_of(idx: np.ndarray):
+            ix = torch.as_tensor(idx, device=self.device_)
+            return bce(head(x[ix]), yt[ix])
+
+        head.train()
+        self._epochs(opt, epochs, key, y, rng, loss_of)
 
     def _train_contrastive(self, body, head: ClassifierHead, texts: list[str], y: np.ndarray,
                            key: str, rng: np.random.Generator) -> None:
@@ -178,25 +188,18 @@ class LabelContrastiveClassifier(Classifier):
         opt = torch.optim.AdamW([{"params": body_params, "lr": p["lr_body"]},
                                  {"params": head.parameters(), "lr": p["lr_head"]}])
         bce = torch.nn.BCEWithLogitsLoss()
+
+        def loss_of(idx: np.ndarray):
+            features = batch_to_device(
+                body.preprocess([self.prompt_ + texts[i] for i in idx]), self.device_)
+            emb = body(features)["sentence_embedding"]
+            yt = torch.as_tensor(y[idx], device=self.device_)
+            return bce(head(emb), yt) + p["alpha"] * herocon(emb, yt, p["temperature"])
+
         body.train()
         head.train()
-        losses = []
-        for epoch in range(p["epochs_contrastive"]):
-            total, count = 0.0, 0
-            for idx in self._batches(y, rng):
-                features = batch_to_device(
-                    body.preprocess([self.prompt_ + texts[i] for i in idx]), self.device_)
-                emb = body(features)["sentence_embedding"]
-                yt = torch.as_tensor(y[idx], device=self.device_)
-                loss = bce(head(emb), yt) + p["alpha"] * herocon(emb, yt, p["temperature"])
-                opt.zero_grad()
-                loss.backward()
-                opt.step()
-                total, count = total + float(loss.detach()) * len(idx), count + len(idx)
-            losses.append(total / max(count, 1))
-            self._tick(key, epoch + 1, p["epochs_contrastive"])
+        self._epochs(opt, p["epochs_contrastive"], key, y, rng, loss_of)
         body.eval()
-        self.history_[key] = losses
 
     def _three_steps(self, body, head: ClassifierHead, texts: list[str], y: np.ndarray,
                      scope: str, frozen=None) -> None:
