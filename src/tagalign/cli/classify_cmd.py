@@ -12,6 +12,7 @@ from rich.table import Table
 from tagalign.cli.app import app, console, fail
 from tagalign.cli.common import parse_params, progress
 from tagalign.records import BadInputError, InputReport
+from tagalign.runtime import set_threads
 
 classify_app = typer.Typer(
     help="Multi-label classification of records (LinSearch domains or any label set).",
@@ -78,10 +79,7 @@ def train(
     from tagalign.classify import DEFAULT_RECIPE, get_classifier
     from tagalign.classify.metrics import report
 
-    if threads:
-        from tagalign.runtime import set_threads
-
-        set_threads(threads)
+    set_threads(threads)  # 0 leaves the defaults
     try:
         clf = get_classifier(recipe or DEFAULT_RECIPE, **parse_params(param, config))
     except ValueError as exc:

@@ -11,6 +11,7 @@ import typer
 from tagalign.cli.app import app, console, fail
 from tagalign.cli.common import parse_params, progress
 from tagalign.records import BadInputError, InputReport
+from tagalign.runtime import set_threads
 
 pairs_app = typer.Typer(help="Ordinal pair scoring: two usages of a word → 1 (unrelated) … 4 "
                         "(identical), XL-DURel recipe `ordinal-wic`.", no_args_is_help=True)
@@ -46,13 +47,6 @@ def _load(path: Path, strict: bool, what: str):
     return pairs
 
 
-def _threads(threads: int) -> None:
-    if threads:
-        from tagalign.runtime import set_threads
-
-        set_threads(threads)
-
-
 @pairs_app.command("train")
 def train(
     model_dir: Path = typer.Argument(..., help="Folder to write the trained model to."),
@@ -74,7 +68,7 @@ def train(
     """
     from tagalign.pairs import model as pm
 
-    _threads(threads)
+    set_threads(threads)  # 0 leaves the defaults
     params = {**parse_params(param, config)}
     params.setdefault("loss", loss)
     params.setdefault("base_model", base_model)
@@ -120,7 +114,7 @@ def predict(
     from tagalign.pairs.model import PairScorer
     from tagalign.pairs.submission import write_language
 
-    _threads(threads)
+    set_threads(threads)  # 0 leaves the defaults
     try:
         scorer = PairScorer.load(model_dir, device=device)
     except (FileNotFoundError, ValueError, OSError) as exc:

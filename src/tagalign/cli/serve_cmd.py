@@ -9,6 +9,7 @@ import typer
 from tagalign.cli.app import app, console, fail, feedback_app
 from tagalign.cli.common import load_records
 from tagalign.project import Project, ProjectError
+from tagalign.runtime import set_threads
 from tagalign.vocab import VocabularyMismatchError
 
 
@@ -32,10 +33,7 @@ def serve(
     from tagalign.serve.app import create_app
     from tagalign.serve.feedback import FeedbackStore
 
-    if threads:
-        from tagalign.runtime import set_threads
-
-        set_threads(threads)
+    set_threads(threads)  # 0 leaves the defaults
     loaded = {}
     for path in projects:
         try:

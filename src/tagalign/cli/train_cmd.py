@@ -11,6 +11,7 @@ from tagalign.cli.app import app, console, fail
 from tagalign.cli.common import load_records, parse_params
 from tagalign.project import DEFAULT_RECIPE, Project, ProjectError
 from tagalign.records import InputReport, Record
+from tagalign.runtime import set_threads
 from tagalign.train.recipes import recipe_names
 from tagalign.vocab import VocabularyMismatchError, load_vocabulary
 
@@ -49,10 +50,7 @@ def train(
 
     Example: tagalign train gnd-hybrid --vocab gnd-subjects.tsv.gz --train train.jsonl.gz --dev dev.jsonl.gz
     """
-    if threads:
-        from tagalign.runtime import set_threads
-
-        set_threads(threads)
+    set_threads(threads)  # 0 leaves the defaults
     params = parse_params(param, config)
     try:
         if (project_dir / "project.json").exists() and not overwrite and vocab is None:
