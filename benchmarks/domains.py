@@ -1,4 +1,4 @@
-"""Record domains (GermEval-2025 Subtask 1, 28 LinSearch codes): `linear` vs mCPT.
+"""Record domains (GermEval-2025 Subtask 1, 29 LinSearch codes incl. `rest`): `linear` vs mCPT.
 
 One table, train → dev, for (a) `linear` (TF-IDF + one-vs-rest logistic regression),
 (b) head only on frozen embeddings (`label-contrastive`, contrastive=false), (c) full
