@@ -36,6 +36,21 @@ def _ids(subjects: object) -> list[str]:
     return out
 
 
+def _object_with_id(line: str) -> dict | None:
+    """One prediction line's JSON object (None for a blank line); raises without an id."""
+    if not line.strip():
+        return None
+    obj = json.loads(line)
+    if not isinstance(obj, dict) or not isinstance(obj.get("id"), str):
+        raise ValueError("expected an object with an 'id'")
+    return obj
+
+
+def _line(rid: str, suggestions: Iterable[Suggestion]) -> str:
+    return json.dumps({"id": rid, "subjects": [s.to_json() for s in suggestions]},
+                      ensure_ascii=False) + "\n"
+
+
 def read_rows_by_id(path: Path | str, report: InputReport | None,
                     row: Callable[[dict], list[str]]) -> dict[str, list[str]]:
     """``{record id: row(object)}`` for a predictions JSONL, one object per line.
@@ -48,11 +63,9 @@ def read_rows_by_id(path: Path | str, report: InputReport | None,
     out: dict[str, list[str]] = {}
 
     def parse(line: str, lineno: int) -> str | None:
-        if not line.strip():
+        obj = _object_with_id(line)
+        if obj is None:
             return None
-        obj = json.loads(line)
-        if not isinstance(obj, dict) or not isinstance(obj.get("id"), str):
-            raise ValueError("expected an object with an 'id'")
         if obj["id"] in out:
             raise ValueError(f"record id {obj['id']!r} predicted again")
         out[obj["id"]] = row(obj)
@@ -74,8 +87,7 @@ def write_predictions(path: Path | str, rows: Iterable[tuple[str, list[Suggestio
     n = 0
     with atomic_text(Path(path)) as fh:
         for rid, suggestions in rows:
-            fh.write(json.dumps({"id": rid, "subjects": [s.to_json() for s in suggestions]},
-                                ensure_ascii=False) + "\n")
+            fh.write(_line(rid, suggestions))
             n += 1
     return n
 
@@ -145,12 +157,8 @@ class PredictionStream:
         quiet = InputReport(stream=io.StringIO(), max_shown=0)
 
         def parse(line: str, lineno: int) -> tuple[str, str] | None:
-            if not line.strip():
-                return None
-            obj = json.loads(line)
-            if not isinstance(obj, dict) or not isinstance(obj.get("id"), str):
-                raise ValueError("expected an object with an 'id'")
-            return obj["id"], line
+            obj = _object_with_id(line)
+            return None if obj is None else (obj["id"], line)
 
         for rid, line in parse_lines(previous, quiet, parse, unit="predictions"):
             if rid not in self.done:
@@ -159,8 +167,7 @@ class PredictionStream:
         self.flush()
 
     def write(self, rid: str, suggestions: Iterable[Suggestion]) -> None:
-        self._fh.write(json.dumps({"id": rid, "subjects": [s.to_json() for s in suggestions]},
-                                  ensure_ascii=False) + "\n")
+        self._fh.write(_line(rid, suggestions))
         self.done.add(rid)
         self.written += 1
 
