@@ -74,9 +74,7 @@ class FocusedRecipe(NBFRecipe):
 
     def fit(self, records: Sequence[Record], *, workdir: Path,
             dev: Sequence[Record] | None = None) -> None:
-        records = [r for r in records if r.subjects]
-        self.positions_ = self.subject_positions(records)  # seen in all of train
-        records = records[: self.params["max_train_records"]]
+        records = self._training_records(records)
         emb = self.encode_records(records, progress=True)
         self.losses_ = []
         for key, idx in self.groups(records).items():

@@ -92,11 +92,16 @@ class NBFRecipe(DenseRecipe):
             return subject_vectors
         return self._transform(head, subject_vectors, "transforming subjects", progress=True)
 
+    def _training_records(self, records: Sequence[Record]) -> list[Record]:
+        """Records with subjects, cut to the budget; ``positions_`` (the subjects the head
+        is trained against) come from all of them, before the cut."""
+        records = [r for r in records if r.subjects]
+        self.positions_ = self.subject_positions(records)
+        return records[: self.params["max_train_records"]]
+
     def fit(self, records: Sequence[Record], *, workdir: Path,
             dev: Sequence[Record] | None = None) -> None:
-        records = [r for r in records if r.subjects]
-        self.positions_ = self.subject_positions(records)  # seen in all of train
-        records = records[: self.params["max_train_records"]]
+        records = self._training_records(records)
         subject_vectors = self.encode_subjects(self.positions_)
         emb = self.encode_records(records, progress=True)
         self.head_, self.losses_ = self._train_on(records, emb, self.positions_,
