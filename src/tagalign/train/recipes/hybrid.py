@@ -2,7 +2,9 @@
 
 Sources (``tagalign.suggest.sources``): Omikuji label trees on TF-IDF (per language),
 record neighbours by TF-IDF and by bilingual contrastive embeddings, label retrieval in
-the embedding space, and lexical label matches. Training is stacked: the sources learn
+the embedding space, and lexical label matches; with ``domains=true`` also the record's
+predicted subject domains against each candidate's domain profile (features only, see
+``tagalign.suggest.sources.domains``). Training is stacked: the sources learn
 from split A of train, the LightGBM ranker learns from their candidates on the held-out
 split B (never dev); then B joins the neighbour memory and the label trees are refit on
 A+B. Every phase is saved in ``workdir`` so an interrupted run resumes.
