@@ -45,7 +45,9 @@ from sklearn.preprocessing import normalize
 from _common import add_data_args
 from tagalign.index import VectorIndex
 from tagalign.records import read_records
+from tagalign.suggest.sources.base import Batch
 from tagalign.suggest.sources.memory import RecordMemory, label_matrix
+from tagalign.suggest.sources.neighbours import TfidfNeighbours
 from tagalign.suggest.tfidf import TfidfFeaturizer
 from tagalign.text import Analyzer
 from tagalign.vocab import load_vocabulary
@@ -197,9 +199,13 @@ def main() -> None:
     print(f"{n:,} record vectors ({vectors.nbytes / GIB:.2f} GiB float32) in "
           f"{time.perf_counter() - t0:.0f} s")
 
-    # queries: real dev records, encoded as the hybrid encodes them
+    # queries: real dev records, encoded and featurised as the hybrid does
     dev = random.Random(args.seed + 1).sample(list(read_records(args.dev)), args.queries)
     np.save(out / "queries.npy", encoder.encode([r.text for r in dev]))
+    dev_langs = [featurizer.lang_of(r.language) for r in dev]
+    dev_tokens = [analyzer.tokens(r.text, lg) for r, lg in zip(dev, dev_langs, strict=True)]
+    dev_tfidf = featurizer.transform(dev_tokens, dev_langs)
+    knn_s: dict[int, float] = {}  # memory size → seconds for the dev queries (all languages)
 
     # -- record memory: ids, titles, label lists ---------------------------------------------
     t0 = time.perf_counter()
@@ -236,6 +242,17 @@ def main() -> None:
             np.log(X.data, X.data)
             X.data += 1.0
         X = normalize(X @ sp.diags(vec.idf_.astype(np.float32)), copy=False).tocsr()
+        for size in sorted({len(rows) // 10, len(rows)}):  # tfidf_knn query time, 1/10 and all
+            knn = TfidfNeighbours(k=args.k)
+            knn.X_[lang], knn.rows_[lang] = X[:size], rows[:size]
+            batch = Batch(dev, dev_langs, dev_tokens, dev_tokens)
+            batch.tfidf = {lang: dev_tfidf[lang]} if lang in dev_tfidf else {}
+            knn._transposed(lang)  # built once at load in the product, not per query
+            t1 = time.perf_counter()
+            knn.neighbours(batch)
+            key = 10 if size < len(rows) else 1
+            knn_s[key] = knn_s.get(key, 0.0) + time.perf_counter() - t1
+            del knn
         XT = X.T.tocsr()  # what TfidfNeighbours caches for the query product
         tfidf_bytes += csr_bytes(X) + csr_bytes(XT)
         nnz += X.nnz
@@ -246,6 +263,9 @@ def main() -> None:
         del X, XT, C
     print(f"tfidf matrices built in {time.perf_counter() - t0:.0f} s: {tfidf_bytes / GIB:.2f} "
           f"GiB in memory ({nnz / n:.0f} terms per record)")
+    print(f"tfidf_knn neighbours of the {args.queries} dev queries (k = {args.k}, exact sparse "
+          f"product): memory of {n // 10:,} records {args.queries / knn_s[10]:,.0f} queries/s; "
+          f"{n:,} records {args.queries / knn_s[1]:,.0f} queries/s")
 
     # -- record-embedding index: flat vs compressed --------------------------------------------
     rows = []
