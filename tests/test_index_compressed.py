@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from types import SimpleNamespace
 
+import faiss
 import numpy as np
 import pytest
 import scipy.sparse as sp
@@ -14,6 +15,15 @@ import scipy.sparse as sp
 from tagalign.index import VectorIndex
 from tagalign.suggest.sources.memory import RecordMemory
 from tagalign.suggest.sources.neighbours import EmbeddingNeighbours
+
+
+@pytest.fixture(autouse=True)
+def one_faiss_thread():
+    """Codebook training on tiny data: OpenMP threads only add waiting on 2 shared cores."""
+    before = faiss.omp_get_max_threads()
+    faiss.omp_set_num_threads(1)
+    yield
+    faiss.omp_set_num_threads(before)
 
 
 def clustered(seed: int, n: int, d: int = 32, centres: int = 40) -> np.ndarray:
