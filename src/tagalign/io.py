@@ -71,6 +71,27 @@ def load_npy(path: Path, mmap: bool = False) -> np.ndarray:
     return np.load(path, mmap_mode="r" if mmap else None, allow_pickle=False)
 
 
+def save_csr_atomic(folder: Path, prefix: str, matrix: Any, *, values: bool = True) -> None:
+    """A scipy CSR matrix as ``{prefix}-indptr.npy`` (int64), ``-indices.npy`` (int32) and,
+    with ``values``, ``-data.npy`` (float32), each written atomically and without pickle;
+    the shape is the caller's to keep (beside its other metadata)."""
+    save_npy_atomic(folder / f"{prefix}-indptr.npy", matrix.indptr.astype(np.int64))
+    save_npy_atomic(folder / f"{prefix}-indices.npy", matrix.indices.astype(np.int32))
+    if values:
+        save_npy_atomic(folder / f"{prefix}-data.npy", matrix.data.astype(np.float32))
+
+
+def load_csr(folder: Path, prefix: str, shape: tuple[int, int], *, values: bool = True) -> Any:
+    """The matrix `save_csr_atomic` wrote; without ``values`` every stored entry is 1.0."""
+    import scipy.sparse as sp  # here: importing tagalign.io stays free of scipy
+
+    indices = load_npy(folder / f"{prefix}-indices.npy")
+    data = load_npy(folder / f"{prefix}-data.npy") if values else \
+        np.ones(len(indices), np.float32)
+    return sp.csr_matrix((data, indices, load_npy(folder / f"{prefix}-indptr.npy")),
+                         shape=shape)
+
+
 @contextlib.contextmanager
 def atomic_dir(path: Path) -> Iterator[Path]:
     """Yield a temporary sibling folder; on success it replaces ``path`` in one rename.

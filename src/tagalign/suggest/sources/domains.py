@@ -30,7 +30,14 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
-from tagalign.io import load_npy, read_json, save_npy_atomic, write_json_atomic
+from tagalign.io import (
+    load_csr,
+    load_npy,
+    read_json,
+    save_csr_atomic,
+    save_npy_atomic,
+    write_json_atomic,
+)
 from tagalign.records import Record
 from tagalign.suggest.sources.base import Batch, Candidates, Source, register_source
 from tagalign.suggest.sources.memory import label_matrix
@@ -182,13 +189,10 @@ class DomainSource(Source):
     # -- persistence -----------------------------------------------------------------------
     def save(self, path: Path) -> None:
         self.classifier_.save(path / "classifier")
-        c = self.counts_
-        save_npy_atomic(path / "counts-indptr.npy", c.indptr.astype(np.int64))
-        save_npy_atomic(path / "counts-indices.npy", c.indices.astype(np.int32))
-        save_npy_atomic(path / "counts-data.npy", c.data.astype(np.float32))
+        save_csr_atomic(path, "counts", self.counts_)
         save_npy_atomic(path / "overall.npy", self.overall_)
         write_json_atomic(path / "domains.json", {"labels": self.labels_,
-                                                  "shape": list(c.shape),
+                                                  "shape": list(self.counts_.shape),
                                                   "params": self.params})
 
     def load_state(self, path: Path, ctx: Any) -> None:
@@ -208,9 +212,7 @@ class DomainSource(Source):
                              f"{len(labels)} domains (another vocabulary?)")
         self.classifier_ = load_classifier(path / "classifier", labels=labels)
         self.labels_ = labels
-        self.counts_ = sp.csr_matrix((load_npy(path / "counts-data.npy"),
-                                      load_npy(path / "counts-indices.npy"),
-                                      load_npy(path / "counts-indptr.npy")), shape=shape)
+        self.counts_ = load_csr(path, "counts", shape)
         self.overall_ = load_npy(path / "overall.npy")
         self.vocab_ = ctx.vocab
         self._refresh()

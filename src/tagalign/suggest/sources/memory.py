@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import scipy.sparse as sp
 
-from tagalign.io import read_json, write_json_atomic
+from tagalign.io import load_csr, read_json, save_csr_atomic, write_json_atomic
 from tagalign.records import Record
 from tagalign.vocab import Vocabulary
 
@@ -61,16 +61,12 @@ class RecordMemory:
         path.mkdir(parents=True, exist_ok=True)
         write_json_atomic(path / "memory.json", {"ids": self.ids, "titles": self.titles,
                                                  "languages": self.languages})
-        Y = self.Y
-        np.save(path / "memory-Y-indptr.npy", Y.indptr.astype(np.int64), allow_pickle=False)
-        np.save(path / "memory-Y-indices.npy", Y.indices.astype(np.int32), allow_pickle=False)
-        write_json_atomic(path / "memory-Y.json", {"shape": list(Y.shape)})
+        save_csr_atomic(path, "memory-Y", self.Y, values=False)  # gold labels: all ones
+        write_json_atomic(path / "memory-Y.json", {"shape": list(self.Y.shape)})
 
     @classmethod
     def load(cls, path: Path) -> RecordMemory:
         meta = read_json(path / "memory.json")
         shape = tuple(read_json(path / "memory-Y.json")["shape"])
-        indptr = np.load(path / "memory-Y-indptr.npy", allow_pickle=False)
-        indices = np.load(path / "memory-Y-indices.npy", allow_pickle=False)
-        Y = sp.csr_matrix((np.ones(len(indices), np.float32), indices, indptr), shape=shape)
+        Y = load_csr(path, "memory-Y", shape, values=False)
         return cls(meta["ids"], meta["titles"], meta["languages"], Y)
