@@ -39,15 +39,11 @@ def tiny_records(n: int = 120, seed: int = 0) -> list[Record]:
 
 
 def train_tokenizer(texts: list[str], vocab_size: int = 300):
-    from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, trainers
+    """The package's own deterministic WordPiece builder (tokenizers' trainer is not)."""
+    from tagalign.train.static_model import train_tokenizer as build
 
-    tok = Tokenizer(models.WordPiece(unk_token="[UNK]"))
-    tok.normalizer = normalizers.BertNormalizer(lowercase=True)
-    tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
-    tok.train_from_iterator(texts, trainers.WordPieceTrainer(
-        vocab_size=vocab_size, special_tokens=["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"],
-        show_progress=False))
-    return tok
+    return build(texts, vocab_size, min_frequency=1,
+                 special_tokens=["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"])
 
 
 def corpus() -> list[str]:

@@ -24,15 +24,54 @@ from tagalign.records import Record
 from tagalign.vocab import Vocabulary
 
 
-def train_tokenizer(texts: Sequence[str], vocab_size: int):
+def train_tokenizer(texts: Sequence[str], vocab_size: int, *, min_frequency: int = 2,
+                    special_tokens: Sequence[str] = ("[UNK]", "[PAD]"),
+                    limit_alphabet: int = 1000):
+    """A WordPiece tokenizer whose vocabulary depends on nothing but ``texts``.
+
+    tokenizers' ``WordPieceTrainer`` learns BPE merges and breaks count ties in hash-map
+    order, so two runs on the same texts give different vocabularies and so different
+    models (huggingface/tokenizers#1794; still so in 0.23). Its ``WordLevelTrainer`` sorts
+    ties, so it does the counting here, and the WordPiece vocabulary is read off its
+    ranking: the special tokens, the alphabet of the counted words (each character as a
+    word start and as a ``##`` continuation, so no word falls back to ``[UNK]``), then the
+    most frequent words, each also as a ``##`` continuation piece, so that a German
+    compound splits into words the model knows (``holzschutzmittel`` → ``holzschutz``,
+    ``##mittel``).
+    """
     from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, trainers
 
-    tok = Tokenizer(models.WordPiece(unk_token="[UNK]"))
-    tok.normalizer = normalizers.BertNormalizer(lowercase=True, strip_accents=False)
-    tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
-    trainer = trainers.WordPieceTrainer(vocab_size=vocab_size, min_frequency=2,
-                                        special_tokens=["[UNK]", "[PAD]"], show_progress=False)
-    tok.train_from_iterator(texts, trainer=trainer)
+    def pipeline(model: Any) -> Any:
+        tok = Tokenizer(model)
+        tok.normalizer = normalizers.BertNormalizer(lowercase=True, strip_accents=False)
+        tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+        return tok
+
+    unk = "[UNK]" if "[UNK]" in special_tokens else special_tokens[0]
+    counter = pipeline(models.WordLevel(unk_token=unk))
+    counter.train_from_iterator(texts, trainer=trainers.WordLevelTrainer(
+        vocab_size=2**31 - 1, min_frequency=min_frequency, special_tokens=[],
+        show_progress=False))
+    words = [w for w, _ in sorted(counter.get_vocab().items(), key=lambda kv: kv[1])]
+    vocab: dict[str, int] = {}
+
+    def add(token: str) -> None:
+        if token not in vocab and len(vocab) < vocab_size:
+            vocab[token] = len(vocab)
+
+    for token in special_tokens:
+        add(token)
+    alphabet: dict[str, None] = {}  # first seen in the frequency ranking = most frequent first
+    for w in words:
+        alphabet.update(dict.fromkeys(w))
+    for ch in list(alphabet)[:limit_alphabet]:
+        add(ch)
+        add("##" + ch)
+    for w in words:
+        if len(w) > 1:
+            add(w)
+            add("##" + w)
+    tok = pipeline(models.WordPiece(vocab, unk_token=unk))
     tok.enable_truncation(512)
     return tok
 
@@ -115,6 +154,8 @@ def train_static_encoder(records: Sequence[Record], vocab: Vocabulary,
     from sentence_transformers.sentence_transformer.modules import StaticEmbedding
     from sentence_transformers.sentence_transformer.training_args import BatchSamplers
 
+    from tagalign.train.progress import train_with_progress
+
     seed = int(params.get("seed", 13))
     torch.manual_seed(seed)
     if params.get("threads"):
@@ -142,10 +183,9 @@ def train_static_encoder(records: Sequence[Record], vocab: Vocabulary,
         seed=seed,
         use_cpu=not torch.cuda.is_available(),
         dataloader_num_workers=0,
-        disable_tqdm=False,
     )
     trainer = SentenceTransformerTrainer(model=model, args=args, train_dataset=data,
                                          loss=MultipleNegativesRankingLoss(model))
-    trainer.train()
+    train_with_progress(trainer, "static encoder")
     model.to("cpu")
     return StaticEncoder(model)
