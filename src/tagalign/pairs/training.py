@@ -39,11 +39,10 @@ def fit_model(scorer: PairScorer, train_pairs: Sequence[Pair], dev: Sequence[Pai
         SentenceTransformerTrainer,
         SentenceTransformerTrainingArguments,
     )
-    from sentence_transformers.base.model_card import BaseModelCardCallback
     from transformers import TrainerCallback
-    from transformers.trainer_callback import PrinterCallback, ProgressCallback
 
     from tagalign.pairs.model import dev_metrics
+    from tagalign.train.progress import quiet_trainer
     from tagalign.train.recipes.ynu import freeze_lower_layers
 
     p, model = scorer.params, scorer.model
@@ -89,10 +88,7 @@ def fit_model(scorer: PairScorer, train_pairs: Sequence[Pair], dev: Sequence[Pai
     trainer = SentenceTransformerTrainer(model=model, args=args, train_dataset=data,
                                          loss=get_loss(p["loss"]).build(model),
                                          callbacks=[Watch()])
-    for callback in list(trainer.callback_handler.callbacks):
-        # console printing and the model-card widget pass (a tqdm bar) are not wanted here
-        if isinstance(callback, (PrinterCallback, ProgressCallback, BaseModelCardCallback)):
-            trainer.remove_callback(callback)
+    quiet_trainer(trainer)  # progress goes through `progress`, the caller's display
     trainer.train()
     if best["state"] is not None:
         with torch.no_grad():

@@ -129,6 +129,7 @@ class YNURecipe(DenseRecipe):
         )
 
         from tagalign.train.losses import InfoNCELoss
+        from tagalign.train.progress import train_with_progress
 
         p = self.params
         records = [r for r in records if r.subjects]
@@ -154,7 +155,7 @@ class YNURecipe(DenseRecipe):
             use_cpu=not torch.cuda.is_available(), dataloader_num_workers=0)
         trainer = SentenceTransformerTrainer(model=model, args=args, train_dataset=data,
                                              loss=loss)
-        result = trainer.train()
+        result = train_with_progress(trainer, "fine-tuning")
         self.losses_ = [h["loss"] for h in trainer.state.log_history if "loss" in h] or \
             [float(result.training_loss)]
         self.temperature_ = loss.temperature

@@ -1,0 +1,58 @@
+"""One progress display while a transformers / sentence-transformers trainer runs.
+
+The trainer brings its own console output: a tqdm bar (``ProgressCallback``), loss dicts
+printed at each logging step (``ProgressCallback.on_log`` / ``PrinterCallback``) and, in
+sentence-transformers, the model-card pass (another tqdm bar). Inside a tagalign command
+that shows its own phases and bars, that makes two displays fighting over the terminal.
+`quiet_trainer` removes those callbacks (for a caller that reports progress itself);
+`train_with_progress` also runs the training under one transient rich bar with the latest
+loss in its description, closed even when training fails.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def quiet_trainer(trainer: Any) -> None:
+    """Remove the trainer's own console output (tqdm bars, printed loss dicts)."""
+    from transformers.trainer_callback import PrinterCallback, ProgressCallback
+
+    quiet: tuple[type, ...] = (PrinterCallback, ProgressCallback)
+    try:  # sentence-transformers' model-card pass runs a tqdm bar of its own
+        from sentence_transformers.base.model_card import BaseModelCardCallback
+        quiet += (BaseModelCardCallback,)
+    except ImportError:  # pragma: no cover - other sentence-transformers layouts
+        pass
+    for callback in list(trainer.callback_handler.callbacks):
+        if isinstance(callback, quiet):
+            trainer.remove_callback(callback)
+
+
+def train_with_progress(trainer: Any, description: str) -> Any:
+    """`quiet_trainer`, then ``trainer.train()`` under one transient rich bar."""
+    from rich.progress import Progress
+    from transformers import TrainerCallback
+
+    quiet_trainer(trainer)
+    bar = Progress(*Progress.get_default_columns(), transient=True)
+    task = bar.add_task(description, total=None)
+
+    class RichBar(TrainerCallback):
+        def on_train_begin(self, args, state, control, **kw):
+            bar.update(task, total=state.max_steps or None)
+
+        def on_step_end(self, args, state, control, **kw):
+            bar.update(task, completed=state.global_step)
+
+        def on_log(self, args, state, control, logs=None, **kw):
+            if logs and "loss" in logs:
+                bar.update(task, description=f"{description} (loss {float(logs['loss']):.3f})")
+
+    callback = RichBar()
+    trainer.add_callback(callback)
+    try:
+        with bar:
+            return trainer.train()
+    finally:
+        trainer.remove_callback(callback)
