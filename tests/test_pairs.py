@@ -242,18 +242,24 @@ def test_each_loss_lowers_its_loss_in_a_few_steps(tiny_st, tmp_path, loss_name):
         feats = [model.tokenize(cols["sentence1"]), model.tokenize(cols["sentence2"])]
         return loss(feats, torch.tensor(cols["label"], dtype=dtype))
 
+    # Loss measured in eval mode (no dropout), so before/after compare the weights alone.
+    # Margin, over seeds 0-5 of data, model and dropout: after/before ≤ 0.59 (cosent), ≤ 0.50
+    # (angle), ≤ 0.12 (cosine), ≤ 0.005 (contrastive) after 16 steps; at lr 3e-3 or 8 steps
+    # CoSENT and AnglE jump about (up to 0.99), which once failed CI.
     torch.manual_seed(0)
-    model.train()
-    opt = torch.optim.Adam(model.parameters(), lr=3e-3)
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+    model.eval()
     with torch.no_grad():
         before = float(batch_loss())
-    for _ in range(8):
+    model.train()
+    for _ in range(16):
         opt.zero_grad()
         batch_loss().backward()
         opt.step()
+    model.eval()
     with torch.no_grad():
         after = float(batch_loss())
-    assert after < before * 0.9, (before, after)
+    assert after < before * 0.75, (before, after)
 
 
 @pytest.mark.parametrize("pooling", ["mean", "target"])

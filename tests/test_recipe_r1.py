@@ -76,6 +76,24 @@ def bert(tmp_path_factory):
     return tiny_bert(tmp_path_factory.mktemp("bert"))
 
 
+@pytest.mark.parametrize("learnable", [True, False])
+def test_ynu_temperature_is_learned_by_the_trainer(tmp_path, bert, learnable):
+    """The trainer optimises InfoNCE's log τ with the model. Started too soft (τ = 1), τ falls
+    as the positives pull away: τ/1 ended at 0.9936-0.9961 over seeds 0-3 (from the default
+    0.05 it wanders both ways by ~0.2 %, too little to test on; CI once saw 1.00001). Fixed,
+    it stays exactly 1."""
+    params = {"base_model": f"st:{bert}", "scheme": "aggregate", "epochs": 3, "lr": 1e-3,
+              "batch_size": 16, "max_seq_length": 48, "temperature": 1.0,
+              "learnable_temperature": learnable, "cache_dir": str(tmp_path / "cache"),
+              "subjects": "seen"}
+    project = Project.create(tmp_path / "p", tiny_vocab(), "ynu-finetune", params)
+    recipe = project.train(tiny_records(64))
+    if learnable:
+        assert recipe.temperature_ < 0.998
+    else:
+        assert recipe.temperature_ == 1.0
+
+
 @pytest.mark.parametrize("scheme", ["aggregate", "instance"])
 def test_ynu_finetune_trains_and_roundtrips(tmp_path, bert, scheme):
     params = {"base_model": f"st:{bert}", "scheme": scheme, "epochs": 3, "lr": 1e-3,
@@ -85,7 +103,6 @@ def test_ynu_finetune_trains_and_roundtrips(tmp_path, bert, scheme):
     recipe = project.train(tiny_records(64))
     losses = recipe.losses_
     assert len(losses) >= 4 and np.mean(losses[-2:]) < 0.8 * losses[0], losses
-    assert recipe.temperature_ != pytest.approx(0.05, abs=1e-6)  # τ is learned
     assert (project.path / "model" / "model" / "modules.json").exists()
     test = tiny_records(10, seed=7)
     before = project.suggest(test, limit=5)
