@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gzip
+import json
 
 import numpy as np
 import pytest
@@ -33,3 +34,29 @@ def test_atomic_writers_replace_whole_files_or_leave_the_old_one(tmp_path):
     assert load_npy(tmp_path / "x.npy").tolist() == [0, 1, 2, 3]
     # nothing but the finished files: no temporary file left behind by the failed writes
     assert sorted(p.name for p in tmp_path.rglob("*")) == ["a.bin", "sub", "t.txt.gz", "x.npy"]
+
+
+def test_tfidf_neighbours_save_atomically_and_still_load_the_old_npz(tmp_path):
+    """The TF-IDF neighbour source keeps its record matrices as npy parts (atomic, no
+    pickle); a project saved before, with one ``.npz`` per language, still loads."""
+    from types import SimpleNamespace
+
+    import scipy.sparse as sp
+
+    from tagalign.suggest.sources.neighbours import TfidfNeighbours
+
+    X = sp.random(40, 25, density=0.2, format="csr", dtype=np.float32, random_state=0)
+    src = TfidfNeighbours()
+    src.fit(SimpleNamespace(memory=None, tfidf={"de": (np.arange(40), X)}))
+    new, old = tmp_path / "new", tmp_path / "old"
+    for folder in (new, old):
+        folder.mkdir()
+        src.save(folder)
+    assert not list(new.glob("*.npz")) and not list(new.glob("*.tmp"))
+    sp.save_npz(old / "tknn-de.npz", X)  # the layout before: .npz, rows in the meta
+    (old / "tknn.json").write_text(json.dumps({"de": 40}))
+    for folder in (new, old):
+        loaded = TfidfNeighbours()
+        loaded.load_state(folder, SimpleNamespace(memory=None))
+        assert (loaded.X_["de"] != X).nnz == 0 and loaded.X_["de"].shape == (40, 25)
+        np.testing.assert_array_equal(loaded.rows_["de"], np.arange(40))

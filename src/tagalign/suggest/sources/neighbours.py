@@ -16,7 +16,14 @@ import numpy as np
 import scipy.sparse as sp
 
 from tagalign.index import VectorIndex
-from tagalign.io import load_npy, read_json, save_npy_atomic, write_json_atomic
+from tagalign.io import (
+    load_csr,
+    load_npy,
+    read_json,
+    save_csr_atomic,
+    save_npy_atomic,
+    write_json_atomic,
+)
 from tagalign.suggest.sources.base import (
     Batch,
     Candidates,
@@ -137,15 +144,18 @@ class TfidfNeighbours(Source):
     def save(self, path: Path) -> None:
         meta = {}
         for lang, X in self.X_.items():
-            sp.save_npz(path / f"tknn-{lang}.npz", X)
+            save_csr_atomic(path, f"tknn-{lang}", X)
             save_npy_atomic(path / f"tknn-rows-{lang}.npy", self.rows_[lang])
-            meta[lang] = X.shape[0]
+            meta[lang] = list(X.shape)
         write_json_atomic(path / "tknn.json", meta)
 
     def load_state(self, path: Path, ctx: Any) -> None:
         self.memory = ctx.memory
-        for lang in read_json(path / "tknn.json"):
-            self.X_[lang] = sp.load_npz(path / f"tknn-{lang}.npz").tocsr()
+        for lang, shape in read_json(path / "tknn.json").items():
+            if isinstance(shape, int):  # saved before 2026-11 as one .npz (rows only in meta)
+                self.X_[lang] = sp.load_npz(path / f"tknn-{lang}.npz").tocsr()
+            else:
+                self.X_[lang] = load_csr(path, f"tknn-{lang}", tuple(shape))
             self.rows_[lang] = load_npy(path / f"tknn-rows-{lang}.npy")
 
 
