@@ -81,14 +81,18 @@ def save_csr_atomic(folder: Path, prefix: str, matrix: Any, *, values: bool = Tr
         save_npy_atomic(folder / f"{prefix}-data.npy", matrix.data.astype(np.float32))
 
 
-def load_csr(folder: Path, prefix: str, shape: tuple[int, int], *, values: bool = True) -> Any:
-    """The matrix `save_csr_atomic` wrote; without ``values`` every stored entry is 1.0."""
+def load_csr(folder: Path, prefix: str, shape: tuple[int, int], *, values: bool = True,
+             mmap: bool = False) -> Any:
+    """The matrix `save_csr_atomic` wrote; without ``values`` every stored entry is 1.0.
+
+    ``mmap``: indices and values stay mapped from their files (scipy keeps them as views);
+    the row pointers are small and converted to the indices' dtype in memory."""
     import scipy.sparse as sp  # here: importing tagalign.io stays free of scipy
 
-    indices = load_npy(folder / f"{prefix}-indices.npy")
-    data = load_npy(folder / f"{prefix}-data.npy") if values else \
+    indices = load_npy(folder / f"{prefix}-indices.npy", mmap)
+    data = load_npy(folder / f"{prefix}-data.npy", mmap) if values else \
         np.ones(len(indices), np.float32)
-    return sp.csr_matrix((data, indices, load_npy(folder / f"{prefix}-indptr.npy")),
+    return sp.csr_matrix((data, indices, load_npy(folder / f"{prefix}-indptr.npy", mmap)),
                          shape=shape)
 
 

@@ -21,7 +21,7 @@ from typing import Any
 from tagalign.io import atomic_dir, read_json, versions, write_json_atomic
 from tagalign.records import EMPTY_WARNING, Record, check_record
 from tagalign.suggest import Suggestion
-from tagalign.train.recipes import Recipe, get_recipe
+from tagalign.train.recipes import ReadOnlyError, Recipe, get_recipe, read_only_message
 from tagalign.vocab import Vocabulary
 
 CONFIG_NAME = "project.json"
@@ -40,11 +40,13 @@ def _now() -> str:
 
 class Project:
     def __init__(self, path: Path, config: dict[str, Any], vocab: Vocabulary,
-                 recipe: Recipe | None = None):
+                 recipe: Recipe | None = None, mmap: bool = False):
         self.path = Path(path)
         self.config = config
         self.vocab = vocab
         self.recipe = recipe
+        #: loaded memory-mapped: suggests as usual, never learns (`learn` refuses)
+        self.mmap = mmap
 
     # -- creation and loading ----------------------------------------------------------
     @classmethod
@@ -80,8 +82,14 @@ class Project:
         return cls(path, config, vocab)
 
     @classmethod
-    def load(cls, path: Path | str, vocab: Vocabulary | None = None) -> Project:
-        """Load a trained (or just created) project; refuses a mismatched vocabulary."""
+    def load(cls, path: Path | str, vocab: Vocabulary | None = None, *,
+             mmap: bool = False) -> Project:
+        """Load a trained (or just created) project; refuses a mismatched vocabulary.
+
+        ``mmap``: the recipe maps its large arrays (the hybrid: its vector indexes, record
+        matrices and label lists) from the files instead of reading them into memory — less
+        memory, shared by processes on one machine, the first queries read from disk — and
+        the project is read-only: `learn` raises `ReadOnlyError`."""
         path = Path(path)
         cfg_path = path / CONFIG_NAME
         if not cfg_path.exists():
@@ -92,7 +100,7 @@ class Project:
             vocab = Vocabulary.load(path)
         vocab.check(config["vocabulary"]["fingerprint"], config["vocabulary"]["size"],
                     f"project {path}")
-        project = cls(path, config, vocab)
+        project = cls(path, config, vocab, mmap=mmap)
         if (path / MODEL_DIR).exists():
             project.recipe = project._load_model()
         return project
@@ -103,6 +111,8 @@ class Project:
         self.vocab.check(meta["vocabulary"]["fingerprint"], meta["vocabulary"]["size"],
                          f"model {model}")
         recipe_cls = get_recipe(meta["recipe"])
+        if self.mmap:  # only then: recipes registered by others may predate the keyword
+            return recipe_cls.load(model, self.vocab, meta["params"], mmap=True)
         return recipe_cls.load(model, self.vocab, meta["params"])
 
     # -- training ----------------------------------------------------------------------
@@ -143,6 +153,24 @@ class Project:
         self.config["trained_at"] = _now()
         self.config["versions"] = versions()
         write_json_atomic(self.path / CONFIG_NAME, self.config)
+
+    def check_learnable(self) -> None:
+        """Raise `ReadOnlyError` for a project loaded with ``mmap`` (before anything of a
+        learn request is stored, so a refused request leaves no trace)."""
+        if self.mmap:
+            raise ReadOnlyError(read_only_message(f"project {self.path.name}"))
+
+    def learn(self, records: Sequence[Record]) -> bool:
+        """Confirmed records for a recipe that learns online; False when it does not (they
+        are still worth storing for the next `tagalign train`)."""
+        self.check_learnable()
+        if self.recipe is None:
+            return False
+        try:
+            self.recipe.learn(records)
+        except NotImplementedError:
+            return False
+        return True
 
     def set_scores(self, scores: dict[str, Any]) -> None:
         """Record dev scores (shown by `tagalign serve` and `GET /v1/projects/{id}`)."""

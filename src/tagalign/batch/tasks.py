@@ -74,7 +74,7 @@ class SuggestTask(Task):
         super().__init__(spec)
         from tagalign.project import Project, ProjectError
 
-        self.project = Project.load(spec["project"])
+        self.project = Project.load(spec["project"], mmap=bool(spec.get("mmap", False)))
         if self.project.recipe is None:
             raise ProjectError(f"project {spec['project']} is not trained yet")
         self.limit = int(spec.get("limit", 20))

@@ -62,14 +62,17 @@ def run_sharded(spec: dict[str, Any], src: Path, out: Path, *, engine: str,
 
 def suggest_sharded(project_dir: Path, input: Path, output: Path, *, limit: int,
                     threshold: float, batch_size: int, engine: str, address: str | None,
-                    num_workers: int | None, output_format: str, shard_size: int) -> None:
-    """`tagalign suggest --engine ray` (or ``--format parquet``): a folder of shards."""
+                    num_workers: int | None, output_format: str, shard_size: int,
+                    mmap: bool = False) -> None:
+    """`tagalign suggest --engine ray` (or ``--format parquet``): a folder of shards.
+    ``mmap`` is not an output setting: a resumed run may change it."""
     if not (project_dir / "project.json").exists():
         fail(f"{project_dir} is not a tagalign project (no project.json)")
     if not (project_dir / "model").exists():
         fail(f"project {project_dir} is not trained yet; run `tagalign train`")
     spec = {"task": "suggest", "project": str(project_dir.resolve()), "limit": limit,
-            "threshold": threshold, "format": output_format, "batch_size": batch_size}
+            "threshold": threshold, "format": output_format, "batch_size": batch_size,
+            "mmap": mmap}
     run_sharded(spec, input.resolve(), output.resolve(), engine=engine, address=address,
                 num_workers=num_workers, shard_size=shard_size)
 

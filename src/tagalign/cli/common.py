@@ -19,6 +19,12 @@ from rich.progress import (
 from tagalign.cli.app import console, fail
 from tagalign.records import BadInputError, InputReport, Record, read_records
 
+#: help of ``--mmap`` (serve, suggest): what it does and what it costs
+MMAP_HELP = ("Map the model's large arrays (vector indexes, record matrices, label lists) "
+             "from its files instead of reading them into memory: less memory, shared by "
+             "processes on one machine; the first queries read from disk, and the project "
+             "is read-only (no learning).")
+
 
 def progress(transient: bool = False) -> Progress:
     return Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(),

@@ -7,7 +7,7 @@ from pathlib import Path
 import typer
 
 from tagalign.cli.app import app, console, fail, feedback_app
-from tagalign.cli.common import load_records
+from tagalign.cli.common import MMAP_HELP, load_records
 from tagalign.project import Project, ProjectError
 from tagalign.runtime import set_threads
 from tagalign.vocab import VocabularyMismatchError
@@ -22,11 +22,15 @@ def serve(
                                     help="SQLAlchemy URL of the feedback store (default: SQLite file in the first project)."),
     records: Path = typer.Option(None, "--records", help="Records file the web page can fetch by id."),
     threads: int = typer.Option(0, "--threads", help="CPU threads for the models (0 = all)."),
+    mmap: bool = typer.Option(False, "--mmap", help=MMAP_HELP + " Learn requests are refused "
+                              "(409; 403 on Annif's /v1)."),
 ) -> None:
     """Serve Annif's REST API at /v1, tagalign's own API at /tagalign/v1 (docs at /docs)
     and the librarians' web page at /. Give Annif clients http://HOST:PORT/v1/ as base URL.
 
     Example: tagalign serve gnd-hybrid --port 8000 --records dev.jsonl.gz
+
+    Read-only, less memory: tagalign serve gnd-hybrid --mmap
     """
     import uvicorn
 
@@ -38,7 +42,7 @@ def serve(
     for path in projects:
         try:
             with console.status(f"loading {path} …"):
-                proj = Project.load(path)
+                proj = Project.load(path, mmap=mmap)
         except (ProjectError, VocabularyMismatchError, FileNotFoundError) as exc:
             fail(str(exc))
         if proj.recipe is None:
@@ -46,7 +50,8 @@ def serve(
         if path.name in loaded:  # the folder name is the project id in every URL
             fail(f"two projects are named {path.name!r}; rename one folder")
         loaded[path.name] = proj
-        console.log(f"project {path.name}: {proj.config['recipe']}, {len(proj.vocab)} subjects")
+        console.log(f"project {path.name}: {proj.config['recipe']}, {len(proj.vocab)} subjects"
+                    + (" (memory-mapped, read-only)" if mmap else ""))
     store = FeedbackStore(feedback_db) if feedback_db else FeedbackStore.for_project(projects[0])
     recs = {r.id: r for r in load_records(records)} if records else {}
     app_ = create_app(loaded, store, recs)

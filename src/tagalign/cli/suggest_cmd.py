@@ -50,9 +50,9 @@ class SuggestCounts:
         return f"{self.read} records read: " + ", ".join(parts)
 
 
-def load_trained(project_dir: Path) -> Project:
+def load_trained(project_dir: Path, mmap: bool = False) -> Project:
     try:
-        project = Project.load(project_dir)
+        project = Project.load(project_dir, mmap=mmap)
         if project.recipe is None:
             raise ProjectError(f"project {project_dir} is not trained yet; run `tagalign train`")
     except (ProjectError, VocabularyMismatchError) as exc:

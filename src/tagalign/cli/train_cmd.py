@@ -8,7 +8,7 @@ from pathlib import Path
 import typer
 
 from tagalign.cli.app import app, console, fail
-from tagalign.cli.common import load_records, parse_params
+from tagalign.cli.common import MMAP_HELP, load_records, parse_params
 from tagalign.project import DEFAULT_RECIPE, Project, ProjectError
 from tagalign.records import InputReport, Record
 from tagalign.runtime import set_threads
@@ -114,6 +114,8 @@ def suggest(
                                       help="Shard format of --engine ray: jsonl or parquet."),
     shard_size: int = typer.Option(5000, "--shard-size", min=1,
                                    help="Records per shard of --engine ray (the unit of resuming)."),
+    mmap: bool = typer.Option(False, "--mmap", help=MMAP_HELP + " With --engine ray the "
+                              "workers on one machine share the mapped pages."),
 ) -> None:
     """Suggest subjects for records (a file, or one --title/--abstract).
 
@@ -135,10 +137,10 @@ def suggest(
         return suggest_sharded(project_dir, input, output, limit=limit, threshold=threshold,
                                batch_size=batch_size, engine=engine, address=address,
                                num_workers=num_workers, output_format=output_format,
-                               shard_size=shard_size)
+                               shard_size=shard_size, mmap=mmap)
     from tagalign.cli.suggest_cmd import load_trained, suggest_file, suggest_one
 
-    project = load_trained(project_dir)
+    project = load_trained(project_dir, mmap=mmap)
     if title is not None:
         rec = Record(id="cli", title=title, abstract=abstract, language=language)
         return suggest_one(project, rec, limit, threshold)

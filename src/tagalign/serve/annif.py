@@ -15,7 +15,9 @@ them at ``http://HOST:PORT/v1/``. Differences from tagalign's own API
   413 as ``text/plain``;
 - ``learn`` stores every document with at least one known subject in the feedback store
   (record id ``annif:<sha256 of the text>``), teaches recipes that learn online, and
-  answers 204; subjects outside the vocabulary are ignored, as Annif does.
+  answers 204; subjects outside the vocabulary are ignored, as Annif does. A project
+  served with ``--mmap`` is read-only: learn answers 403 (Annif's "Operation is not
+  allowed") and stores nothing.
 
 Bodies are parsed and validated here rather than by FastAPI, so that every failure gets
 Annif's status and shape; these routes stay out of tagalign's OpenAPI document (Annif's
@@ -26,7 +28,6 @@ catalogue plugins work.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 from collections.abc import Callable, Mapping
@@ -44,6 +45,7 @@ from tagalign.records import Record
 from tagalign.serve.feedback import Decision, FeedbackStore
 from tagalign.suggest import Suggestion
 from tagalign.text.language import detect_language
+from tagalign.train.recipes import ReadOnlyError
 
 PREFIX = "/v1"
 GND_URI = "https://d-nb.info/gnd/"
@@ -279,6 +281,10 @@ def create_router(projects: Mapping[str, Project], store: FeedbackStore,
     async def learn(project_id: str, request: Request) -> Response:
         docs = _parse(LEARN_BODY.validate_python, await _json(request))
         proj = project(project_id)
+        try:
+            proj.check_learnable()
+        except ReadOnlyError as exc:  # Annif's document: 403 "Operation is not allowed"
+            raise Problem(403, "Operation is not allowed", str(exc)) from None
         items = []
         for doc in docs:
             if not doc.text or not doc.subjects:
@@ -299,10 +305,8 @@ def create_router(projects: Mapping[str, Project], store: FeedbackStore,
 
     def _learn(proj: Project, project_id: str, items: list[Decision]) -> None:
         store.add(project_id, items)
-        if proj.recipe is not None:
-            # a recipe without online learning: stored for the next `tagalign train`
-            with contextlib.suppress(NotImplementedError):
-                proj.recipe.learn([d.record for d in items])
+        # a recipe without online learning: stored for the next `tagalign train`
+        proj.learn([d.record for d in items])
 
     @router.post("/detect-language")
     async def detect(request: Request) -> dict[str, Any]:

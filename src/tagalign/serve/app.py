@@ -34,6 +34,7 @@ from tagalign.serve import annif
 from tagalign.serve import schemas as s
 from tagalign.serve.feedback import Decision, FeedbackStore
 from tagalign.suggest import Suggestion
+from tagalign.train.recipes import ReadOnlyError
 
 MAX_BODY = 1_000_000
 STATIC = Path(__file__).parent / "static"
@@ -217,9 +218,16 @@ def create_app(projects: Mapping[str, Project], store: FeedbackStore,
         rows, warnings = _suggest(proj, recs, body.limit, body.threshold)
         return s.BatchResponse(results=[_out(r, titles) for r in rows], warnings=warnings)
 
-    @api.post("/projects/{project_id}/learn", response_model=s.LearnResponse)
+    @api.post("/projects/{project_id}/learn", response_model=s.LearnResponse, responses={
+        409: {"model": s.ErrorOut,
+              "description": "Project served read-only (`tagalign serve --mmap`): nothing "
+                             "was stored or learned"}})
     def learn(project_id: str, body: s.LearnRequest) -> s.LearnResponse:
         proj = project(project_id)
+        try:
+            proj.check_learnable()
+        except ReadOnlyError as exc:
+            raise HTTPException(409, str(exc)) from None
         unknown = sorted({sid for r in body.records for sid in [*r.subjects, *r.rejected]
                           if sid not in proj.vocab})
         if unknown:
@@ -230,14 +238,8 @@ def create_app(projects: Mapping[str, Project], store: FeedbackStore,
                           r.subjects, r.rejected) for r in body.records]
         stored = store.add(project_id, items)
         titles.update((d.record.id, d.record.title) for d in items)
-        learned = False
         confirmed = [d.record for d in items if d.record.subjects]
-        if confirmed and proj.recipe is not None:
-            try:
-                proj.recipe.learn(confirmed)
-                learned = True
-            except NotImplementedError:
-                learned = False
+        learned = proj.learn(confirmed) if confirmed else False
         return s.LearnResponse(stored=stored, learned=learned)
 
     @api.get("/records/{record_id}", response_model=s.RecordOut)

@@ -67,7 +67,7 @@ class LabelRetrieval(Source):
 
     def load_state(self, path: Path, ctx: Any) -> None:
         if (path / "index").exists():
-            self.index_ = VectorIndex.load(path / "index")
+            self.index_ = VectorIndex.load(path / "index", mmap=getattr(ctx, "mmap", False))
         else:  # models saved before the index itself was stored
             self.matrix_ = load_npy(path / "subjects.npy").astype(np.float32)
             self._build()

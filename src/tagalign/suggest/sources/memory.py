@@ -65,8 +65,9 @@ class RecordMemory:
         write_json_atomic(path / "memory-Y.json", {"shape": list(self.Y.shape)})
 
     @classmethod
-    def load(cls, path: Path) -> RecordMemory:
+    def load(cls, path: Path, mmap: bool = False) -> RecordMemory:
+        """``mmap``: the label lists (the matrix's column indices) stay in the file."""
         meta = read_json(path / "memory.json")
         shape = tuple(read_json(path / "memory-Y.json")["shape"])
-        Y = load_csr(path, "memory-Y", shape, values=False)
+        Y = load_csr(path, "memory-Y", shape, values=False, mmap=mmap)
         return cls(meta["ids"], meta["titles"], meta["languages"], Y)

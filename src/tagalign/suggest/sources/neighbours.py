@@ -150,13 +150,17 @@ class TfidfNeighbours(Source):
         write_json_atomic(path / "tknn.json", meta)
 
     def load_state(self, path: Path, ctx: Any) -> None:
+        """With ``ctx.mmap`` the record matrices stay in their files (a model saved before
+        2026-11 as .npz is read whole); the transposed copy queries use is built in memory
+        on first use either way, so mapping saves the original's share."""
         self.memory = ctx.memory
+        mmap = getattr(ctx, "mmap", False)
         for lang, shape in read_json(path / "tknn.json").items():
             if isinstance(shape, int):  # saved before 2026-11 as one .npz (rows only in meta)
                 self.X_[lang] = sp.load_npz(path / f"tknn-{lang}.npz").tocsr()
             else:
-                self.X_[lang] = load_csr(path, f"tknn-{lang}", tuple(shape))
-            self.rows_[lang] = load_npy(path / f"tknn-rows-{lang}.npy")
+                self.X_[lang] = load_csr(path, f"tknn-{lang}", tuple(shape), mmap=mmap)
+            self.rows_[lang] = load_npy(path / f"tknn-rows-{lang}.npy", mmap)
 
 
 @register_source
@@ -200,7 +204,8 @@ class EmbeddingNeighbours(Source):
         self.memory = ctx.memory
         if (path / "index").exists():
             dim = ctx.encoder.dim if getattr(ctx, "encoder", None) is not None else None
-            self.index_ = VectorIndex.load(path / "index", dim=dim)
+            self.index_ = VectorIndex.load(path / "index", dim=dim,
+                                           mmap=getattr(ctx, "mmap", False))
             if len(self.index_) != len(self.memory):
                 # index rows are memory rows: another memory would vote with wrong labels
                 raise ValueError(f"{path / 'index'}: {len(self.index_)} record vectors, but "

@@ -4,6 +4,15 @@ Built-in recipes are imported on first use, so ``tagalign --help`` does not pay 
 and sentence-transformers.
 """
 
-from tagalign.train.recipes.base import RECIPES, Recipe, get_recipe, recipe_names, register_recipe
+from tagalign.train.recipes.base import (
+    RECIPES,
+    ReadOnlyError,
+    Recipe,
+    get_recipe,
+    read_only_message,
+    recipe_names,
+    register_recipe,
+)
 
-__all__ = ["RECIPES", "Recipe", "get_recipe", "recipe_names", "register_recipe"]
+__all__ = ["RECIPES", "ReadOnlyError", "Recipe", "get_recipe", "read_only_message",
+           "recipe_names", "register_recipe"]

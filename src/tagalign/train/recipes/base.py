@@ -50,6 +50,15 @@ def get_recipe(name: str) -> type[Recipe]:
 ProgressCallback = Callable[[str, int, int], None]
 
 
+class ReadOnlyError(RuntimeError):
+    """A model loaded memory-mapped (``mmap=True``, ``--mmap``) was asked to learn."""
+
+
+def read_only_message(what: str) -> str:
+    """The one wording of the refusal (CLI, Python API and both REST APIs)."""
+    return f"{what} was loaded with --mmap: read-only; reload without it to learn"
+
+
 class Recipe(ABC):
     """A subject-tagging strategy, selectable by ``name`` in a project's config."""
 
@@ -64,6 +73,8 @@ class Recipe(ABC):
                              f"known: {sorted(self.defaults)}")
         self.vocab = vocab
         self.params: dict[str, Any] = {**self.defaults, **params}
+        #: loaded with ``mmap``: arrays mapped from the files, so `learn` refuses
+        self.read_only = False
 
     @abstractmethod
     def fit(self, records: Sequence[Record], *, workdir: Path,
@@ -80,8 +91,13 @@ class Recipe(ABC):
 
     @classmethod
     @abstractmethod
-    def load(cls, path: Path, vocab: Vocabulary, params: dict[str, Any]) -> Recipe:
-        """Restore a recipe saved by `save`, without pickle."""
+    def load(cls, path: Path, vocab: Vocabulary, params: dict[str, Any], *,
+             mmap: bool = False) -> Recipe:
+        """Restore a recipe saved by `save`, without pickle.
+
+        ``mmap``: map the large arrays (vector indexes, record matrices) from their files
+        instead of reading them into memory, and set ``read_only``; a recipe with nothing
+        worth mapping may ignore it."""
 
     def learn(self, records: Sequence[Record]) -> None:  # noqa: B027 - optional hook
         """Take confirmed records at once (online feedback); default: not supported."""

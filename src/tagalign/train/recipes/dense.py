@@ -133,12 +133,15 @@ class DenseRecipe(Recipe):
 
     def load_state(self, path: Path) -> None:
         self.positions_ = load_npy(path / "positions.npy")
-        self.index_ = VectorIndex.load(path / "index")
+        self.index_ = VectorIndex.load(path / "index", mmap=self.read_only)  # set by `load`
         if (path / "losses.npy").exists():
             self.losses_ = load_npy(path / "losses.npy").tolist()
 
     @classmethod
-    def load(cls, path: Path, vocab, params: dict[str, Any]) -> DenseRecipe:
+    def load(cls, path: Path, vocab, params: dict[str, Any], *,
+             mmap: bool = False) -> DenseRecipe:
+        """``mmap``: the subject index is mapped from its file (read-only)."""
         self = cls(vocab, **params)
+        self.read_only = mmap
         self.load_state(path)
         return self

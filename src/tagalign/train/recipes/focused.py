@@ -118,7 +118,8 @@ class FocusedRecipe(NBFRecipe):
         self.losses_ = meta["losses"]
         for key in meta["models"]:
             self.models_[key] = (FocusedEmbTransform.load(path / f"head-{key}"),
-                                 VectorIndex.load(path / f"index-{key}"))
+                                 VectorIndex.load(path / f"index-{key}",
+                                                  mmap=self.read_only))
 
 
 def _normalised(v: np.ndarray) -> np.ndarray:

@@ -33,7 +33,12 @@ from tagalign.suggest.sources.memory import RecordMemory, label_matrix
 from tagalign.suggest.tfidf import TfidfFeaturizer
 from tagalign.text import Analyzer, guess_language
 from tagalign.train.phases import PhaseRunner
-from tagalign.train.recipes.base import Recipe, register_recipe
+from tagalign.train.recipes.base import (
+    ReadOnlyError,
+    Recipe,
+    read_only_message,
+    register_recipe,
+)
 from tagalign.vocab import Vocabulary
 
 EMBEDDING_SOURCES = {"emb_knn", "labels"}
@@ -92,6 +97,8 @@ class TrainContext:
     #: the split's records and their tokens (the `domains` source learns their domains)
     records: Sequence[Record] = ()
     tokens: list[list[str]] | None = None
+    #: loading only: sources map their large arrays from the files (read-only)
+    mmap: bool = False
 
 
 def in_holdout(record_id: str, fraction: float, seed: int) -> bool:
@@ -267,6 +274,8 @@ class HybridRecipe(Recipe):
 
     def learn(self, records: Sequence[Record]) -> None:
         """Confirmed records join the neighbour memory at once (no retraining)."""
+        if self.read_only:  # mapped indexes and matrices cannot grow
+            raise ReadOnlyError(read_only_message("this hybrid model"))
         with self._lock:
             self._learn(self.pipeline_, records)
 
@@ -296,16 +305,21 @@ class HybridRecipe(Recipe):
                                                  "timings": self.timings_})
 
     @classmethod
-    def load(cls, path: Path, vocab: Vocabulary, params: dict[str, Any]) -> HybridRecipe:
+    def load(cls, path: Path, vocab: Vocabulary, params: dict[str, Any], *,
+             mmap: bool = False) -> HybridRecipe:
+        """``mmap``: the record memory's label lists, the TF-IDF neighbours' record matrices
+        and the `emb_knn` / `labels` vector indexes are mapped from their files (Omikuji's
+        trees, the encoder and the ranker are read as usual: their libraries load whole)."""
         self = cls(vocab, **params)
+        self.read_only = mmap
         meta = read_json(path / "hybrid.json")
         encoder = None
         if (path / "encoder").exists():
             from tagalign.train.static_model import StaticEncoder
 
             encoder = StaticEncoder.load(path / "encoder")
-        memory = RecordMemory.load(path / "memory")
-        ctx = TrainContext(vocab, Analyzer(), memory, {}, memory.Y, encoder=encoder)
+        memory = RecordMemory.load(path / "memory", mmap=mmap)
+        ctx = TrainContext(vocab, Analyzer(), memory, {}, memory.Y, encoder=encoder, mmap=mmap)
         sources = []
         for name in meta["sources"]:
             src = self._new_source(name)

@@ -73,7 +73,8 @@ class LexicalRecipe(Recipe):
         self.matcher_.save(path)
 
     @classmethod
-    def load(cls, path: Path, vocab: Vocabulary, params: dict[str, Any]) -> LexicalRecipe:
+    def load(cls, path: Path, vocab: Vocabulary, params: dict[str, Any], *,
+             mmap: bool = False) -> LexicalRecipe:  # nothing large to map
         self = cls(vocab, **params)
         self.matcher_ = LabelMatcher(max_ngram=self.params["max_ngram"])
         self.matcher_.load_state(path, None)

@@ -1,0 +1,158 @@
+"""A hybrid project loaded memory-mapped (`Project.load(mmap=True)`, ``--mmap``): the same
+suggestions as a normal load, its large arrays really come from the files, and learning is
+refused — by the project, the recipe, both REST APIs of a real server and not by a 500.
+
+Model: the default hybrid (all five sources) trained on a seeded sample of 600 training
+records, with a vocabulary cut to their subjects (so the label index is small).
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import httpx
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from serving import LiveServer
+from tagalign.batch.tasks import SuggestTask
+from tagalign.project import Project
+from tagalign.records import Record, read_records
+from tagalign.serve.app import create_app
+from tagalign.serve.feedback import FeedbackStore
+from tagalign.train.recipes import ReadOnlyError
+from tagalign.vocab import Vocabulary
+
+SMALL = {"embed_vocab_size": 3000, "embed_dim": 32, "embed_batch_size": 128,
+         "embed_label_pairs": False, "ranker_rounds": 60, "holdout_fraction": 0.2,
+         "knn_k": 10}
+READ_ONLY = "was loaded with --mmap: read-only; reload without it to learn"
+
+
+def _sample(path: Path, vocab, n: int, limit: int, seed: int) -> list[Record]:
+    recs = [r for r in read_records(path, vocab=vocab, limit=limit) if r.subjects]
+    idx = np.random.default_rng(seed).choice(len(recs), n, replace=False)
+    return [recs[i] for i in sorted(idx)]
+
+
+@pytest.fixture(scope="module")
+def data(shared_data, gnd_vocab):
+    train = _sample(shared_data / "llms4subjects/train.jsonl.gz", gnd_vocab, 600, 20000, 3)
+    dev = _sample(shared_data / "llms4subjects/dev.jsonl.gz", gnd_vocab, 60, 4000, 4)
+    used = {s for r in train + dev for s in r.subjects}
+    vocab = Vocabulary(s for s in gnd_vocab.subjects if s.id in used)
+    return vocab, train, dev
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory, data) -> Path:
+    vocab, train, _ = data
+    path = tmp_path_factory.mktemp("mmap") / "proj"
+    Project.create(path, vocab, "hybrid", SMALL).train(train)
+    return path
+
+
+def copy_of(trained: Path, tmp_path: Path, name: str) -> Path:
+    """A fresh folder per load: /proc/self/maps then names only what that load mapped."""
+    return Path(shutil.copytree(trained, tmp_path / name))
+
+
+def mapped_files() -> set[str]:
+    return {line.split(maxsplit=5)[-1] for line in Path("/proc/self/maps").read_text()
+            .splitlines() if len(line.split()) == 6}
+
+
+def file_backed(a: np.ndarray) -> bool:
+    while getattr(a, "base", None) is not None:
+        a = a.base
+    return type(a).__name__ == "mmap"
+
+
+def test_mapped_load_gives_identical_suggestions(trained, data):
+    dev = data[2]
+    normal = Project.load(trained)
+    mapped = Project.load(trained, mmap=True)
+    assert mapped.mmap and not normal.mmap
+    a, b = normal.suggest(dev, limit=20), mapped.suggest(dev, limit=20)
+    assert sum(len(row) for row in a) > 10 * len(dev)  # real suggestions, not empty rows
+    assert [[s.id for s in row] for row in a] == [[s.id for s in row] for row in b]
+    assert np.array_equal([s.score for row in a for s in row],
+                          [s.score for row in b for s in row])
+
+
+def test_mapped_arrays_come_from_the_files(trained, tmp_path):
+    model_a = copy_of(trained, tmp_path, "a") / "model"
+    model_b = copy_of(trained, tmp_path, "b") / "model"
+    files = ["sources/emb_knn/index/index.faiss", "sources/labels/index/index.faiss",
+             "sources/tfidf_knn/tknn-de-indices.npy", "sources/tfidf_knn/tknn-de-data.npy",
+             "memory/memory-Y-indices.npy"]
+    normal = Project.load(model_a.parent)
+    assert not {str(model_a / f) for f in files} & mapped_files()
+    mapped = Project.load(model_b.parent, mmap=True)
+    assert {str(model_b / f) for f in files} <= mapped_files()
+    tknn = {s.name: s for s in mapped.recipe.pipeline_.sources}["tfidf_knn"]
+    assert file_backed(tknn.X_["de"].indices) and file_backed(tknn.X_["de"].data)
+    assert file_backed(mapped.recipe.pipeline_.memory.Y.indices)
+    assert not file_backed({s.name: s for s in normal.recipe.pipeline_.sources}[
+        "tfidf_knn"].X_["de"].indices)
+
+
+def test_mapped_project_refuses_to_learn(trained, data):
+    _, train, dev = data
+    mapped = Project.load(trained, mmap=True)
+    size = len(mapped.recipe.pipeline_.memory)
+    with pytest.raises(ReadOnlyError, match=f"project proj {READ_ONLY}"):
+        mapped.learn(dev[:3])
+    with pytest.raises(ReadOnlyError, match=READ_ONLY):
+        mapped.recipe.learn(dev[:3])  # the recipe refuses on its own too
+    assert len(mapped.recipe.pipeline_.memory) == size
+    normal = Project.load(trained)
+    assert normal.learn(dev[:3]) is True
+    assert len(normal.recipe.pipeline_.memory) == size + 3
+
+
+def test_live_server_answers_learn_on_a_mapped_project_with_409(trained, data, tmp_path):
+    _, _, dev = data
+    path = copy_of(trained, tmp_path, "gnd")
+    store = FeedbackStore.for_project(path)
+    mapped = Project.load(path, mmap=True)
+    rec = dev[0]
+    with LiveServer(create_app({"gnd": mapped}, store)) as live:
+        ours = httpx.post(f"{live.url}/tagalign/v1/projects/gnd/learn", json={"records": [
+            {"id": rec.id, "title": rec.title, "subjects": rec.subjects[:1]}]}, timeout=30)
+        annif = httpx.post(f"{live.url}/v1/projects/gnd/learn", json=[
+            {"text": rec.title, "subjects": [{"uri": "https://d-nb.info/gnd/"
+                                              + rec.subjects[0]}]}], timeout=30)
+        suggest = httpx.post(f"{live.url}/tagalign/v1/projects/gnd/suggest",
+                             json={"title": rec.title, "abstract": rec.abstract}, timeout=30)
+        schema = httpx.get(f"{live.url}/openapi.json", timeout=30).json()
+    assert ours.status_code == 409
+    assert ours.json() == {"detail": f"project gnd {READ_ONLY}"}
+    assert annif.status_code == 403
+    assert annif.headers["content-type"] == "application/problem+json"
+    assert annif.json()["detail"] == f"project gnd {READ_ONLY}"
+    assert store.count() == 0  # a refused request stores nothing
+    assert suggest.status_code == 200 and suggest.json()["results"]
+    learn_doc = schema["paths"]["/tagalign/v1/projects/{project_id}/learn"]["post"]
+    assert learn_doc["responses"]["409"]["content"]["application/json"]["schema"] == {
+        "$ref": "#/components/schemas/ErrorOut"}
+
+
+def test_cli_suggest_and_batch_take_the_flag(trained, data, tmp_path):
+    from tagalign.cli.main import app
+
+    rec = data[2][0]
+    runner = CliRunner()
+    args = ["suggest", str(trained), "--title", rec.title, "--abstract", rec.abstract,
+            "--limit", "5"]
+    plain = runner.invoke(app, args)
+    mapped = runner.invoke(app, [*args, "--mmap"])
+    assert plain.exit_code == 0 and mapped.exit_code == 0, mapped.output
+    top = Project.load(trained).suggest([rec], limit=1)[0][0].id
+    assert mapped.output == plain.output and top in plain.output
+    task = SuggestTask({"task": "suggest", "project": str(trained), "mmap": True})
+    assert task.project.mmap
+    with pytest.raises(ReadOnlyError):
+        task.project.learn([rec])
