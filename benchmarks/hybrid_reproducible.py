@@ -13,8 +13,9 @@ never a file prefix: the files are sorted by language and type; make-ups printed
 default hybrid is trained twice with the new builder and twice with the old trainer
 (patched back in here, the same 8 lines as before), each from scratch. Prints, per run:
 the tokenizer's vocabulary digest, avg R@5..20 and R@5..50 on the dev sample, training
-seconds; then per pair of runs the share of dev records whose top-50 differ, and the
-paired bootstrap difference new − old (95 % interval).
+seconds; then per pair of runs which trained parts came out byte-identical, the mean share
+of the top-10 suggestions the two runs have in common, and the paired bootstrap difference
+of avg recall (95 % interval).
 
     python benchmarks/hybrid_reproducible.py [--n-train 20000] [--n-dev 2000] [--seed 0]
 """
@@ -61,7 +62,21 @@ def run(vocab, train, dev, workdir: Path) -> dict:
     digest = hashlib.sha1(json.dumps(sorted(tok.get_vocab().items())).encode()).hexdigest()
     rankings = [[s.id for s in row] for row in recipe.suggest(dev, limit=50)]
     return {"train_s": train_s, "vocab": digest[:12], "vocab_size": tok.get_vocab_size(),
-            "rankings": rankings}
+            "rankings": rankings, "files": digests(workdir)}
+
+
+def digests(workdir: Path) -> dict[str, str]:
+    """md5 of each trained file under the phase folders (not the timings and model cards)."""
+    return {str(f.relative_to(workdir)): hashlib.md5(f.read_bytes()).hexdigest()
+            for f in sorted(workdir.rglob("*")) if f.is_file()
+            and f.name not in ("phase.json", "README.md")}
+
+
+def same_parts(a: dict[str, str], b: dict[str, str]) -> str:
+    phases = sorted({k.split("/")[0] for k in a})
+    same = [p for p in phases if all(a[k] == b.get(k) for k in a if k.startswith(p + "/"))]
+    return f"identical: {', '.join(same) or 'none'}; differ: " \
+        f"{', '.join(p for p in phases if p not in same) or 'none'}"
 
 
 def main() -> None:
@@ -100,9 +115,10 @@ def main() -> None:
 
     for a, b in (("new-1", "new-2"), ("old-1", "old-2"), ("old-1", "new-1"),
                  ("old-2", "new-2")):
-        differ = np.mean([x != y for x, y in zip(runs[a]["rankings"], runs[b]["rankings"],
-                                                 strict=True)])
-        line = f"{a} vs {b}: top-50 differs on {differ:.1%} of {len(dev)} dev records"
+        common = np.mean([len(set(x[:10]) & set(y[:10])) / 10 for x, y in
+                          zip(runs[a]["rankings"], runs[b]["rankings"], strict=True)])
+        print(f"{a} vs {b}: {same_parts(runs[a]['files'], runs[b]['files'])}")
+        line = f"  top-10 in common {common:.1%} (mean over {len(dev)} dev records)"
         for ks, label in ((KS20, "5..20"), (KS50, "5..50")):
             diff = per_record_recall(dev, runs[b]["rankings"], ks) - \
                 per_record_recall(dev, runs[a]["rankings"], ks)
