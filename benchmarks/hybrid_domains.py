@@ -98,24 +98,36 @@ def run(vocab, train, dev, params, workdir: Path) -> dict:
             "rps": len(dev) / suggest_s}
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__,
+def sample_args(doc: str | None, workdir: str) -> argparse.ArgumentParser:
+    """The arguments of a paired hybrid comparison on seeded train and dev samples."""
+    ap = argparse.ArgumentParser(description=doc,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     add_data_args(ap)
     ap.add_argument("--n-train", type=int, default=20_000)
     ap.add_argument("--n-dev", type=int, default=2_000)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--bootstrap", type=int, default=2000)
-    ap.add_argument("--param", action="append", default=[], help="hybrid parameter key=JSON")
-    ap.add_argument("--workdir", type=Path, default=Path("runs/hybrid-domains"))
-    ap.add_argument("--json", type=Path, help="also write the figures to this JSON file")
-    args = ap.parse_args()
+    ap.add_argument("--workdir", type=Path, default=Path(workdir))
+    return ap
 
+
+def load_samples(args: argparse.Namespace) -> tuple:
+    """vocabulary, train sample, dev sample (their make-ups printed)."""
     vocab = load_vocabulary(args.vocab)
     train = sample(args.train, vocab, args.n_train, args.seed)
     dev = sample(args.dev, vocab, args.n_dev, args.seed)
     make_up(f"train sample (default_rng({args.seed}))", train)
     make_up(f"dev sample (default_rng({args.seed}))", dev)
+    return vocab, train, dev
+
+
+def main() -> None:
+    ap = sample_args(__doc__, "runs/hybrid-domains")
+    ap.add_argument("--param", action="append", default=[], help="hybrid parameter key=JSON")
+    ap.add_argument("--json", type=Path, help="also write the figures to this JSON file")
+    args = ap.parse_args()
+
+    vocab, train, dev = load_samples(args)
     print(ANCHORS)
     params = {k: json.loads(v) for k, v in (p.split("=", 1) for p in args.param)}
 

@@ -22,7 +22,6 @@ of avg recall (95 % interval).
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import json
 import shutil
@@ -31,11 +30,9 @@ from pathlib import Path
 
 import numpy as np
 
-from _common import add_data_args
-from hybrid_domains import KS20, KS50, bootstrap, make_up, per_record_recall, sample
+from hybrid_domains import KS20, KS50, bootstrap, load_samples, per_record_recall, sample_args
 from tagalign.train import static_model
 from tagalign.train.recipes.hybrid import HybridRecipe
-from tagalign.vocab import load_vocabulary
 
 
 def library_wordpiece(texts, vocab_size: int, **_: object):
@@ -80,21 +77,8 @@ def same_parts(a: dict[str, str], b: dict[str, str]) -> str:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    add_data_args(ap)
-    ap.add_argument("--n-train", type=int, default=20_000)
-    ap.add_argument("--n-dev", type=int, default=2_000)
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--bootstrap", type=int, default=2000)
-    ap.add_argument("--workdir", type=Path, default=Path("runs/hybrid-reproducible"))
-    args = ap.parse_args()
-
-    vocab = load_vocabulary(args.vocab)
-    train = sample(args.train, vocab, args.n_train, args.seed)
-    dev = sample(args.dev, vocab, args.n_dev, args.seed)
-    make_up(f"train sample (default_rng({args.seed}))", train)
-    make_up(f"dev sample (default_rng({args.seed}))", dev)
+    args = sample_args(__doc__, "runs/hybrid-reproducible").parse_args()
+    vocab, train, dev = load_samples(args)
     print("anchors: two trainings on the same records give the same suggestions; the new "
           "vocabulary costs no recall beyond noise (default hybrid on this sample: avg "
           "R@5..20 0.5583, R@5..50 0.6246 in issue 10's ablation)")
