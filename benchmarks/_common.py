@@ -21,6 +21,21 @@ def peak_rss_gb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6
 
 
+def process_memory_mib(pid: int) -> dict[str, float]:
+    """A process's resident memory (MiB): ``rss``, and its ``anon`` part (heap: what only it
+    holds) and ``file`` part (mapped file pages: shared with other processes mapping the same
+    files and evictable by the kernel), from /proc/PID/status; ``pss``, its proportional
+    share (a page shared by n processes counts 1/n), from /proc/PID/smaps_rollup (Linux)."""
+    fields = {"VmRSS": "rss", "RssAnon": "anon", "RssFile": "file", "Pss": "pss"}
+    out = {}
+    for name in ("status", "smaps_rollup"):
+        for line in Path(f"/proc/{pid}/{name}").read_text().splitlines():
+            key, _, value = line.partition(":")
+            if key in fields:
+                out[fields[key]] = int(value.split()[0]) / 1024  # kB
+    return out
+
+
 def add_data_args(ap: argparse.ArgumentParser) -> None:
     """--train/--dev/--vocab, defaulting to the shared LLMs4Subjects data and GND TSV."""
     ap.add_argument("--train", type=Path, default=DATA / "llms4subjects/train.jsonl.gz")
@@ -38,6 +53,14 @@ def free_port() -> int:
 def serve(project: Path, *extra: str, stop_timeout: float = 30) -> Iterator[str]:
     """Run `tagalign serve PROJECT` on a free localhost port until the block ends; yields its
     base URL once /tagalign/v1/health answers (exits if it never does within 300 s)."""
+    with serve_process(project, *extra, stop_timeout=stop_timeout) as (url, _):
+        yield url
+
+
+@contextlib.contextmanager
+def serve_process(project: Path, *extra: str, stop_timeout: float = 30
+                  ) -> Iterator[tuple[str, subprocess.Popen]]:
+    """`serve`, also yielding the server process (to measure its memory)."""
     import httpx
 
     port = free_port()
@@ -57,7 +80,7 @@ def serve(project: Path, *extra: str, stop_timeout: float = 30) -> Iterator[str]
                 sys.exit("server did not start")
             time.sleep(0.3)
         print(f"server up after {time.time() - t0:.1f} s (model load)")
-        yield url
+        yield url, server
     finally:
         server.terminate()
         server.wait(stop_timeout)

@@ -1,26 +1,58 @@
 #!/usr/bin/env python
-"""Issue 5 benchmark: single-record suggest latency and throughput of `tagalign serve`.
+"""Issue 5 benchmark: single-record suggest latency and throughput of `tagalign serve`,
+and (issue 11) its memory, loaded normally or memory-mapped (``--mmap``).
 
-Starts `tagalign serve PROJECT` as a separate process on a free localhost port, sends
-1,000 sequential single-record requests (p50/p95/p99 latency), then the same records from
-16 concurrent clients (throughput, errors). Records: dev.jsonl.gz by default.
+Starts `tagalign serve PROJECT` as a separate process on a free localhost port (feedback
+in a temporary SQLite file, so the project folder is not written), sends ``--requests``
+sequential single-record requests — dev records sampled with ``--seed`` — (p50/p95/p99
+latency; the first 20 apart, as a mapped project reads its pages on first use), then the
+same records from ``--clients`` concurrent clients (throughput, errors; 0 skips it). The
+server's resident memory (RSS, with its anonymous and file-mapped parts) is printed after
+the load and after the sequential requests. ``--servers 2`` starts a second server on the
+same project and sends it the same requests, then prints both servers' proportional share
+of memory (PSS: a page both map counts half in each), the physical memory they use together.
 
     python benchmarks/serve_latency.py --project runs/hybrid-full [--requests 1000]
+    python benchmarks/serve_latency.py --project P --requests 200 --warmup 0 --clients 0 --mmap
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import json
+import os
 import sys
+import tempfile
 import time
+from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import httpx
 import numpy as np
 
-from _common import DATA, serve
+from _common import DATA, process_memory_mib, serve_process
 from tagalign.records import read_records
+
+
+def drop_page_cache(folder: Path) -> int:
+    """Ask the kernel to drop the cached pages of the project's files (only those: other
+    work on the machine keeps its cache), so the first reads come from disk; bytes asked."""
+    total = 0
+    for path in folder.rglob("*"):
+        if path.is_file():
+            fd = os.open(path, os.O_RDONLY)
+            try:
+                os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+                total += path.stat().st_size
+            finally:
+                os.close(fd)
+    return total
+
+
+def fmt(mem: dict[str, float]) -> str:
+    return f"RSS {mem['rss']:,.0f} MiB (anon {mem['anon']:,.0f}, file-mapped {mem['file']:,.0f})"
 
 
 def main() -> None:
@@ -29,12 +61,40 @@ def main() -> None:
     ap.add_argument("--project", type=Path, required=True)
     ap.add_argument("--records", type=Path, default=DATA / "llms4subjects/dev.jsonl.gz")
     ap.add_argument("--requests", type=int, default=1000)
-    ap.add_argument("--clients", type=int, default=16)
+    ap.add_argument("--seed", type=int, default=0, help="Seed of the record sample.")
+    ap.add_argument("--warmup", type=int, default=20,
+                    help="Requests sent (with the first sampled records) before measuring.")
+    ap.add_argument("--clients", type=int, default=16, help="Concurrent clients; 0: none.")
     ap.add_argument("--limit", type=int, default=10)
+    ap.add_argument("--mmap", action="store_true", help="Serve with --mmap (read-only).")
+    ap.add_argument("--cold", action="store_true",
+                    help="Drop the project files from the page cache before the server starts.")
+    ap.add_argument("--servers", type=int, default=1,
+                    help="Servers of the same project (memory shared between them; 1 or 2).")
+    ap.add_argument("--json", type=Path, help="Append the figures as one JSON line here.")
     args = ap.parse_args()
 
-    recs = list(read_records(args.records, limit=args.requests))
-    with serve(args.project, stop_timeout=10) as url:
+    pool = list(read_records(args.records))
+    idx = np.random.default_rng(args.seed).choice(len(pool), min(args.requests, len(pool)),
+                                                  replace=False)
+    recs = [pool[i] for i in idx]
+    kinds = Counter(f"{r.language}/{r.type}" for r in recs)
+    print(f"records: {len(recs)} of {len(pool)} in {args.records.name}, sampled with seed "
+          f"{args.seed}: " + ", ".join(f"{k} {v}" for k, v in kinds.most_common()))
+    print(f"server: {'--mmap' if args.mmap else 'normal load'}; {os.cpu_count()} CPUs, "
+          f"load {os.getloadavg()[0]:.1f} at the start")
+    if args.cold:
+        print(f"page cache of {drop_page_cache(args.project) / 2**20:,.0f} MiB of project "
+              "files dropped")
+    extra = ["--mmap"] if args.mmap else []
+    db = Path(tempfile.mkdtemp(prefix="tagalign-latency-")) / "feedback.sqlite"
+    t0 = time.perf_counter()
+    with contextlib.ExitStack() as stack:
+        url, server = stack.enter_context(serve_process(
+            args.project, "--feedback-db", f"sqlite:///{db}", *extra, stop_timeout=10))
+        load_s = time.perf_counter() - t0
+        mem_load = process_memory_mib(server.pid)
+        print(f"after load: {fmt(mem_load)}")
         project = args.project.name
         endpoint = f"{url}/tagalign/v1/projects/{project}/suggest"
 
@@ -43,7 +103,7 @@ def main() -> None:
                     **({"language": r.language} if r.language in ("de", "en") else {})}
 
         with httpx.Client(timeout=60) as client:
-            for r in recs[:20]:  # warm-up
+            for r in recs[:args.warmup]:
                 client.post(endpoint, json=body(r))
             lat, errors = [], 0
             for r in recs:
@@ -51,30 +111,64 @@ def main() -> None:
                 res = client.post(endpoint, json=body(r))
                 lat.append((time.perf_counter() - t) * 1000)
                 errors += res.status_code != 200
+        mem_queries = process_memory_mib(server.pid)
         lat = np.array(lat)
         print(f"sequential: {len(lat)} requests, p50 {np.percentile(lat, 50):.1f} ms, "
               f"p95 {np.percentile(lat, 95):.1f} ms, p99 {np.percentile(lat, 99):.1f} ms, "
-              f"mean {lat.mean():.1f} ms, errors {errors}")
+              f"mean {lat.mean():.1f} ms (first 20: mean {lat[:20].mean():.1f} ms, "
+              f"the rest {lat[20:].mean() if len(lat) > 20 else float('nan'):.1f} ms), "
+              f"errors {errors}")
+        print(f"after {len(lat)} requests: {fmt(mem_queries)}")
+        figures = {"project": str(args.project), "mmap": args.mmap, "cold": args.cold,
+                   "requests": len(lat), "seed": args.seed, "warmup": args.warmup,
+                   "load_s": round(load_s, 1), "rss_load": mem_load,
+                   "rss_queries": mem_queries,
+                   "p50_ms": round(float(np.percentile(lat, 50)), 1),
+                   "p95_ms": round(float(np.percentile(lat, 95)), 1),
+                   "first20_mean_ms": round(float(lat[:20].mean()), 1),
+                   "loadavg": os.getloadavg()[0]}
 
-        clients = [httpx.Client(timeout=120) for _ in range(args.clients)]
+        if args.servers > 1:  # the same requests to each further server, then all measured
+            pids = [server.pid]
+            for _ in range(args.servers - 1):
+                url2, server2 = stack.enter_context(serve_process(
+                    args.project, "--feedback-db", f"sqlite:///{db}", *extra, stop_timeout=10))
+                with httpx.Client(timeout=60) as client:
+                    for r in recs:
+                        client.post(f"{url2}/tagalign/v1/projects/{project}/suggest",
+                                    json=body(r))
+                pids.append(server2.pid)
+            mems = [process_memory_mib(pid) for pid in pids]
+            figures["servers"] = mems
+            print(f"{len(mems)} servers after {len(recs)} requests each: " + "; ".join(
+                f"{fmt(m)}, PSS {m['pss']:,.0f} MiB" for m in mems)
+                + f"; together PSS {sum(m['pss'] for m in mems):,.0f} MiB")
 
-        def one(i):
-            r = recs[i]
-            t = time.perf_counter()
-            res = clients[i % args.clients].post(endpoint, json=body(r))
-            return res.status_code, (time.perf_counter() - t) * 1000
+        bad = 0
+        if args.clients:
+            clients = [httpx.Client(timeout=120) for _ in range(args.clients)]
 
-        t0 = time.perf_counter()
-        with ThreadPoolExecutor(args.clients) as pool:
-            results = list(pool.map(one, range(len(recs))))
-        wall = time.perf_counter() - t0
-        conc = np.array([ms for _, ms in results])
-        bad = sum(code != 200 for code, _ in results)
-        print(f"{args.clients} concurrent clients: {len(results) / wall:.1f} requests/s, "
-              f"p50 {np.percentile(conc, 50):.1f} ms, p95 {np.percentile(conc, 95):.1f} ms, "
-              f"errors {bad}")
-        if errors or bad:
-            sys.exit(f"{errors + bad} requests failed")
+            def one(i):
+                r = recs[i]
+                t = time.perf_counter()
+                res = clients[i % args.clients].post(endpoint, json=body(r))
+                return res.status_code, (time.perf_counter() - t) * 1000
+
+            t0 = time.perf_counter()
+            with ThreadPoolExecutor(args.clients) as ex:
+                results = list(ex.map(one, range(len(recs))))
+            wall = time.perf_counter() - t0
+            conc = np.array([ms for _, ms in results])
+            bad = sum(code != 200 for code, _ in results)
+            print(f"{args.clients} concurrent clients: {len(results) / wall:.1f} requests/s, "
+                  f"p50 {np.percentile(conc, 50):.1f} ms, p95 {np.percentile(conc, 95):.1f} ms, "
+                  f"errors {bad}")
+    print(f"load average at the end: {os.getloadavg()[0]:.1f}")
+    if args.json:
+        with args.json.open("a") as fh:
+            fh.write(json.dumps(figures) + "\n")
+    if errors or bad:
+        sys.exit(f"{errors + bad} requests failed")
 
 
 if __name__ == "__main__":
