@@ -130,6 +130,7 @@ def test_live_server_answers_learn_on_a_mapped_project_with_409(trained, data, t
         suggest = httpx.post(f"{live.url}/tagalign/v1/projects/gnd/suggest",
                              json={"title": rec.title, "abstract": rec.abstract}, timeout=30)
         schema = httpx.get(f"{live.url}/openapi.json", timeout=30).json()
+        info = httpx.get(f"{live.url}/tagalign/v1/projects/gnd", timeout=30).json()
     assert ours.status_code == 409
     assert ours.json() == {"detail": f"project gnd {READ_ONLY}"}
     assert annif.status_code == 403
@@ -137,6 +138,7 @@ def test_live_server_answers_learn_on_a_mapped_project_with_409(trained, data, t
     assert annif.json()["detail"] == f"project gnd {READ_ONLY}"
     assert store.count() == 0  # a refused request stores nothing
     assert suggest.status_code == 200 and suggest.json()["results"]
+    assert info["read_only"] is True
     learn_doc = schema["paths"]["/tagalign/v1/projects/{project_id}/learn"]["post"]
     assert learn_doc["responses"]["409"]["content"]["application/json"]["schema"] == {
         "$ref": "#/components/schemas/ErrorOut"}

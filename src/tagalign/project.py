@@ -211,4 +211,5 @@ class Project:
             "languages": c["vocabulary"].get("languages", []),
             "trained_at": c.get("trained_at"),
             "dev_scores": c.get("dev_scores"),
+            "read_only": self.mmap,
         }

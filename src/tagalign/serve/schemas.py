@@ -93,6 +93,7 @@ class ProjectOut(BaseModel):
     languages: list[str]
     trained_at: str | None
     dev_scores: dict[str, Any] | None = None
+    read_only: bool = Field(False, description="Served with --mmap: learn answers 409")
 
 
 class RecordOut(BaseModel):
