@@ -11,9 +11,10 @@ import shutil
 import numpy as np
 import pytest
 
+from samples import seeded_sample
 from tagalign.evaluate import evaluate
 from tagalign.project import Project
-from tagalign.records import Record, read_records
+from tagalign.records import Record
 from tagalign.suggest.fusion import FusionRanker, top_k
 from tagalign.train.phases import PhaseRunner
 from tagalign.train.recipes.hybrid import HybridRecipe, feature_table
@@ -23,16 +24,10 @@ SMALL = {"embed_vocab_size": 6000, "embed_dim": 64, "embed_batch_size": 128,
          "knn_k": 20}
 
 
-def _sample(path, vocab, n, limit, seed):
-    recs = [r for r in read_records(path, vocab=vocab, limit=limit) if r.subjects]
-    idx = np.random.default_rng(seed).choice(len(recs), n, replace=False)
-    return [recs[i] for i in sorted(idx)]
-
-
 @pytest.fixture(scope="module")
 def slice_(shared_data, gnd_vocab):
-    train = _sample(shared_data / "llms4subjects/train.jsonl.gz", gnd_vocab, 5000, 30000, 1)
-    dev = _sample(shared_data / "llms4subjects/dev.jsonl.gz", gnd_vocab, 400, 8000, 2)
+    train = seeded_sample(shared_data / "llms4subjects/train.jsonl.gz", gnd_vocab, 5000, 30000, 1)
+    dev = seeded_sample(shared_data / "llms4subjects/dev.jsonl.gz", gnd_vocab, 400, 8000, 2)
     return train, dev
 
 

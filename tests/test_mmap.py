@@ -17,11 +17,11 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
+from samples import seeded_sample
 from serving import LiveServer
 from tagalign.batch.tasks import SuggestTask
 from tagalign.index import VectorIndex
 from tagalign.project import Project
-from tagalign.records import Record, read_records
 from tagalign.serve.app import create_app
 from tagalign.serve.feedback import FeedbackStore
 from tagalign.train.recipes import ReadOnlyError
@@ -33,16 +33,10 @@ SMALL = {"embed_vocab_size": 3000, "embed_dim": 32, "embed_batch_size": 128,
 READ_ONLY = "was loaded with --mmap: read-only; reload without it to learn"
 
 
-def _sample(path: Path, vocab, n: int, limit: int, seed: int) -> list[Record]:
-    recs = [r for r in read_records(path, vocab=vocab, limit=limit) if r.subjects]
-    idx = np.random.default_rng(seed).choice(len(recs), n, replace=False)
-    return [recs[i] for i in sorted(idx)]
-
-
 @pytest.fixture(scope="module")
 def data(shared_data, gnd_vocab):
-    train = _sample(shared_data / "llms4subjects/train.jsonl.gz", gnd_vocab, 600, 20000, 3)
-    dev = _sample(shared_data / "llms4subjects/dev.jsonl.gz", gnd_vocab, 60, 4000, 4)
+    train = seeded_sample(shared_data / "llms4subjects/train.jsonl.gz", gnd_vocab, 600, 20000, 3)
+    dev = seeded_sample(shared_data / "llms4subjects/dev.jsonl.gz", gnd_vocab, 60, 4000, 4)
     used = {s for r in train + dev for s in r.subjects}
     vocab = Vocabulary(s for s in gnd_vocab.subjects if s.id in used)
     return vocab, train, dev

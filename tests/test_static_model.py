@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tagalign.records import read_records
+from samples import seeded_sample
 from tagalign.train.static_model import train_static_encoder, train_tokenizer
 
 PARAMS = {"embed_vocab_size": 3000, "embed_dim": 32, "embed_epochs": 1,
@@ -15,10 +15,7 @@ PARAMS = {"embed_vocab_size": 3000, "embed_dim": 32, "embed_epochs": 1,
 
 @pytest.fixture(scope="module")
 def records(shared_data, gnd_vocab):
-    recs = [r for r in read_records(shared_data / "llms4subjects/dev.jsonl.gz", vocab=gnd_vocab,
-                                    limit=6000) if r.subjects]
-    idx = np.random.default_rng(5).choice(len(recs), 600, replace=False)
-    return [recs[i] for i in sorted(idx)]
+    return seeded_sample(shared_data / "llms4subjects/dev.jsonl.gz", gnd_vocab, 600, 6000, 5)
 
 
 def test_vocabulary_is_the_same_on_every_run(records):
