@@ -111,7 +111,7 @@ def test_nbf_subject_space_learns_roundtrips_and_indexes_its_space(tmp_path, spa
 
 def test_subject_space_default_and_bad_value(tmp_path):
     assert get_recipe("nbf-attention")(tiny_vocab()).params["subject_space"] == "fixed"
-    assert get_recipe("focused-transform")(tiny_vocab()).params["subject_space"] == "fixed"
+    assert get_recipe("focused-transform")(tiny_vocab()).params["subject_space"] == "siamese"
     with pytest.raises(ValueError, match="subject_space"):
         Project.create(tmp_path / "bad", tiny_vocab(), "nbf-attention",
                        params(tmp_path, subject_space="both"))
@@ -162,12 +162,13 @@ def test_focused_per_language_models_labels_and_routing(tmp_path, space):
 
 
 def test_focused_bilingual_is_one_model(tmp_path):
-    """One model for both languages; in the fixed reading (the default) its anchors rank
-    the gold subjects (the untrained encoder finds about one gold heading in two, through
-    the title)."""
+    """One model for both languages; in the fixed reading its anchors rank the gold
+    subjects (the untrained encoder finds about one gold heading in two, through the
+    title)."""
     recipe, rows, test = train_and_reload(tmp_path, "focused-transform",
                                           params(tmp_path, hidden=64, lr=1e-2,
-                                                 mode="bilingual", epochs=12))
+                                                 mode="bilingual", epochs=12,
+                                                 subject_space="fixed"))
     assert set(recipe.models_) == {"all"}
     assert {recipe.route(r) for r in test} == {"all"}
     assert recipe.losses_[-1] < 0.7 * recipe.losses_[0]

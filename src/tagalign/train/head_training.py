@@ -4,7 +4,7 @@ Anchor a = T(record embedding); positive p = mean of the gold subjects' frozen e
 K random negative subjects n_i; `MarginLoss`. Where the subjects live is ``subject_space``
 (NBF gives two self-consistent readings; train and index must use the same one):
 
-* ``fixed`` (NBF §3, the default): only records pass through T; the loss is on
+* ``fixed`` (NBF §3; the default here and R2's): only records pass through T; the loss is on
   d(T(m), p) and d(T(m), n_i) and the index holds the frozen subject vectors S;
 * ``siamese`` (NBF §4): records, positives and negatives all pass through T; the loss is
   on d(T(m), T(p)) and d(T(m), T(n_i)) and the index holds T(S);

@@ -6,10 +6,11 @@ batch 4, 20 epochs. Record and subject embeddings come from the frozen encoder o
 the embedding cache); records are matched by cosine in a FAISS index.
 
 ``subject_space`` keeps training and inference in one of the paper's two readings
-(`tagalign.train.head_training`): ``fixed`` (§3, the default: only records pass through
-the head, the index holds the frozen subject vectors) or ``siamese`` (§4: subjects pass
-through the head in the loss too, and every subject is transformed once, S' = T(S), for the
-index). ``mixed`` — trained as fixed, indexed as T(S) — is kept only as a named ablation.
+(`tagalign.train.head_training`): ``fixed`` (§3, R2's default: only records pass through
+the head, the index holds the frozen subject vectors) or ``siamese`` (§4, R3's default:
+subjects pass through the head in the loss too, and every subject is transformed once,
+S' = T(S), for the index). ``mixed`` — trained as fixed, indexed as T(S) — is kept only
+as a named ablation.
 The value is part of the saved parameters, so a loaded project is read in the space it was
 trained in.
 
