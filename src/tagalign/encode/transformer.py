@@ -16,7 +16,14 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from tagalign.encode.base import Encoder, Kind, fingerprint_of, normalise, register_encoder
+from tagalign.encode.base import (
+    Encoder,
+    Kind,
+    encode_chunked,
+    fingerprint_of,
+    normalise,
+    register_encoder,
+)
 
 E5_PROMPTS = {"query": "query: ", "passage": "passage: "}
 
@@ -73,8 +80,10 @@ class STEncoder(Encoder):
         if not len(texts):
             return np.zeros((0, self.dim), np.float32)
         prefix = self.prompts.get(kind, "")
-        emb = self.model.encode([prefix + t for t in texts], batch_size=batch_size,
-                                convert_to_numpy=True, show_progress_bar=show_progress)
+        emb = encode_chunked(lambda part: self.model.encode(
+            [prefix + t for t in part], batch_size=batch_size, convert_to_numpy=True,
+            show_progress_bar=False), texts, 8 * batch_size, self.dim, show_progress,
+            f"encoding ({self.name})")
         return normalise(emb)
 
 

@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from tagalign.encode.base import encode_chunked
 from tagalign.records import Record
 from tagalign.vocab import Vocabulary
 
@@ -88,8 +89,10 @@ class StaticEncoder:
 
     def encode(self, texts: Sequence[str], show_progress: bool = False,
                batch_size: int = 512) -> np.ndarray:
-        emb = self.model.encode(list(texts), batch_size=batch_size, convert_to_numpy=True,
-                                normalize_embeddings=True, show_progress_bar=show_progress)
+        emb = encode_chunked(lambda part: self.model.encode(
+            part, batch_size=batch_size, convert_to_numpy=True, normalize_embeddings=True,
+            show_progress_bar=False), texts, 8 * batch_size, self.dim, show_progress,
+            "encoding (static)")
         return np.ascontiguousarray(emb, dtype=np.float32)
 
     def save(self, path: Path) -> None:
