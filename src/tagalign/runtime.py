@@ -36,3 +36,19 @@ def threads(default: int = 1) -> int:
         return _THREADS
     env = os.environ.get("OMP_NUM_THREADS", "")
     return int(env) if env.isdigit() and int(env) > 0 else default
+
+
+def quiet_libraries() -> None:
+    """Library progress bars and load reports off (transformers' "Loading weights" bar and
+    shard-writing bars, datasets' map bars, tqdm generally, sentence-transformers' info
+    logs): a tagalign command shows its own progress, one display at a time."""
+    import logging
+
+    import datasets
+    import transformers
+
+    os.environ.setdefault("TQDM_DISABLE", "1")  # read by tqdm when a bar is created
+    datasets.disable_progress_bars()
+    transformers.utils.logging.set_verbosity_error()
+    transformers.utils.logging.disable_progress_bar()
+    logging.getLogger("sentence_transformers").setLevel(logging.WARNING)

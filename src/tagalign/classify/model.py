@@ -40,16 +40,9 @@ from tagalign.classify.base import Classifier, register_classifier
 from tagalign.classify.data import Example
 from tagalign.classify.head import ClassifierHead
 from tagalign.classify.losses import herocon
+from tagalign.runtime import quiet_libraries
 
 PHASES = ("head-pre", "contrastive", "head-post")
-
-
-def _quiet() -> None:
-    """Silence transformers' load reports and shard-writing bars (our bars show progress)."""
-    import transformers
-
-    transformers.utils.logging.set_verbosity_error()
-    transformers.utils.logging.disable_progress_bar()
 
 
 def contrast_batches(y: np.ndarray, batch_size: int, rng: np.random.Generator
@@ -108,7 +101,7 @@ class LabelContrastiveClassifier(Classifier):
         from tagalign.encode.transformer import default_device
         from tagalign.train.recipes.ynu import base_model_path
 
-        _quiet()
+        quiet_libraries()
         self.device_ = default_device()
         path, prompts = base_model_path(self.params["base_model"])
         model = SentenceTransformer(path, device=self.device_,
@@ -290,7 +283,7 @@ class LabelContrastiveClassifier(Classifier):
         from tagalign.encode.transformer import default_device
         from tagalign.io import read_json
 
-        _quiet()
+        quiet_libraries()
         self.device_ = default_device()
         meta = read_json(folder / "models.json")
         self.prompt_ = meta["prompt"]

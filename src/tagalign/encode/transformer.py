@@ -24,6 +24,7 @@ from tagalign.encode.base import (
     normalise,
     register_encoder,
 )
+from tagalign.runtime import quiet_libraries
 
 E5_PROMPTS = {"query": "query: ", "passage": "passage: "}
 
@@ -47,6 +48,7 @@ class STEncoder(Encoder):
                  max_seq_length: int | None = 256, device: str | None = None):
         from sentence_transformers import SentenceTransformer
 
+        quiet_libraries()
         if isinstance(model_or_path, (str, Path)):
             self.source = str(model_or_path)
             local = Path(self.source).is_dir()

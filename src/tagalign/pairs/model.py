@@ -14,7 +14,6 @@ for a CPU: ``train_layers``, ``max_seq_length``, ``epochs``, ``limit_pairs``.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -27,6 +26,7 @@ from tagalign.pairs.losses import get_loss
 from tagalign.pairs.metrics import evaluate, spearman
 from tagalign.pairs.pooling import TargetPooling
 from tagalign.pairs.thresholds import Thresholds
+from tagalign.runtime import quiet_libraries
 
 MARKERS = ("<t>", "</t>")
 RECIPE = "ordinal-wic"
@@ -43,20 +43,6 @@ def mark(use: Use) -> str:
     """The context with its target wrapped in the markers."""
     c = use.context
     return f"{c[:use.start]}{MARKERS[0]}{c[use.start:use.end]}{MARKERS[1]}{c[use.end:]}"
-
-
-def quiet_transformers() -> None:
-    """Library progress bars and load reports off: our own progress is shown instead."""
-    import os
-
-    import datasets
-    import transformers
-
-    os.environ.setdefault("TQDM_DISABLE", "1")  # read by tqdm when a bar is created
-    datasets.disable_progress_bars()
-    transformers.utils.logging.set_verbosity_error()
-    transformers.utils.logging.disable_progress_bar()
-    logging.getLogger("sentence_transformers").setLevel(logging.WARNING)
 
 
 class UseFormatter:
@@ -132,7 +118,7 @@ class PairScorer:
         if p["pooling"] not in POOLINGS:
             raise ValueError(f"pooling must be one of {POOLINGS}, got {p['pooling']!r}")
         get_loss(p["loss"])
-        quiet_transformers()
+        quiet_libraries()
         torch.manual_seed(p["seed"])
         base, prompts = base_model_path(p["base_model"])
         model = SentenceTransformer(base, device=device or default_device(),
@@ -224,7 +210,7 @@ class PairScorer:
         config = read_json(path / "config.json")
         if config.get("recipe") != RECIPE:
             raise ValueError(f"{path}: recipe {config.get('recipe')!r} is not {RECIPE!r}")
-        quiet_transformers()
+        quiet_libraries()
         model = load_st_model(path / "model", device or default_device())
         vocab = model.tokenizer.get_vocab()
         if config.get("markers") != list(MARKERS) or any(m not in vocab for m in MARKERS):

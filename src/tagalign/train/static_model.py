@@ -157,8 +157,10 @@ def train_static_encoder(records: Sequence[Record], vocab: Vocabulary,
     from sentence_transformers.sentence_transformer.modules import StaticEmbedding
     from sentence_transformers.sentence_transformer.training_args import BatchSamplers
 
+    from tagalign.runtime import quiet_libraries
     from tagalign.train.progress import train_with_progress
 
+    quiet_libraries()
     seed = int(params.get("seed", 13))
     torch.manual_seed(seed)
     if params.get("threads"):

@@ -128,6 +128,7 @@ class YNURecipe(DenseRecipe):
             SentenceTransformerTrainingArguments,
         )
 
+        from tagalign.runtime import quiet_libraries
         from tagalign.train.losses import InfoNCELoss
         from tagalign.train.progress import train_with_progress
 
@@ -137,6 +138,7 @@ class YNURecipe(DenseRecipe):
         seen = np.array(sorted({q for r in records for q in self.vocab.positions(r.subjects)}))
         records = records[: p["max_train_records"]]
         base, self.prompts_ = base_model_path(p["base_model"])
+        quiet_libraries()
         torch.manual_seed(p["seed"])
         model = SentenceTransformer(base, device=default_device())
         model.max_seq_length = p["max_seq_length"]
