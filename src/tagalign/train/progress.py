@@ -16,14 +16,11 @@ from typing import Any
 
 def quiet_trainer(trainer: Any) -> None:
     """Remove the trainer's own console output (tqdm bars, printed loss dicts)."""
+    from sentence_transformers.base.model_card import BaseModelCardCallback
     from transformers.trainer_callback import PrinterCallback, ProgressCallback
 
-    quiet: tuple[type, ...] = (PrinterCallback, ProgressCallback)
-    try:  # sentence-transformers' model-card pass runs a tqdm bar of its own
-        from sentence_transformers.base.model_card import BaseModelCardCallback
-        quiet += (BaseModelCardCallback,)
-    except ImportError:  # pragma: no cover - other sentence-transformers layouts
-        pass
+    # the model-card pass (sentence-transformers) runs a tqdm bar of its own
+    quiet = (PrinterCallback, ProgressCallback, BaseModelCardCallback)
     for callback in list(trainer.callback_handler.callbacks):
         if isinstance(callback, quiet):
             trainer.remove_callback(callback)
