@@ -76,16 +76,21 @@ def bert(tmp_path_factory):
     return tiny_bert(tmp_path_factory.mktemp("bert"))
 
 
+def tiny_ynu(bert, tmp_path, **kw) -> dict:
+    """YNU fine-tune parameters for the tiny BERT (3 epochs, batch 16, 48 tokens)."""
+    return {"base_model": f"st:{bert}", "epochs": 3, "lr": 1e-3, "batch_size": 16,
+            "max_seq_length": 48, "cache_dir": str(tmp_path / "cache"), "subjects": "seen",
+            **kw}
+
+
 @pytest.mark.parametrize("learnable", [True, False])
 def test_ynu_temperature_is_learned_by_the_trainer(tmp_path, bert, learnable):
     """The trainer optimises InfoNCE's log τ with the model. Started too soft (τ = 1), τ falls
     as the positives pull away: τ/1 ended at 0.9936-0.9961 over seeds 0-3 (from the default
     0.05 it wanders both ways by ~0.2 %, too little to test on; CI once saw 1.00001). Fixed,
     it stays exactly 1."""
-    params = {"base_model": f"st:{bert}", "scheme": "aggregate", "epochs": 3, "lr": 1e-3,
-              "batch_size": 16, "max_seq_length": 48, "temperature": 1.0,
-              "learnable_temperature": learnable, "cache_dir": str(tmp_path / "cache"),
-              "subjects": "seen"}
+    params = tiny_ynu(bert, tmp_path, scheme="aggregate", temperature=1.0,
+                      learnable_temperature=learnable)
     project = Project.create(tmp_path / "p", tiny_vocab(), "ynu-finetune", params)
     recipe = project.train(tiny_records(64))
     if learnable:
@@ -96,9 +101,7 @@ def test_ynu_temperature_is_learned_by_the_trainer(tmp_path, bert, learnable):
 
 @pytest.mark.parametrize("scheme", ["aggregate", "instance"])
 def test_ynu_finetune_trains_and_roundtrips(tmp_path, bert, scheme):
-    params = {"base_model": f"st:{bert}", "scheme": scheme, "epochs": 3, "lr": 1e-3,
-              "batch_size": 16, "logging_steps": 2, "max_seq_length": 48,
-              "cache_dir": str(tmp_path / "cache"), "subjects": "seen"}
+    params = tiny_ynu(bert, tmp_path, scheme=scheme, logging_steps=2)
     project = Project.create(tmp_path / "p", tiny_vocab(), "ynu-finetune", params)
     recipe = project.train(tiny_records(64))
     losses = recipe.losses_
