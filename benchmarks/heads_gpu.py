@@ -97,8 +97,8 @@ def run(args: argparse.Namespace) -> None:
     sys.path[:0] = [str(ROOT / "src"), str(Path(args.bundle).resolve())]
     import torch
 
+    from tagalign.encode.heads import DimensionAttentionHead
     from tagalign.train.head_training import HeadTrainingConfig, gold_means, train_head
-    from tagalign.train.heads import DimensionAttentionHead
 
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)

@@ -20,15 +20,15 @@ from pathlib import Path
 
 from _common import add_data_args, peak_rss_gb
 from tagalign.evaluate import evaluate
+from tagalign.recipes.hybrid import HybridRecipe, feature_table
+from tagalign.recipes.lexical import rule_score
 from tagalign.records import read_records
 from tagalign.suggest.fusion import FusionRanker, top_k
 from tagalign.suggest.sources.memory import label_matrix
 from tagalign.suggest.sources.omikuji import OmikujiSource
-from tagalign.suggest.tfidf import TfidfFeaturizer
 from tagalign.text import Analyzer
+from tagalign.text.tfidf import TfidfFeaturizer
 from tagalign.train.phases import PhaseRunner
-from tagalign.train.recipes.hybrid import HybridRecipe, feature_table
-from tagalign.train.recipes.lexical import rule_score
 from tagalign.vocab import load_vocabulary
 
 KS = [5, 10, 15, 20]

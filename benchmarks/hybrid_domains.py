@@ -33,8 +33,8 @@ import numpy as np
 from _common import add_data_args, peak_rss_gb
 from tagalign.evaluate import SubjectEvaluator
 from tagalign.evaluate.metrics import hits_matrix
+from tagalign.recipes.hybrid import HybridRecipe
 from tagalign.records import Record, read_records
-from tagalign.train.recipes.hybrid import HybridRecipe
 from tagalign.vocab import load_vocabulary
 
 KS20 = [5, 10, 15, 20]

@@ -31,8 +31,8 @@ from pathlib import Path
 import numpy as np
 
 from hybrid_domains import KS20, KS50, bootstrap, load_samples, per_record_recall, sample_args
+from tagalign.recipes.hybrid import HybridRecipe
 from tagalign.train import static_model
-from tagalign.train.recipes.hybrid import HybridRecipe
 
 
 def library_wordpiece(texts, vocab_size: int, **_: object):

@@ -48,8 +48,8 @@ from tagalign.records import read_records
 from tagalign.suggest.sources.base import Batch
 from tagalign.suggest.sources.memory import RecordMemory, label_matrix
 from tagalign.suggest.sources.neighbours import TfidfNeighbours
-from tagalign.suggest.tfidf import TfidfFeaturizer
 from tagalign.text import Analyzer
+from tagalign.text.tfidf import TfidfFeaturizer
 from tagalign.vocab import load_vocabulary
 
 RUNS = Path(__file__).resolve().parents[1] / "runs" / "memory-1m"

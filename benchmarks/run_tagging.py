@@ -27,7 +27,8 @@ import typer
 
 from _common import peak_rss_gb
 from tagalign.cli.common import parse_params
-from tagalign.evaluate import evaluate, write_predictions
+from tagalign.evaluate import evaluate
+from tagalign.predictions import write_predictions
 from tagalign.project import DEFAULT_RECIPE, Project
 from tagalign.records import InputReport, read_records
 from tagalign.vocab import load_vocabulary

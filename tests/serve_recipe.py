@@ -15,9 +15,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from tagalign.recipes import Recipe, register_recipe
 from tagalign.records import Record
 from tagalign.suggest import Suggestion
-from tagalign.train.recipes import Recipe, register_recipe
 from tagalign.vocab import Vocabulary
 
 TOKEN = re.compile(r"\w+")

@@ -8,8 +8,8 @@ import json
 
 import pytest
 
-from tagalign.evaluate import read_predictions
 from tagalign.io import LineReader, parse_lines
+from tagalign.predictions import read_predictions
 from tagalign.records import BadInputError, InputReport, read_records
 
 

@@ -166,7 +166,7 @@ def test_poisoned_records_land_in_errors_with_their_reason(work, tmp_path, ray_s
 def test_a_failing_record_costs_only_itself(work, tmp_path, monkeypatch):
     """The batch fails, so each record is retried alone; only the poisoned one fails."""
     from tagalign.batch import get_engine, run_batch
-    from tagalign.train.recipes import get_recipe
+    from tagalign.recipes import get_recipe
 
     lexical = get_recipe("lexical")
     original = lexical.suggest

@@ -19,9 +19,9 @@ from tagalign.classify import (
     load_classifier,
     read_examples,
 )
+from tagalign.classify.label_contrastive import contrast_batches
 from tagalign.classify.losses import HeroConLoss, herocon
 from tagalign.classify.metrics import micro_f1, report
-from tagalign.classify.model import contrast_batches
 from tagalign.classify.thresholds import decide, tune
 from tagalign.cli import app
 from tagalign.records import InputReport

@@ -66,7 +66,7 @@ def test_cli_starts_without_torch():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True).stdout.strip()
     assert out == "[]"
-    from tagalign.train.recipes import get_recipe, recipe_names
+    from tagalign.recipes import get_recipe, recipe_names
 
     assert {"hybrid", "ynu-finetune", "zero-shot"} <= set(recipe_names())
     assert get_recipe("lexical").name == "lexical"

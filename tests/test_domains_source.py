@@ -15,14 +15,14 @@ import numpy as np
 import pytest
 
 from tagalign.classify import LabelSetMismatch
+from tagalign.classify.source import DomainSource
 from tagalign.project import Project
+from tagalign.recipes.hybrid import HybridRecipe
 from tagalign.records import Record
 from tagalign.suggest.fusion import PairFeatures, merge
 from tagalign.suggest.sources import Batch, Candidates
-from tagalign.suggest.sources.domains import DomainSource
 from tagalign.suggest.sources.memory import label_matrix
 from tagalign.text import Analyzer
-from tagalign.train.recipes.hybrid import HybridRecipe
 from tagalign.vocab import Subject, Vocabulary
 from tiny_models import TOPICS, tiny_vocab
 

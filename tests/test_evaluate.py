@@ -10,16 +10,14 @@ import pytest
 from typer.testing import CliRunner
 
 from tagalign.cli import app
-from tagalign.evaluate import (
-    SubjectEvaluator,
-    evaluate,
-    group_metrics,
+from tagalign.evaluate import SubjectEvaluator, evaluate, group_metrics
+from tagalign.evaluate.metrics import metric_names
+from tagalign.predictions import (
     read_predictions,
     read_submission,
     write_predictions,
     write_submission,
 )
-from tagalign.evaluate.metrics import metric_names
 from tagalign.records import BadInputError, InputReport, Record, read_records
 from tagalign.suggest import Suggestion
 

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 import torch
 
+from tagalign.encode.heads import DimensionAttentionHead, FocusedEmbTransform
 from tagalign.train.head_training import (
     HeadTrainingConfig,
     _optimiser,
@@ -15,7 +16,6 @@ from tagalign.train.head_training import (
     sample_negatives,
     train_head,
 )
-from tagalign.train.heads import DimensionAttentionHead, FocusedEmbTransform
 from tagalign.train.losses import MarginLoss, MultipleNegativesMarginLoss
 from tagalign.train.losses.margin import cosine_distance
 

@@ -14,10 +14,10 @@ import pytest
 from samples import seeded_sample
 from tagalign.evaluate import evaluate
 from tagalign.project import Project
+from tagalign.recipes.hybrid import HybridRecipe, feature_table
 from tagalign.records import Record
 from tagalign.suggest.fusion import FusionRanker, top_k
 from tagalign.train.phases import PhaseRunner
-from tagalign.train.recipes.hybrid import HybridRecipe, feature_table
 
 SMALL = {"embed_vocab_size": 6000, "embed_dim": 64, "embed_batch_size": 128,
          "embed_label_pairs": False, "ranker_rounds": 200, "holdout_fraction": 0.2,

@@ -18,9 +18,8 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tagalign.evaluate.predictions import read_predictions
-from tagalign.evaluate.submission import read_submission
 from tagalign.pairs.data import load_comedi, load_wic_jsonl
+from tagalign.predictions import read_predictions, read_submission
 from tagalign.records import InputReport, Record, read_records
 from tagalign.vocab import VOCAB_FORMATS
 

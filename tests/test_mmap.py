@@ -21,10 +21,9 @@ from samples import seeded_sample
 from serving import LiveServer
 from tagalign.batch.tasks import SuggestTask
 from tagalign.index import VectorIndex
-from tagalign.project import Project
+from tagalign.project import Project, ReadOnlyError
 from tagalign.serve.app import create_app
 from tagalign.serve.feedback import FeedbackStore
-from tagalign.train.recipes import ReadOnlyError
 from tagalign.vocab import Vocabulary
 
 SMALL = {"embed_vocab_size": 3000, "embed_dim": 32, "embed_batch_size": 128,

@@ -10,9 +10,9 @@ import pytest
 import torch
 
 from tagalign.project import Project
+from tagalign.recipes import get_recipe
 from tagalign.train.losses import InfoNCELoss
 from tagalign.train.losses.infonce import info_nce
-from tagalign.train.recipes import get_recipe
 from tiny_models import tiny_bert, tiny_records, tiny_vocab
 
 

@@ -31,7 +31,7 @@ def test_register_lookup_names_and_error():
 
 def test_package_registries_keep_their_names_and_messages(tmp_path):
     from tagalign.batch.engines import ENGINES, get_engine
-    from tagalign.batch.sources import get_source
+    from tagalign.batch.inputs import get_input
     from tagalign.batch.tasks import TASKS
     from tagalign.classify import CLASSIFIERS
     from tagalign.encode import get_encoder
@@ -47,7 +47,7 @@ def test_package_registries_keep_their_names_and_messages(tmp_path):
     assert get_loss("angle").name == "angle"
     cases = [
         (lambda: get_engine("x"), "unknown engine 'x'; use one of ['local', 'ray']"),
-        (lambda: get_source("nope:de"), "unknown source 'nope:de'; use one of "),
+        (lambda: get_input("nope:de"), "unknown input 'nope:de'; use one of "),
         (lambda: get_loss("x"), "unknown loss 'x'; use one of ['angle', "),
         (lambda: get_encoder("nope:x"), "unknown encoder 'nope:x'; use one of ['e5-small', "),
     ]

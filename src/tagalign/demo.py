@@ -16,6 +16,7 @@ import numpy as np
 
 from tagalign.records import Record, read_records
 from tagalign.vocab import Vocabulary
+from tagalign.vocab.loaders import load_invenio_gnd
 
 EXAMPLES = [
     Record(id="demo-de", language="de", title="Schäden durch Pilze an Fachwerkgebäuden",
@@ -53,8 +54,6 @@ def sample_records(path: Path, vocab: Vocabulary, n: int, seed: int = 13) -> lis
 
 
 def load_demo_vocabulary(console) -> Vocabulary:
-    from tagalign.vocab.loaders import load_invenio_gnd
-
     t0 = time.perf_counter()
     vocab = load_invenio_gnd()
     console.log(f"GND vocabulary from invenio-subjects-gnd: {len(vocab)} subjects "

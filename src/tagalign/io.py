@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import contextlib
 import gzip
+import io
 import json
 import os
 import shutil
+import sys
 import tempfile
 import zlib
+from collections import Counter
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, Protocol, TextIO, TypeVar
 
@@ -149,6 +153,14 @@ class Reporter(Protocol):
     """What the readers need of `tagalign.records.InputReport` (``bad`` raises when strict)."""
 
     def bad(self, where: str, why: str) -> None: ...
+
+
+def open_text(path: Path) -> io.TextIOBase:
+    """Open a text file, transparently gunzipping ``*.gz``."""
+    path = Path(path)
+    if path.suffix == ".gz":
+        return io.TextIOWrapper(gzip.open(path, "rb"), encoding="utf-8")
+    return open(path, encoding="utf-8")
 
 
 def open_binary(path: Path) -> IO[bytes]:
@@ -296,3 +308,54 @@ def read_text_lenient(path: Path | str, report: Reporter) -> tuple[str, LineRead
         lines.extend([""] * (lineno - 1 - len(lines)))
         lines.append(text)
     return "\n".join(lines), reader
+
+
+# -- bad input is reported, never silently dropped ------------------------------------
+class BadInputError(ValueError):
+    """Raised in strict mode at the first malformed line or file."""
+
+
+@dataclass
+class InputReport:
+    """Counts and first examples of skipped input and of gold ids missing from a vocabulary.
+
+    ``strict=True`` turns the first problem into a `BadInputError`.
+    """
+
+    strict: bool = False
+    stream: TextIO | None = None
+    max_shown: int = 10
+    max_kept: int = 1000  # messages kept in `skipped`; `n_skipped` counts them all
+    skipped: list[str] = field(default_factory=list)
+    n_skipped: int = 0
+    missing_subjects: Counter = field(default_factory=Counter)
+    records_read: int = 0
+
+    def bad(self, where: str, why: str) -> None:
+        """Report one malformed item (``where`` = ``path:line`` or a path)."""
+        message = f"{where}: {why}"
+        if self.strict:
+            raise BadInputError(message)
+        self.n_skipped += 1
+        if len(self.skipped) < self.max_kept:
+            self.skipped.append(message)
+        if self.n_skipped <= self.max_shown:
+            print(f"warning: skipped {message}", file=self.stream or sys.stderr)
+
+    def missing(self, subject_id: str) -> None:
+        self.missing_subjects[subject_id] += 1
+
+    def summary(self) -> str:
+        parts = [f"{self.records_read} records read"]
+        if self.n_skipped:
+            parts.append(f"{self.n_skipped} malformed items skipped")
+        if self.missing_subjects:
+            n = sum(self.missing_subjects.values())
+            parts.append(f"{n} gold subject ids ({len(self.missing_subjects)} distinct) "
+                         "not in the vocabulary, dropped")
+        return "; ".join(parts)
+
+    def print_summary(self) -> None:
+        """Print the end-of-run summary (only when something was skipped or dropped)."""
+        if self.n_skipped or self.missing_subjects:
+            print(self.summary(), file=self.stream or sys.stderr)

@@ -19,9 +19,9 @@ from pathlib import Path
 from typing import Any
 
 from tagalign.io import atomic_dir, read_json, versions, write_json_atomic
+from tagalign.recipes import ReadOnlyError, Recipe, get_recipe, read_only_message
 from tagalign.records import EMPTY_WARNING, Record, check_record
 from tagalign.suggest import Suggestion
-from tagalign.train.recipes import ReadOnlyError, Recipe, get_recipe, read_only_message
 from tagalign.vocab import Vocabulary
 
 CONFIG_NAME = "project.json"

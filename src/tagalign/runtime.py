@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 
 _THREADS = 0  # 0: not pinned
 
@@ -52,3 +53,8 @@ def quiet_libraries() -> None:
     transformers.utils.logging.set_verbosity_error()
     transformers.utils.logging.disable_progress_bar()
     logging.getLogger("sentence_transformers").setLevel(logging.WARNING)
+
+
+#: ``progress(phase, done, total)``: the one progress-callback type of the package
+#: (classifiers, pair scorers); the CLI shows it with `tagalign.cli.common.PhaseBars`.
+ProgressCallback = Callable[[str, int, int], None]

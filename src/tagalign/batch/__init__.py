@@ -7,9 +7,9 @@ only when the ``ray`` engine runs.
 """
 
 from tagalign.batch.engines import ENGINES, EngineError, get_engine
+from tagalign.batch.inputs import INPUTS, Shard, plan_shards
 from tagalign.batch.run import MANIFEST, BatchError, BatchResult, run_batch
-from tagalign.batch.sources import SOURCES, Shard, plan_shards
 from tagalign.batch.tasks import TASKS
 
-__all__ = ["ENGINES", "MANIFEST", "SOURCES", "TASKS", "BatchError", "BatchResult",
+__all__ = ["ENGINES", "MANIFEST", "INPUTS", "TASKS", "BatchError", "BatchResult",
            "EngineError", "Shard", "get_engine", "plan_shards", "run_batch"]

@@ -16,9 +16,10 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from tagalign.batch.sources import Shard
+from tagalign.batch.inputs import Shard
 from tagalign.batch.tasks import ShardWorker
 from tagalign.registry import Registry
+from tagalign.runtime import set_threads
 
 ENGINES: Registry[type[Engine]] = Registry("engine")
 OnDone = Callable[[dict[str, Any]], None]
@@ -74,8 +75,6 @@ class RayShardActor:
     """The callable class of ``map_batches``: the task is loaded once per actor."""
 
     def __init__(self, spec: dict[str, Any], out: str, threads: int = 1):
-        from tagalign.runtime import set_threads
-
         set_threads(threads)
         self.worker = ShardWorker(spec, out)
 

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from tagalign.batch.engines import Engine
-from tagalign.batch.sources import Shard, input_files, plan_shards
+from tagalign.batch.inputs import Shard, input_files, plan_shards
 from tagalign.batch.tasks import errors_name
 from tagalign.io import read_json, versions, write_json_atomic
 

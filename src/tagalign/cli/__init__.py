@@ -1,16 +1,17 @@
 """`tagalign` command line: thin layers over the package's project objects."""
 
 from tagalign.cli import (  # noqa: F401 - each module registers its commands on `app`
-    batch_cmd,
     classify_cmd,
     data_cmd,
     demo_cmd,
+    encode_cmd,
     eval_cmd,
     export_cmd,
     lang_cmd,
     pairs_cmd,
     records_cmd,
     serve_cmd,
+    suggest_cmd,
     train_cmd,
     vocab_cmd,
 )

@@ -10,7 +10,13 @@ import typer
 from rich.table import Table
 
 from tagalign.cli.app import app, console, fail
-from tagalign.cli.common import parse_params, progress
+from tagalign.cli.common import PhaseBars, parse_params, progress
+from tagalign.predictions import (
+    PartialExistsError,
+    PredictionStream,
+    labels_line,
+    read_label_predictions,
+)
 from tagalign.records import BadInputError, InputReport
 from tagalign.runtime import set_threads
 
@@ -35,19 +41,6 @@ def _examples(path: Path, label_field: str, *, strict: bool, require_labels: boo
     report.print_summary()
     console.log(f"{what}: {len(out)} records from {path}")
     return out
-
-
-def _progress_hook(bar):
-    tasks: dict[str, int] = {}
-    t0 = time.perf_counter()
-
-    def hook(what: str, done: int, total: int) -> None:
-        if what not in tasks:
-            tasks[what] = bar.add_task(what, total=total, rate="")
-        bar.update(tasks[what], completed=done, total=total,
-                   rate=f"{time.perf_counter() - t0:.0f} s")
-
-    return hook
 
 
 def _load(model_dir: Path, label_set: Path | None):
@@ -90,7 +83,7 @@ def train(
                        what="dev records") if dev else None
     t0 = time.perf_counter()
     with progress() as bar:
-        clf.progress = _progress_hook(bar)
+        clf.progress = PhaseBars(bar)
         try:
             clf.fit(train_ex, dev_ex)
         except ValueError as exc:
@@ -117,45 +110,41 @@ def predict(
     label_set: Path = typer.Option(None, "--label-set", help="Refuse a model not trained on exactly these labels (one per line, or a CSV such as domains.csv)."),
     batch_size: int = typer.Option(1024, "--batch-size", min=1, help="Records per batch."),
     strict: bool = typer.Option(False, "--strict", help="Stop at the first malformed record."),
+    resume: bool = typer.Option(False, "--resume", help="Continue an interrupted run: keep what OUT.partial holds, classify the rest."),
 ) -> None:
     """Label records with a trained classifier (at least one label per record).
 
     Example: tagalign classify predict domains-model --input dev.jsonl.gz --output domains.jsonl
     """
-    from tagalign.io import atomic_text
-
     if decision not in ("per_class", "global"):
         fail("--decision must be per_class or global")
     clf = _load(model_dir, label_set)
     examples = _examples(input, "domains", strict=strict, require_labels=False,
                          what="input records")
+    try:
+        stream = PredictionStream(output, resume=resume).open()
+    except PartialExistsError as exc:
+        fail(str(exc))
+    todo = [ex for ex in examples if ex.id not in stream.done]
+    if len(todo) < len(examples):
+        console.log(f"resuming: {len(examples) - len(todo)} records already in {stream.partial}")
     t0 = time.perf_counter()
-    with progress() as bar, atomic_text(output) as fh:
-        task = bar.add_task("classifying", total=len(examples), rate="")
-        for i in range(0, len(examples), batch_size):
-            chunk = examples[i:i + batch_size]
-            for ex, row in zip(chunk, clf.predict(chunk, decision), strict=True):
-                fh.write(json.dumps({"id": ex.id, "labels": [
-                    {"label": lab, "score": round(score, 4)} for lab, score in row]},
-                    ensure_ascii=False) + "\n")
-            done = i + len(chunk)
-            bar.update(task, completed=done,
-                       rate=f"{done / (time.perf_counter() - t0):.0f} rec/s")
+    try:
+        with progress() as bar:
+            task = bar.add_task("classifying", total=len(todo), rate="")
+            for i in range(0, len(todo), batch_size):
+                chunk = todo[i:i + batch_size]
+                for ex, row in zip(chunk, clf.predict(chunk, decision), strict=True):
+                    stream.write_line(ex.id, labels_line(ex.id, row))
+                stream.flush()
+                done = i + len(chunk)
+                bar.update(task, completed=done,
+                           rate=f"{done / (time.perf_counter() - t0):.0f} rec/s")
+    except BaseException:
+        stream.close()
+        raise
+    stream.commit()
     console.log(f"{len(examples)} records classified → {output}")
-
-
-def _labels(obj: dict) -> list[str]:
-    rows = obj.get("labels")
-    if not isinstance(rows, list):
-        raise ValueError("'labels' is not a list")
-    return [r["label"] if isinstance(r, dict) else str(r) for r in rows]
-
-
-def read_label_predictions(path: Path, report: InputReport) -> dict[str, list[str]]:
-    """``{id: [labels]}`` from predict's JSONL; malformed lines reported as path:line."""
-    from tagalign.evaluate.predictions import read_rows_by_id
-
-    return read_rows_by_id(path, report, _labels)
 
 
 @classify_app.command("eval")

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from rich.markup import escape
 from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
@@ -16,6 +18,7 @@ from rich.progress import (
     TimeElapsedColumn,
 )
 
+from tagalign.batch import BatchError, EngineError, get_engine, run_batch
 from tagalign.cli.app import console, fail
 from tagalign.records import BadInputError, InputReport, Record, read_records
 
@@ -75,3 +78,65 @@ def parse_params(pairs: list[str] | None, config: Path | None) -> dict[str, Any]
         except json.JSONDecodeError:
             params[key] = raw
     return params
+
+
+ENGINE_HELP = "local (this process) or ray (Ray Data workers; pip install 'tagalign[ray]')."
+ADDRESS_HELP = ("Ray cluster: auto, ray://host:10001 (default: $RAY_ADDRESS, else a Ray "
+                "started here).")
+
+
+def run_sharded(spec: dict[str, Any], src: Path, out: Path, *, engine: str,
+                address: str | None, num_workers: int | None, shard_size: int,
+                overwrite: bool = False) -> None:
+    """Run a batch task with one progress bar; user errors end in a one-line message."""
+
+    try:
+        eng = get_engine(engine, address=address, num_workers=num_workers)
+    except (EngineError, ValueError) as exc:
+        fail(escape(str(exc)))
+    t0 = time.perf_counter()
+    with progress() as bar:
+        # shown once the input is planned, so an error before that is one clean line
+        task = bar.add_task(f"{spec['task']} ({engine})", total=None, rate="", visible=False)
+        state = {"done": 0, "base": 0}
+
+        def on_plan(total: int, already: int) -> None:
+            state["done"] = state["base"] = already
+            bar.update(task, total=total, completed=already, visible=True)
+
+        def on_shard(summary: dict[str, Any]) -> None:
+            state["done"] += summary["records_in"]
+            rate = (state["done"] - state["base"]) / max(time.perf_counter() - t0, 1e-9)
+            bar.update(task, completed=state["done"], rate=f"{rate:.0f} rec/s")
+
+        try:
+            res = run_batch(spec, src, out, eng, shard_size=shard_size, overwrite=overwrite,
+                            on_plan=on_plan, on_shard=on_shard)
+        except (BatchError, EngineError, FileNotFoundError, ValueError) as exc:
+            fail(escape(str(exc)))
+    skipped = f", {res.shards_skipped} already done" if res.shards_skipped else ""
+    console.log(f"{res.shards_run} shards run{skipped}: {res.records_out} records written, "
+                f"{res.errors} errors, {res.workers} worker(s), "
+                f"{res.seconds:.1f} s → {out}")
+    if res.errors:
+        console.log(f"[yellow]{res.errors} records failed[/]; their ids and reasons are in "
+                    f"{out}/errors-*.jsonl")
+
+
+class PhaseBars:
+    """The one CLI adapter of `tagalign.runtime.ProgressCallback`: a rich bar per phase,
+    fed ``(phase, done, total)``. ``remove_done``: a finished phase's bar goes (except the
+    phases named in ``keep``)."""
+
+    def __init__(self, bar: Progress, remove_done: bool = False, keep: tuple[str, ...] = ()):
+        self.bar, self.tasks = bar, {}
+        self.remove_done, self.keep = remove_done, keep
+        self.t0 = time.perf_counter()
+
+    def __call__(self, phase: str, done: int, total: int) -> None:
+        if phase not in self.tasks:
+            self.tasks[phase] = self.bar.add_task(phase, total=total, rate="")
+        self.bar.update(self.tasks[phase], completed=done, total=total,
+                        rate=f"{time.perf_counter() - self.t0:.0f} s")
+        if self.remove_done and done >= total and phase not in self.keep:
+            self.bar.remove_task(self.tasks.pop(phase))

@@ -10,14 +10,8 @@ import typer
 
 from tagalign.cli.app import app, console, fail
 from tagalign.cli.common import load_records
-from tagalign.evaluate import (
-    SubjectEvaluator,
-    check_ks,
-    print_report,
-    read_predictions,
-    read_submission,
-    write_submission,
-)
+from tagalign.evaluate import SubjectEvaluator, check_ks, print_report
+from tagalign.predictions import read_predictions, read_submission, write_submission
 from tagalign.records import BadInputError, InputReport
 
 

@@ -8,6 +8,9 @@ import typer
 
 from tagalign.cli.app import app, console, fail
 from tagalign.cli.common import load_records
+from tagalign.project import Project
+from tagalign.recipes.export import subject_index_of
+from tagalign.train.exports import export_pairs, export_subject_vectors
 from tagalign.vocab import load_vocabulary
 
 export_app = typer.Typer(help="Export subject vectors or training pairs (CSV/JSONL).",
@@ -25,9 +28,6 @@ def vectors(
 
     Example: tagalign export vectors r3-project --out subjects.jsonl --model de
     """
-    from tagalign.export import subject_index_of
-    from tagalign.project import Project
-    from tagalign.train.exports import export_subject_vectors
 
     project = Project.load(project_dir)
     try:
@@ -48,7 +48,6 @@ def pairs(
 
     Example: tagalign export pairs train.jsonl.gz --vocab gnd/ --out train-pairs.csv
     """
-    from tagalign.train.exports import export_pairs
 
     voc = load_vocabulary(vocab)
     n = export_pairs(out, load_records(records, vocab=voc), voc)

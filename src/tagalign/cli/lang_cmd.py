@@ -8,6 +8,7 @@ import sys
 import typer
 
 from tagalign.cli.app import app, console, fail
+from tagalign.text.language import detect_language
 
 
 @app.command("detect-language")
@@ -24,7 +25,6 @@ def detect_language_cmd(
 
     Example: tagalign detect-language "Schäden durch Pilze an Fachwerkgebäuden" -l de,en
     """
-    from tagalign.text.language import detect_language
 
     if text == "-":
         text = sys.stdin.read()

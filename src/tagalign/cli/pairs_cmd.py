@@ -9,27 +9,13 @@ from pathlib import Path
 import typer
 
 from tagalign.cli.app import app, console, fail
-from tagalign.cli.common import parse_params, progress
+from tagalign.cli.common import PhaseBars, parse_params, progress
 from tagalign.records import BadInputError, InputReport
 from tagalign.runtime import set_threads
 
 pairs_app = typer.Typer(help="Ordinal pair scoring: two usages of a word → 1 (unrelated) … 4 "
                         "(identical), XL-DURel recipe `ordinal-wic`.", no_args_is_help=True)
 app.add_typer(pairs_app, name="pairs")
-
-
-class _Bars:
-    """Rich bars, one per phase, fed by the package's (phase, done, total) callback."""
-
-    def __init__(self, bar):
-        self.bar, self.tasks = bar, {}
-
-    def __call__(self, phase: str, done: int, total: int) -> None:
-        if phase not in self.tasks:
-            self.tasks[phase] = self.bar.add_task(phase, total=total, rate="")
-        self.bar.update(self.tasks[phase], completed=done, total=total)
-        if done >= total and phase != "training":
-            self.bar.remove_task(self.tasks.pop(phase))
 
 
 def _load(path: Path, strict: bool, what: str):
@@ -87,7 +73,7 @@ def train(
 
     with progress() as bar, tempfile.TemporaryDirectory() as work:
         try:
-            pm.train(scorer, train_pairs, dev_pairs, Path(work), progress=_Bars(bar),
+            pm.train(scorer, train_pairs, dev_pairs, Path(work), progress=PhaseBars(bar, remove_done=True, keep=("training",)),
                      on_epoch=epoch_line)
         except ValueError as exc:
             fail(str(exc))
@@ -121,7 +107,7 @@ def predict(
         fail(str(exc))
     pairs = _load(input_path, strict, "input")
     with progress() as bar:
-        bars = _Bars(bar)
+        bars = PhaseBars(bar, remove_done=True, keep=("training",))
         for language in sorted({p.language for p in pairs}):
             mine = [p for p in pairs if p.language == language]
             labels, scores = scorer.predict(mine, progress=bars)

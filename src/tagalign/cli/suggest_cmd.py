@@ -1,53 +1,78 @@
-"""The local path of `tagalign suggest`: predictions stream to ``OUT.partial`` as they are
-made, so bad input or a failed/interrupted run never loses finished records (`--resume`
-continues). The command itself (options, the Ray branch) is declared in `train_cmd`."""
+"""`tagalign suggest`: tag a record file (predictions stream to ``OUT.partial`` as they are
+made, so bad input or a failed/interrupted run never loses finished records; `--resume`
+continues), one record given on the command line, or a folder of shards on Ray."""
 
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
+import typer
 from rich.table import Table
 
-from tagalign.cli.app import console, fail
-from tagalign.cli.common import progress
-from tagalign.evaluate.predictions import PartialExistsError, PredictionStream
+from tagalign.cli.app import app, console, fail
+from tagalign.cli.common import ADDRESS_HELP, MMAP_HELP, progress, run_sharded
+from tagalign.predictions import PartialExistsError, PredictionStream, TagCounts, tag_records
 from tagalign.project import Project, ProjectError
-from tagalign.records import (
-    EMPTY_WARNING,
-    BadInputError,
-    InputReport,
-    Record,
-    check_record,
-    read_records,
-)
+from tagalign.records import BadInputError, InputReport, Record, read_records
 from tagalign.vocab import VocabularyMismatchError
 
 MAX_WARNINGS_SHOWN = 10
 
 
-@dataclass
-class SuggestCounts:
-    """What the summary line reports; `read` counts every well-formed record in the input."""
+@app.command()
+def suggest(
+    project_dir: Path = typer.Argument(..., help="A trained project folder."),
+    input: Path = typer.Option(None, "--input", "-i", help="Records to tag (JSONL, JSON-LD dir, TSV)."),
+    output: Path = typer.Option(None, "--output", "-o", help="Predictions JSONL (.gz ok)."),
+    title: str = typer.Option(None, "--title", help="Tag one record given on the command line."),
+    abstract: str = typer.Option("", "--abstract", help="Abstract of the --title record."),
+    language: str = typer.Option(None, "--language", "-l", help="de or en (guessed if omitted)."),
+    limit: int = typer.Option(20, "--limit", "-n", min=1, max=1000, help="Subjects per record."),
+    threshold: float = typer.Option(0.0, "--threshold", help="Drop suggestions scoring below this."),
+    batch_size: int = typer.Option(512, "--batch-size", min=1, help="Records per batch."),
+    strict: bool = typer.Option(False, "--strict", help="Stop at the first malformed record (exit status 1)."),
+    resume: bool = typer.Option(False, "--resume", help="Continue an interrupted run: keep what OUT.partial holds, tag the rest."),
+    engine: str = typer.Option("local", "--engine",
+                               help="local, or ray: Ray Data workers, --output is a folder of "
+                               "shards + manifest.json (resumable; pip install 'tagalign[ray]')."),
+    address: str = typer.Option(None, "--address", help=ADDRESS_HELP),
+    num_workers: int = typer.Option(None, "--num-workers", min=1,
+                                    help="Ray workers, each loads the project once (default: CPUs)."),
+    output_format: str = typer.Option("jsonl", "--format",
+                                      help="Shard format of --engine ray: jsonl or parquet."),
+    shard_size: int = typer.Option(5000, "--shard-size", min=1,
+                                   help="Records per shard of --engine ray (the unit of resuming)."),
+    mmap: bool = typer.Option(False, "--mmap", help=MMAP_HELP + " With --engine ray the "
+                              "workers on one machine share the mapped pages."),
+) -> None:
+    """Suggest subjects for records (a file, or one --title/--abstract).
 
-    read: int = 0
-    tagged: int = 0
-    empty: int = 0
-    truncated: int = 0
-    already: int = 0  # in OUT.partial from an earlier run (--resume)
-    duplicates: int = 0
+    Example: tagalign suggest gnd-hybrid --input dev.jsonl.gz --output pred.jsonl --limit 20
 
-    def line(self, report: InputReport) -> str:
-        """E.g. ``1000 records read: 997 tagged (2 empty: no suggestions), 3 skipped ...``."""
-        tagged = f"{self.tagged} tagged ({self.empty} empty: no suggestions"
-        tagged += f", {self.truncated} truncated)" if self.truncated else ")"
-        parts = [tagged, f"{report.n_skipped} malformed skipped"]
-        if self.already:
-            parts.append(f"{self.already} already done (--resume)")
-        if self.duplicates:
-            parts.append(f"{self.duplicates} repeated ids skipped")
-        return f"{self.read} records read: " + ", ".join(parts)
+    Predictions are written to pred.jsonl.partial as they are made and renamed to pred.jsonl
+    at the end; after a failure or Ctrl-C, the same command with --resume tags only the
+    records not yet written. Malformed records are named (path:line) and skipped.
+
+    On Ray: tagalign suggest gnd-hybrid --input records/ --output pred/ --engine ray --num-workers 2
+    """
+    if engine not in ("local", "ray") or output_format not in ("jsonl", "parquet"):
+        fail("--engine takes local or ray; --format takes jsonl or parquet")
+    if engine == "ray" or output_format == "parquet":
+        if input is None or output is None:
+            fail("--engine ray/--format parquet need --input and --output (a folder)")
+        return suggest_sharded(project_dir, input, output, limit=limit, threshold=threshold,
+                               batch_size=batch_size, engine=engine, address=address,
+                               num_workers=num_workers, output_format=output_format,
+                               shard_size=shard_size, mmap=mmap)
+    project = load_trained(project_dir, mmap=mmap)
+    if title is not None:
+        rec = Record(id="cli", title=title, abstract=abstract, language=language)
+        return suggest_one(project, rec, limit, threshold)
+    if input is None or output is None:
+        fail("give --input and --output (or --title for a single record)")
+    suggest_file(project, input, output, limit=limit, threshold=threshold,
+                 batch_size=batch_size, strict=strict, resume=resume)
 
 
 def load_trained(project_dir: Path, mmap: bool = False) -> Project:
@@ -80,7 +105,7 @@ def suggest_file(project: Project, input: Path, output: Path, *, limit: int, thr
         stream.open()
     except PartialExistsError as exc:
         fail(str(exc))
-    counts = SuggestCounts()
+    counts = TagCounts()
     if stream.done:
         console.log(f"resuming: {len(stream.done)} records already in {stream.partial}")
     report = InputReport(strict=strict)
@@ -104,58 +129,26 @@ def suggest_file(project: Project, input: Path, output: Path, *, limit: int, thr
 
 
 def _tag_all(project: Project, input: Path, stream: PredictionStream, report: InputReport,
-             counts: SuggestCounts, limit: int, threshold: float, batch_size: int) -> None:
+             counts: TagCounts, limit: int, threshold: float, batch_size: int) -> None:
     t0 = time.perf_counter()
     shown = 0
+
+    def warn(rid: str, warning: str) -> None:
+        nonlocal shown
+        shown += 1
+        if shown <= MAX_WARNINGS_SHOWN:
+            console.print(f"[yellow]warning:[/] record {rid}: {warning}", soft_wrap=True)
+
     with progress() as bar:
         task = bar.add_task("suggesting", total=None, rate="")
 
-        def run(chunk: list[Record]) -> None:
-            nonlocal shown
-            for rec, (row, warning) in zip(chunk, project.suggest_with_warnings(
-                    chunk, limit, threshold), strict=True):
-                warning = cut.pop(rec.id, None) or warning
-                stream.write(rec.id, row)
-                counts.tagged += 1
-                if warning:
-                    counts.empty += warning == EMPTY_WARNING
-                    counts.truncated += warning != EMPTY_WARNING
-                    shown += 1
-                    if shown <= MAX_WARNINGS_SHOWN:
-                        console.print(f"[yellow]warning:[/] record {rec.id}: {warning}",
-                                      soft_wrap=True)
-            stream.flush()  # every finished batch is on disk before the next one starts
-            rate = counts.tagged / max(time.perf_counter() - t0, 1e-9)
-            bar.update(task, completed=counts.tagged, rate=f"{rate:.0f} rec/s")
+        def on_batch(c: TagCounts) -> None:
+            rate = c.tagged / max(time.perf_counter() - t0, 1e-9)
+            bar.update(task, completed=c.tagged, rate=f"{rate:.0f} rec/s")
 
-        chunk: list[Record] = []
-        pending: set[str] = set()  # ids in `chunk`
-        cut: dict[str, str] = {}  # truncation warnings of the records in `chunk`
-        resumed = set(stream.done)  # ids finished by an earlier run
-        try:
-            for rec in read_records(input, report=report):
-                counts.read += 1
-                if rec.id in pending or (rec.id in stream.done and rec.id not in resumed):
-                    counts.duplicates += 1
-                elif rec.id in resumed:
-                    counts.already += 1
-                else:
-                    pending.add(rec.id)
-                    # cut huge texts now, not when the batch is tagged: a batch of 20 MB
-                    # abstracts would otherwise sit in memory whole
-                    rec, warning = check_record(rec)
-                    if warning is not None and warning != EMPTY_WARNING:
-                        cut[rec.id] = warning
-                    chunk.append(rec)
-                    if len(chunk) >= batch_size:
-                        run(chunk)
-                        chunk, pending = [], set()
-        except BadInputError:  # --strict: the records before the bad one are still tagged
-            if chunk:
-                run(chunk)
-            raise
-        if chunk:
-            run(chunk)
+        tag_records(read_records(input, report=report),
+                    lambda chunk: project.suggest_with_warnings(chunk, limit, threshold),
+                    stream, counts, batch_size, on_batch=on_batch, on_warning=warn)
 
 
 def print_suggestions(rows) -> None:
@@ -168,3 +161,20 @@ def print_suggestions(rows) -> None:
             why += f"; {len(s.reasons['neighbours'])} similar records"
         table.add_row(str(i), s.id, s.label, f"{s.score:.3f}", why)
     console.print(table)
+
+
+def suggest_sharded(project_dir: Path, input: Path, output: Path, *, limit: int,
+                    threshold: float, batch_size: int, engine: str, address: str | None,
+                    num_workers: int | None, output_format: str, shard_size: int,
+                    mmap: bool = False) -> None:
+    """`tagalign suggest --engine ray` (or ``--format parquet``): a folder of shards.
+    ``mmap`` is not an output setting: a resumed run may change it."""
+    if not (project_dir / "project.json").exists():
+        fail(f"{project_dir} is not a tagalign project (no project.json)")
+    if not (project_dir / "model").exists():
+        fail(f"project {project_dir} is not trained yet; run `tagalign train`")
+    spec = {"task": "suggest", "project": str(project_dir.resolve()), "limit": limit,
+            "threshold": threshold, "format": output_format, "batch_size": batch_size,
+            "mmap": mmap}
+    run_sharded(spec, input.resolve(), output.resolve(), engine=engine, address=address,
+                num_workers=num_workers, shard_size=shard_size)

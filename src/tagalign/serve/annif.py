@@ -40,12 +40,11 @@ from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, ConfigDict, Field, StrictStr, TypeAdapter, ValidationError
 from starlette.datastructures import UploadFile
 
-from tagalign.project import Project
+from tagalign.project import Project, ReadOnlyError
 from tagalign.records import Record
 from tagalign.serve.feedback import Decision, FeedbackStore
 from tagalign.suggest import Suggestion
 from tagalign.text.language import detect_language
-from tagalign.train.recipes import ReadOnlyError
 
 PREFIX = "/v1"
 GND_URI = "https://d-nb.info/gnd/"

@@ -28,13 +28,12 @@ from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.middleware.cors import CORSMiddleware
 
-from tagalign.project import Project
+from tagalign.project import Project, ReadOnlyError
 from tagalign.records import Record
 from tagalign.serve import annif
 from tagalign.serve import schemas as s
 from tagalign.serve.feedback import Decision, FeedbackStore
 from tagalign.suggest import Suggestion
-from tagalign.train.recipes import ReadOnlyError
 
 MAX_BODY = 1_000_000
 STATIC = Path(__file__).parent / "static"

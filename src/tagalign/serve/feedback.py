@@ -29,6 +29,7 @@ from sqlalchemy import (
 from sqlalchemy.engine import Engine
 
 from tagalign.records import Record
+from tagalign.records.convert import write_jsonl
 
 metadata = MetaData()
 decisions = Table(
@@ -128,8 +129,6 @@ class FeedbackStore:
                              subjects=accepted)
 
     def export_jsonl(self, out: Path, project: str | None = None) -> int:
-        from tagalign.records.convert import write_jsonl
-
         return write_jsonl(Path(out), self.confirmed_records(project))
 
     def close(self) -> None:

@@ -13,8 +13,8 @@ from tagalign.suggest.fusion import FusionRanker, merge, top_k
 from tagalign.suggest.sources.base import Batch, Source
 from tagalign.suggest.sources.memory import RecordMemory
 from tagalign.suggest.suggestion import Suggestion
-from tagalign.suggest.tfidf import TfidfFeaturizer
 from tagalign.text import Analyzer, guess_language
+from tagalign.text.tfidf import TfidfFeaturizer
 from tagalign.vocab import Vocabulary
 
 TYPES = ["Book", "Thesis", "Conference", "Report", "Article"]
@@ -28,7 +28,7 @@ class HybridPipeline:
     featurizer: TfidfFeaturizer
     memory: RecordMemory
     sources: list[Source]
-    encoder: Any = None  # tagalign.train.static_model.StaticEncoder or None
+    encoder: Any = None  # tagalign.encode.static.StaticEmbeddingEncoder or None
     ranker: FusionRanker | None = None
     prior: np.ndarray = field(default_factory=lambda: np.zeros(0, np.float32))
 

@@ -11,6 +11,8 @@ import unicodedata
 
 import Stemmer
 
+from tagalign.text.language import detect_language
+
 _TOKEN = re.compile(r"[^\W\d_](?:[\w\-]*\w)?", re.UNICODE)
 STEMMERS = {"de": "german", "en": "english"}
 
@@ -31,7 +33,6 @@ def guess_language(text: str, default: str = "de") -> str:
     words breaking its ties (titles whose words both dictionaries know) 94.4%, and 98.3%
     on title + abstract (`benchmarks/language_id.py`).
     """
-    from tagalign.text.language import detect_language
 
     ranked = dict(detect_language(text, ("de", "en")))
     if ranked.get("de", 0.0) != ranked.get("en", 0.0):

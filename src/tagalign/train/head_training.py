@@ -34,22 +34,12 @@ import numpy as np
 import torch
 from rich.progress import Progress
 
+from tagalign.encode.heads import SUBJECT_SPACES, Head, check_subject_space, resolve_device
 from tagalign.io import atomic_dir
-from tagalign.train.heads import Head
 from tagalign.train.losses import MarginLoss
 
+
 #: subject_space → (subjects pass through T in training, the index holds T(S))
-SUBJECT_SPACES: dict[str, tuple[bool, bool]] = {"fixed": (False, False),
-                                                "siamese": (True, True),
-                                                "mixed": (False, True)}
-
-
-def check_subject_space(value: str) -> str:
-    if value not in SUBJECT_SPACES:
-        raise ValueError(f"subject_space must be one of {sorted(SUBJECT_SPACES)}, not {value!r}")
-    return value
-
-
 @dataclass(frozen=True)
 class HeadTrainingConfig:
     """Hyperparameters of `train_head`; the recipes fill it from their ``params``."""
@@ -79,12 +69,6 @@ class HeadTrainingConfig:
     def from_params(cls, params: dict) -> HeadTrainingConfig:
         names = cls.__dataclass_fields__
         return cls(**{k: v for k, v in params.items() if k in names})
-
-
-def resolve_device(device: str) -> torch.device:
-    if device == "auto":
-        device = "cuda" if torch.cuda.is_available() else "cpu"
-    return torch.device(device)
 
 
 def gold_means(gold_rows: Sequence[list[int]], subject_vectors: np.ndarray) -> np.ndarray:

@@ -1,4 +1,5 @@
-"""Bilingual contrastive static embeddings, trained from scratch on CPU.
+"""Bilingual contrastive static embeddings, trained from scratch on CPU (the hybrid's
+encoder; it is used, saved and loaded as `tagalign.encode.static.StaticEmbeddingEncoder`).
 
 A WordPiece tokenizer is trained on the records and subject labels; a sentence-transformers
 `StaticEmbedding` (one vector per token, mean-pooled) learns with in-batch negatives
@@ -20,8 +21,10 @@ from typing import Any
 
 import numpy as np
 
-from tagalign.encode.base import encode_chunked
+from tagalign.encode.static import StaticEmbeddingEncoder
 from tagalign.records import Record
+from tagalign.runtime import quiet_libraries
+from tagalign.train.progress import train_with_progress
 from tagalign.vocab import Vocabulary
 
 
@@ -77,34 +80,6 @@ def train_tokenizer(texts: Sequence[str], vocab_size: int, *, min_frequency: int
     return tok
 
 
-class StaticEncoder:
-    """Wraps the trained sentence-transformers model; encodes to L2-normalised float32."""
-
-    def __init__(self, model: Any):
-        self.model = model
-
-    @property
-    def dim(self) -> int:
-        return int(self.model.get_embedding_dimension())
-
-    def encode(self, texts: Sequence[str], show_progress: bool = False,
-               batch_size: int = 512) -> np.ndarray:
-        emb = encode_chunked(lambda part: self.model.encode(
-            part, batch_size=batch_size, convert_to_numpy=True, normalize_embeddings=True,
-            show_progress_bar=False), texts, 8 * batch_size, self.dim, show_progress,
-            "encoding (static)")
-        return np.ascontiguousarray(emb, dtype=np.float32)
-
-    def save(self, path: Path) -> None:
-        self.model.save(str(path), safe_serialization=True)
-
-    @classmethod
-    def load(cls, path: Path) -> StaticEncoder:
-        from sentence_transformers import SentenceTransformer
-
-        return cls(SentenceTransformer(str(path), device="cpu", local_files_only=True))
-
-
 def training_pairs(records: Sequence[Record], vocab: Vocabulary, seed: int = 13,
                    max_record_pairs: int = 50_000, label_pairs: bool = True
                    ) -> tuple[list[str], list[str]]:
@@ -145,7 +120,7 @@ def training_pairs(records: Sequence[Record], vocab: Vocabulary, seed: int = 13,
 
 
 def train_static_encoder(records: Sequence[Record], vocab: Vocabulary,
-                         params: dict[str, Any]) -> StaticEncoder:
+                         params: dict[str, Any]) -> StaticEmbeddingEncoder:
     import torch
     from datasets import Dataset
     from sentence_transformers import (
@@ -157,8 +132,6 @@ def train_static_encoder(records: Sequence[Record], vocab: Vocabulary,
     from sentence_transformers.sentence_transformer.modules import StaticEmbedding
     from sentence_transformers.sentence_transformer.training_args import BatchSamplers
 
-    from tagalign.runtime import quiet_libraries
-    from tagalign.train.progress import train_with_progress
 
     quiet_libraries()
     seed = int(params.get("seed", 13))
@@ -193,4 +166,4 @@ def train_static_encoder(records: Sequence[Record], vocab: Vocabulary,
                                          loss=MultipleNegativesRankingLoss(model))
     train_with_progress(trainer, "static encoder")
     model.to("cpu")
-    return StaticEncoder(model)
+    return StaticEmbeddingEncoder(model)

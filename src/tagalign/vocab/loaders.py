@@ -6,11 +6,10 @@
 from __future__ import annotations
 
 import gzip
-import io
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from tagalign.io import Reporter, open_binary, parse_lines
+from tagalign.io import InputReport, Reporter, open_binary, parse_lines
 from tagalign.registry import Registry
 from tagalign.vocab.subject import Subject, normalize_subject_id
 from tagalign.vocab.vocabulary import SAVED_NAME, Vocabulary
@@ -22,21 +21,9 @@ VOCAB_FORMATS: Registry[Loader] = Registry("vocabulary format", choose="known:")
 register = VOCAB_FORMATS.register_as  # @register("gnd-tsv") def load_gnd_tsv(path, report)
 
 
-def open_text(path: Path) -> io.TextIOBase:
-    """Open a text file, transparently gunzipping ``*.gz``."""
-    path = Path(path)
-    if path.suffix == ".gz":
-        return io.TextIOWrapper(gzip.open(path, "rb"), encoding="utf-8")
-    return open(path, encoding="utf-8")
-
-
 def default_report(report: Reporter | None) -> Reporter:
-    """The given report, or a fresh lenient `tagalign.records.InputReport`."""
-    if report is not None:
-        return report
-    from tagalign.records.report import InputReport  # lazy: records imports vocab
-
-    return InputReport()
+    """The given report, or a fresh lenient `tagalign.io.InputReport`."""
+    return report if report is not None else InputReport()
 
 
 def first_line(path: Path) -> str:

@@ -1,6 +1,7 @@
-"""Candidate sources of the hybrid recipe, registered by name in `SOURCES`."""
+"""Candidate sources of the hybrid recipe, registered by name in `SOURCES` (one more,
+``domains``, is the domain classifier's: `tagalign.classify.source`)."""
 
-from tagalign.suggest.sources import domains, labels, lexical, neighbours, omikuji  # noqa: F401
+from tagalign.suggest.sources import labels, lexical, neighbours, omikuji  # noqa: F401
 from tagalign.suggest.sources.base import SOURCES, Batch, Candidates, Source, register_source
 
 __all__ = ["SOURCES", "Batch", "Candidates", "Source", "register_source"]

@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
+from tagalign.recipes.base import register_recipe
+from tagalign.recipes.dense import DenseRecipe
 from tagalign.records import Record
-from tagalign.train.recipes.base import register_recipe
-from tagalign.train.recipes.dense import DenseRecipe
 
 
 @register_recipe

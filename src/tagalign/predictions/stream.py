@@ -1,95 +1,21 @@
-"""Prediction files: JSONL (``.gz`` allowed), one line per record, best subject first.
+"""Predictions written as they are made (``OUT.partial``), kept on failure, resumable.
 
-``{"id": "...", "subjects": [{"id": "4015065-3", "label": "Epos", "score": 0.83}, ...]}``;
-a plain list of ids (``"subjects": ["4015065-3", ...]``) is accepted too. Subject ids are
-normalised (``gnd:…`` and ``https://d-nb.info/gnd/…`` become the bare GND id). The order
-of the list is the ranking; scores are kept for people, not re-sorted.
+Any JSONL predictions file with an ``id`` per line: subjects (`tagalign suggest`), labels
+(`tagalign classify predict`).
 """
 
 from __future__ import annotations
 
 import gzip
 import io
-import json
 import os
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from pathlib import Path
 from typing import IO, TextIO
 
-from tagalign.io import atomic_text, parse_lines
-from tagalign.records import InputReport
+from tagalign.io import InputReport, parse_lines
+from tagalign.predictions.subjects import object_with_id, subjects_line
 from tagalign.suggest import Suggestion
-from tagalign.vocab import normalize_subject_id
-
-
-def _ids(subjects: object) -> list[str]:
-    if not isinstance(subjects, list):
-        raise ValueError("'subjects' is not a list")
-    out = []
-    for s in subjects:
-        if isinstance(s, str):
-            out.append(normalize_subject_id(s))
-        elif isinstance(s, dict) and isinstance(s.get("id"), str):
-            out.append(normalize_subject_id(s["id"]))
-        else:
-            raise ValueError(f"bad subject entry {s!r}: expected an id or {{'id': ...}}")
-    return out
-
-
-def _object_with_id(line: str) -> dict | None:
-    """One prediction line's JSON object (None for a blank line); raises without an id."""
-    if not line.strip():
-        return None
-    obj = json.loads(line)
-    if not isinstance(obj, dict) or not isinstance(obj.get("id"), str):
-        raise ValueError("expected an object with an 'id'")
-    return obj
-
-
-def _line(rid: str, suggestions: Iterable[Suggestion]) -> str:
-    return json.dumps({"id": rid, "subjects": [s.to_json() for s in suggestions]},
-                      ensure_ascii=False) + "\n"
-
-
-def read_rows_by_id(path: Path | str, report: InputReport | None,
-                    row: Callable[[dict], list[str]]) -> dict[str, list[str]]:
-    """``{record id: row(object)}`` for a predictions JSONL, one object per line.
-
-    Malformed lines (bad bytes, bad JSON, no ``id``, a row ``row`` rejects, a record id seen
-    before) go to ``report`` as ``path:line``: skipped by default (the first of a repeated id
-    wins), a `BadInputError` when the report is strict.
-    """
-    report = report if report is not None else InputReport()
-    out: dict[str, list[str]] = {}
-
-    def parse(line: str, lineno: int) -> str | None:
-        obj = _object_with_id(line)
-        if obj is None:
-            return None
-        if obj["id"] in out:
-            raise ValueError(f"record id {obj['id']!r} predicted again")
-        out[obj["id"]] = row(obj)
-        return obj["id"]
-
-    for _ in parse_lines(Path(path), report, parse, unit="predictions"):
-        pass
-    return out
-
-
-def read_predictions(path: Path | str, report: InputReport | None = None
-                     ) -> dict[str, list[str]]:
-    """``{record id: [subject ids best first]}`` (see `read_rows_by_id` for bad lines)."""
-    return read_rows_by_id(path, report, lambda obj: _ids(obj.get("subjects", [])))
-
-
-def write_predictions(path: Path | str, rows: Iterable[tuple[str, list[Suggestion]]]) -> int:
-    """Write predictions atomically (``.gz`` compresses); returns the number of records."""
-    n = 0
-    with atomic_text(Path(path)) as fh:
-        for rid, suggestions in rows:
-            fh.write(_line(rid, suggestions))
-            n += 1
-    return n
 
 
 def partial_path(path: Path | str) -> Path:
@@ -152,12 +78,10 @@ class PredictionStream:
     def _copy_complete_lines(self, previous: Path) -> None:
         """Keep every whole prediction line of ``previous`` (a cut-off last line, or a gzip
         stream cut mid-way by a killed run, is dropped quietly: it gets predicted again)."""
-        from tagalign.records import InputReport
-
         quiet = InputReport(stream=io.StringIO(), max_shown=0)
 
         def parse(line: str, lineno: int) -> tuple[str, str] | None:
-            obj = _object_with_id(line)
+            obj = object_with_id(line)
             return None if obj is None else (obj["id"], line)
 
         for rid, line in parse_lines(previous, quiet, parse, unit="predictions"):
@@ -167,7 +91,12 @@ class PredictionStream:
         self.flush()
 
     def write(self, rid: str, suggestions: Iterable[Suggestion]) -> None:
-        self._fh.write(_line(rid, suggestions))
+        """One record's subjects (`tagalign suggest`)."""
+        self.write_line(rid, subjects_line(rid, suggestions))
+
+    def write_line(self, rid: str, line: str) -> None:
+        """One record's prediction line, already serialised (labels, subjects)."""
+        self._fh.write(line)
         self.done.add(rid)
         self.written += 1
 

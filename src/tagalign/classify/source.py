@@ -30,6 +30,8 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
+from tagalign.classify.base import LabelSetMismatch, get_classifier, load_classifier
+from tagalign.classify.data import Example
 from tagalign.io import (
     load_csr,
     load_npy,
@@ -39,11 +41,10 @@ from tagalign.io import (
     write_json_atomic,
 )
 from tagalign.records import Record
+from tagalign.suggest.fusion import PairFeatures
 from tagalign.suggest.sources.base import Batch, Candidates, Source, register_source
 from tagalign.suggest.sources.memory import label_matrix
 
-# tagalign.classify is imported where used: its package also registers the torch recipe,
-# which a hybrid project without this source should not load.
 TUNE_SAMPLE = 2000  # thresholds are not used here; tuning them on a sample keeps fit cheap
 
 
@@ -80,8 +81,6 @@ class DomainSource(Source):
 
     # -- learning --------------------------------------------------------------------------
     def fit(self, ctx: Any) -> None:
-        from tagalign.classify import Example, get_classifier
-
         records: Sequence[Record] = ctx.records
         tokens = getattr(ctx, "tokens", None) or [None] * len(records)
         allowed = set(self.expected) if self.expected else None
@@ -152,7 +151,6 @@ class DomainSource(Source):
     # -- features --------------------------------------------------------------------------
     def record_domains(self, batch: Batch) -> np.ndarray:
         """(records × domains) predicted probabilities, from the batch's tokens."""
-        from tagalign.classify import Example
 
         tokens = batch.tokens or [None] * len(batch)
         examples = [Example(r.id, r.text, [], lang, tok) for r, lang, tok in
@@ -160,8 +158,6 @@ class DomainSource(Source):
         return self.classifier_.predict_proba(examples)
 
     def candidates(self, batch: Batch) -> Candidates:
-        from tagalign.suggest.fusion import PairFeatures  # fusion imports the sources package
-
         probs = self.record_domains(batch)
         profile, overall, alpha = self.profile_, self.overall_, self.smoothing
         top = probs.argmax(1) if len(probs) else np.zeros(0, np.int64)
@@ -196,8 +192,6 @@ class DomainSource(Source):
                                                   "params": self.params})
 
     def load_state(self, path: Path, ctx: Any) -> None:
-        from tagalign.classify import LabelSetMismatch, load_classifier
-
         meta = read_json(path / "domains.json")
         labels = list(meta["labels"])
         if self.expected is not None and sorted(labels) != self.expected:

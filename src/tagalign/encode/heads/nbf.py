@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from torch import Tensor, nn
 
-from tagalign.train.heads.base import Head
+from tagalign.encode.heads.base import Head
 
 
 class DimensionAttentionHead(Head):

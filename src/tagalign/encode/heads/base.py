@@ -28,6 +28,24 @@ H = TypeVar("H", bound="Head")
 console = Console(stderr=True)
 
 
+
+#: ``subject_space`` → (do subjects pass through the head in training, in the index)
+SUBJECT_SPACES: dict[str, tuple[bool, bool]] = {"fixed": (False, False),
+                                                "siamese": (True, True),
+                                                "mixed": (False, True)}
+
+
+def check_subject_space(value: str) -> str:
+    if value not in SUBJECT_SPACES:
+        raise ValueError(f"subject_space must be one of {sorted(SUBJECT_SPACES)}, not {value!r}")
+    return value
+
+
+def resolve_device(device: str) -> torch.device:
+    if device == "auto":
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    return torch.device(device)
+
 class Head(nn.Module):
     config_keys: tuple[str, ...] = ()
 

@@ -40,6 +40,8 @@ from tagalign.classify.base import Classifier, register_classifier
 from tagalign.classify.data import Example
 from tagalign.classify.head import ClassifierHead
 from tagalign.classify.losses import herocon
+from tagalign.encode.transformer import base_model_path, default_device, freeze_lower_layers
+from tagalign.io import read_json, write_json_atomic
 from tagalign.runtime import quiet_libraries
 
 PHASES = ("head-pre", "contrastive", "head-post")
@@ -98,8 +100,6 @@ class LabelContrastiveClassifier(Classifier):
         from sentence_transformers import SentenceTransformer
         from sentence_transformers.base.modules import Normalize
 
-        from tagalign.encode.transformer import default_device
-        from tagalign.train.recipes.ynu import base_model_path
 
         quiet_libraries()
         self.device_ = default_device()
@@ -172,7 +172,6 @@ class LabelContrastiveClassifier(Classifier):
         import torch
         from sentence_transformers.util import batch_to_device
 
-        from tagalign.train.recipes.ynu import freeze_lower_layers
 
         p = self.params
         if p["train_layers"] is not None:
@@ -273,15 +272,12 @@ class LabelContrastiveClassifier(Classifier):
                 saved[id(body)] = f"{name}/body"
             head.save(folder / name / "head")
             layout[key] = {"body": saved[id(body)], "head": f"{name}/head"}
-        from tagalign.io import write_json_atomic
 
         write_json_atomic(folder / "models.json", {"prompt": self.prompt_, "models": layout})
 
     def _load_state(self, folder: Path) -> None:
         from sentence_transformers import SentenceTransformer
 
-        from tagalign.encode.transformer import default_device
-        from tagalign.io import read_json
 
         quiet_libraries()
         self.device_ = default_device()

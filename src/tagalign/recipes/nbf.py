@@ -28,18 +28,16 @@ from typing import Any
 import numpy as np
 import torch
 
-from tagalign.records import Record
-from tagalign.train.head_training import (
+from tagalign.encode.heads import (
     SUBJECT_SPACES,
-    HeadTrainingConfig,
+    DimensionAttentionHead,
+    Head,
     check_subject_space,
-    gold_means,
     resolve_device,
-    train_head,
 )
-from tagalign.train.heads import DimensionAttentionHead, Head
-from tagalign.train.recipes.base import register_recipe
-from tagalign.train.recipes.dense import DENSE_DEFAULTS, DenseRecipe
+from tagalign.recipes.base import register_recipe
+from tagalign.recipes.dense import DENSE_DEFAULTS, DenseRecipe
+from tagalign.records import Record
 
 HEAD_RUNTIME = {"max_train_records": None, "device": "cpu", "inference_batch_size": 512,
                 "subject_space": "fixed"}
@@ -67,6 +65,10 @@ class NBFRecipe(DenseRecipe):
                   subject_vectors: np.ndarray, description: str) -> tuple[Head, list[float]]:
         """Fit one head on ``records`` against the frozen ``subject_vectors`` (rows of
         ``positions``); records without a gold subject among them are skipped."""
+        # the training stack is imported here, not above: suggesting with a trained recipe
+        # never enters tagalign.train (the layers contract in tests/test_layers.py)
+        from tagalign.train.head_training import HeadTrainingConfig, gold_means, train_head
+
         row_of = {int(p): i for i, p in enumerate(positions)}
         gold = [[row_of[p] for p in self.vocab.positions(r.subjects) if p in row_of]
                 for r in records]

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import importlib
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -21,12 +21,12 @@ RECIPES: Registry[type[Recipe]] = Registry("recipe")
 
 #: Built-in recipes by name → the module that registers them (imported on first use).
 BUILTIN: dict[str, str] = {
-    "hybrid": "tagalign.train.recipes.hybrid",
-    "lexical": "tagalign.train.recipes.lexical",
-    "zero-shot": "tagalign.train.recipes.zero_shot",
-    "ynu-finetune": "tagalign.train.recipes.ynu",
-    "nbf-attention": "tagalign.train.recipes.nbf",
-    "focused-transform": "tagalign.train.recipes.focused",
+    "hybrid": "tagalign.recipes.hybrid",
+    "lexical": "tagalign.recipes.lexical",
+    "zero-shot": "tagalign.recipes.zero_shot",
+    "ynu-finetune": "tagalign.recipes.ynu",
+    "nbf-attention": "tagalign.recipes.nbf",
+    "focused-transform": "tagalign.recipes.focused",
 }
 
 
@@ -47,7 +47,6 @@ def get_recipe(name: str) -> type[Recipe]:
         raise ValueError(f"unknown recipe {name!r}; known: {', '.join(recipe_names())}") from None
 
 
-ProgressCallback = Callable[[str, int, int], None]
 
 
 class ReadOnlyError(RuntimeError):

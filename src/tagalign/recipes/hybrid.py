@@ -4,7 +4,7 @@ Sources (``tagalign.suggest.sources``): Omikuji label trees on TF-IDF (per langu
 record neighbours by TF-IDF and by bilingual contrastive embeddings, label retrieval in
 the embedding space, and lexical label matches; with ``domains=true`` also the record's
 predicted subject domains against each candidate's domain profile (features only, see
-``tagalign.suggest.sources.domains``). Training is stacked: the sources learn
+``tagalign.classify.source``). Training is stacked: the sources learn
 from split A of train, the LightGBM ranker learns from their candidates on the held-out
 split B (never dev); then B joins the neighbour memory and the label trees are refit on
 A+B. Every phase is saved in ``workdir`` so an interrupted run resumes.
@@ -12,36 +12,43 @@ A+B. Every phase is saved in ``workdir`` so an interrupted run resumes.
 
 from __future__ import annotations
 
+import importlib
 import threading
 import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import scipy.sparse as sp
 from rich.progress import track
 
+from tagalign.encode.static import StaticEmbeddingEncoder
 from tagalign.io import read_json, save_npy_atomic, write_json_atomic
+from tagalign.recipes.base import (
+    ReadOnlyError,
+    Recipe,
+    read_only_message,
+    register_recipe,
+)
 from tagalign.records import Record
 from tagalign.suggest import Suggestion
 from tagalign.suggest.fusion import FusionRanker
 from tagalign.suggest.pipeline import HybridPipeline
 from tagalign.suggest.sources import SOURCES, Source
 from tagalign.suggest.sources.memory import RecordMemory, label_matrix
-from tagalign.suggest.tfidf import TfidfFeaturizer
 from tagalign.text import Analyzer, guess_language
-from tagalign.train.phases import PhaseRunner
-from tagalign.train.recipes.base import (
-    ReadOnlyError,
-    Recipe,
-    read_only_message,
-    register_recipe,
-)
+from tagalign.text.tfidf import TfidfFeaturizer
 from tagalign.vocab import Vocabulary
 
+if TYPE_CHECKING:
+    from tagalign.train.phases import PhaseRunner
+
 EMBEDDING_SOURCES = {"emb_knn", "labels"}
+#: sources registered by another package, imported only when a project uses them (the
+#: domain classifier's package loads torch, which a hybrid without it does not need)
+SOURCE_MODULES = {"domains": "tagalign.classify.source"}
 
 
 @dataclass
@@ -144,6 +151,8 @@ class HybridRecipe(Recipe):
 
     def __init__(self, vocab: Vocabulary, **params: Any):
         super().__init__(vocab, **params)
+        for name in set(self.source_names) & set(SOURCE_MODULES) - set(SOURCES):
+            importlib.import_module(SOURCE_MODULES[name])
         unknown = set(self.source_names) - set(SOURCES)
         if unknown:
             raise ValueError(f"unknown sources {sorted(unknown)}; known: {sorted(SOURCES)}")
@@ -182,6 +191,9 @@ class HybridRecipe(Recipe):
     # -- training --------------------------------------------------------------------------
     def fit(self, records: Sequence[Record], *, workdir: Path,
             dev: Sequence[Record] | None = None) -> None:
+        # training only: suggesting with a trained hybrid never enters tagalign.train
+        from tagalign.train.phases import PhaseRunner
+
         runner = PhaseRunner(workdir)
         stage = self.stack(records, runner)
         pipe = stage.pipeline
@@ -223,11 +235,11 @@ class HybridRecipe(Recipe):
             lambda f, d: f.save(d), TfidfFeaturizer.load)
         encoder = None
         if self.uses_embeddings:
-            from tagalign.train.static_model import StaticEncoder, train_static_encoder
+            from tagalign.train.static_model import train_static_encoder
 
             encoder = runner.run(
                 "encoder", lambda: train_static_encoder(rec_a, self.vocab, p),
-                lambda e, d: e.save(d), StaticEncoder.load)
+                lambda e, d: e.save(d), StaticEmbeddingEncoder.load)
         ctx = TrainContext(
             self.vocab, analyzer,
             RecordMemory.from_records(rec_a, self.vocab, [langs[i] for i in idx_a]),
@@ -315,9 +327,7 @@ class HybridRecipe(Recipe):
         meta = read_json(path / "hybrid.json")
         encoder = None
         if (path / "encoder").exists():
-            from tagalign.train.static_model import StaticEncoder
-
-            encoder = StaticEncoder.load(path / "encoder")
+            encoder = StaticEmbeddingEncoder.load(path / "encoder")
         memory = RecordMemory.load(path / "memory", mmap=mmap)
         ctx = TrainContext(vocab, Analyzer(), memory, {}, memory.Y, encoder=encoder, mmap=mmap)
         sources = []

@@ -22,14 +22,14 @@ from typing import Any
 
 import numpy as np
 
+from tagalign.encode.heads import FocusedEmbTransform, Head
 from tagalign.index import VectorIndex
 from tagalign.io import load_npy, read_json, save_npy_atomic, write_json_atomic
+from tagalign.recipes.base import register_recipe
+from tagalign.recipes.dense import DENSE_DEFAULTS
+from tagalign.recipes.nbf import HEAD_RUNTIME, NBFRecipe
 from tagalign.records import Record
 from tagalign.suggest import Suggestion
-from tagalign.train.heads import FocusedEmbTransform, Head
-from tagalign.train.recipes.base import register_recipe
-from tagalign.train.recipes.dense import DENSE_DEFAULTS
-from tagalign.train.recipes.nbf import HEAD_RUNTIME, NBFRecipe
 
 LANGUAGES = ("de", "en")
 

@@ -4,7 +4,7 @@ Built-in recipes are imported on first use, so ``tagalign --help`` does not pay 
 and sentence-transformers.
 """
 
-from tagalign.train.recipes.base import (
+from tagalign.recipes.base import (
     RECIPES,
     ReadOnlyError,
     Recipe,

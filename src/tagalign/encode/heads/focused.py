@@ -8,7 +8,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-from tagalign.train.heads.base import Head
+from tagalign.encode.heads.base import Head
 
 
 class FocusedEmbTransform(Head):

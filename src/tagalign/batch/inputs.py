@@ -27,8 +27,9 @@ from typing import ClassVar
 from tagalign.records import InputReport, Record, read_records
 from tagalign.records.loaders import guess_format, record_from_json
 from tagalign.registry import Registry
+from tagalign.vocab import Vocabulary, load_vocabulary
 
-SOURCES: Registry[type[Source]] = Registry("source")
+INPUTS: Registry[type[Input]] = Registry("input")
 RECORD_SUFFIXES = (".jsonl", ".jsonl.gz", ".ndjson", ".ndjson.gz")
 PARQUET_SUFFIXES = (".parquet", ".pq")
 
@@ -71,10 +72,10 @@ class _CollectingReport(InputReport):
         self.pending.append(BadItem(where, why))
 
 
-register_source = SOURCES.register
+register_input = INPUTS.register
 
 
-class Source(ABC):
+class Input(ABC):
     """One input file's items, countable and readable by range.
 
     ``arg`` is the part of a source name after ``:`` (the label language of
@@ -95,8 +96,8 @@ class Source(ABC):
         ...
 
 
-@register_source
-class RecordFileSource(Source):
+@register_input
+class RecordFileInput(Input):
     """Any record format `read_records` knows (JSONL(.gz), Annif TSV, a JSON-LD folder)."""
 
     name = "records"
@@ -121,8 +122,8 @@ class RecordFileSource(Source):
                 yield item
 
 
-@register_source
-class ParquetSource(Source):
+@register_input
+class ParquetInput(Input):
     """Parquet with our JSONL's columns; a shard is a range of row groups."""
 
     name = "parquet"
@@ -153,14 +154,12 @@ class ParquetSource(Source):
 
 @functools.lru_cache(maxsize=2)
 def _vocabulary(path: str):
-    from tagalign.vocab import Vocabulary, load_vocabulary
-
     p = Path(path)
     return Vocabulary.load(p) if p.is_dir() else load_vocabulary(p)
 
 
-@register_source
-class VocabularySource(Source):
+@register_input
+class VocabularyInput(Input):
     """Subjects of a vocabulary as records (id = subject id, title = label in ``arg``)."""
 
     name = "vocabulary"
@@ -181,11 +180,11 @@ def _record_from_row(obj: dict) -> Record:
     return record_from_json(obj)
 
 
-def source_for(path: Path) -> Source:
+def input_for(path: Path) -> Input:
     name = path.name.lower()
     if name.endswith(PARQUET_SUFFIXES):
-        return SOURCES["parquet"]()
-    return SOURCES["records"]()
+        return INPUTS["parquet"]()
+    return INPUTS["records"]()
 
 
 def input_files(src: Path, source: str | None = None) -> list[Path]:
@@ -206,9 +205,9 @@ def input_files(src: Path, source: str | None = None) -> list[Path]:
     return files or [src]
 
 
-def get_source(name: str) -> Source:
+def get_input(name: str) -> Input:
     prefix, _, arg = name.partition(":")
-    return SOURCES.lookup(prefix, shown=name)(arg)
+    return INPUTS.lookup(prefix, shown=name)(arg)
 
 
 def plan_shards(src: Path, shard_size: int, source: str | None = None) -> list[Shard]:
@@ -217,7 +216,7 @@ def plan_shards(src: Path, shard_size: int, source: str | None = None) -> list[S
         raise ValueError("shard size must be at least 1")
     shards: list[Shard] = []
     for path in input_files(src, source):
-        reader = get_source(source) if source else source_for(path)
+        reader = get_input(source) if source else input_for(path)
         units = reader.count(path)
         name = source or reader.name
         if reader.name == "parquet":  # whole row groups, about shard_size rows per shard
@@ -237,4 +236,4 @@ def plan_shards(src: Path, shard_size: int, source: str | None = None) -> list[S
 
 
 def read_shard(shard: Shard) -> Iterator[Record | BadItem]:
-    return get_source(shard.source).read(shard)
+    return get_input(shard.source).read(shard)

@@ -1,0 +1,41 @@
+"""sentence-transformers ``StaticEmbedding`` models: one vector per token, mean-pooled.
+
+The one wrapper of such a model, whether it was just trained (the hybrid recipe's encoder,
+`tagalign.train.static_model`), saved inside a project (``PROJECT/model/encoder``) or
+named as ``static:<folder>``. CPU by default: a lookup and a mean cost less than moving
+the batch to a GPU.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from tagalign.encode.base import Encoder, Kind, register_encoder
+from tagalign.encode.transformer import STEncoder
+
+
+@register_encoder
+class StaticEmbeddingEncoder(STEncoder):
+    """A sentence-transformers ``StaticEmbedding`` model (no sequence-length cap)."""
+
+    name = "static"
+
+    def __init__(self, model_or_path: Any, device: str | None = None, **kw: Any):
+        super().__init__(model_or_path, max_seq_length=None, device=device or "cpu", **kw)
+
+    def encode(self, texts: Sequence[str], *, kind: Kind = "passage", batch_size: int = 512,
+               show_progress: bool = False) -> np.ndarray:
+        # larger batches than a transformer's: a batch is a bag of token ids, no padding
+        return super().encode(texts, kind=kind, batch_size=batch_size,
+                              show_progress=show_progress)
+
+    def save(self, path: Path) -> None:
+        self.model.save(str(path), safe_serialization=True)
+
+    @classmethod
+    def load(cls, path: Path) -> Encoder:
+        return cls(str(path))

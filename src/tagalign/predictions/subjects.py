@@ -1,0 +1,87 @@
+"""Prediction files: JSONL (``.gz`` allowed), one line per record, best subject first.
+
+``{"id": "...", "subjects": [{"id": "4015065-3", "label": "Epos", "score": 0.83}, ...]}``;
+a plain list of ids (``"subjects": ["4015065-3", ...]``) is accepted too. Subject ids are
+normalised (``gnd:…`` and ``https://d-nb.info/gnd/…`` become the bare GND id). The order
+of the list is the ranking; scores are kept for people, not re-sorted.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable
+from pathlib import Path
+
+from tagalign.io import InputReport, atomic_text, parse_lines
+from tagalign.suggest import Suggestion
+from tagalign.vocab import normalize_subject_id
+
+
+def _ids(subjects: object) -> list[str]:
+    if not isinstance(subjects, list):
+        raise ValueError("'subjects' is not a list")
+    out = []
+    for s in subjects:
+        if isinstance(s, str):
+            out.append(normalize_subject_id(s))
+        elif isinstance(s, dict) and isinstance(s.get("id"), str):
+            out.append(normalize_subject_id(s["id"]))
+        else:
+            raise ValueError(f"bad subject entry {s!r}: expected an id or {{'id': ...}}")
+    return out
+
+
+def object_with_id(line: str) -> dict | None:
+    """One prediction line's JSON object (None for a blank line); raises without an id."""
+    if not line.strip():
+        return None
+    obj = json.loads(line)
+    if not isinstance(obj, dict) or not isinstance(obj.get("id"), str):
+        raise ValueError("expected an object with an 'id'")
+    return obj
+
+
+def subjects_line(rid: str, suggestions: Iterable[Suggestion]) -> str:
+    return json.dumps({"id": rid, "subjects": [s.to_json() for s in suggestions]},
+                      ensure_ascii=False) + "\n"
+
+
+def read_rows_by_id(path: Path | str, report: InputReport | None,
+                    row: Callable[[dict], list[str]]) -> dict[str, list[str]]:
+    """``{record id: row(object)}`` for a predictions JSONL, one object per line.
+
+    Malformed lines (bad bytes, bad JSON, no ``id``, a row ``row`` rejects, a record id seen
+    before) go to ``report`` as ``path:line``: skipped by default (the first of a repeated id
+    wins), a `BadInputError` when the report is strict.
+    """
+    report = report if report is not None else InputReport()
+    out: dict[str, list[str]] = {}
+
+    def parse(line: str, lineno: int) -> str | None:
+        obj = object_with_id(line)
+        if obj is None:
+            return None
+        if obj["id"] in out:
+            raise ValueError(f"record id {obj['id']!r} predicted again")
+        out[obj["id"]] = row(obj)
+        return obj["id"]
+
+    for _ in parse_lines(Path(path), report, parse, unit="predictions"):
+        pass
+    return out
+
+
+def read_predictions(path: Path | str, report: InputReport | None = None
+                     ) -> dict[str, list[str]]:
+    """``{record id: [subject ids best first]}`` (see `read_rows_by_id` for bad lines)."""
+    return read_rows_by_id(path, report, lambda obj: _ids(obj.get("subjects", [])))
+
+
+def write_predictions(path: Path | str, rows: Iterable[tuple[str, list[Suggestion]]]) -> int:
+    """Write predictions atomically (``.gz`` compresses); returns the number of records."""
+    n = 0
+    with atomic_text(Path(path)) as fh:
+        for rid, suggestions in rows:
+            fh.write(subjects_line(rid, suggestions))
+            n += 1
+    return n

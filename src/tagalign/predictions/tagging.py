@@ -1,0 +1,95 @@
+"""Tag a record file into a `PredictionStream`: the loop behind `tagalign suggest`.
+
+Records are read as a stream and tagged in batches; every finished batch is flushed to
+``OUT.partial`` before the next starts, so a failure keeps it. With a resumed stream the
+records already in it are counted and skipped; a repeated id is tagged once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+
+from tagalign.io import BadInputError, InputReport
+from tagalign.predictions.stream import PredictionStream
+from tagalign.records import EMPTY_WARNING, Record, check_record
+from tagalign.suggest import Suggestion
+
+#: records → [(suggestions, warning or None)], e.g. `Project.suggest_with_warnings`
+SuggestBatch = Callable[[Sequence[Record]], list[tuple[list[Suggestion], str | None]]]
+
+
+@dataclass
+class TagCounts:
+    """What the summary line reports; `read` counts every well-formed record of the input
+    (a malformed line is not a record: it is counted by the report)."""
+
+    read: int = 0
+    tagged: int = 0
+    empty: int = 0
+    truncated: int = 0
+    already: int = 0  # in OUT.partial from an earlier run (--resume)
+    duplicates: int = 0
+
+    def line(self, report: InputReport) -> str:
+        """E.g. ``1000 records read: 997 tagged (2 empty: no suggestions), 3 skipped ...``."""
+        tagged = f"{self.tagged} tagged ({self.empty} empty: no suggestions"
+        tagged += f", {self.truncated} truncated)" if self.truncated else ")"
+        parts = [tagged, f"{report.n_skipped} malformed skipped"]
+        if self.already:
+            parts.append(f"{self.already} already done (--resume)")
+        if self.duplicates:
+            parts.append(f"{self.duplicates} repeated ids skipped")
+        return f"{self.read} records read: " + ", ".join(parts)
+
+
+def tag_records(records: Iterable[Record], suggest: SuggestBatch, stream: PredictionStream,
+                counts: TagCounts, batch_size: int,
+                on_batch: Callable[[TagCounts], None] | None = None,
+                on_warning: Callable[[str, str], None] | None = None) -> None:
+    """Tag ``records`` into ``stream`` (opened); ``on_batch`` after each flushed batch,
+    ``on_warning(record id, warning)`` for an empty or truncated record. A `BadInputError`
+    from ``records`` (strict reading) still writes the batch read before it, then rises."""
+
+    def run(chunk: list[Record]) -> None:
+        for rec, (row, warning) in zip(chunk, suggest(chunk), strict=True):
+            warning = cut.pop(rec.id, None) or warning
+            stream.write(rec.id, row)
+            counts.tagged += 1
+            if warning:
+                counts.empty += warning == EMPTY_WARNING
+                counts.truncated += warning != EMPTY_WARNING
+                if on_warning is not None:
+                    on_warning(rec.id, warning)
+        stream.flush()  # every finished batch is on disk before the next one starts
+        if on_batch is not None:
+            on_batch(counts)
+
+    chunk: list[Record] = []
+    pending: set[str] = set()  # ids in `chunk`
+    cut: dict[str, str] = {}  # truncation warnings of the records in `chunk`
+    resumed = set(stream.done)  # ids finished by an earlier run
+    try:
+        for rec in records:
+            counts.read += 1
+            if rec.id in pending or (rec.id in stream.done and rec.id not in resumed):
+                counts.duplicates += 1
+            elif rec.id in resumed:
+                counts.already += 1
+            else:
+                pending.add(rec.id)
+                # cut huge texts now, not when the batch is tagged: a batch of 20 MB
+                # abstracts would otherwise sit in memory whole
+                rec, warning = check_record(rec)
+                if warning is not None and warning != EMPTY_WARNING:
+                    cut[rec.id] = warning
+                chunk.append(rec)
+                if len(chunk) >= batch_size:
+                    run(chunk)
+                    chunk, pending = [], set()
+    except BadInputError:  # --strict: the records before the bad one are still tagged
+        if chunk:
+            run(chunk)
+        raise
+    if chunk:
+        run(chunk)
