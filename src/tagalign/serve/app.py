@@ -33,7 +33,7 @@ from tagalign.records import Record
 from tagalign.serve import annif
 from tagalign.serve import schemas as s
 from tagalign.serve.feedback import Decision, FeedbackStore
-from tagalign.suggest import Suggestion
+from tagalign.suggest import Quality, Suggestion
 
 MAX_BODY = 1_000_000
 STATIC = Path(__file__).parent / "static"
@@ -133,12 +133,8 @@ def _out(rows: list[Suggestion], titles: Mapping[str, str]) -> list[s.Suggestion
                             reasons=_with_titles(x.reasons, titles)) for x in rows]
 
 
-def _suggest(proj: Project, recs: list[Record], limit: int, threshold: float
-             ) -> tuple[list[list[Suggestion]], list[str | None]]:
-    """Suggestions and one warning (or None) per record (`Project.suggest_with_warnings`:
-    blank text gets no suggestions, text over `MAX_TEXT_CHARS` is cut)."""
-    pairs = proj.suggest_with_warnings(recs, limit=limit, threshold=threshold)
-    return [row for row, _ in pairs], [warning for _, warning in pairs]
+def _quality(q: Quality | None) -> s.QualityOut | None:
+    return None if q is None else s.QualityOut(**q.to_json())
 
 
 def create_app(projects: Mapping[str, Project], store: FeedbackStore,
@@ -206,16 +202,20 @@ def create_app(projects: Mapping[str, Project], store: FeedbackStore,
         proj = project(project_id)
         rec = Record(id="request", title=body.title, abstract=body.abstract,
                      language=body.language)
-        rows, warnings = _suggest(proj, [rec], body.limit, body.threshold)
-        return s.SuggestResponse(results=_out(rows[0], titles), warning=warnings[0])
+        # `Project.tag`: blank text gets no suggestions, text over MAX_TEXT_CHARS is cut
+        tagged = proj.tag([rec], limit=body.limit, threshold=body.threshold)[0]
+        return s.SuggestResponse(results=_out(tagged.suggestions, titles),
+                                 warning=tagged.warning, quality=_quality(tagged.quality))
 
     @api.post("/projects/{project_id}/suggest-batch", response_model=s.BatchResponse)
     def suggest_batch(project_id: str, body: s.BatchRequest) -> s.BatchResponse:
         proj = project(project_id)
         recs = [Record(id=r.id or str(i), title=r.title, abstract=r.abstract,
                        language=r.language) for i, r in enumerate(body.records)]
-        rows, warnings = _suggest(proj, recs, body.limit, body.threshold)
-        return s.BatchResponse(results=[_out(r, titles) for r in rows], warnings=warnings)
+        tagged = proj.tag(recs, limit=body.limit, threshold=body.threshold)
+        return s.BatchResponse(results=[_out(t.suggestions, titles) for t in tagged],
+                               warnings=[t.warning for t in tagged],
+                               qualities=[_quality(t.quality) for t in tagged])
 
     @api.post("/projects/{project_id}/learn", response_model=s.LearnResponse, responses={
         409: {"model": s.ErrorOut,

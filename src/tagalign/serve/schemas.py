@@ -43,15 +43,31 @@ class SuggestionOut(BaseModel):
     reasons: dict[str, Any] = {}
 
 
+class QualityOut(BaseModel):
+    """Estimated quality of one record's returned list (learned on held-out records)."""
+
+    recall: float = Field(..., ge=0.0, le=1.0,
+                          description="Expected share of the record's right subjects in it.")
+    precision: float = Field(..., ge=0.0, le=1.0,
+                             description="Expected share of it that is right.")
+
+
+QUALITY_HELP = ("Estimated quality of the results; null when the project's recipe has no "
+                "estimator or the record has no text.")
+
+
 class SuggestResponse(BaseModel):
     results: list[SuggestionOut]
     warning: str | None = Field(None, description="Why the results are empty or partial "
                                                   "(e.g. a record without text); else null.")
+    quality: QualityOut | None = Field(None, description=QUALITY_HELP)
 
 
 class BatchResponse(BaseModel):
     results: list[list[SuggestionOut]]
     warnings: list[str | None] = Field([], description="One warning or null per record.")
+    qualities: list[QualityOut | None] = Field([], description="One quality estimate or "
+                                               "null per record (see SuggestResponse).")
 
 
 class LearnRecord(RecordIn):
