@@ -2,7 +2,7 @@
 CLI output, `--release-above`, the tagalign REST API; old models without an estimator;
 `tagalign eval --quality` on hand-made predictions with known values.
 
-Model: a hybrid (Omikuji, TF-IDF neighbours, lexical; 40 ranker rounds) on 400 noisy tiny
+Model: a hybrid (Omikuji, TF-IDF neighbours, lexical; 40 ranker rounds) on 800 noisy tiny
 records — each names only some of its gold topics in its text, so recall varies by record.
 """
 
@@ -31,7 +31,7 @@ from tiny_models import TOPICS, tiny_records, tiny_vocab
 
 runner = CliRunner()
 TINY_HYBRID = {"sources": ["omikuji", "tfidf_knn", "lexical"], "ranker_rounds": 40,
-               "holdout_fraction": 0.4, "threads": 1}
+               "holdout_fraction": 0.25, "threads": 1}
 
 
 def noisy_records(n: int, seed: int) -> list[Record]:
@@ -55,7 +55,7 @@ def noisy_records(n: int, seed: int) -> list[Record]:
 def projects(tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("quality")
     Project.create(root / "hybrid", tiny_vocab(), "hybrid", TINY_HYBRID).train(
-        noisy_records(400, seed=1))
+        noisy_records(800, seed=1))
     Project.create(root / "lexical", tiny_vocab(), "lexical").train(tiny_records(10))
     return root
 
@@ -64,15 +64,22 @@ def test_hybrid_estimates_in_unit_range_and_track_true_recall(projects):
     """Every record with text gets a quality in [0, 1]; an empty record none; on unseen
     records the estimated recall follows the true recall of the returned list."""
     project = Project.load(projects / "hybrid")
-    dev = noisy_records(200, seed=2)
+    dev = noisy_records(300, seed=2)
     tagged = project.tag([*dev, Record(id="empty", title="")], limit=3)
     assert tagged[-1].quality is None and tagged[-1].suggestions == []
     q = np.array([[t.quality.recall, t.quality.precision] for t in tagged[:-1]])
     assert ((q >= 0) & (q <= 1)).all() and q[:, 0].std() > 0.05
     truth = [len(set(r.subjects) & {s.id for s in t.suggestions}) / len(r.subjects)
              for r, t in zip(dev, tagged[:-1], strict=True)]
-    rho = stats.spearmanr(q[:, 0], truth)[0]
-    assert rho > 0.4, rho  # measured 0.6 on this seed; the shuffled estimate is ~0
+    order = np.argsort(-q[:, 0], kind="stable")
+    truth = np.array(truth)
+    gap = truth[order[:150]].mean() - truth[order[150:]].mean()
+    calibration = abs(q[:, 0].mean() - truth.mean())
+    print(f"gap {gap:.3f} calibration {calibration:.3f} "
+          f"rho {stats.spearmanr(q[:, 0], truth)[0]:.3f}")
+    # the best-estimated half is truly better (measured ~0.1-0.15; an estimator trained on
+    # shuffled targets: ~0), and the mean estimate is the mean true recall (measured ~0.02)
+    assert gap > 0.05 and calibration < 0.06, (gap, calibration)
     # a higher threshold cuts the list: the estimate follows what is returned
     cut = project.tag(dev[:20], limit=3, threshold=0.5)
     assert all(all(s.score >= 0.5 for s in t.suggestions) for t in cut)
@@ -146,20 +153,20 @@ def test_tagalign_api_returns_quality_and_annif_api_does_not(projects, tmp_path)
     (tmp_path / "fb").mkdir()
     server = create_app(apps, FeedbackStore.for_project(tmp_path / "fb"))
     rec = noisy_records(1, seed=6)[0]
-    with LiveServer(server) as live:
-        url = f"{live.url}/tagalign/v1/projects"
-        one = httpx.post(f"{url}/h/suggest", json={"title": rec.title,
-                                                   "abstract": rec.abstract}).json()
+    with LiveServer(server) as live, httpx.Client(base_url=live.url, timeout=60) as http:
+        url = "/tagalign/v1/projects"
+        one = http.post(f"{url}/h/suggest", json={"title": rec.title,
+                                                  "abstract": rec.abstract}).json()
         assert set(one["quality"]) == {"recall", "precision"}
         assert 0 <= one["quality"]["recall"] <= 1 and 0 <= one["quality"]["precision"] <= 1
-        assert httpx.post(f"{url}/lex/suggest", json={"title": "Epos"}).json()["quality"] \
+        assert http.post(f"{url}/lex/suggest", json={"title": "Epos"}).json()["quality"] \
             is None
-        batch = httpx.post(f"{url}/h/suggest-batch", json={"records": [
+        batch = http.post(f"{url}/h/suggest-batch", json={"records": [
             {"title": rec.title, "abstract": rec.abstract}, {"title": " "}]}).json()
         assert batch["qualities"][0] == one["quality"] and batch["qualities"][1] is None
-        annif = httpx.post(f"{live.url}/v1/projects/h/suggest",
-                           data={"text": rec.title + " " + rec.abstract}).json()
-        assert set(annif) == {"results"}
+        annif = http.post("/v1/projects/h/suggest",
+                          data={"text": rec.title + "\n" + rec.abstract}).json()
+        assert set(annif) == {"results"} and annif["results"]
 
 
 # -- eval --quality on hand-made predictions ---------------------------------------------

@@ -11,12 +11,12 @@ For one record and its returned list R (the top ``limit`` candidates scoring at 
 * recall    = |G ∩ R| / |G|
 * precision = |G ∩ R| / |R|          (0 when nothing is returned)
 
-and the features (`FEATURES` plus one ``*_top1`` column per neighbour source):
+and the features (`PROFILE_FEATURES`, the record's columns, the request's):
 
 * score profile: ranker scores at ranks 1, 2, 3, 5 and ``limit``; the sum of the top 5;
   the number, sum and mean of the returned scores; the sum over all candidates (the ranker
   is calibrated, so it is the expected number of gold subjects among them) and the share
-  of it the list holds; how many candidates there are;
+  of it the list holds; how many candidates there are, and how many score ≥ 0.5, ≥ 0.2;
 * agreement: how many sources stand behind the top 5 (mean), share of them with ≥ 2;
 * neighbours: similarity of the nearest training record, per neighbour source;
 * seen vs rare: log frequency of the top 5 subjects among training records (mean, min);
@@ -42,17 +42,19 @@ from tagalign.io import read_json, write_bytes_atomic, write_json_atomic
 from tagalign.suggest.sources.base import ranks_of
 from tagalign.suggest.suggestion import Quality
 
-LIMITS = (5, 10, 20)
+LIMITS = (1, 3, 5, 10, 20)
 THRESHOLDS = (0.0, 0.1, 0.3, 0.5)
 RECORD_COLUMNS = ("n_tokens", "is_en", "rec_type")  # constant within a record
-FEATURES = ["s1", "s2", "s3", "s5", "s_limit", "sum5", "n_returned", "sum_returned",
-            "mean_returned", "sum_all", "share_returned", "n_candidates", "agree5",
-            "multi5", "prior5_mean", "prior5_min", *RECORD_COLUMNS, "limit", "threshold"]
+#: the score profile, agreement and subject-frequency columns (`CandidateProfile.features`)
+PROFILE_FEATURES = ["s1", "s2", "s3", "s5", "s_limit", "sum5", "n_returned", "sum_returned",
+                    "mean_returned", "sum_all", "share_returned", "n_candidates",
+                    "n_above_0.5", "n_above_0.2", "agree5", "multi5", "prior5_mean",
+                    "prior5_min"]
 LGB_PARAMS = {
     "objective": "cross_entropy",
     "learning_rate": 0.05,
     "num_leaves": 15,
-    "min_data_in_leaf": 50,
+    "min_data_in_leaf": 300,
     "feature_fraction": 0.9,
     "bagging_fraction": 0.8,
     "bagging_freq": 1,
@@ -113,6 +115,7 @@ class CandidateProfile:
         return (self.idx >= 0) & (ranks < limit) & (self.scores >= threshold)
 
     def features(self, limit: int, threshold: float) -> np.ndarray:
+        """(records × `feature_names`) matrix for the list a request returns."""
         S, valid, ret = self.scores, self.idx >= 0, self.returned(limit, threshold)
         n_ret = ret.sum(1)
         sum_ret = (S * ret).sum(1)
@@ -123,19 +126,24 @@ class CandidateProfile:
             warnings.simplefilter("ignore", RuntimeWarning)
             prior5 = np.where(top5, self.prior[:, :5], np.nan)
             prior_mean, prior_min = np.nanmean(prior5, 1), np.nanmin(prior5, 1)
-        at_limit = S[:, min(limit, S.shape[1]) - 1]
+        cols = {
+            "s1": S[:, 0], "s2": S[:, 1], "s3": S[:, 2], "s5": S[:, 4],
+            "s_limit": S[:, min(limit, S.shape[1]) - 1], "sum5": S[:, :5].sum(1),
+            "n_returned": n_ret, "sum_returned": sum_ret,
+            "mean_returned": sum_ret / np.maximum(n_ret, 1), "sum_all": sum_all,
+            "share_returned": sum_ret / np.maximum(sum_all, 1e-9),
+            "n_candidates": valid.sum(1), "n_above_0.5": (S >= 0.5).sum(1),
+            "n_above_0.2": (S >= 0.2).sum(1),
+            "agree5": (self.support[:, :5] * top5).sum(1) / n5,
+            "multi5": ((self.support[:, :5] >= 2) & top5).sum(1) / n5,
+            "prior5_mean": prior_mean, "prior5_min": prior_min,
+        }
         n = len(self)
-        cols = [S[:, 0], S[:, 1], S[:, 2], S[:, 4], at_limit, S[:, :5].sum(1), n_ret,
-                sum_ret, sum_ret / np.maximum(n_ret, 1), sum_all,
-                sum_ret / np.maximum(sum_all, 1e-9), valid.sum(1),
-                (self.support[:, :5] * top5).sum(1) / n5,
-                ((self.support[:, :5] >= 2) & top5).sum(1) / n5, prior_mean, prior_min]
-        base = np.column_stack(cols + [np.full(n, limit), np.full(n, threshold)])
-        # the record's own columns go between the profile and the request (see FEATURES)
-        return np.hstack([base[:, :16], self.record, base[:, 16:]]).astype(np.float32)
+        return np.column_stack([*cols.values(), self.record, np.full(n, limit),
+                                np.full(n, threshold)]).astype(np.float32)
 
     def feature_names(self) -> list[str]:
-        return FEATURES[:16] + self.record_names + FEATURES[-2:]
+        return [*PROFILE_FEATURES, *self.record_names, "limit", "threshold"]
 
     def targets(self, gold: np.ndarray, n_gold: np.ndarray, limit: int, threshold: float
                 ) -> tuple[np.ndarray, np.ndarray]:
