@@ -19,11 +19,12 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	$(VENV)/bin/tagalign demo
 
-# Debian's chromium for the web page's browser test (skipped when it cannot be installed).
+# Debian's chromium for the web page's browser test (skipped when it cannot be installed;
+# with CI=true any skipped test fails the run, see tests/skip_report.py).
 browser:
 	@if [ ! -x /usr/bin/chromium ] && [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
 		(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) \
-		|| echo "chromium not installed: browser tests will be skipped"; \
+		|| echo "chromium not installed: browser tests will be skipped (a CI=true run then fails)"; \
 	fi
 
 # Annif's own OpenAPI document for the conformance tests (tests/test_serve_annif.py):
