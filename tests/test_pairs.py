@@ -374,6 +374,52 @@ def test_train_save_load_gives_identical_predictions(tiny_st, tmp_path, pooling)
     assert set(labels_a) <= {1, 2, 3, 4}
 
 
+def _checksum(model) -> str:
+    import hashlib
+
+    h = hashlib.sha256()
+    for name, value in sorted(model.state_dict().items()):
+        h.update(name.encode())
+        h.update(value.detach().cpu().contiguous().numpy().tobytes())
+    return h.hexdigest()
+
+
+def test_training_restores_exactly_the_best_epochs_weights(tiny_st, tmp_path, monkeypatch):
+    """Three epochs whose dev Spearman is made 0.2, 0.9, 0.5 (the real cosines are kept):
+    epoch 2 is best, so the weights after `train` are byte for byte epoch 2's (checksummed
+    at each epoch's end), not epoch 3's, and the cut points use epoch 2's dev cosines."""
+    import tagalign.pairs.model as pairs_model
+    from tagalign.pairs.model import PairScorer, train
+
+    write_comedi(tmp_path / "data" / "en", n_uses=6, seed=0)
+    write_comedi(tmp_path / "dev" / "en", n_uses=6, seed=1)
+    made_up = iter([0.2, 0.9, 0.5])
+    real_dev_metrics = pairs_model.dev_metrics
+    dev_scores: list[np.ndarray] = []
+
+    def rigged(scorer, dev, progress=None):
+        metrics = real_dev_metrics(scorer, dev, progress)
+        dev_scores.append(metrics["scores"].copy())
+        return {**metrics, "spearman": next(made_up)}
+
+    monkeypatch.setattr(pairs_model, "dev_metrics", rigged)
+    scorer = PairScorer.build(tiny_params(tiny_st, epochs=3, lr=3e-3), device="cpu")
+    sums: dict[int, str] = {}
+    train(scorer, load_comedi(tmp_path / "data"), load_comedi(tmp_path / "dev"),
+          tmp_path / "work", on_epoch=lambda e: sums.setdefault(e["epoch"],
+                                                                  _checksum(scorer.model)))
+    assert list(sums) == [1, 2, 3] and len(set(sums.values())) == 3  # weights moved
+    assert scorer.history[-1] == {"best_epoch": 2, "spearman": 0.9}
+    assert [e["spearman"] for e in scorer.history[:-1]] == [0.2, 0.9, 0.5]
+    assert _checksum(scorer.model) == sums[2]
+    dev = [p for p in load_comedi(tmp_path / "dev") if p.label is not None]
+    np.testing.assert_array_equal(scorer.score(dev), dev_scores[1])
+    assert not np.array_equal(dev_scores[1], dev_scores[2])
+    expected = Thresholds().fit(dev_scores[1], [p.label for p in dev],
+                                [p.language for p in dev])
+    assert scorer.thresholds.cuts_ == expected.cuts_
+
+
 def test_load_refuses_a_folder_without_markers(tiny_st, tmp_path):
     from tagalign.pairs.model import PairScorer
 
