@@ -5,7 +5,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint browser clean
+.PHONY: demo test lint browser postgres clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -27,6 +27,15 @@ browser:
 		|| echo "chromium not installed: browser tests will be skipped (a CI=true run then fails)"; \
 	fi
 
+# PostgreSQL server binaries for the feedback store's PostgreSQL tests (tests/test_feedback.py
+# starts a throwaway cluster; skipped without initdb/pg_ctl, which fails a CI=true run).
+postgres:
+	@if ! command -v initdb >/dev/null && ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 \
+		&& [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+		(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null) \
+		|| echo "postgresql not installed: its feedback-store tests will be skipped (a CI=true run then fails)"; \
+	fi
+
 # Annif's own OpenAPI document for the conformance tests (tests/test_serve_annif.py):
 # taken from the annif wheel on PyPI at setup time, never committed (.whl/ is ignored).
 ANNIF_OPENAPI := .whl/annif-1.4.3/annif/openapi/annif.yaml
@@ -34,7 +43,7 @@ $(ANNIF_OPENAPI): | $(STAMP)
 	$(VENV)/bin/pip download -q --no-deps annif==1.4.3 -d .whl/
 	$(PY) -c "import zipfile; zipfile.ZipFile('.whl/annif-1.4.3-py3-none-any.whl').extract('annif/openapi/annif.yaml', '.whl/annif-1.4.3')"
 
-test: $(STAMP) browser $(ANNIF_OPENAPI)
+test: $(STAMP) browser postgres $(ANNIF_OPENAPI)
 	OMP_NUM_THREADS=2 $(VENV)/bin/pytest -q -p no:cacheprovider
 
 lint: $(STAMP)
