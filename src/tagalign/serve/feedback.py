@@ -148,7 +148,7 @@ class FeedbackStore:
              .where(decisions.c.project == project, decisions.c.record_id == record_id)
              .order_by(decisions.c.id))
         with self.engine.connect() as conn:
-            return dict(conn.execute(q).tuples().all())
+            return {sid: decision for sid, decision in conn.execute(q)}
 
     def finish(self, project: str, queue: str, record_id: str) -> None:
         """Mark a queue's record finished (again, or by two tabs at once: no change)."""

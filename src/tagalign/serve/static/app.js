@@ -247,7 +247,8 @@ function addSubject(m) {
   if (!current.title) { $("status").textContent = t("needTitle"); return; }
   let i = current.suggestions.findIndex(s => s.id === m.id);
   if (i < 0) {
-    current.suggestions.push({ id: m.id, label: m.label, score: null, added: true });
+    // shown in the record's language when the subject has a label in it
+    current.suggestions.push({ id: m.id, label: m.labels[current.language] || m.label, score: null, added: true });
     i = current.suggestions.length - 1;
   }
   current.selected = i;
