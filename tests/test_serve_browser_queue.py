@@ -92,13 +92,14 @@ def test_queue_by_keyboard_search_add_and_resume_after_reload(live):
         option = page.locator("#subject-options [role=option]")
         expect(option).to_have_count(1)
         expect(option.first).to_contain_text("ethics (en) · 4045791-6 · de: Philosophie")
-        page.keyboard.press("Enter")
+        with page.expect_response(lambda r: r.url.endswith("/projects/toy/learn")) as saved:
+            page.keyboard.press("Enter")
+        assert saved.value.ok
         added = page.locator(f"#results > li[data-subject='{PHILOSOPHIE}']")
         expect(added.locator(".added")).to_have_text("added")
         expect(added.locator("a.label")).to_have_text("Philosophie")  # the record's language
         expect(added.locator("button.accept")).to_have_attribute("aria-pressed", "true")
         expect(page.locator("#accepted-count")).to_have_text("2 accepted")
-        expect(page.locator("#status")).to_have_text("Saved", timeout=10_000)
         assert _latest(live.db, "q0") == {first_sid: "accept", second_sid: "reject",
                                           PHILOSOPHIE: "accept"}
         page.screenshot(path=str(ARTIFACTS / "web-queue.png"), full_page=True)
@@ -120,9 +121,10 @@ def test_queue_by_keyboard_search_add_and_resume_after_reload(live):
         assert _sql(live.db, "select record_id from queue_progress") == [("q0",)]
 
         # one decision on q1, then a reload: the page resumes at q1 with that decision
-        page.keyboard.press("a")
+        with page.expect_response(lambda r: r.url.endswith("/projects/toy/learn")) as saved:
+            page.keyboard.press("a")
+        assert saved.value.ok
         q1_sid = items.first.get_attribute("data-subject")
-        expect(page.locator("#status")).to_have_text("Saved", timeout=10_000)
         page.reload()
         expect(progress).to_have_text("Record 2 of 3 · 1 finished", timeout=10_000)
         expect(page.locator("#title")).to_have_value(QUEUE[1].title)
