@@ -161,6 +161,29 @@ def test_queue_releases_finishes_and_resumes_after_restart(served):
         assert status["estimated"] is False and status["skipped"] == 0
 
 
+def test_estimates_come_from_project_tag():
+    """`estimated_recall` reads `Project.tag`'s quality (issue 20 A) for a 10-subject list;
+    a stand-in project answers with fixed recalls, one record without an estimate."""
+    from types import SimpleNamespace
+
+    from tagalign.serve.queue import estimated_recall
+
+    asked = []
+
+    def tag(records, limit):
+        asked.append(limit)
+        return [SimpleNamespace(quality=None if RECALL[r.id] is None
+                                else SimpleNamespace(recall=RECALL[r.id], precision=0.5))
+                for r in records]
+
+    project = SimpleNamespace(tag=tag)
+    assert estimated_recall(project, QUEUE) == [0.3, 0.9, None, 0.85] and asked == [10]
+    sel = RecordQueue(QUEUE, release_above=0.8).select("p", project)
+    assert [r.id for r in sel.records] == ["q0", "q2"] and sel.skipped == 2
+    # a project that cannot estimate: every record stays
+    assert estimated_recall(SimpleNamespace(), QUEUE) == [None] * 4
+
+
 def test_queue_without_estimates_holds_all_records():
     q = RecordQueue(QUEUE, release_above=0.8, estimate=lambda _p, recs: [None] * len(recs))
     sel = q.select("toy", None)  # the stand-in estimator never looks at the project

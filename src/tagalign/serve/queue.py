@@ -31,6 +31,22 @@ from tagalign.serve.subjects import get_project
 
 # estimated recall of each record's suggestions (None: no estimate for that record)
 Estimate = Callable[[Project, Sequence[Record]], Sequence[float | None]]
+PAGE_LIMIT = 10  # the page asks for 10 subjects; an estimate is one of the list it shows
+BATCH = 256
+
+
+def estimated_recall(project: Project, records: Sequence[Record]) -> list[float | None]:
+    """The recall the project estimates for each record's list of `PAGE_LIMIT` subjects
+    (`Project.tag`, issue 20 A). None for every record when the project cannot estimate:
+    its recipe has no estimator, or this version of `Project` has no `tag` yet."""
+    tag = getattr(project, "tag", None)
+    if tag is None:
+        return [None] * len(records)
+    out: list[float | None] = []
+    for i in range(0, len(records), BATCH):
+        for tagged in tag(list(records[i:i + BATCH]), limit=PAGE_LIMIT):
+            out.append(None if tagged.quality is None else float(tagged.quality.recall))
+    return out
 
 
 @dataclass(frozen=True)
@@ -47,7 +63,7 @@ class RecordQueue:
     a project can release without review (chosen once per project, on first use)."""
 
     def __init__(self, records: Sequence[Record], release_above: float | None = None,
-                 estimate: Estimate | None = None):
+                 estimate: Estimate | None = estimated_recall):
         self.records = list(records)
         seen: set[str] = set()
         dupes = sorted({r.id for r in self.records if r.id in seen or seen.add(r.id)})
@@ -136,4 +152,4 @@ def create_router(projects: Mapping[str, Project], store: FeedbackStore,
     return router
 
 
-__all__ = ["Estimate", "RecordQueue", "Selection", "create_router"]
+__all__ = ["Estimate", "RecordQueue", "Selection", "create_router", "estimated_recall"]
