@@ -22,12 +22,17 @@ from tagalign.io import atomic_dir, read_json, versions, write_json_atomic
 from tagalign.recipes import ReadOnlyError, Recipe, get_recipe, read_only_message
 from tagalign.records import EMPTY_WARNING, Record, check_record
 from tagalign.suggest import Suggestion
+from tagalign.text import guess_language
 from tagalign.vocab import Vocabulary
 
 CONFIG_NAME = "project.json"
 MODEL_DIR = "model"
 WORK_DIR = "work"
 DEFAULT_RECIPE = "hybrid"
+#: subjects per record when neither the request nor the project (`set_defaults`) says
+DEFAULT_LIMIT = 20
+#: per-language defaults (``optimize --per-language --save``) live under this config key
+BY_LANGUAGE = "defaults_by_language"
 
 
 class ProjectError(RuntimeError):
@@ -177,29 +182,87 @@ class Project:
         self.config["dev_scores"] = scores
         write_json_atomic(self.path / CONFIG_NAME, self.config)
 
+    # -- tuning ------------------------------------------------------------------------
+    def defaults(self, language: str | None = None, fallback_limit: int = DEFAULT_LIMIT
+                 ) -> tuple[int, float]:
+        """``(limit, threshold)`` a request without them gets: the language's saved values
+        (``optimize --per-language --save``), else the project's, else ``fallback_limit``
+        and 0.0."""
+        own = self.config.get(BY_LANGUAGE, {}).get(language or "", {})
+        limit = own.get("limit", self.config.get("limit", fallback_limit))
+        threshold = own.get("threshold", self.config.get("threshold", 0.0))
+        return int(limit), float(threshold)
+
+    def set_defaults(self, limit: int, threshold: float, language: str | None = None) -> None:
+        """Save the limit/threshold that `suggest` and both REST APIs use when a request
+        gives none (for one language only with ``language``); written atomically."""
+        if limit < 1 or not 0.0 <= threshold <= 1.0:
+            raise ValueError(f"limit must be ≥ 1 and threshold in [0, 1], got {limit}, "
+                             f"{threshold}")
+        values = {"limit": int(limit), "threshold": round(float(threshold), 6)}
+        if language is None:
+            self.config.update(values)
+        else:
+            self.config.setdefault(BY_LANGUAGE, {})[language] = values
+        write_json_atomic(self.path / CONFIG_NAME, self.config)
+
+    def set_params(self, updates: dict[str, Any]) -> None:
+        """Change recipe parameters of a trained project that need no retraining (tuned by
+        ``tagalign hyperopt --save``): stored in the config and the model's metadata, both
+        atomically, then the model is reloaded so it uses them."""
+        if self.recipe is None:
+            raise ProjectError(f"project {self.path} is not trained yet; run `tagalign train`")
+        self.check_learnable()
+        get_recipe(self.config["recipe"])(self.vocab, **{**self.config["params"], **updates})
+        meta_path = self.path / MODEL_DIR / "recipe.json"
+        meta = read_json(meta_path)
+        meta["params"] = {**meta["params"], **updates}
+        write_json_atomic(meta_path, meta)
+        self.config["params"] = {**self.config["params"], **updates}
+        write_json_atomic(self.path / CONFIG_NAME, self.config)
+        self.recipe = self._load_model()
+
     # -- suggesting --------------------------------------------------------------------
-    def suggest(self, records: Sequence[Record], limit: int = 20,
-                threshold: float = 0.0) -> list[list[Suggestion]]:
+    def suggest(self, records: Sequence[Record], limit: int | None = None,
+                threshold: float | None = None) -> list[list[Suggestion]]:
         """Ranked suggestions per record (none for a record without text; see
-        `suggest_with_warnings` for the reasons)."""
+        `suggest_with_warnings` for the reasons and the defaults)."""
         return [row for row, _ in self.suggest_with_warnings(records, limit, threshold)]
 
-    def suggest_with_warnings(self, records: Sequence[Record], limit: int = 20,
-                              threshold: float = 0.0
+    def suggest_with_warnings(self, records: Sequence[Record], limit: int | None = None,
+                              threshold: float | None = None, *,
+                              fallback_limit: int = DEFAULT_LIMIT
                               ) -> list[tuple[list[Suggestion], str | None]]:
         """``(suggestions, warning)`` per record: degenerate records never reach the recipe
         as they are (`tagalign.records.check_record`): empty text gets no suggestions and
-        `EMPTY_WARNING`; text over `MAX_TEXT_CHARS` is cut, with a warning saying so."""
+        `EMPTY_WARNING`; text over `MAX_TEXT_CHARS` is cut, with a warning saying so.
+
+        A ``limit`` or ``threshold`` of None takes the project's saved value for the
+        record's language (`defaults`)."""
         if self.recipe is None:
             raise ProjectError(f"project {self.path} is not trained yet; run `tagalign train`")
         checked = [check_record(r) for r in records]
         todo = [i for i, (_, warning) in enumerate(checked) if warning != EMPTY_WARNING]
         out: list[list[Suggestion]] = [[] for _ in records]
         if todo:
-            rows = self.recipe.suggest([checked[i][0] for i in todo], limit=limit)
-            for i, row in zip(todo, rows, strict=True):
-                out[i] = [s for s in row if s.score >= threshold] if threshold > 0 else row
+            cuts = [self._cut(checked[i][0], limit, threshold, fallback_limit) for i in todo]
+            rows = self.recipe.suggest([checked[i][0] for i in todo],
+                                       limit=max(n for n, _ in cuts))
+            for i, row, (n, t) in zip(todo, rows, cuts, strict=True):
+                out[i] = [s for s in row[:n] if s.score >= t] if t > 0 else row[:n]
         return [(row, warning) for row, (_, warning) in zip(out, checked, strict=True)]
+
+    def _cut(self, record: Record, limit: int | None, threshold: float | None,
+             fallback_limit: int) -> tuple[int, float]:
+        if limit is not None and threshold is not None:
+            return limit, threshold
+        lang = None
+        if self.config.get(BY_LANGUAGE):  # guessing costs time: only when it matters
+            lang = record.language if record.language in self.config[BY_LANGUAGE] \
+                else guess_language(record.text)
+        saved_limit, saved_threshold = self.defaults(lang, fallback_limit)
+        return (saved_limit if limit is None else limit,
+                saved_threshold if threshold is None else threshold)
 
     def info(self) -> dict[str, Any]:
         c = self.config
@@ -211,5 +274,7 @@ class Project:
             "languages": c["vocabulary"].get("languages", []),
             "trained_at": c.get("trained_at"),
             "dev_scores": c.get("dev_scores"),
+            "limit": c.get("limit"),
+            "threshold": c.get("threshold"),
             "read_only": self.mmap,
         }

@@ -133,11 +133,13 @@ def _out(rows: list[Suggestion], titles: Mapping[str, str]) -> list[s.Suggestion
                             reasons=_with_titles(x.reasons, titles)) for x in rows]
 
 
-def _suggest(proj: Project, recs: list[Record], limit: int, threshold: float
+def _suggest(proj: Project, recs: list[Record], limit: int | None, threshold: float | None
              ) -> tuple[list[list[Suggestion]], list[str | None]]:
     """Suggestions and one warning (or None) per record (`Project.suggest_with_warnings`:
-    blank text gets no suggestions, text over `MAX_TEXT_CHARS` is cut)."""
-    pairs = proj.suggest_with_warnings(recs, limit=limit, threshold=threshold)
+    blank text gets no suggestions, text over `MAX_TEXT_CHARS` is cut; no limit/threshold:
+    the project's saved ones)."""
+    pairs = proj.suggest_with_warnings(recs, limit=limit, threshold=threshold,
+                                       fallback_limit=annif.DEFAULT_LIMIT)
     return [row for row, _ in pairs], [warning for _, warning in pairs]
 
 
