@@ -87,8 +87,9 @@ def topk_per_row(scores: sp.csr_matrix, k: int) -> tuple[np.ndarray, np.ndarray,
         if a == b:
             continue
         d = data[a:b]
-        part = np.argpartition(-d, k - 1)[:k] if b - a > k else np.arange(b - a)
-        part = part[np.argsort(-d[part], kind="stable")]
+        # ties broken by subject position, so the top k of a wider top-k' run is exactly
+        # the top k (`Candidates.truncate`: tuning runs a source once, widest)
+        part = np.lexsort((indices[a:b], -d))[:k]
         rows.append(np.full(len(part), r, np.int64))
         cols.append(indices[a:b][part].astype(np.int64))
         vals.append(d[part].astype(np.float32))
