@@ -39,6 +39,15 @@ class ProjectError(RuntimeError):
     """A project folder is missing, incomplete or inconsistent."""
 
 
+def config_defaults(config: dict[str, Any], language: str | None = None,
+                    fallback_limit: int = DEFAULT_LIMIT) -> tuple[int, float]:
+    """`Project.defaults` of a project's config (`Project.read_config`)."""
+    own = config.get(BY_LANGUAGE, {}).get(language or "", {})
+    limit = own.get("limit", config.get("limit", fallback_limit))
+    threshold = own.get("threshold", config.get("threshold", 0.0))
+    return int(limit), float(threshold)
+
+
 def _now() -> str:
     return _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
 
@@ -188,10 +197,15 @@ class Project:
         """``(limit, threshold)`` a request without them gets: the language's saved values
         (``optimize --per-language --save``), else the project's, else ``fallback_limit``
         and 0.0."""
-        own = self.config.get(BY_LANGUAGE, {}).get(language or "", {})
-        limit = own.get("limit", self.config.get("limit", fallback_limit))
-        threshold = own.get("threshold", self.config.get("threshold", 0.0))
-        return int(limit), float(threshold)
+        return config_defaults(self.config, language, fallback_limit)
+
+    @staticmethod
+    def read_config(path: Path | str) -> dict[str, Any]:
+        """A project's ``project.json`` alone (no vocabulary, no model: cheap)."""
+        cfg_path = Path(path) / CONFIG_NAME
+        if not cfg_path.exists():
+            raise ProjectError(f"{path} is not a tagalign project (no {CONFIG_NAME})")
+        return read_json(cfg_path)
 
     def set_defaults(self, limit: int, threshold: float, language: str | None = None) -> None:
         """Save the limit/threshold that `suggest` and both REST APIs use when a request

@@ -83,10 +83,12 @@ def run_study(recipe: Recipe, records: Sequence[Record], *, trials: int, metric:
     score = METRICS[metric]
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     study = optuna.create_study(study_name=study_name, storage=storage, direction="maximize",
-                                sampler=optuna.samplers.TPESampler(seed=seed),
                                 load_if_exists=True)
-    result = StudyResult(study, metric)
     done = [t for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE]
+    # the seed moves on with the trials held, or a resumed study would replay the random
+    # start-up trials it already ran
+    study.sampler = optuna.samplers.TPESampler(seed=seed + len(study.trials))
+    result = StudyResult(study, metric)
     if not study.trials:
         study.enqueue_trial(recipe.tuned_values())
 

@@ -75,11 +75,13 @@ class ScoredHits:
         return ScoredHits(self.hits[rows], self.scores[rows], self.sizes[rows],
                           [self.ids[i] for i in rows], [self.gold[i] for i in rows])
 
-    def selected(self, limit: int, threshold: float) -> np.ndarray:
-        """(n, depth) bool: the subjects a limit and threshold keep."""
-        sel = self.scores >= threshold
-        sel[:, limit:] = False
-        return sel
+    def selected(self, limit: int | np.ndarray, threshold: float | np.ndarray
+                 ) -> np.ndarray:
+        """(n, depth) bool: the subjects a limit and threshold keep (one for all records,
+        or arrays of one per record: per-language defaults)."""
+        limit = np.broadcast_to(np.asarray(limit), (len(self),))[:, None]
+        threshold = np.broadcast_to(np.asarray(threshold, np.float64), (len(self),))[:, None]
+        return (self.scores >= threshold) & (np.arange(self.scores.shape[1]) < limit)
 
 
 def _dedupe_scored(row: Sequence[tuple[str, float | None]]) -> list[tuple[str, float | None]]:
@@ -96,7 +98,8 @@ def _discount(depth: int) -> np.ndarray:
     return 1.0 / np.log2(np.arange(depth) + 2.0)
 
 
-def selection_metrics(sh: ScoredHits, limit: int, threshold: float) -> dict[str, float]:
+def selection_metrics(sh: ScoredHits, limit: int | np.ndarray, threshold: float | np.ndarray
+                      ) -> dict[str, float]:
     """Annif's metrics (`SELECTION_METRICS`) of the selection ``limit``/``threshold``."""
     n = len(sh)
     if n == 0:
@@ -142,7 +145,7 @@ def _metrics_of(hit_sel: np.ndarray, sel: np.ndarray, sizes: np.ndarray) -> dict
     return {name: out[name] for name in SELECTION_METRICS}
 
 
-def subject_results(sh: ScoredHits, limit: int, threshold: float
+def subject_results(sh: ScoredHits, limit: int | np.ndarray, threshold: float | np.ndarray
                     ) -> list[dict[str, float | int | str]]:
     """Per subject (Annif's ``--results-file``): support |gold|, TP, FP, FN, P, R, F1 of the
     selection; subjects sorted by support, then id."""

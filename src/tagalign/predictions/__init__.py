@@ -4,10 +4,16 @@ them as they are made and resumes an interrupted run."""
 
 from tagalign.predictions.labels import labels_line, read_label_predictions
 from tagalign.predictions.stream import PartialExistsError, PredictionStream, partial_path
-from tagalign.predictions.subjects import read_predictions, read_rows_by_id, write_predictions
+from tagalign.predictions.subjects import (
+    read_predictions,
+    read_rows_by_id,
+    read_scored_predictions,
+    write_predictions,
+)
 from tagalign.predictions.submission import read_submission, write_submission
 from tagalign.predictions.tagging import TagCounts, tag_records
 
 __all__ = ["PartialExistsError", "PredictionStream", "TagCounts", "labels_line",
            "partial_path", "read_label_predictions", "read_predictions", "read_rows_by_id",
-           "read_submission", "tag_records", "write_predictions", "write_submission"]
+           "read_scored_predictions", "read_submission", "tag_records", "write_predictions",
+           "write_submission"]
