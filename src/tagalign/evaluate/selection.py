@@ -127,7 +127,7 @@ def _metrics_of(hit_sel: np.ndarray, sel: np.ndarray, sizes: np.ndarray) -> dict
     first5 = sel & (order <= 5)
     tp5, n5 = (hit_sel & first5).sum(1), first5.sum(1)
     out["F1@5"] = float((2 * tp5 / (n5 + sizes)).mean())
-    gain = np.where(hit_sel, 1.0 / np.log2(order + 1.0), 0.0)  # order is 1-based
+    gain = np.where(hit_sel, 1.0 / np.log2(np.maximum(order, 1) + 1.0), 0.0)  # 1-based
     for name, k in (("NDCG", None), ("NDCG@5", 5), ("NDCG@10", 10)):
         g = gain if k is None else np.where(order <= k, gain, 0.0)
         ideal_len = sizes.astype(int) if k is None else np.minimum(sizes, k).astype(int)
