@@ -180,3 +180,16 @@ def test_topk_ties_broken_by_subject_position():
                        np.array([7, 5, 1, 3, 0, 2]), np.array([0, 6])), shape=(1, 8))
     assert topk_per_row(S, 3)[1].tolist() == [1, 0, 3]
     assert topk_per_row(S, 6)[1][:3].tolist() == [1, 0, 3]
+
+
+def test_tuned_project_still_opens_for_training(trained):
+    """`tagalign train` rerun with the original parameters continues a tuned project."""
+    root, _, _ = trained
+    project = fresh(root, "retrain")
+    project.set_params({"prior_weight": 0.1})
+    again = Project.create(project.path, project.vocab, "hybrid", TINY)
+    assert again.config["params"]["prior_weight"] == 0.1
+    from tagalign.project import ProjectError
+
+    with pytest.raises(ProjectError, match="already holds"):
+        Project.create(project.path, project.vocab, "hybrid", {**TINY, "knn_k": 5})

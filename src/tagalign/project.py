@@ -33,6 +33,8 @@ DEFAULT_RECIPE = "hybrid"
 DEFAULT_LIMIT = 20
 #: per-language defaults (``optimize --per-language --save``) live under this config key
 BY_LANGUAGE = "defaults_by_language"
+#: names of the parameters `set_params` changed after training (`tagalign hyperopt --save`)
+TUNED = "tuned_params"
 
 
 class ProjectError(RuntimeError):
@@ -46,6 +48,10 @@ def config_defaults(config: dict[str, Any], language: str | None = None,
     limit = own.get("limit", config.get("limit", fallback_limit))
     threshold = own.get("threshold", config.get("threshold", 0.0))
     return int(limit), float(threshold)
+
+
+def _without(params: dict[str, Any], keys: set[str]) -> dict[str, Any]:
+    return {k: v for k, v in params.items() if k not in keys}
 
 
 def _now() -> str:
@@ -73,7 +79,11 @@ class Project:
         recipe_cls(vocab, **(params or {}))  # validates parameter names now, not after hours
         if (path / CONFIG_NAME).exists() and not overwrite:
             old = read_json(path / CONFIG_NAME)
-            if old.get("recipe") == recipe and old.get("params", {}) == (params or {}):
+            # parameters tuned after training (`set_params`) are the project's own: a rerun
+            # of `tagalign train` without them continues the same project
+            tuned = set(old.get(TUNED, []))
+            if old.get("recipe") == recipe and _without(old.get("params", {}), tuned) == \
+                    _without(params or {}, tuned):
                 vocab.check(old["vocabulary"]["fingerprint"], old["vocabulary"]["size"],
                             f"project {path}")
                 return cls(path, old, vocab)
@@ -233,6 +243,7 @@ class Project:
         meta["params"] = {**meta["params"], **updates}
         write_json_atomic(meta_path, meta)
         self.config["params"] = {**self.config["params"], **updates}
+        self.config[TUNED] = sorted(set(self.config.get(TUNED, [])) | set(updates))
         write_json_atomic(self.path / CONFIG_NAME, self.config)
         self.recipe = self._load_model()
 
