@@ -144,9 +144,9 @@ def hyperopt(
     result = run_study(project.recipe, records, trials=trials, metric=metric, jobs=jobs,
                        storage=storage, study_name=study_name or f"{project.path.name}-{metric}",
                        seed=seed, on_trial=on_trial)
-    console.log(f"{len(result.seconds)} trials in {time.perf_counter() - start:.1f} s "
-                f"(preparation included); "
-                f"{np.mean(result.seconds) if result.seconds else 0:.2f} s per trial")
+    out.print(f"{len(result.seconds)} trials run in {time.perf_counter() - start:.1f} s "
+              f"(preparation included): "
+              f"{np.mean(result.seconds) if result.seconds else 0:.2f} s per trial")
     if result.baseline is not None:
         out.print(f"current parameters: {metric} {result.baseline:.4f}")
     out.print(f"best trial #{result.study.best_trial.number}: {metric} "
