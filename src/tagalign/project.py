@@ -22,16 +22,36 @@ from tagalign.io import atomic_dir, read_json, versions, write_json_atomic
 from tagalign.recipes import ReadOnlyError, Recipe, get_recipe, read_only_message
 from tagalign.records import EMPTY_WARNING, Record, check_record
 from tagalign.suggest import Suggestion, Tagged
+from tagalign.text import guess_language
 from tagalign.vocab import Vocabulary
 
 CONFIG_NAME = "project.json"
 MODEL_DIR = "model"
 WORK_DIR = "work"
 DEFAULT_RECIPE = "hybrid"
+#: subjects per record when neither the request nor the project (`set_defaults`) says
+DEFAULT_LIMIT = 20
+#: per-language defaults (``optimize --per-language --save``) live under this config key
+BY_LANGUAGE = "defaults_by_language"
+#: names of the parameters `set_params` changed after training (`tagalign hyperopt --save`)
+TUNED = "tuned_params"
 
 
 class ProjectError(RuntimeError):
     """A project folder is missing, incomplete or inconsistent."""
+
+
+def config_defaults(config: dict[str, Any], language: str | None = None,
+                    fallback_limit: int = DEFAULT_LIMIT) -> tuple[int, float]:
+    """`Project.defaults` of a project's config (`Project.read_config`)."""
+    own = config.get(BY_LANGUAGE, {}).get(language or "", {})
+    limit = own.get("limit", config.get("limit", fallback_limit))
+    threshold = own.get("threshold", config.get("threshold", 0.0))
+    return int(limit), float(threshold)
+
+
+def _without(params: dict[str, Any], keys: set[str]) -> dict[str, Any]:
+    return {k: v for k, v in params.items() if k not in keys}
 
 
 def _now() -> str:
@@ -59,7 +79,11 @@ class Project:
         recipe_cls(vocab, **(params or {}))  # validates parameter names now, not after hours
         if (path / CONFIG_NAME).exists() and not overwrite:
             old = read_json(path / CONFIG_NAME)
-            if old.get("recipe") == recipe and old.get("params", {}) == (params or {}):
+            # parameters tuned after training (`set_params`) are the project's own: a rerun
+            # of `tagalign train` without them continues the same project
+            tuned = set(old.get(TUNED, []))
+            if old.get("recipe") == recipe and _without(old.get("params", {}), tuned) == \
+                    _without(params or {}, tuned):
                 vocab.check(old["vocabulary"]["fingerprint"], old["vocabulary"]["size"],
                             f"project {path}")
                 return cls(path, old, vocab)
@@ -177,36 +201,105 @@ class Project:
         self.config["dev_scores"] = scores
         write_json_atomic(self.path / CONFIG_NAME, self.config)
 
+    # -- tuning ------------------------------------------------------------------------
+    def defaults(self, language: str | None = None, fallback_limit: int = DEFAULT_LIMIT
+                 ) -> tuple[int, float]:
+        """``(limit, threshold)`` a request without them gets: the language's saved values
+        (``optimize --per-language --save``), else the project's, else ``fallback_limit``
+        and 0.0."""
+        return config_defaults(self.config, language, fallback_limit)
+
+    @staticmethod
+    def read_config(path: Path | str) -> dict[str, Any]:
+        """A project's ``project.json`` alone (no vocabulary, no model: cheap)."""
+        cfg_path = Path(path) / CONFIG_NAME
+        if not cfg_path.exists():
+            raise ProjectError(f"{path} is not a tagalign project (no {CONFIG_NAME})")
+        return read_json(cfg_path)
+
+    def set_defaults(self, limit: int, threshold: float, language: str | None = None) -> None:
+        """Save the limit/threshold that `suggest` and both REST APIs use when a request
+        gives none (for one language only with ``language``); written atomically."""
+        if limit < 1 or not 0.0 <= threshold <= 1.0:
+            raise ValueError(f"limit must be ≥ 1 and threshold in [0, 1], got {limit}, "
+                             f"{threshold}")
+        values = {"limit": int(limit), "threshold": round(float(threshold), 6)}
+        if language is None:
+            self.config.update(values)
+        else:
+            self.config.setdefault(BY_LANGUAGE, {})[language] = values
+        write_json_atomic(self.path / CONFIG_NAME, self.config)
+
+    def set_params(self, updates: dict[str, Any]) -> None:
+        """Change recipe parameters of a trained project that need no retraining (tuned by
+        ``tagalign hyperopt --save``): stored in the config and the model's metadata, both
+        atomically, then the model is reloaded so it uses them."""
+        if self.recipe is None:
+            raise ProjectError(f"project {self.path} is not trained yet; run `tagalign train`")
+        self.check_learnable()
+        get_recipe(self.config["recipe"])(self.vocab, **{**self.config["params"], **updates})
+        meta_path = self.path / MODEL_DIR / "recipe.json"
+        meta = read_json(meta_path)
+        meta["params"] = {**meta["params"], **updates}
+        write_json_atomic(meta_path, meta)
+        self.config["params"] = {**self.config["params"], **updates}
+        self.config[TUNED] = sorted(set(self.config.get(TUNED, [])) | set(updates))
+        write_json_atomic(self.path / CONFIG_NAME, self.config)
+        self.recipe = self._load_model()
+
     # -- suggesting --------------------------------------------------------------------
-    def suggest(self, records: Sequence[Record], limit: int = 20,
-                threshold: float = 0.0) -> list[list[Suggestion]]:
+    def suggest(self, records: Sequence[Record], limit: int | None = None,
+                threshold: float | None = None) -> list[list[Suggestion]]:
         """Ranked suggestions per record (none for a record without text; see
-        `suggest_with_warnings` for the reasons)."""
+        `suggest_with_warnings` for the reasons and the defaults)."""
         return [row for row, _ in self.suggest_with_warnings(records, limit, threshold)]
 
-    def suggest_with_warnings(self, records: Sequence[Record], limit: int = 20,
-                              threshold: float = 0.0
+    def suggest_with_warnings(self, records: Sequence[Record], limit: int | None = None,
+                              threshold: float | None = None, *,
+                              fallback_limit: int = DEFAULT_LIMIT
                               ) -> list[tuple[list[Suggestion], str | None]]:
         """``(suggestions, warning)`` per record (see `tag`)."""
-        return [(t.suggestions, t.warning) for t in self.tag(records, limit, threshold)]
+        return [(t.suggestions, t.warning) for t in self.tag(records, limit, threshold,
+                                                             fallback_limit=fallback_limit)]
 
-    def tag(self, records: Sequence[Record], limit: int = 20, threshold: float = 0.0
+    def tag(self, records: Sequence[Record], limit: int | None = None,
+            threshold: float | None = None, *, fallback_limit: int = DEFAULT_LIMIT
             ) -> list[Tagged]:
         """Suggestions, warning and quality estimate per record. Degenerate records never
         reach the recipe as they are (`tagalign.records.check_record`): empty text gets no
         suggestions, no quality and `EMPTY_WARNING`; text over `MAX_TEXT_CHARS` is cut,
-        with a warning saying so. The quality is None when the recipe has no estimator."""
+        with a warning saying so. The quality is None when the recipe has no estimator.
+
+        A ``limit`` or ``threshold`` of None takes the project's saved value for the
+        record's language (`defaults`)."""
         if self.recipe is None:
             raise ProjectError(f"project {self.path} is not trained yet; run `tagalign train`")
         checked = [check_record(r) for r in records]
         out = [Tagged([], warning) for _, warning in checked]
         todo = [i for i, (_, warning) in enumerate(checked) if warning != EMPTY_WARNING]
         if todo:
-            rows = self.recipe.suggest_with_quality([checked[i][0] for i in todo], limit=limit,
-                                                    threshold=threshold)
-            for i, (row, quality) in zip(todo, rows, strict=True):
-                out[i].suggestions, out[i].quality = row, quality
+            groups: dict[tuple[int, float], list[int]] = {}  # records cut alike
+            for i in todo:
+                groups.setdefault(self._cut(checked[i][0], limit, threshold, fallback_limit),
+                                  []).append(i)
+            for (n, t), idx in groups.items():
+                rows = self.recipe.suggest_with_quality([checked[i][0] for i in idx], limit=n,
+                                                        threshold=t)
+                for i, (row, quality) in zip(idx, rows, strict=True):
+                    out[i].suggestions, out[i].quality = row, quality
         return out
+
+    def _cut(self, record: Record, limit: int | None, threshold: float | None,
+             fallback_limit: int) -> tuple[int, float]:
+        if limit is not None and threshold is not None:
+            return limit, threshold
+        lang = None
+        if self.config.get(BY_LANGUAGE):  # guessing costs time: only when it matters
+            lang = record.language if record.language in self.config[BY_LANGUAGE] \
+                else guess_language(record.text)
+        saved_limit, saved_threshold = self.defaults(lang, fallback_limit)
+        return (saved_limit if limit is None else limit,
+                saved_threshold if threshold is None else threshold)
 
     def info(self) -> dict[str, Any]:
         c = self.config
@@ -218,5 +311,7 @@ class Project:
             "languages": c["vocabulary"].get("languages", []),
             "trained_at": c.get("trained_at"),
             "dev_scores": c.get("dev_scores"),
+            "limit": c.get("limit"),
+            "threshold": c.get("threshold"),
             "read_only": self.mmap,
         }

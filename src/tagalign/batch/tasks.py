@@ -78,8 +78,9 @@ class SuggestTask(Task):
         self.project = Project.load(spec["project"], mmap=bool(spec.get("mmap", False)))
         if self.project.recipe is None:
             raise ProjectError(f"project {spec['project']} is not trained yet")
-        self.limit = int(spec.get("limit", 20))
-        self.threshold = float(spec.get("threshold", 0.0))
+        # None: the project's saved defaults (`Project.defaults`)
+        self.limit = spec.get("limit")
+        self.threshold = spec.get("threshold")
         self.format = spec.get("format", "jsonl")
         if self.format not in ("jsonl", "parquet"):
             raise ValueError(f"unknown output format {self.format!r}; use jsonl or parquet")

@@ -1,24 +1,32 @@
-"""`tagalign eval`: score predictions with the shared task's metrics."""
+"""`tagalign eval`: score predictions with the shared task's metrics, and Annif's."""
 
 from __future__ import annotations
 
+import io
 import json
 import time
 from pathlib import Path
 
+import numpy as np
 import typer
+from rich.console import Console
+from rich.table import Table
 
 from tagalign.cli.app import app, console, fail
 from tagalign.cli.common import load_records
 from tagalign.evaluate import SubjectEvaluator, check_ks, print_report
 from tagalign.evaluate.quality import format_quality, plot_quality, quality_report
+from tagalign.evaluate.selection import ScoredHits, selection_metrics, subject_results
+from tagalign.io import atomic_text, write_json_atomic
 from tagalign.predictions import (
     read_estimates,
-    read_predictions,
+    read_scored_predictions,
     read_submission,
     write_submission,
 )
-from tagalign.records import BadInputError, InputReport
+from tagalign.project import Project, ProjectError, config_defaults
+from tagalign.records import BadInputError, InputReport, Record
+from tagalign.vocab import Vocabulary
 
 
 def _parse_ks(raw: str) -> list[int]:
@@ -37,6 +45,11 @@ def eval_(
     as_json: bool = typer.Option(False, "--json", help="Print the report as JSON (ks, overall, by_language, by_type, by_type_language, missing_predictions)."),
     submission_dir: Path = typer.Option(None, "--submission-dir", help="Also write the task's submission layout: {Type}/{lang}/{id}.json per gold record."),
     strict: bool = typer.Option(False, "--strict", help="Stop at the first malformed line instead of skipping it."),
+    project_dir: Path = typer.Option(None, "--project", help="Take the limit/threshold of Annif's metrics from this project (saved by `tagalign optimize --save`, per language too) and subject labels for --results-file."),
+    limit: int = typer.Option(None, "--limit", min=1, help="Annif's metrics: subjects kept per record (default: --project's, else all predicted)."),
+    threshold: float = typer.Option(None, "--threshold", min=0.0, max=1.0, help="Annif's metrics: drop scores below this (default: --project's, else 0)."),
+    metrics_file: Path = typer.Option(None, "--metrics-file", "-M", help="Write Annif's metrics (and the task's overall ones under \"task\") as JSON."),
+    results_file: Path = typer.Option(None, "--results-file", "-r", help="Write per-subject results (TSV: support, TP, FP, FN, precision, recall, F1)."),
     quality: bool = typer.Option(False, "--quality", help="Also judge the predictions' per-record quality estimates (\"quality\": {\"recall\": ...}): Spearman/Pearson with true recall, calibration by decile, release curve (P/R/F1@5 of the top share of records by estimate)."),
     plot: Path = typer.Option(None, "--plot", help="With --quality: calibration and release curve as a PNG."),
 ) -> None:
@@ -57,12 +70,15 @@ def eval_(
     report = InputReport(strict=strict)
     estimates: dict[str, float | None] = {}
     try:
-        if quality or plot:
-            predictions, estimates = read_estimates(pred, report)
-        elif pred.is_dir():
-            predictions = read_submission(pred, report)
+        if quality or plot:  # the same file again, for its estimates (bad lines: once)
+            _, estimates = read_estimates(pred, InputReport(stream=io.StringIO(),
+                                                            max_shown=0))
+        if pred.is_dir():
+            scored = {rid: [(sid, None) for sid in ids]
+                      for rid, ids in read_submission(pred, report).items()}
         else:
-            predictions = read_predictions(pred, report)
+            scored = read_scored_predictions(pred, report)
+        predictions = {rid: [sid for sid, _ in row] for rid, row in scored.items()}
     except BadInputError as exc:
         fail(str(exc))
     except (OSError, EOFError) as exc:
@@ -95,9 +111,70 @@ def eval_(
         if plot is not None:
             plot_quality(scores["quality"], plot, title=f"{pred.name} vs {gold.name}")
             console.log(f"quality plot written to {plot}")
+    config = _project_config(project_dir)
+    gold_records = [r for r in records if r.subjects]
+    limits, thresholds = _cuts(gold_records, config, limit, threshold)
+    sh = ScoredHits.build([set(r.subjects) for r in gold_records],
+                          [scored.get(r.id, []) for r in gold_records])
+    annif = selection_metrics(sh, limits, thresholds)
     if as_json:
         typer.echo(json.dumps(scores, indent=1))
     else:
         print_report(scores)
+        Console().print(_annif_table(annif, limit, threshold, config is not None))
         if "quality" in scores:
             typer.echo("\n" + format_quality(scores["quality"]))
+    if metrics_file is not None:
+        write_json_atomic(metrics_file, {**annif, "task": scores["overall"]})
+        console.log(f"metrics written to {metrics_file}")
+    if results_file is not None:
+        vocab = Vocabulary.load(project_dir) if project_dir is not None else None
+        _write_results(results_file, subject_results(sh, limits, thresholds), vocab)
+        console.log(f"per-subject results written to {results_file}")
+
+
+def _project_config(project_dir: Path | None) -> dict | None:
+    if project_dir is None:
+        return None
+    try:
+        return Project.read_config(project_dir)
+    except ProjectError as exc:
+        fail(str(exc))
+        raise  # unreachable: fail() exits
+
+
+def _cuts(records: list[Record], config: dict | None, limit: int | None,
+          threshold: float | None) -> tuple[np.ndarray, np.ndarray]:
+    """Per record: the limit/threshold given, else the project's for its language, else
+    no cut (every predicted subject) and 0."""
+    saved = [config_defaults(config, r.language) if config is not None else
+             (np.iinfo(np.int32).max, 0.0) for r in records]
+    limits = np.array([limit if limit is not None else n for n, _ in saved], np.int64)
+    thresholds = np.array([threshold if threshold is not None else t for _, t in saved])
+    return limits, thresholds
+
+
+def _annif_table(metrics: dict, limit: int | None, threshold: float | None,
+                 from_project: bool) -> Table:
+    how = "the project's limit/threshold" if from_project else "no limit" if limit is None \
+        else f"limit {limit}"
+    if threshold is not None:
+        how += f", threshold {threshold:.2f}"
+    table = Table(title=f"Annif's metrics ({how})", title_justify="left")
+    table.add_column("metric")
+    table.add_column("value", justify="right")
+    for name, value in metrics.items():
+        table.add_row(name, str(value) if isinstance(value, int) else f"{value:.4f}")
+    return table
+
+
+def _write_results(path: Path, rows: list[dict], vocab: Vocabulary | None) -> None:
+    cols = ["support", "true_positives", "false_positives", "false_negatives", "precision",
+            "recall", "f1"]
+    with atomic_text(path) as fh:
+        fh.write("\t".join(["subject", "label", *cols]) + "\n")
+        for row in rows:
+            sid = row["subject"]
+            label = vocab.label(sid, None) if vocab is not None and sid in vocab else ""
+            fh.write("\t".join([sid, label, *(f"{row[c]:.4f}" if isinstance(row[c], float)
+                                              else str(row[c]) for c in cols)]) + "\n")

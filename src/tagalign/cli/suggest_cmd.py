@@ -34,8 +34,8 @@ def suggest(
     title: str = typer.Option(None, "--title", help="Tag one record given on the command line."),
     abstract: str = typer.Option("", "--abstract", help="Abstract of the --title record."),
     language: str = typer.Option(None, "--language", "-l", help="de or en (guessed if omitted)."),
-    limit: int = typer.Option(20, "--limit", "-n", min=1, max=1000, help="Subjects per record."),
-    threshold: float = typer.Option(0.0, "--threshold", help="Drop suggestions scoring below this."),
+    limit: int = typer.Option(None, "--limit", "-n", min=1, max=1000, help="Subjects per record (default: the project's, saved by `tagalign optimize --save`, else 20)."),
+    threshold: float = typer.Option(None, "--threshold", help="Drop suggestions scoring below this (default: the project's, else 0)."),
     batch_size: int = typer.Option(512, "--batch-size", min=1, help="Records per batch."),
     strict: bool = typer.Option(False, "--strict", help="Stop at the first malformed record (exit status 1)."),
     resume: bool = typer.Option(False, "--resume", help="Continue an interrupted run: keep what OUT.partial holds, tag the rest."),
@@ -109,7 +109,8 @@ def load_trained(project_dir: Path, mmap: bool = False) -> Project:
     return project
 
 
-def suggest_one(project: Project, rec: Record, limit: int, threshold: float) -> None:
+def suggest_one(project: Project, rec: Record, limit: int | None,
+                threshold: float | None) -> None:
     tagged = project.tag([rec], limit, threshold)[0]
     if tagged.warning:
         console.print(f"[yellow]warning:[/] {tagged.warning}")
@@ -120,8 +121,8 @@ def suggest_one(project: Project, rec: Record, limit: int, threshold: float) -> 
                       f"precision {tagged.quality.precision:.2f}")
 
 
-def suggest_file(project: Project, input: Path, output: Path, *, limit: int, threshold: float,
-                 batch_size: int, strict: bool, resume: bool,
+def suggest_file(project: Project, input: Path, output: Path, *, limit: int | None,
+                 threshold: float | None, batch_size: int, strict: bool, resume: bool,
                  release_above: float | None = None, review: Path | None = None) -> None:
     """Tag every record of ``input`` into ``output`` (and ``review``, see `tag_records`);
     exit status 1 on a failed run or a malformed record under ``strict``, 130 on Ctrl-C,
@@ -169,7 +170,7 @@ def suggest_file(project: Project, input: Path, output: Path, *, limit: int, thr
 
 
 def _tag_all(project: Project, input: Path, stream: PredictionStream, report: InputReport,
-             counts: TagCounts, limit: int, threshold: float, batch_size: int,
+             counts: TagCounts, limit: int | None, threshold: float | None, batch_size: int,
              review: PredictionStream | None = None,
              release_above: float | None = None) -> None:
     t0 = time.perf_counter()
@@ -206,8 +207,8 @@ def print_suggestions(rows) -> None:
     console.print(table)
 
 
-def suggest_sharded(project_dir: Path, input: Path, output: Path, *, limit: int,
-                    threshold: float, batch_size: int, engine: str, address: str | None,
+def suggest_sharded(project_dir: Path, input: Path, output: Path, *, limit: int | None,
+                    threshold: float | None, batch_size: int, engine: str, address: str | None,
                     num_workers: int | None, output_format: str, shard_size: int,
                     mmap: bool = False) -> None:
     """`tagalign suggest --engine ray` (or ``--format parquet``): a folder of shards.

@@ -8,6 +8,7 @@ from tagalign.predictions.subjects import (
     read_estimates,
     read_predictions,
     read_rows_by_id,
+    read_scored_predictions,
     write_predictions,
 )
 from tagalign.predictions.submission import read_submission, write_submission
@@ -15,5 +16,5 @@ from tagalign.predictions.tagging import TagCounts, review_path, tag_records
 
 __all__ = ["PartialExistsError", "PredictionStream", "TagCounts", "labels_line",
            "partial_path", "read_estimates", "read_label_predictions", "read_predictions",
-           "read_rows_by_id", "read_submission", "review_path", "tag_records",
-           "write_predictions", "write_submission"]
+           "read_rows_by_id", "read_scored_predictions", "read_submission", "review_path",
+           "tag_records", "write_predictions", "write_submission"]

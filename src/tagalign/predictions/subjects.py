@@ -31,6 +31,14 @@ def _ids(subjects: object) -> list[str]:
     return out
 
 
+def _scored(subjects: object) -> list[tuple[str, float | None]]:
+    """Like `_ids`, with each subject's ``score`` (None when absent or not a number)."""
+    ids = _ids(subjects)
+    scores = [s.get("score") if isinstance(s, dict) else None for s in subjects]
+    return [(sid, float(x) if isinstance(x, int | float) and not isinstance(x, bool) else None)
+            for sid, x in zip(ids, scores, strict=True)]
+
+
 def object_with_id(line: str) -> dict | None:
     """One prediction line's JSON object (None for a blank line); raises without an id."""
     if not line.strip():
@@ -100,6 +108,13 @@ def read_predictions(path: Path | str, report: InputReport | None = None
                      ) -> dict[str, list[str]]:
     """``{record id: [subject ids best first]}`` (see `read_rows_by_id` for bad lines)."""
     return read_rows_by_id(path, report, lambda obj: _ids(obj.get("subjects", [])))
+
+
+def read_scored_predictions(path: Path | str, report: InputReport | None = None
+                            ) -> dict[str, list[tuple[str, float | None]]]:
+    """``{record id: [(subject id, score or None), ...] best first}`` (Annif's metrics
+    apply a threshold to the scores); bad lines as in `read_rows_by_id`."""
+    return read_rows_by_id(path, report, lambda obj: _scored(obj.get("subjects", [])))
 
 
 def write_predictions(path: Path | str, rows: Iterable[tuple[str, list[Suggestion]]]) -> int:

@@ -8,11 +8,13 @@ from tagalign.recipes.base import (
     RECIPES,
     ReadOnlyError,
     Recipe,
+    SearchSpace,
+    TrialRun,
     get_recipe,
     read_only_message,
     recipe_names,
     register_recipe,
 )
 
-__all__ = ["RECIPES", "ReadOnlyError", "Recipe", "get_recipe", "read_only_message",
-           "recipe_names", "register_recipe"]
+__all__ = ["RECIPES", "ReadOnlyError", "Recipe", "SearchSpace", "TrialRun", "get_recipe",
+           "read_only_message", "recipe_names", "register_recipe"]

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import importlib
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -18,6 +18,11 @@ from tagalign.suggest import Quality, Suggestion, keep_above
 from tagalign.vocab import Vocabulary
 
 RECIPES: Registry[type[Recipe]] = Registry("recipe")
+
+#: parameters `tagalign hyperopt` may tune: name → (low, high, kind), kind "int" or "float"
+SearchSpace = dict[str, tuple[float, float, str]]
+#: rankings of some records under trial parameters: per record, (subject id, score) best first
+TrialRun = Callable[[dict[str, Any]], list[list[tuple[str, float]]]]
 
 #: Built-in recipes by name → the module that registers them (imported on first use).
 BUILTIN: dict[str, str] = {
@@ -104,6 +109,21 @@ class Recipe(ABC):
         """Suggestions scoring ≥ ``threshold`` and the estimated quality of that list per
         record; a recipe without a quality estimator reports None, never a made-up value."""
         return [(keep_above(row, threshold), None) for row in self.suggest(records, limit)]
+
+    def search_space(self) -> SearchSpace:
+        """Parameters that change what a *trained* model suggests without retraining it
+        (`tagalign hyperopt` tunes them in seconds per trial); default: none."""
+        return {}
+
+    def tuned_values(self) -> dict[str, Any]:
+        """The current value of each `search_space` parameter (a study's first trial)."""
+        return {name: self.params[name] for name in self.search_space()}
+
+    def trial_run(self, records: Sequence[Record], depth: int) -> TrialRun:
+        """Prepare ``records`` once; the returned function ranks them (``depth`` subjects
+        each) under the trial's values of `search_space` parameters. Recipes with a
+        search space implement it."""
+        raise NotImplementedError(f"recipe {self.name!r} has no tunable parameters")
 
     def learn(self, records: Sequence[Record]) -> None:  # noqa: B027 - optional hook
         """Take confirmed records at once (online feedback); default: not supported."""

@@ -20,6 +20,7 @@ time — so it learns the ranker's real errors, not its fit to its own training 
 
 from __future__ import annotations
 
+import copy
 import importlib
 import threading
 import zlib
@@ -37,12 +38,14 @@ from tagalign.io import read_json, save_npy_atomic, write_json_atomic
 from tagalign.recipes.base import (
     ReadOnlyError,
     Recipe,
+    SearchSpace,
+    TrialRun,
     read_only_message,
     register_recipe,
 )
 from tagalign.records import Record
 from tagalign.suggest import Quality, Suggestion
-from tagalign.suggest.fusion import FusionRanker
+from tagalign.suggest.fusion import FusionRanker, top_k
 from tagalign.suggest.pipeline import HybridPipeline
 from tagalign.suggest.quality import CandidateProfile, QualityEstimator, cross_fitted_scores
 from tagalign.suggest.sources import SOURCES, Source
@@ -55,6 +58,10 @@ if TYPE_CHECKING:
     from tagalign.train.phases import PhaseRunner
 
 EMBEDDING_SOURCES = {"emb_knn", "labels"}
+#: sources with a candidate count (``top_k``) that may change after training
+TOP_K_SOURCES = ("omikuji", "tfidf_knn", "emb_knn", "labels")
+#: the widest candidate count `tagalign hyperopt` tries per source
+MAX_TUNED_CANDIDATES = 60
 #: sources registered by another package, imported only when a project uses them (the
 #: domain classifier's package loads torch, which a hybrid without it does not need)
 SOURCE_MODULES = {"domains": "tagalign.classify.source"}
@@ -153,6 +160,14 @@ class HybridRecipe(Recipe):
         # the per-record quality estimate, cross-fitted on split B (see the module docstring)
         "quality": True,
         "quality_folds": 3,
+        # suggest-time knobs (`tagalign hyperopt`, no retraining): per-source candidate
+        # counts (None: candidates_per_source) and the score corrections of `fusion.blend`
+        "candidates_omikuji": None,
+        "candidates_tfidf_knn": None,
+        "candidates_emb_knn": None,
+        "candidates_labels": None,
+        "prior_weight": 0.0,
+        "support_weight": 0.0,
         # the `domains` source (predicted record domains vs each subject's domain profile)
         "domains": False,
         "domain_labels": None,
@@ -173,9 +188,12 @@ class HybridRecipe(Recipe):
         self.timings_: dict[str, dict[str, float]] = {}
 
     # -- construction ----------------------------------------------------------------------
+    def _candidates(self, name: str) -> int:
+        return self.params.get(f"candidates_{name}") or self.params["candidates_per_source"]
+
     def _new_source(self, name: str) -> Source:
         p = self.params
-        k = p["candidates_per_source"]
+        k = self._candidates(name)
         kwargs: dict[str, dict[str, Any]] = {
             "omikuji": {"top_k": k, "cluster_k": p["omikuji_cluster_k"],
                         "max_depth": p["omikuji_max_depth"], "n_threads": p["threads"]},
@@ -233,6 +251,8 @@ class HybridRecipe(Recipe):
         if self.params["refit_full"] and "omikuji" in self.params["sources"]:
             self._refit_omikuji(pipe, runner, stage)
         pipe.prior = subject_prior(pipe.memory.Y)
+        pipe.prior_weight = self.params["prior_weight"]
+        pipe.support_weight = self.params["support_weight"]
         self.pipeline_ = pipe
         self.timings_ = runner.timings
 
@@ -357,6 +377,56 @@ class HybridRecipe(Recipe):
                                                            threshold))
         return out
 
+    # -- tuning --------------------------------------------------------------------------
+    def search_space(self) -> SearchSpace:
+        """The candidate count of each source that has one, and the weights of
+        `tagalign.suggest.fusion.blend`: all used at suggest time only."""
+        space: SearchSpace = {f"candidates_{name}": (5, MAX_TUNED_CANDIDATES, "int")
+                              for name in self.source_names if name in TOP_K_SOURCES}
+        space["prior_weight"] = (-0.3, 0.3, "float")
+        space["support_weight"] = (0.0, 1.0, "float")
+        return space
+
+    def tuned_values(self) -> dict[str, Any]:
+        return {name: self._candidates(name.removeprefix("candidates_"))
+                if name.startswith("candidates_") else self.params[name]
+                for name in self.search_space()}
+
+    def trial_run(self, records: Sequence[Record], depth: int) -> TrialRun:
+        """The sources run once, with `MAX_TUNED_CANDIDATES` each; a trial keeps each
+        source's first k (`Candidates.truncate`, the same as running it with k), then only
+        the features, the ranker and `blend` run again."""
+        if self.pipeline_ is None:
+            raise RuntimeError("hybrid recipe is not trained")
+        pipe = self.pipeline_
+        widest = []
+        for src in pipe.sources:
+            if src.name in TOP_K_SOURCES:  # a copy: the serving sources stay as they are
+                src = copy.copy(src)
+                src.top_k = max(MAX_TUNED_CANDIDATES, self._candidates(src.name))
+            widest.append(src)
+        bs = self.params["batch_size"]
+        prepared = []
+        for start in track(range(0, len(records), bs), description="candidates (once)",
+                           transient=True):
+            batch = pipe.prepare(records[start:start + bs])
+            prepared.append((batch, [s.candidates(batch) for s in widest]))
+
+        def run(trial: dict[str, Any]) -> list[list[tuple[str, float]]]:
+            p = {**self.params, **trial}
+            out: list[list[tuple[str, float]]] = []
+            for batch, cands in prepared:
+                cut = [c.truncate(p.get(f"candidates_{s.name}") or p["candidates_per_source"])
+                       if s.name in TOP_K_SOURCES else c
+                       for s, c in zip(pipe.sources, cands, strict=True)]
+                rows, cols, X, _, support = pipe.features(batch, cut)
+                scores = pipe.score(cols, X, support, p["prior_weight"], p["support_weight"])
+                out.extend([[(self.vocab.subjects[c].id, s) for c, s, _ in row]
+                            for row in top_k(rows, cols, scores, len(batch), depth)])
+            return out
+
+        return run
+
     # -- persistence -----------------------------------------------------------------------
     def save(self, path: Path) -> None:
         pipe = self.pipeline_
@@ -395,7 +465,8 @@ class HybridRecipe(Recipe):
             sources.append(src)
         self.pipeline_ = HybridPipeline(
             vocab, ctx.analyzer, TfidfFeaturizer.load(path / "tfidf"), memory, sources, encoder,
-            FusionRanker.load(path / "ranker"), np.load(path / "prior.npy", allow_pickle=False))
+            FusionRanker.load(path / "ranker"), np.load(path / "prior.npy", allow_pickle=False),
+            prior_weight=self.params["prior_weight"], support_weight=self.params["support_weight"])
         if (path / "quality").exists():  # models saved before the estimator load without it
             self.pipeline_.quality = QualityEstimator.load(path / "quality")
         self.timings_ = meta.get("timings", {})

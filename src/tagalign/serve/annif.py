@@ -51,6 +51,8 @@ PREFIX = "/v1"
 GND_URI = "https://d-nb.info/gnd/"
 ANNIF_API_VERSION = "1.4.3"  # the Annif release whose OpenAPI document this follows
 MAX_BATCH = 32  # Annif's suggest-batch limit
+#: subjects per request when neither it nor the project (`Project.set_defaults`) says (Annif's)
+DEFAULT_LIMIT = 10
 MAX_LIMIT = 1000  # Annif has no upper bound; more than this many results are never useful
 
 
@@ -172,9 +174,14 @@ def _number(value: Any, name: str, kind: type, low: float, high: float | None) -
     return x
 
 
-def _options(values: Mapping[str, Any]) -> tuple[int, float, str | None]:
-    limit = _number(values.get("limit", 10), "limit", int, 0, None)
-    threshold = _number(values.get("threshold", 0.0), "threshold", float, 0.0, 1.0)
+def _options(values: Mapping[str, Any]) -> tuple[int | None, float | None, str | None]:
+    """limit, threshold (None when not given: the project's saved ones), language."""
+    limit = values.get("limit")
+    threshold = values.get("threshold")
+    if limit is not None:
+        limit = _number(limit, "limit", int, 0, None)
+    if threshold is not None:
+        threshold = _number(threshold, "threshold", float, 0.0, 1.0)
     language = values.get("language")
     if language is not None and not isinstance(language, str):
         raise bad_request("language: not a string")
@@ -208,16 +215,18 @@ def create_router(projects: Mapping[str, Project], store: FeedbackStore,
                 "is_trained": proj.is_trained,
                 "modification_time": proj.config.get("trained_at")}
 
-    def results(proj: Project, rows: list[Suggestion], limit: int, threshold: float,
-                language: str | None) -> dict[str, list[dict[str, Any]]]:
+    def results(proj: Project, rows: list[Suggestion], limit: int | None,
+                threshold: float | None, language: str | None
+                ) -> dict[str, list[dict[str, Any]]]:
         # labels in the requested language, else the project's (vocab_language), as in Annif
         language = language or (proj.vocab.languages or ["de"])[0]
         out = [{"uri": GND_URI + s.id, "label": proj.vocab.label(s.id, language),
                 "notation": None, "score": round(float(s.score), 6)}
-               for s in rows if s.score >= threshold]
-        return {"results": out[:limit]}
+               for s in rows if threshold is None or s.score >= threshold]
+        return {"results": out[:limit]}  # None: Project.suggest cut them already
 
-    def suggest_texts(proj: Project, texts: list[str], limit: int, threshold: float,
+    def suggest_texts(proj: Project, texts: list[str], limit: int | None,
+                      threshold: float | None,
                       language: str | None) -> list[dict[str, list[dict[str, Any]]]]:
         if language is not None and language not in proj.vocab.languages:
             raise bad_request(f'language "{language}" not supported by vocabulary')
@@ -226,8 +235,10 @@ def create_router(projects: Mapping[str, Project], store: FeedbackStore,
                 for i, (t, a) in enumerate(map(split_text, texts))]
         todo = [i for i, r in enumerate(recs) if r.title or r.abstract]
         rows: list[list[Suggestion]] = [[] for _ in recs]
-        if todo and limit > 0:
-            found = proj.suggest([recs[i] for i in todo], limit=min(limit, MAX_LIMIT))
+        if todo and (limit is None or limit > 0):
+            found = [row for row, _ in proj.suggest_with_warnings(
+                [recs[i] for i in todo], None if limit is None else min(limit, MAX_LIMIT),
+                threshold, fallback_limit=DEFAULT_LIMIT)]
             for i, row in zip(todo, found, strict=True):
                 rows[i] = row
         return [results(proj, row, limit, threshold, language) for row in rows]

@@ -203,8 +203,10 @@ def create_app(projects: Mapping[str, Project], store: FeedbackStore,
         proj = project(project_id)
         rec = Record(id="request", title=body.title, abstract=body.abstract,
                      language=body.language)
-        # `Project.tag`: blank text gets no suggestions, text over MAX_TEXT_CHARS is cut
-        tagged = proj.tag([rec], limit=body.limit, threshold=body.threshold)[0]
+        # `Project.tag`: blank text gets no suggestions, text over MAX_TEXT_CHARS is cut; no
+        # limit/threshold: the project's saved ones
+        tagged = proj.tag([rec], limit=body.limit, threshold=body.threshold,
+                          fallback_limit=annif.DEFAULT_LIMIT)[0]
         return s.SuggestResponse(results=_out(tagged.suggestions, titles),
                                  warning=tagged.warning, quality=_quality(tagged.quality))
 
@@ -213,7 +215,8 @@ def create_app(projects: Mapping[str, Project], store: FeedbackStore,
         proj = project(project_id)
         recs = [Record(id=r.id or str(i), title=r.title, abstract=r.abstract,
                        language=r.language) for i, r in enumerate(body.records)]
-        tagged = proj.tag(recs, limit=body.limit, threshold=body.threshold)
+        tagged = proj.tag(recs, limit=body.limit, threshold=body.threshold,
+                          fallback_limit=annif.DEFAULT_LIMIT)
         return s.BatchResponse(results=[_out(t.suggestions, titles) for t in tagged],
                                warnings=[t.warning for t in tagged],
                                qualities=[_quality(t.quality) for t in tagged])

@@ -20,8 +20,10 @@ class RecordIn(BaseModel):
 
 
 class SuggestRequest(RecordIn):
-    limit: int = Field(10, ge=1, le=100, description="Most subjects to return.")
-    threshold: float = Field(0.0, ge=0.0, le=1.0, description="Drop scores below this.")
+    limit: int | None = Field(None, ge=1, le=100, description="Most subjects to return "
+                              "(default: the project's, else 10).")
+    threshold: float | None = Field(None, ge=0.0, le=1.0, description="Drop scores below "
+                                    "this (default: the project's, else 0).")
 
 
 class BatchRecord(RecordIn):
@@ -32,8 +34,8 @@ class BatchRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     records: list[BatchRecord] = Field(..., min_length=1, max_length=256)
-    limit: int = Field(10, ge=1, le=100)
-    threshold: float = Field(0.0, ge=0.0, le=1.0)
+    limit: int | None = Field(None, ge=1, le=100)
+    threshold: float | None = Field(None, ge=0.0, le=1.0)
 
 
 class SuggestionOut(BaseModel):

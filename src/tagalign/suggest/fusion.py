@@ -73,6 +73,21 @@ def top_k(rows: np.ndarray, cols: np.ndarray, scores: np.ndarray, n_rows: int, k
     return out
 
 
+def blend(p: np.ndarray, prior: np.ndarray, n_sources: np.ndarray, prior_weight: float = 0.0,
+          support_weight: float = 0.0) -> np.ndarray:
+    """score = σ(logit p + w_prior·prior + w_support·(n_sources − 1)).
+
+    Suggest-time corrections of the ranker's probability ``p`` (tuned by `tagalign
+    hyperopt`, no retraining): ``prior`` (log subject frequency, ≤ 0) favours frequent
+    subjects for w_prior > 0 and rare ones for w_prior < 0; agreement of several sources
+    counts more for w_support > 0. Both weights 0 return ``p`` unchanged."""
+    if not prior_weight and not support_weight:
+        return p
+    q = np.clip(p, 1e-7, 1 - 1e-7)
+    z = np.log(q / (1 - q)) + prior_weight * prior + support_weight * (n_sources - 1.0)
+    return 1.0 / (1.0 + np.exp(-z))
+
+
 DEFAULT_LGB = {
     "objective": "binary",
     "learning_rate": 0.05,

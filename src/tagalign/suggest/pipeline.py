@@ -9,9 +9,9 @@ from typing import Any
 import numpy as np
 
 from tagalign.records import Record
-from tagalign.suggest.fusion import FusionRanker, merge, top_k
+from tagalign.suggest.fusion import FusionRanker, blend, merge, top_k
 from tagalign.suggest.quality import CandidateProfile, QualityEstimator
-from tagalign.suggest.sources.base import Batch, Source
+from tagalign.suggest.sources.base import Batch, Candidates, Source
 from tagalign.suggest.sources.memory import RecordMemory
 from tagalign.suggest.suggestion import Quality, Suggestion, keep_above
 from tagalign.text import Analyzer, guess_language
@@ -34,6 +34,9 @@ class HybridPipeline:
     prior: np.ndarray = field(default_factory=lambda: np.zeros(0, np.float32))
     #: per-record quality estimator (None: a model trained before it existed, or off)
     quality: QualityEstimator | None = None
+    #: suggest-time score corrections (`tagalign.suggest.fusion.blend`); 0: the ranker's own
+    prior_weight: float = 0.0
+    support_weight: float = 0.0
 
     def prepare(self, records: Sequence[Record]) -> Batch:
         langs = [r.language if r.language in ("de", "en") else guess_language(r.text)
@@ -47,13 +50,18 @@ class HybridPipeline:
             batch.embeddings = self.encoder.encode([r.text for r in records])
         return batch
 
-    def features(self, batch: Batch
+    def candidates(self, batch: Batch) -> list[Candidates]:
+        """Each source's candidates, in the order of ``sources``."""
+        return [s.candidates(batch) for s in self.sources]
+
+    def features(self, batch: Batch, cands: list[Candidates] | None = None
                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[str], np.ndarray]:
         """All candidates of a batch: (rows, subject positions, features, names, support).
 
-        ``support[i, j]`` says whether source ``j`` proposed candidate ``i``.
+        ``support[i, j]`` says whether source ``j`` proposed candidate ``i``; ``cands``:
+        the sources' candidates when already computed (`candidates`).
         """
-        cands = [s.candidates(batch) for s in self.sources]
+        cands = self.candidates(batch) if cands is None else cands
         rows, cols, X, names = merge(cands, len(self.vocab))
         firsts = np.cumsum([0] + [len(c.names) for c in cands[:-1]])
         support = ~np.isnan(X[:, firsts])  # which sources proposed each candidate
@@ -67,13 +75,23 @@ class HybridPipeline:
         X = np.hstack([X, extra.astype(np.float32)])
         return rows, cols, X, names + EXTRA_FEATURES, support
 
+    def score(self, cols: np.ndarray, X: np.ndarray, support: np.ndarray,
+              prior_weight: float | None = None, support_weight: float | None = None
+              ) -> np.ndarray:
+        """The ranker's probabilities, corrected by `blend` (weights: the pipeline's unless
+        given, as tuning trials do)."""
+        prior = self.prior[cols] if len(self.prior) else np.zeros(len(cols), np.float32)
+        return blend(self.ranker.predict(X), prior, support.sum(1),
+                     self.prior_weight if prior_weight is None else prior_weight,
+                     self.support_weight if support_weight is None else support_weight)
+
     def rank(self, batch: Batch, limit: int, threshold: float | None = None
              ) -> tuple[list[list[tuple[int, float, list[str]]]], list[Quality | None]]:
         """Top ``limit`` (subject position, score, supporting sources) per record, and its
         quality estimate for that list after ``threshold`` (None: no estimate wanted)."""
         rows, cols, X, feat_names, support = self.features(batch)
         names = [s.name for s in self.sources]
-        scores = self.ranker.predict(X)
+        scores = self.score(cols, X, support)
         ranked = top_k(rows, cols, scores, len(batch), limit)
         qualities: list[Quality | None] = [None] * len(batch)
         if threshold is not None and self.quality is not None:

@@ -66,6 +66,16 @@ class Candidates:
         return cls(np.zeros(0, np.int64), np.zeros(0, np.int64),
                    np.zeros((0, len(names)), np.float32), names)
 
+    def truncate(self, k: int) -> Candidates:
+        """Only each record's first ``k`` (by the ``*_rank`` feature): what the source
+        returns with ``top_k=k``, from a run with a larger one (tuning reuses one run).
+        Candidates without a rank feature are returned as they are."""
+        rank = [i for i, name in enumerate(self.names) if name.endswith("_rank")]
+        if not rank:
+            return self
+        keep = self.feats[:, rank[0]] <= k
+        return Candidates(self.rows[keep], self.cols[keep], self.feats[keep], self.names)
+
 
 def topk_per_row(scores: sp.csr_matrix, k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The ``k`` largest stored entries of each CSR row → (rows, cols, values), rank-ordered."""
@@ -77,8 +87,9 @@ def topk_per_row(scores: sp.csr_matrix, k: int) -> tuple[np.ndarray, np.ndarray,
         if a == b:
             continue
         d = data[a:b]
-        part = np.argpartition(-d, k - 1)[:k] if b - a > k else np.arange(b - a)
-        part = part[np.argsort(-d[part], kind="stable")]
+        # ties broken by subject position, so the top k of a wider top-k' run is exactly
+        # the top k (`Candidates.truncate`: tuning runs a source once, widest)
+        part = np.lexsort((indices[a:b], -d))[:k]
         rows.append(np.full(len(part), r, np.int64))
         cols.append(indices[a:b][part].astype(np.int64))
         vals.append(d[part].astype(np.float32))
