@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import shutil
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +22,8 @@ from tagalign.io import atomic_dir, read_json, versions, write_json_atomic
 from tagalign.recipes import ReadOnlyError, Recipe, get_recipe, read_only_message
 from tagalign.records import EMPTY_WARNING, Record, check_record
 from tagalign.suggest import Suggestion
-from tagalign.vocab import Vocabulary
+from tagalign.vocab import Vocabulary, normalize_subject_id
+from tagalign.vocab.rules import SubjectRules
 
 CONFIG_NAME = "project.json"
 MODEL_DIR = "model"
@@ -32,6 +33,14 @@ DEFAULT_RECIPE = "hybrid"
 
 class ProjectError(RuntimeError):
     """A project folder is missing, incomplete or inconsistent."""
+
+
+class NotTrainedError(ProjectError):
+    """Suggestions were asked of a project that has no trained model yet."""
+
+
+class LearningNotAllowedError(PermissionError):
+    """The project is not configured to learn from API requests (``allow_learn``)."""
 
 
 def _now() -> str:
@@ -47,6 +56,18 @@ class Project:
         self.recipe = recipe
         #: loaded memory-mapped: suggests as usual, never learns (`learn` refuses)
         self.mmap = mmap
+        # serving settings (a projects file sets them; none is saved in project.json):
+        #: learning through the REST APIs allowed (Annif's ``allow_learn``, default off)
+        self.allow_learn = False
+        #: subjects never suggested (Annif's vocabulary ``exclude``/``include``)
+        self.rules = SubjectRules()
+        #: the project's language (Annif's ``language``; default: the vocabulary's first)
+        self.language: str | None = None
+        #: default limit and threshold of the projects file (else the config's, see
+        #: `default_limit`); kept apart from ``config`` so they are never saved into it
+        self.limit: int | None = None
+        self.threshold: float | None = None
+        self._excluded: tuple[SubjectRules, frozenset[str]] | None = None
 
     # -- creation and loading ----------------------------------------------------------
     @classmethod
@@ -154,6 +175,14 @@ class Project:
         self.config["versions"] = versions()
         write_json_atomic(self.path / CONFIG_NAME, self.config)
 
+    def check_learn_allowed(self) -> None:
+        """Raise `LearningNotAllowedError` unless ``allow_learn`` is set (the REST APIs ask
+        before storing anything, as Annif does)."""
+        if not self.allow_learn:
+            raise LearningNotAllowedError(
+                f"Learning not allowed for this project ({self.path.name}): set allow_learn "
+                "= true in the projects file or serve it with --allow-learn")
+
     def check_learnable(self) -> None:
         """Raise `ReadOnlyError` for a project loaded with ``mmap`` (before anything of a
         learn request is stored, so a refused request leaves no trace)."""
@@ -178,28 +207,78 @@ class Project:
         write_json_atomic(self.path / CONFIG_NAME, self.config)
 
     # -- suggesting --------------------------------------------------------------------
+    def default_limit(self, fallback: int) -> int:
+        """The projects file's ``limit``, else the saved config's (`optimize`), else
+        ``fallback``."""
+        return int(self.limit or self.config.get("limit") or fallback)
+
+    def default_threshold(self, fallback: float = 0.0) -> float:
+        value = self.threshold if self.threshold is not None else self.config.get("threshold")
+        return float(fallback if value is None else value)
+
+    @property
+    def excluded(self) -> frozenset[str]:
+        """Subject ids the project's rules exclude (computed once per rules object)."""
+        if self._excluded is None or self._excluded[0] is not self.rules:
+            self._excluded = (self.rules, self.rules.excluded(self.vocab))
+        return self._excluded[1]
+
     def suggest(self, records: Sequence[Record], limit: int = 20,
-                threshold: float = 0.0) -> list[list[Suggestion]]:
+                threshold: float = 0.0, exclude: Collection[str] = ()
+                ) -> list[list[Suggestion]]:
         """Ranked suggestions per record (none for a record without text; see
         `suggest_with_warnings` for the reasons)."""
-        return [row for row, _ in self.suggest_with_warnings(records, limit, threshold)]
+        return [row for row, _ in self.suggest_with_warnings(records, limit, threshold,
+                                                             exclude)]
 
     def suggest_with_warnings(self, records: Sequence[Record], limit: int = 20,
-                              threshold: float = 0.0
+                              threshold: float = 0.0, exclude: Collection[str] = ()
                               ) -> list[tuple[list[Suggestion], str | None]]:
         """``(suggestions, warning)`` per record: degenerate records never reach the recipe
         as they are (`tagalign.records.check_record`): empty text gets no suggestions and
-        `EMPTY_WARNING`; text over `MAX_TEXT_CHARS` is cut, with a warning saying so."""
+        `EMPTY_WARNING`; text over `MAX_TEXT_CHARS` is cut, with a warning saying so.
+
+        ``exclude``: subject ids (or GND URIs) never returned for these records, on top of
+        the project's rules; the ``limit`` is still filled from the other subjects."""
         if self.recipe is None:
-            raise ProjectError(f"project {self.path} is not trained yet; run `tagalign train`")
+            raise NotTrainedError(f"project {self.path} is not trained yet; run `tagalign "
+                                  "train`")
+        banned = self.excluded
+        if exclude:
+            banned = banned | {normalize_subject_id(i) for i in exclude}
         checked = [check_record(r) for r in records]
         todo = [i for i, (_, warning) in enumerate(checked) if warning != EMPTY_WARNING]
         out: list[list[Suggestion]] = [[] for _ in records]
         if todo:
-            rows = self.recipe.suggest([checked[i][0] for i in todo], limit=limit)
+            rows = self._ranked([checked[i][0] for i in todo], limit, banned)
             for i, row in zip(todo, rows, strict=True):
                 out[i] = [s for s in row if s.score >= threshold] if threshold > 0 else row
         return [(row, warning) for row, (_, warning) in zip(out, checked, strict=True)]
+
+    def _ranked(self, records: list[Record], limit: int, banned: frozenset[str] | set[str]
+                ) -> list[list[Suggestion]]:
+        """The recipe's top ``limit`` per record with ``banned`` subjects removed.
+
+        At most ``len(banned)`` of a recipe's candidates can be banned, so asking for
+        ``limit + len(banned)`` always leaves ``limit`` allowed ones when there are that
+        many. To keep a large exclusion (``exclude = "*"``) cheap, the request starts
+        smaller and doubles only for the records whose list came back full yet short."""
+        if not banned:
+            return self.recipe.suggest(records, limit=limit)
+        ceiling = limit + min(len(banned), len(self.vocab))
+        k = min(ceiling, limit + max(limit, 16))
+        out: list[list[Suggestion]] = [[] for _ in records]
+        todo = list(range(len(records)))
+        while todo:
+            rows = self.recipe.suggest([records[i] for i in todo], limit=k)
+            again = []
+            for i, row in zip(todo, rows, strict=True):
+                kept = [s for s in row if s.id not in banned]
+                out[i] = kept[:limit]
+                if len(kept) < limit and len(row) >= k and k < ceiling:
+                    again.append(i)  # a full list: more candidates may exist further down
+            todo, k = again, min(ceiling, 2 * k)
+        return out
 
     def info(self) -> dict[str, Any]:
         c = self.config
@@ -209,7 +288,12 @@ class Project:
             "recipe": c.get("recipe"),
             "vocabulary_size": c["vocabulary"]["size"],
             "languages": c["vocabulary"].get("languages", []),
+            "language": self.language or (c["vocabulary"].get("languages") or [None])[0],
+            "trained": self.is_trained,
             "trained_at": c.get("trained_at"),
             "dev_scores": c.get("dev_scores"),
             "read_only": self.mmap,
+            "allow_learn": self.allow_learn,
+            "rules": self.rules.describe(),
+            "excluded": len(self.excluded),
         }

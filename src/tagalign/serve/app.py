@@ -28,14 +28,20 @@ from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.middleware.cors import CORSMiddleware
 
-from tagalign.project import Project, ReadOnlyError
+from tagalign.project import (
+    LearningNotAllowedError,
+    NotTrainedError,
+    Project,
+    ReadOnlyError,
+)
 from tagalign.records import Record
 from tagalign.serve import annif
 from tagalign.serve import schemas as s
 from tagalign.serve.feedback import Decision, FeedbackStore
 from tagalign.suggest import Suggestion
 
-MAX_BODY = 1_000_000
+MAX_BODY = 20_000_000  # Annif's default (ANNIF_MAX_CONTENT_LENGTH)
+MAX_BODY_ENV = "TAGALIGN_MAX_CONTENT_LENGTH"
 STATIC = Path(__file__).parent / "static"
 API = "/tagalign/v1"  # tagalign's own API; Annif's is at /v1 (annif.PREFIX)
 
@@ -133,16 +139,26 @@ def _out(rows: list[Suggestion], titles: Mapping[str, str]) -> list[s.Suggestion
                             reasons=_with_titles(x.reasons, titles)) for x in rows]
 
 
-def _suggest(proj: Project, recs: list[Record], limit: int, threshold: float
+def _suggest(proj: Project, recs: list[Record], body: s.SuggestRequest | s.BatchRequest
              ) -> tuple[list[list[Suggestion]], list[str | None]]:
     """Suggestions and one warning (or None) per record (`Project.suggest_with_warnings`:
-    blank text gets no suggestions, text over `MAX_TEXT_CHARS` is cut)."""
-    pairs = proj.suggest_with_warnings(recs, limit=limit, threshold=threshold)
+    blank text gets no suggestions, text over `MAX_TEXT_CHARS` is cut); limit and
+    threshold default to the project's."""
+    limit = body.limit if body.limit is not None else proj.default_limit(10)
+    threshold = body.threshold if body.threshold is not None else proj.default_threshold()
+    try:
+        pairs = proj.suggest_with_warnings(recs, limit=limit, threshold=threshold,
+                                           exclude=body.exclude)
+    except NotTrainedError as exc:
+        raise HTTPException(503, str(exc)) from None
     return [row for row, _ in pairs], [warning for _, warning in pairs]
 
 
 def create_app(projects: Mapping[str, Project], store: FeedbackStore,
-               records: Mapping[str, Record] | None = None) -> FastAPI:
+               records: Mapping[str, Record] | None = None, *,
+               max_body: int = MAX_BODY) -> FastAPI:
+    """The app serving ``projects`` (id → project; learning only where a project's
+    ``allow_learn`` is set); bodies over ``max_body`` bytes are refused with 413."""
     app = FastAPI(title="tagalign", version="1",
                   description="GND subject suggestions with reasons, warnings and feedback. "
                               "Annif's REST API is served beside it at /v1 (give Annif "
@@ -151,7 +167,7 @@ def create_app(projects: Mapping[str, Project], store: FeedbackStore,
     records = records or {}
     # neighbour titles for reasons: the records file, then records learned here
     titles: dict[str, str] = {rid: r.title for rid, r in records.items()}
-    app.add_middleware(BodyLimit, max_body=MAX_BODY)
+    app.add_middleware(BodyLimit, max_body=max_body)
     app.add_middleware(AnnifCors)
 
     @app.exception_handler(RequestValidationError)
@@ -170,7 +186,7 @@ def create_app(projects: Mapping[str, Project], store: FeedbackStore,
     async def http_error(request: Request, exc: StarletteHTTPException):
         if annif.is_annif_path(request.url.path):
             if exc.status_code == 413:
-                return _too_large(request.url.path, MAX_BODY)
+                return _too_large(request.url.path, max_body)
             return annif.Problem(exc.status_code, "Error", str(exc.detail)).response()
         if exc.status_code == 400 and "parsing the body" in str(exc.detail):
             # undecodable bytes are bad JSON too: same status as any other bad JSON
@@ -186,7 +202,8 @@ def create_app(projects: Mapping[str, Project], store: FeedbackStore,
 
     api = APIRouter(prefix=API, responses={
         404: {"model": s.ErrorOut, "description": "Unknown project or record"},
-        413: {"model": s.ErrorOut, "description": f"Body over {MAX_BODY} bytes"}})
+        413: {"model": s.ErrorOut, "description": f"Body over {max_body} bytes"},
+        503: {"model": s.ErrorOut, "description": "Project not trained yet"}})
 
     @api.get("/health")
     def health() -> dict:
@@ -206,7 +223,7 @@ def create_app(projects: Mapping[str, Project], store: FeedbackStore,
         proj = project(project_id)
         rec = Record(id="request", title=body.title, abstract=body.abstract,
                      language=body.language)
-        rows, warnings = _suggest(proj, [rec], body.limit, body.threshold)
+        rows, warnings = _suggest(proj, [rec], body)
         return s.SuggestResponse(results=_out(rows[0], titles), warning=warnings[0])
 
     @api.post("/projects/{project_id}/suggest-batch", response_model=s.BatchResponse)
@@ -214,17 +231,22 @@ def create_app(projects: Mapping[str, Project], store: FeedbackStore,
         proj = project(project_id)
         recs = [Record(id=r.id or str(i), title=r.title, abstract=r.abstract,
                        language=r.language) for i, r in enumerate(body.records)]
-        rows, warnings = _suggest(proj, recs, body.limit, body.threshold)
+        rows, warnings = _suggest(proj, recs, body)
         return s.BatchResponse(results=[_out(r, titles) for r in rows], warnings=warnings)
 
     @api.post("/projects/{project_id}/learn", response_model=s.LearnResponse, responses={
+        403: {"model": s.ErrorOut,
+              "description": "Learning not allowed for this project (allow_learn is off)"},
         409: {"model": s.ErrorOut,
               "description": "Project served read-only (`tagalign serve --mmap`): nothing "
                              "was stored or learned"}})
     def learn(project_id: str, body: s.LearnRequest) -> s.LearnResponse:
         proj = project(project_id)
         try:
+            proj.check_learn_allowed()
             proj.check_learnable()
+        except LearningNotAllowedError as exc:
+            raise HTTPException(403, str(exc)) from None
         except ReadOnlyError as exc:
             raise HTTPException(409, str(exc)) from None
         unknown = sorted({sid for r in body.records for sid in [*r.subjects, *r.rejected]
