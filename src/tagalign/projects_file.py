@@ -229,8 +229,9 @@ def apply_settings(spec: ProjectSpec, project: Project) -> None:
                                 f"vocabulary: {', '.join(unknown[:10])}"
                                 + (f" (+{len(unknown) - 10} more)" if len(unknown) > 10 else ""))
     if spec.language is not None and spec.language not in project.vocab.languages:
+        known = ", ".join(project.vocab.languages)
         raise ProjectsFileError(f"{spec.where('language')}: {spec.language!r} is not a "
-                                f"language of the vocabulary ({', '.join(project.vocab.languages)})")
+                                f"language of the vocabulary ({known})")
     if spec.name:
         project.config["name"] = spec.name
     project.allow_learn = spec.allow_learn

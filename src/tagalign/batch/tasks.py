@@ -80,6 +80,7 @@ class SuggestTask(Task):
             raise ProjectError(f"project {spec['project']} is not trained yet")
         self.limit = int(spec.get("limit", 20))
         self.threshold = float(spec.get("threshold", 0.0))
+        self.exclude = frozenset(spec.get("exclude", ()))
         self.format = spec.get("format", "jsonl")
         if self.format not in ("jsonl", "parquet"):
             raise ValueError(f"unknown output format {self.format!r}; use jsonl or parquet")
@@ -88,7 +89,7 @@ class SuggestTask(Task):
         return [f"part-{shard_id}.{self.format}"]
 
     def process(self, records: Sequence[Record]) -> list[Any]:
-        return self.project.suggest(records, self.limit, self.threshold)
+        return self.project.suggest(records, self.limit, self.threshold, self.exclude)
 
     def encode_row(self, record: Record, value: Any) -> Any:
         subjects = [s.to_json() for s in value]

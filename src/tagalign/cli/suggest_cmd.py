@@ -16,6 +16,7 @@ from tagalign.predictions import PartialExistsError, PredictionStream, TagCounts
 from tagalign.project import Project, ProjectError
 from tagalign.records import BadInputError, InputReport, Record, read_records
 from tagalign.vocab import VocabularyMismatchError
+from tagalign.vocab.rules import read_id_file
 
 MAX_WARNINGS_SHOWN = 10
 
@@ -45,6 +46,7 @@ def suggest(
                                    help="Records per shard of --engine ray (the unit of resuming)."),
     mmap: bool = typer.Option(False, "--mmap", help=MMAP_HELP + " With --engine ray the "
                               "workers on one machine share the mapped pages."),
+    exclude_file: Path = typer.Option(None, "--exclude", help="File of subject ids or GND URIs (one a line) never to suggest; the limit is filled from the others."),
 ) -> None:
     """Suggest subjects for records (a file, or one --title/--abstract).
 
@@ -55,7 +57,10 @@ def suggest(
     records not yet written. Malformed records are named (path:line) and skipped.
 
     On Ray: tagalign suggest gnd-hybrid --input records/ --output pred/ --engine ray --num-workers 2
+
+    Never these subjects: tagalign suggest gnd-hybrid --title "…" --exclude excluded-ids.txt
     """
+    exclude = read_exclude(exclude_file)
     if engine not in ("local", "ray") or output_format not in ("jsonl", "parquet"):
         fail("--engine takes local or ray; --format takes jsonl or parquet")
     if engine == "ray" or output_format == "parquet":
@@ -64,15 +69,25 @@ def suggest(
         return suggest_sharded(project_dir, input, output, limit=limit, threshold=threshold,
                                batch_size=batch_size, engine=engine, address=address,
                                num_workers=num_workers, output_format=output_format,
-                               shard_size=shard_size, mmap=mmap)
+                               shard_size=shard_size, mmap=mmap, exclude=exclude)
     project = load_trained(project_dir, mmap=mmap)
     if title is not None:
         rec = Record(id="cli", title=title, abstract=abstract, language=language)
-        return suggest_one(project, rec, limit, threshold)
+        return suggest_one(project, rec, limit, threshold, exclude)
     if input is None or output is None:
         fail("give --input and --output (or --title for a single record)")
     suggest_file(project, input, output, limit=limit, threshold=threshold,
-                 batch_size=batch_size, strict=strict, resume=resume)
+                 batch_size=batch_size, strict=strict, resume=resume, exclude=exclude)
+
+
+def read_exclude(path: Path | None) -> frozenset[str]:
+    if path is None:
+        return frozenset()
+    try:
+        return frozenset(read_id_file(path))
+    except (OSError, UnicodeDecodeError) as exc:
+        fail(f"cannot read --exclude {path}: {exc}")
+        raise  # unreachable: fail() exits
 
 
 def load_trained(project_dir: Path, mmap: bool = False) -> Project:
@@ -86,8 +101,9 @@ def load_trained(project_dir: Path, mmap: bool = False) -> Project:
     return project
 
 
-def suggest_one(project: Project, rec: Record, limit: int, threshold: float) -> None:
-    rows, warning = project.suggest_with_warnings([rec], limit, threshold)[0]
+def suggest_one(project: Project, rec: Record, limit: int, threshold: float,
+                exclude: frozenset[str] = frozenset()) -> None:
+    rows, warning = project.suggest_with_warnings([rec], limit, threshold, exclude)[0]
     if warning:
         console.print(f"[yellow]warning:[/] {warning}")
     if rows:
@@ -95,7 +111,8 @@ def suggest_one(project: Project, rec: Record, limit: int, threshold: float) -> 
 
 
 def suggest_file(project: Project, input: Path, output: Path, *, limit: int, threshold: float,
-                 batch_size: int, strict: bool, resume: bool) -> None:
+                 batch_size: int, strict: bool, resume: bool,
+                 exclude: frozenset[str] = frozenset()) -> None:
     """Tag every record of ``input`` into ``output``; exit status 1 on a failed run or a
     malformed record under ``strict``, 130 on Ctrl-C, 0 otherwise."""
     if not input.exists():
@@ -110,7 +127,8 @@ def suggest_file(project: Project, input: Path, output: Path, *, limit: int, thr
         console.log(f"resuming: {len(stream.done)} records already in {stream.partial}")
     report = InputReport(strict=strict)
     try:
-        _tag_all(project, input, stream, report, counts, limit, threshold, batch_size)
+        _tag_all(project, input, stream, report, counts, limit, threshold, batch_size,
+                 exclude)
     except BaseException as exc:
         stream.close()
         console.print(counts.line(report), soft_wrap=True)
@@ -129,7 +147,8 @@ def suggest_file(project: Project, input: Path, output: Path, *, limit: int, thr
 
 
 def _tag_all(project: Project, input: Path, stream: PredictionStream, report: InputReport,
-             counts: TagCounts, limit: int, threshold: float, batch_size: int) -> None:
+             counts: TagCounts, limit: int, threshold: float, batch_size: int,
+             exclude: frozenset[str] = frozenset()) -> None:
     t0 = time.perf_counter()
     shown = 0
 
@@ -147,7 +166,8 @@ def _tag_all(project: Project, input: Path, stream: PredictionStream, report: In
             bar.update(task, completed=c.tagged, rate=f"{rate:.0f} rec/s")
 
         tag_records(read_records(input, report=report),
-                    lambda chunk: project.suggest_with_warnings(chunk, limit, threshold),
+                    lambda chunk: project.suggest_with_warnings(chunk, limit, threshold,
+                                                                exclude),
                     stream, counts, batch_size, on_batch=on_batch, on_warning=warn)
 
 
@@ -166,7 +186,7 @@ def print_suggestions(rows) -> None:
 def suggest_sharded(project_dir: Path, input: Path, output: Path, *, limit: int,
                     threshold: float, batch_size: int, engine: str, address: str | None,
                     num_workers: int | None, output_format: str, shard_size: int,
-                    mmap: bool = False) -> None:
+                    mmap: bool = False, exclude: frozenset[str] = frozenset()) -> None:
     """`tagalign suggest --engine ray` (or ``--format parquet``): a folder of shards.
     ``mmap`` is not an output setting: a resumed run may change it."""
     if not (project_dir / "project.json").exists():
@@ -176,5 +196,7 @@ def suggest_sharded(project_dir: Path, input: Path, output: Path, *, limit: int,
     spec = {"task": "suggest", "project": str(project_dir.resolve()), "limit": limit,
             "threshold": threshold, "format": output_format, "batch_size": batch_size,
             "mmap": mmap}
+    if exclude:  # only then: a resumed run of an older spec still matches
+        spec["exclude"] = sorted(exclude)
     run_sharded(spec, input.resolve(), output.resolve(), engine=engine, address=address,
                 num_workers=num_workers, shard_size=shard_size)

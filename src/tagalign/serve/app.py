@@ -35,13 +35,11 @@ from tagalign.project import (
     ReadOnlyError,
 )
 from tagalign.records import Record
-from tagalign.serve import annif
+from tagalign.serve import MAX_BODY, annif
 from tagalign.serve import schemas as s
 from tagalign.serve.feedback import Decision, FeedbackStore
 from tagalign.suggest import Suggestion
 
-MAX_BODY = 20_000_000  # Annif's default (ANNIF_MAX_CONTENT_LENGTH)
-MAX_BODY_ENV = "TAGALIGN_MAX_CONTENT_LENGTH"
 STATIC = Path(__file__).parent / "static"
 API = "/tagalign/v1"  # tagalign's own API; Annif's is at /v1 (annif.PREFIX)
 

@@ -52,10 +52,8 @@ class SubjectRules:
         return [i for i in (*self.exclude, *self.include) if i != ALL and i not in vocab]
 
     def excluded(self, vocab: Vocabulary) -> frozenset[str]:
-        if ALL in self.exclude:
-            base = set(vocab.ids)
-        else:
-            base = {i for i in self.exclude if i in vocab}
+        base = set(vocab.ids) if ALL in self.exclude else {i for i in self.exclude
+                                                            if i in vocab}
         return frozenset(base - set(self.include))
 
     def describe(self) -> dict[str, list[str]]:
