@@ -7,17 +7,21 @@ const I18N = {
     export: "Export accepted (JSON)", accept: "Accept", reject: "Reject", working: "Working…",
     done: n => `${n} suggestions`, accepted: n => `${n} accepted`, sources: "Sources",
     labelMatch: "Label found in the text", neighbours: "Similar records", notFound: "Record not found",
-    needTitle: "Please enter a title", saved: "Saved", score: "score" },
+    needTitle: "Please enter a title", saved: "Saved", score: "score",
+    learnOff: "Accept/reject is off: this project does not learn from feedback (allow_learn)." },
   de: { tagline: "GND-Schlagwortvorschläge für Katalogdatensätze", record: "Datensatz", project: "Projekt",
     language: "Sprache", auto: "erkennen", limit: "Schlagwörter", recordId: "Datensatz-ID", fetch: "Datensatz laden",
     title: "Titel", abstract: "Zusammenfassung", suggest: "Schlagwörter vorschlagen", suggestions: "Vorschläge",
     export: "Angenommene exportieren (JSON)", accept: "Annehmen", reject: "Ablehnen", working: "Arbeite…",
     done: n => `${n} Vorschläge`, accepted: n => `${n} angenommen`, sources: "Quellen",
     labelMatch: "Bezeichnung im Text gefunden", neighbours: "Ähnliche Datensätze", notFound: "Datensatz nicht gefunden",
-    needTitle: "Bitte einen Titel eingeben", saved: "Gespeichert", score: "Wert" },
+    needTitle: "Bitte einen Titel eingeben", saved: "Gespeichert", score: "Wert",
+    learnOff: "Annehmen/Ablehnen ist aus: dieses Projekt lernt nicht aus Rückmeldungen (allow_learn)." },
 };
 let ui = "en";
 let current = { recordId: null, suggestions: [], decisions: {} };
+let projects = {};  // id → the project as /tagalign/v1/projects lists it
+const learnAllowed = () => { const p = projects[$("project").value]; return !p || p.allow_learn !== false; };
 const $ = id => document.getElementById(id);
 const t = (key, arg) => { const v = I18N[ui][key]; return typeof v === "function" ? v(arg) : v; };
 
@@ -40,9 +44,10 @@ async function api(path, body) {
 }
 
 async function loadProjects() {
-  const { projects } = await api("/tagalign/v1/projects");
+  const { projects: list } = await api("/tagalign/v1/projects");
   $("project").innerHTML = "";
-  for (const p of projects) {
+  projects = Object.fromEntries(list.map(p => [p.id, p]));
+  for (const p of list) {
     const opt = document.createElement("option");
     opt.value = p.id; opt.textContent = `${p.name || p.id} (${p.recipe})`;
     $("project").appendChild(opt);
@@ -112,6 +117,9 @@ function reasonsOf(s) {
 function render(focusSid, focusDecision) {
   const ol = $("results");
   ol.innerHTML = "";
+  const canLearn = learnAllowed();
+  $("learn-off").hidden = canLearn || !current.suggestions.length;
+  $("learn-off").textContent = t("learnOff");
   for (const s of current.suggestions) {
     const li = document.createElement("li");
     const row = document.createElement("div"); row.className = "subject";
@@ -129,7 +137,8 @@ function render(focusSid, focusDecision) {
       b.dataset.subject = s.id; b.dataset.decision = decision;
       b.setAttribute("aria-pressed", String(current.decisions[s.id] === decision));
       b.setAttribute("aria-label", `${t(decision)}: ${s.label}`);
-      b.addEventListener("click", () => decide(s.id, decision));
+      if (canLearn) b.addEventListener("click", () => decide(s.id, decision));
+      else { b.disabled = true; b.title = t("learnOff"); b.setAttribute("aria-describedby", "learn-off"); }
       row.appendChild(b);
       if (s.id === focusSid && decision === focusDecision) setTimeout(() => b.focus(), 0);
     }
@@ -155,5 +164,6 @@ $("fetch").addEventListener("click", fetchRecord);
 $("export").addEventListener("click", exportAccepted);
 $("ui-de").addEventListener("click", () => setUi("de"));
 $("ui-en").addEventListener("click", () => setUi("en"));
+$("project").addEventListener("change", () => render());
 setUi(navigator.language && navigator.language.startsWith("de") ? "de" : "en");
 loadProjects().catch(e => { $("status").textContent = e.message; });
