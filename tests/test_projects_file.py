@@ -102,7 +102,7 @@ def test_errors_name_the_file_the_table_and_the_key(deployment, tmp_path):
     write_vocab(tmp_path / "other.tsv", dict(list(TOPICS.items())[:5]))
     assert error(f'[a]\n{trained}\nvocab = "other.tsv"\n').startswith(
         f"{src} [a] vocab: {tmp_path / 'other.tsv'} does not match the saved project")
-    assert error(f'[a]\npath = "nowhere"\n') == (
+    assert error('[a]\npath = "nowhere"\n') == (
         f"{src} [a] path: no trained project at {tmp_path / 'nowhere'}, and no vocab key to "
         f"serve it untrained; run `tagalign train --projects {src} a`")
     assert error(f'[a]\n{vocab}\nexclude = ["4046076-9", "9999999-9"]\n') == (

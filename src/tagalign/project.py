@@ -271,7 +271,7 @@ class Project:
         todo = list(range(len(records)))
         while todo:
             rows = self.recipe.suggest([records[i] for i in todo], limit=k)
-            again = []
+            again: list[int] = []
             for i, row in zip(todo, rows, strict=True):
                 kept = [s for s in row if s.id not in banned]
                 out[i] = kept[:limit]
