@@ -58,7 +58,7 @@ vocab = "vocab.tsv"
 
 
 def cli(*args: str) -> str:
-    res = RUNNER.invoke(app, list(args))
+    res = RUNNER.invoke(app, list(args), env={"COLUMNS": "250"})  # table rows on one line
     assert res.exit_code == 0, res.output
     return res.stdout
 

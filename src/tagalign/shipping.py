@@ -24,6 +24,7 @@ files decide what the server runs.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import hashlib
 import io
@@ -141,6 +142,8 @@ def upload(project_dir: Path | str, url: str,
     target = archive_url(url, project.path.name)
     fs, path = url_to_fs(target, **(storage_options or {}))
     partial = path + ".partial"
+    with contextlib.suppress(OSError, NotImplementedError):  # object stores have no folders
+        fs.makedirs(fs._parent(path), exist_ok=True)
     mode = "w|gz" if target.endswith((".gz", ".tgz")) else "w|"
     with fs.open(partial, "wb") as out, tarfile.open(fileobj=out, mode=mode) as tar:
         _add_bytes(tar, MANIFEST, json.dumps(manifest, indent=1).encode("utf-8"))
@@ -239,7 +242,8 @@ def download(url: str, into: Path | str | None = None, *, force: bool = False,
         expected: dict[str, Any] = manifest["files"]
         with atomic_dir(target) as tmp:
             seen: set[str] = set()
-            for member in tar:
+            # `next`, not iteration: iterating a stream starts over with the manifest
+            while (member := tar.next()) is not None:
                 rel = _member_path(member, url)
                 if rel not in expected:
                     raise ShippingError(f"{url}: refused: {rel} is not in the manifest")
