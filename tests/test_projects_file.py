@@ -118,7 +118,7 @@ def test_list_and_show_projects(deployment):
     listed = cli("list-projects", "--projects", src)
     rows = {line.split("│")[1].strip(): line for line in listed.splitlines()
             if line.count("│") > 5}
-    assert set(rows) == {"id", "hybrid", "lexical", "later"}
+    assert set(rows) == {"hybrid", "lexical", "later"}
     assert "yes" in rows["hybrid"] and "allowed" in rows["hybrid"]
     assert "not trained" in rows["later"]
     shown = json.loads(cli("show-project", "lexical", "--projects", src))
@@ -199,7 +199,9 @@ def test_tagalign_api_excludes_per_request(server):
     assert len(ids) == 4 and not {first[0], first[1], HOLZSCHUTZ} & set(ids)
     assert ids[:2] == first[2:]  # the rest move up; the limit is filled from below
     batch = httpx.post(f"{server.url}/tagalign/v1/projects/hybrid/suggest-batch", json={
-        "records": [body, {"title": "Pilze"}], "exclude": [PILZE], "limit": 3}).json()
+        "records": [{"title": body["title"], "abstract": body["abstract"]}, {"title": "Pilze"}],
+        "exclude": [PILZE], "limit": 3}).json()
+    assert [len(row) for row in batch["results"]] == [3, 3]
     assert all(PILZE not in [r["id"] for r in row] for row in batch["results"])
     # the project's own limit (3) when the request gives none
     lexical = httpx.post(f"{server.url}/tagalign/v1/projects/lexical/suggest", json={
