@@ -21,7 +21,7 @@ from typing import Any
 from tagalign.io import atomic_dir, read_json, versions, write_json_atomic
 from tagalign.recipes import ReadOnlyError, Recipe, get_recipe, read_only_message
 from tagalign.records import EMPTY_WARNING, Record, check_record
-from tagalign.suggest import Suggestion
+from tagalign.suggest import Suggestion, Tagged
 from tagalign.vocab import Vocabulary, normalize_subject_id
 from tagalign.vocab.rules import SubjectRules
 
@@ -234,12 +234,21 @@ class Project:
     def suggest_with_warnings(self, records: Sequence[Record], limit: int = 20,
                               threshold: float = 0.0, exclude: Collection[str] = ()
                               ) -> list[tuple[list[Suggestion], str | None]]:
-        """``(suggestions, warning)`` per record: degenerate records never reach the recipe
-        as they are (`tagalign.records.check_record`): empty text gets no suggestions and
-        `EMPTY_WARNING`; text over `MAX_TEXT_CHARS` is cut, with a warning saying so.
+        """``(suggestions, warning)`` per record (see `tag`)."""
+        return [(t.suggestions, t.warning) for t in self.tag(records, limit, threshold,
+                                                             exclude)]
+
+    def tag(self, records: Sequence[Record], limit: int = 20, threshold: float = 0.0,
+            exclude: Collection[str] = ()) -> list[Tagged]:
+        """Suggestions, warning and quality estimate per record. Degenerate records never
+        reach the recipe as they are (`tagalign.records.check_record`): empty text gets no
+        suggestions, no quality and `EMPTY_WARNING`; text over `MAX_TEXT_CHARS` is cut,
+        with a warning saying so. The quality is None when the recipe has no estimator.
 
         ``exclude``: subject ids (or GND URIs) never returned for these records, on top of
-        the project's rules; the ``limit`` is still filled from the other subjects."""
+        the project's rules; the ``limit`` is still filled from the other subjects. A list
+        with excluded subjects gets no quality estimate: the estimator learned the score
+        profiles of whole lists."""
         if self.recipe is None:
             raise NotTrainedError(f"project {self.path} is not trained yet; run `tagalign "
                                   "train`")
@@ -247,13 +256,18 @@ class Project:
         if exclude:
             banned = banned | {normalize_subject_id(i) for i in exclude}
         checked = [check_record(r) for r in records]
+        out = [Tagged([], warning) for _, warning in checked]
         todo = [i for i, (_, warning) in enumerate(checked) if warning != EMPTY_WARNING]
-        out: list[list[Suggestion]] = [[] for _ in records]
         if todo:
-            rows = self._ranked([checked[i][0] for i in todo], limit, banned)
-            for i, row in zip(todo, rows, strict=True):
-                out[i] = [s for s in row if s.score >= threshold] if threshold > 0 else row
-        return [(row, warning) for row, (_, warning) in zip(out, checked, strict=True)]
+            recs = [checked[i][0] for i in todo]
+            if banned:
+                for i, row in zip(todo, self._ranked(recs, limit, banned), strict=True):
+                    out[i].suggestions = [s for s in row if s.score >= threshold]
+            else:
+                rows = self.recipe.suggest_with_quality(recs, limit=limit, threshold=threshold)
+                for i, (row, quality) in zip(todo, rows, strict=True):
+                    out[i].suggestions, out[i].quality = row, quality
+        return out
 
     def _ranked(self, records: list[Record], limit: int, banned: frozenset[str] | set[str]
                 ) -> list[list[Suggestion]]:

@@ -34,6 +34,11 @@ def serve(
     max_body: int = typer.Option(MAX_BODY, "--max-body", envvar=MAX_BODY_ENV, min=1,
                                  help="Largest request body in bytes (413 above; Annif's "
                                  "default, 20 MB)."),
+    queue: Path = typer.Option(None, "--queue", help="Records file to review one after another "
+                               "on the web page (progress kept in the feedback store)."),
+    release_above: float = typer.Option(None, "--release-above", min=0.0, max=1.0,
+                                        help="With --queue: leave out records whose estimated "
+                                        "recall is at least this (when estimates exist)."),
 ) -> None:
     """Serve Annif's REST API at /v1, tagalign's own API at /tagalign/v1 (docs at /docs)
     and the librarians' web page at /. Give Annif clients http://HOST:PORT/v1/ as base URL.
@@ -43,12 +48,16 @@ def serve(
     Several projects from a projects file: tagalign serve --projects projects.toml --only gnd-hybrid,gnd-lexical
 
     Read-only, less memory: tagalign serve gnd-hybrid --mmap
+
+    Review queue: tagalign serve gnd-hybrid --queue new.jsonl.gz --release-above 0.8
     """
     import uvicorn
 
     from tagalign.serve.app import create_app
     from tagalign.serve.feedback import FeedbackStore
 
+    if release_above is not None and queue is None:
+        fail("--release-above needs --queue")
     set_threads(threads)  # 0 leaves the defaults
     if bool(projects) == bool(projects_file):
         fail("give project folders or --projects FILE (one of the two)")
@@ -60,7 +69,8 @@ def serve(
     first.mkdir(parents=True, exist_ok=True)  # an untrained project's folder may not exist
     store = FeedbackStore(feedback_db) if feedback_db else FeedbackStore.for_project(first)
     recs = {r.id: r for r in load_records(records)} if records else {}
-    app_ = create_app(loaded, store, recs, max_body=max_body)
+    review = review_queue(queue, release_above, loaded) if queue else None
+    app_ = create_app(loaded, store, recs, review, max_body=max_body)
     console.log(f"serving on http://{host}:{port}/  (Annif clients: http://{host}:{port}/v1/;"
                 " tagalign's API docs at /docs)")
     uvicorn.run(app_, host=host, port=port, log_level="warning")
@@ -111,6 +121,25 @@ def load_projects_file(source: Path, only: str | None, *, mmap: bool) -> dict[st
     except ProjectsFileError as exc:
         fail(str(exc))
     return loaded
+
+
+def review_queue(queue, release_above: float | None, loaded: dict[str, Project]):
+    from tagalign.serve.queue import RecordQueue
+
+    try:
+        review = RecordQueue(load_records(queue), release_above)
+    except ValueError as exc:
+        fail(f"{queue}: {exc}")
+    for pid, proj in loaded.items():
+        if not proj.is_trained:
+            continue
+        with console.status(f"choosing the records of {pid}'s queue …"):
+            sel = review.select(pid, proj)
+        console.log(f"queue for {pid}: {len(sel.records)} records"
+                    + (f" ({sel.skipped} released above {release_above})" if sel.estimated
+                       else " (no quality estimates: all records)"
+                       if release_above is not None else ""))
+    return review
 
 
 @feedback_app.command("export")

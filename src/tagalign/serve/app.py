@@ -35,10 +35,10 @@ from tagalign.project import (
     ReadOnlyError,
 )
 from tagalign.records import Record
-from tagalign.serve import MAX_BODY, annif
+from tagalign.serve import MAX_BODY, annif, queue, subjects
 from tagalign.serve import schemas as s
 from tagalign.serve.feedback import Decision, FeedbackStore
-from tagalign.suggest import Suggestion
+from tagalign.suggest import Quality, Suggestion, Tagged
 
 STATIC = Path(__file__).parent / "static"
 API = "/tagalign/v1"  # tagalign's own API; Annif's is at /v1 (annif.PREFIX)
@@ -137,23 +137,25 @@ def _out(rows: list[Suggestion], titles: Mapping[str, str]) -> list[s.Suggestion
                             reasons=_with_titles(x.reasons, titles)) for x in rows]
 
 
-def _suggest(proj: Project, recs: list[Record], body: s.SuggestRequest | s.BatchRequest
-             ) -> tuple[list[list[Suggestion]], list[str | None]]:
-    """Suggestions and one warning (or None) per record (`Project.suggest_with_warnings`:
-    blank text gets no suggestions, text over `MAX_TEXT_CHARS` is cut); limit and
-    threshold default to the project's."""
+def _quality(q: Quality | None) -> s.QualityOut | None:
+    return None if q is None else s.QualityOut(**q.to_json())
+
+
+def _tag(proj: Project, recs: list[Record], body: s.SuggestRequest | s.BatchRequest
+         ) -> list[Tagged]:
+    """`Project.tag` (blank text gets no suggestions, text over `MAX_TEXT_CHARS` is cut);
+    limit and threshold default to the project's; 503 for a project not trained yet."""
     limit = body.limit if body.limit is not None else proj.default_limit(10)
     threshold = body.threshold if body.threshold is not None else proj.default_threshold()
     try:
-        pairs = proj.suggest_with_warnings(recs, limit=limit, threshold=threshold,
-                                           exclude=body.exclude)
+        return proj.tag(recs, limit=limit, threshold=threshold, exclude=body.exclude)
     except NotTrainedError as exc:
         raise HTTPException(503, str(exc)) from None
-    return [row for row, _ in pairs], [warning for _, warning in pairs]
 
 
 def create_app(projects: Mapping[str, Project], store: FeedbackStore,
-               records: Mapping[str, Record] | None = None, *,
+               records: Mapping[str, Record] | None = None,
+               review: queue.RecordQueue | None = None, *,
                max_body: int = MAX_BODY) -> FastAPI:
     """The app serving ``projects`` (id → project; learning only where a project's
     ``allow_learn`` is set); bodies over ``max_body`` bytes are refused with 413."""
@@ -221,16 +223,19 @@ def create_app(projects: Mapping[str, Project], store: FeedbackStore,
         proj = project(project_id)
         rec = Record(id="request", title=body.title, abstract=body.abstract,
                      language=body.language)
-        rows, warnings = _suggest(proj, [rec], body)
-        return s.SuggestResponse(results=_out(rows[0], titles), warning=warnings[0])
+        tagged = _tag(proj, [rec], body)[0]
+        return s.SuggestResponse(results=_out(tagged.suggestions, titles),
+                                 warning=tagged.warning, quality=_quality(tagged.quality))
 
     @api.post("/projects/{project_id}/suggest-batch", response_model=s.BatchResponse)
     def suggest_batch(project_id: str, body: s.BatchRequest) -> s.BatchResponse:
         proj = project(project_id)
         recs = [Record(id=r.id or str(i), title=r.title, abstract=r.abstract,
                        language=r.language) for i, r in enumerate(body.records)]
-        rows, warnings = _suggest(proj, recs, body)
-        return s.BatchResponse(results=[_out(r, titles) for r in rows], warnings=warnings)
+        tagged = _tag(proj, recs, body)
+        return s.BatchResponse(results=[_out(t.suggestions, titles) for t in tagged],
+                               warnings=[t.warning for t in tagged],
+                               qualities=[_quality(t.quality) for t in tagged])
 
     @api.post("/projects/{project_id}/learn", response_model=s.LearnResponse, responses={
         403: {"model": s.ErrorOut,
@@ -271,6 +276,10 @@ def create_app(projects: Mapping[str, Project], store: FeedbackStore,
                            language=rec.language, subjects=rec.subjects)
 
     app.include_router(api)
+    # the page's subject search and review queue (`serve/subjects.py`, `serve/queue.py`)
+    app.include_router(subjects.create_router(projects, API))
+    app.include_router(queue.create_router(projects, store, review, API))
+    subjects.warm(projects)
 
     def openapi() -> dict[str, Any]:
         # our 422 body (see validation_error) instead of FastAPI's default description
