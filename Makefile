@@ -5,7 +5,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint browser postgres clean
+.PHONY: demo serve-demo test lint browser postgres clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -18,6 +18,10 @@ $(STAMP): pyproject.toml
 
 demo: $(STAMP)
 	$(VENV)/bin/tagalign demo
+
+# the demo project in the web page, with accept/reject (learning is off unless allowed)
+serve-demo: $(STAMP)
+	$(VENV)/bin/tagalign serve demo-project --allow-learn
 
 # Debian's chromium for the web page's browser test (skipped when it cannot be installed;
 # with CI=true any skipped test fails the run, see tests/skip_report.py).

@@ -80,8 +80,10 @@ def annif_openapi() -> Path:
     return ANNIF_OPENAPI
 
 
-def toy_app(root: Path, online: bool = True):
-    """The serve tests' toy project (tiny vocabulary, `test-overlap` recipe) as an app."""
+def toy_app(root: Path, online: bool = True, allow_learn: bool = True,
+            max_body: int = 1_000_000):
+    """The serve tests' toy project (tiny vocabulary, `test-overlap` recipe) as an app;
+    learning allowed (the tests learn through it) and a 1 MB body limit unless told."""
     import serve_recipe  # noqa: F401 - registers the "test-overlap" recipe
     from tagalign.serve.app import create_app
     from tagalign.serve.feedback import FeedbackStore
@@ -90,8 +92,9 @@ def toy_app(root: Path, online: bool = True):
     train = tiny_records(40)
     project = Project.create(root / "toy", tiny_vocab(), "test-overlap", {"online": online})
     project.train(train)
+    project.allow_learn = allow_learn
     return create_app({"toy": project}, FeedbackStore.for_project(root / "toy"),
-                      {r.id: r for r in train})
+                      {r.id: r for r in train}, max_body=max_body)
 
 
 def fuzz(schema, base_url: str, *, examples: int, modes=("positive",),

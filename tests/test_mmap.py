@@ -113,6 +113,7 @@ def test_live_server_answers_learn_on_a_mapped_project_with_409(trained, data, t
     path = copy_of(trained, tmp_path, "gnd")
     store = FeedbackStore.for_project(path)
     mapped = Project.load(path, mmap=True)
+    mapped.allow_learn = True  # allowed, and still refused: the mapped project is read-only
     rec = dev[0]
     with LiveServer(create_app({"gnd": mapped}, store)) as live:
         ours = httpx.post(f"{live.url}/tagalign/v1/projects/gnd/learn", json={"records": [

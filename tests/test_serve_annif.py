@@ -178,7 +178,7 @@ def test_the_client_table_against_the_tagalign_serve_command(tmp_path):
     boot = ("import sys; sys.path.insert(0, sys.argv.pop(1)); import serve_recipe; "
             "from tagalign.cli import app; app()")
     server = subprocess.Popen([sys.executable, "-c", boot, str(Path(__file__).parent), "serve",
-                               str(tmp_path / "toy"), "--port", str(port)],
+                               str(tmp_path / "toy"), "--port", str(port), "--allow-learn"],
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     client = AnnifClient(api_base=f"http://127.0.0.1:{port}/v1/")
     try:

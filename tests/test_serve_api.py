@@ -19,9 +19,10 @@ from tagalign.serve.feedback import FeedbackStore
 def server(tmp_path_factory, shared_data, gnd_vocab):
     path = tmp_path_factory.mktemp("serve") / "gnd"
     project = train_small_project(path, shared_data, gnd_vocab)
+    project.allow_learn = True  # the feedback tests learn through the server
     store = FeedbackStore.for_project(path)
     dev = {r.id: r for r in read_records(shared_data / "llms4subjects/dev.jsonl.gz", limit=50)}
-    with LiveServer(create_app({"gnd": project}, store, dev)) as live:
+    with LiveServer(create_app({"gnd": project}, store, dev, max_body=1_000_000)) as live:
         live.project_path = path
         live.dev = dev
         yield live

@@ -33,6 +33,7 @@ def live(tmp_path_factory, shared_data, gnd_vocab):
         pytest.skip("Debian chromium is not installed (make test installs it as root)")
     path = tmp_path_factory.mktemp("web") / "gnd"
     project = train_small_project(path, shared_data, gnd_vocab)
+    project.allow_learn = True  # the page's accept/reject buttons learn
     dev = {r.id: r for r in read_records(shared_data / "llms4subjects/dev.jsonl.gz", limit=20)}
     with LiveServer(create_app({"gnd": project}, FeedbackStore.for_project(path), dev)) as srv:
         srv.db = path / "feedback.sqlite"

@@ -33,8 +33,10 @@ def toy(tmp_path_factory):
     offline = Project.create(root / "frozen", tiny_vocab(), "test-overlap", {"online": False})
     offline.train(train)
     records = {r.id: r for r in train}
-    app = create_app({"toy": Project.load(root / "toy"), "frozen": offline},
-                     FeedbackStore.for_project(root / "toy"), records)
+    toy = Project.load(root / "toy")
+    toy.allow_learn = offline.allow_learn = True  # these tests learn through the server
+    app = create_app({"toy": toy, "frozen": offline},
+                     FeedbackStore.for_project(root / "toy"), records, max_body=1_000_000)
     with LiveServer(app) as live:
         live.db = root / "toy" / "feedback.sqlite"
         live.records = records

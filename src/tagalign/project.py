@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import shutil
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +23,8 @@ from tagalign.recipes import ReadOnlyError, Recipe, get_recipe, read_only_messag
 from tagalign.records import EMPTY_WARNING, Record, check_record
 from tagalign.suggest import Suggestion, Tagged
 from tagalign.text import guess_language
-from tagalign.vocab import Vocabulary
+from tagalign.vocab import Vocabulary, normalize_subject_id
+from tagalign.vocab.rules import SubjectRules
 
 CONFIG_NAME = "project.json"
 MODEL_DIR = "model"
@@ -54,6 +55,14 @@ def _without(params: dict[str, Any], keys: set[str]) -> dict[str, Any]:
     return {k: v for k, v in params.items() if k not in keys}
 
 
+class NotTrainedError(ProjectError):
+    """Suggestions were asked of a project that has no trained model yet."""
+
+
+class LearningNotAllowedError(PermissionError):
+    """The project is not configured to learn from API requests (``allow_learn``)."""
+
+
 def _now() -> str:
     return _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
 
@@ -67,6 +76,18 @@ class Project:
         self.recipe = recipe
         #: loaded memory-mapped: suggests as usual, never learns (`learn` refuses)
         self.mmap = mmap
+        # serving settings (a projects file sets them; none is saved in project.json):
+        #: learning through the REST APIs allowed (Annif's ``allow_learn``, default off)
+        self.allow_learn = False
+        #: subjects never suggested (Annif's vocabulary ``exclude``/``include``)
+        self.rules = SubjectRules()
+        #: the project's language (Annif's ``language``; default: the vocabulary's first)
+        self.language: str | None = None
+        #: default limit and threshold of the projects file (else the config's, see
+        #: `defaults`); kept apart from ``config`` so they are never saved into it
+        self.limit: int | None = None
+        self.threshold: float | None = None
+        self._excluded: tuple[SubjectRules, frozenset[str]] | None = None
 
     # -- creation and loading ----------------------------------------------------------
     @classmethod
@@ -178,6 +199,14 @@ class Project:
         self.config["versions"] = versions()
         write_json_atomic(self.path / CONFIG_NAME, self.config)
 
+    def check_learn_allowed(self) -> None:
+        """Raise `LearningNotAllowedError` unless ``allow_learn`` is set (the REST APIs ask
+        before storing anything, as Annif does)."""
+        if not self.allow_learn:
+            raise LearningNotAllowedError(
+                f"Learning not allowed for this project ({self.path.name}): set allow_learn "
+                "= true in the projects file or serve it with --allow-learn")
+
     def check_learnable(self) -> None:
         """Raise `ReadOnlyError` for a project loaded with ``mmap`` (before anything of a
         learn request is stored, so a refused request leaves no trace)."""
@@ -204,10 +233,12 @@ class Project:
     # -- tuning ------------------------------------------------------------------------
     def defaults(self, language: str | None = None, fallback_limit: int = DEFAULT_LIMIT
                  ) -> tuple[int, float]:
-        """``(limit, threshold)`` a request without them gets: the language's saved values
-        (``optimize --per-language --save``), else the project's, else ``fallback_limit``
-        and 0.0."""
-        return config_defaults(self.config, language, fallback_limit)
+        """``(limit, threshold)`` a request without them gets: the projects file's
+        (`tagalign.projects_file`), else the language's saved values (``optimize
+        --per-language --save``), else the project's, else ``fallback_limit`` and 0.0."""
+        limit, threshold = config_defaults(self.config, language, fallback_limit)
+        return (self.limit if self.limit is not None else limit,
+                self.threshold if self.threshold is not None else threshold)
 
     @staticmethod
     def read_config(path: Path | str) -> dict[str, Any]:
@@ -248,32 +279,51 @@ class Project:
         self.recipe = self._load_model()
 
     # -- suggesting --------------------------------------------------------------------
+    @property
+    def excluded(self) -> frozenset[str]:
+        """Subject ids the project's rules exclude (computed once per rules object)."""
+        if self._excluded is None or self._excluded[0] is not self.rules:
+            self._excluded = (self.rules, self.rules.excluded(self.vocab))
+        return self._excluded[1]
+
     def suggest(self, records: Sequence[Record], limit: int | None = None,
-                threshold: float | None = None) -> list[list[Suggestion]]:
+                threshold: float | None = None, exclude: Collection[str] = ()
+                ) -> list[list[Suggestion]]:
         """Ranked suggestions per record (none for a record without text; see
         `suggest_with_warnings` for the reasons and the defaults)."""
-        return [row for row, _ in self.suggest_with_warnings(records, limit, threshold)]
+        return [row for row, _ in self.suggest_with_warnings(records, limit, threshold,
+                                                             exclude)]
 
     def suggest_with_warnings(self, records: Sequence[Record], limit: int | None = None,
-                              threshold: float | None = None, *,
-                              fallback_limit: int = DEFAULT_LIMIT
+                              threshold: float | None = None, exclude: Collection[str] = (),
+                              *, fallback_limit: int = DEFAULT_LIMIT
                               ) -> list[tuple[list[Suggestion], str | None]]:
         """``(suggestions, warning)`` per record (see `tag`)."""
-        return [(t.suggestions, t.warning) for t in self.tag(records, limit, threshold,
-                                                             fallback_limit=fallback_limit)]
+        return [(t.suggestions, t.warning) for t in self.tag(
+            records, limit, threshold, exclude, fallback_limit=fallback_limit)]
 
     def tag(self, records: Sequence[Record], limit: int | None = None,
-            threshold: float | None = None, *, fallback_limit: int = DEFAULT_LIMIT
-            ) -> list[Tagged]:
+            threshold: float | None = None, exclude: Collection[str] = (), *,
+            fallback_limit: int = DEFAULT_LIMIT) -> list[Tagged]:
         """Suggestions, warning and quality estimate per record. Degenerate records never
         reach the recipe as they are (`tagalign.records.check_record`): empty text gets no
         suggestions, no quality and `EMPTY_WARNING`; text over `MAX_TEXT_CHARS` is cut,
         with a warning saying so. The quality is None when the recipe has no estimator.
 
-        A ``limit`` or ``threshold`` of None takes the project's saved value for the
-        record's language (`defaults`)."""
+        A ``limit`` or ``threshold`` of None takes the project's value for the record's
+        language (`defaults`: the projects file's, else the saved one, else
+        ``fallback_limit`` and 0).
+
+        ``exclude``: subject ids (or GND URIs) never returned for these records, on top of
+        the project's rules; the ``limit`` is still filled from the other subjects. A list
+        with excluded subjects gets no quality estimate: the estimator learned the score
+        profiles of whole lists."""
         if self.recipe is None:
-            raise ProjectError(f"project {self.path} is not trained yet; run `tagalign train`")
+            raise NotTrainedError(f"project {self.path} is not trained yet; run `tagalign "
+                                  "train`")
+        banned = self.excluded
+        if exclude:
+            banned = banned | {normalize_subject_id(i) for i in exclude}
         checked = [check_record(r) for r in records]
         out = [Tagged([], warning) for _, warning in checked]
         todo = [i for i, (_, warning) in enumerate(checked) if warning != EMPTY_WARNING]
@@ -282,11 +332,40 @@ class Project:
             for i in todo:
                 groups.setdefault(self._cut(checked[i][0], limit, threshold, fallback_limit),
                                   []).append(i)
-            for (n, t), idx in groups.items():
-                rows = self.recipe.suggest_with_quality([checked[i][0] for i in idx], limit=n,
-                                                        threshold=t)
-                for i, (row, quality) in zip(idx, rows, strict=True):
-                    out[i].suggestions, out[i].quality = row, quality
+            for (n, cut), idx in groups.items():
+                recs = [checked[i][0] for i in idx]
+                if banned:
+                    for i, row in zip(idx, self._ranked(recs, n, banned), strict=True):
+                        out[i].suggestions = [s for s in row if s.score >= cut]
+                else:
+                    rows = self.recipe.suggest_with_quality(recs, limit=n, threshold=cut)
+                    for i, (row, quality) in zip(idx, rows, strict=True):
+                        out[i].suggestions, out[i].quality = row, quality
+        return out
+
+    def _ranked(self, records: list[Record], limit: int, banned: frozenset[str] | set[str]
+                ) -> list[list[Suggestion]]:
+        """The recipe's top ``limit`` per record with ``banned`` subjects removed.
+
+        At most ``len(banned)`` of a recipe's candidates can be banned, so asking for
+        ``limit + len(banned)`` always leaves ``limit`` allowed ones when there are that
+        many. To keep a large exclusion (``exclude = "*"``) cheap, the request starts
+        smaller and doubles only for the records whose list came back full yet short."""
+        if not banned:
+            return self.recipe.suggest(records, limit=limit)
+        ceiling = limit + min(len(banned), len(self.vocab))
+        k = min(ceiling, limit + max(limit, 16))
+        out: list[list[Suggestion]] = [[] for _ in records]
+        todo = list(range(len(records)))
+        while todo:
+            rows = self.recipe.suggest([records[i] for i in todo], limit=k)
+            again: list[int] = []
+            for i, row in zip(todo, rows, strict=True):
+                kept = [s for s in row if s.id not in banned]
+                out[i] = kept[:limit]
+                if len(kept) < limit and len(row) >= k and k < ceiling:
+                    again.append(i)  # a full list: more candidates may exist further down
+            todo, k = again, min(ceiling, 2 * k)
         return out
 
     def _cut(self, record: Record, limit: int | None, threshold: float | None,
@@ -309,9 +388,14 @@ class Project:
             "recipe": c.get("recipe"),
             "vocabulary_size": c["vocabulary"]["size"],
             "languages": c["vocabulary"].get("languages", []),
+            "language": self.language or (c["vocabulary"].get("languages") or [None])[0],
+            "trained": self.is_trained,
             "trained_at": c.get("trained_at"),
             "dev_scores": c.get("dev_scores"),
             "limit": c.get("limit"),
             "threshold": c.get("threshold"),
             "read_only": self.mmap,
+            "allow_learn": self.allow_learn,
+            "rules": self.rules.describe(),
+            "excluded": len(self.excluded),
         }

@@ -81,6 +81,7 @@ class SuggestTask(Task):
         # None: the project's saved defaults (`Project.defaults`)
         self.limit = spec.get("limit")
         self.threshold = spec.get("threshold")
+        self.exclude = frozenset(spec.get("exclude", ()))
         self.format = spec.get("format", "jsonl")
         if self.format not in ("jsonl", "parquet"):
             raise ValueError(f"unknown output format {self.format!r}; use jsonl or parquet")
@@ -89,7 +90,7 @@ class SuggestTask(Task):
         return [f"part-{shard_id}.{self.format}"]
 
     def process(self, records: Sequence[Record]) -> list[Any]:
-        return self.project.tag(records, self.limit, self.threshold)
+        return self.project.tag(records, self.limit, self.threshold, self.exclude)
 
     def encode_row(self, record: Record, value: Any) -> Any:
         subjects = [s.to_json() for s in value.suggestions]

@@ -9,6 +9,7 @@ from tagalign.cli import (  # noqa: F401 - each module registers its commands on
     export_cmd,
     lang_cmd,
     pairs_cmd,
+    projects_cmd,
     records_cmd,
     serve_cmd,
     suggest_cmd,

@@ -45,3 +45,6 @@ def demo(
         console.rule(f"[bold]{rec.title}[/] ({rec.language})")
         print_suggestions(rows)
     console.log(f"demo finished in {time.perf_counter() - t0:.0f} s; project in {project_dir}")
+    # learning is off by default (as in Annif); the demo's server shows the feedback loop
+    console.print(f"Try the web page with accept/reject: [bold]tagalign serve {project_dir} "
+                  "--allow-learn[/] (then http://127.0.0.1:8000/)")

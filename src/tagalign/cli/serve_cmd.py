@@ -10,12 +10,15 @@ from tagalign.cli.app import app, console, fail, feedback_app
 from tagalign.cli.common import MMAP_HELP, load_records
 from tagalign.project import Project, ProjectError
 from tagalign.runtime import set_threads
+from tagalign.serve import MAX_BODY, MAX_BODY_ENV
 from tagalign.vocab import VocabularyMismatchError
 
 
 @app.command()
 def serve(
-    projects: list[Path] = typer.Argument(..., help="Trained project folders to serve."),
+    projects: list[Path] = typer.Argument(None, help="Trained project folders to serve (or --projects)."),
+    projects_file: Path = typer.Option(None, "--projects", help="A projects.toml: serve its projects (see `tagalign list-projects`)."),
+    only: str = typer.Option(None, "--only", help="With --projects: only these ids (comma-separated)."),
     host: str = typer.Option("127.0.0.1", "--host", help="Interface to listen on."),
     port: int = typer.Option(8000, "--port", help="TCP port."),
     feedback_db: str = typer.Option(None, "--feedback-db",
@@ -24,6 +27,13 @@ def serve(
     threads: int = typer.Option(0, "--threads", help="CPU threads for the models (0 = all)."),
     mmap: bool = typer.Option(False, "--mmap", help=MMAP_HELP + " Learn requests are refused "
                               "(409; 403 on Annif's /v1)."),
+    allow_learn: bool = typer.Option(False, "--allow-learn",
+                                     help="Let the project folders given as arguments learn from "
+                                     "/learn requests (off by default, as in Annif: 403). With "
+                                     "--projects, each table's allow_learn decides."),
+    max_body: int = typer.Option(MAX_BODY, "--max-body", envvar=MAX_BODY_ENV, min=1,
+                                 help="Largest request body in bytes (413 above; Annif's "
+                                 "default, 20 MB)."),
     queue: Path = typer.Option(None, "--queue", help="Records file to review one after another "
                                "on the web page (progress kept in the feedback store)."),
     release_above: float = typer.Option(None, "--release-above", min=0.0, max=1.0,
@@ -33,7 +43,9 @@ def serve(
     """Serve Annif's REST API at /v1, tagalign's own API at /tagalign/v1 (docs at /docs)
     and the librarians' web page at /. Give Annif clients http://HOST:PORT/v1/ as base URL.
 
-    Example: tagalign serve gnd-hybrid --port 8000 --records dev.jsonl.gz
+    Example: tagalign serve gnd-hybrid --port 8000 --records dev.jsonl.gz --allow-learn
+
+    Several projects from a projects file: tagalign serve --projects projects.toml --only gnd-hybrid,gnd-lexical
 
     Read-only, less memory: tagalign serve gnd-hybrid --mmap
 
@@ -43,13 +55,38 @@ def serve(
 
     from tagalign.serve.app import create_app
     from tagalign.serve.feedback import FeedbackStore
-    from tagalign.serve.queue import RecordQueue
 
     if release_above is not None and queue is None:
         fail("--release-above needs --queue")
     set_threads(threads)  # 0 leaves the defaults
+    if bool(projects) == bool(projects_file):
+        fail("give project folders or --projects FILE (one of the two)")
+    if projects_file:
+        loaded = load_projects_file(projects_file, only, mmap=mmap)
+    else:
+        loaded = load_folders(projects, mmap=mmap, allow_learn=allow_learn)
+    first = next(iter(loaded.values())).path
+    first.mkdir(parents=True, exist_ok=True)  # an untrained project's folder may not exist
+    store = FeedbackStore(feedback_db) if feedback_db else FeedbackStore.for_project(first)
+    recs = {r.id: r for r in load_records(records)} if records else {}
+    review = review_queue(queue, release_above, loaded) if queue else None
+    app_ = create_app(loaded, store, recs, review, max_body=max_body)
+    console.log(f"serving on http://{host}:{port}/  (Annif clients: http://{host}:{port}/v1/;"
+                " tagalign's API docs at /docs)")
+    uvicorn.run(app_, host=host, port=port, log_level="warning")
+
+
+def _log(pid: str, proj: Project, mmap: bool) -> None:
+    state = "" if proj.is_trained else " [yellow](not trained yet: suggest answers 503)[/]"
+    console.log(f"project {pid}: {proj.config['recipe']}, {len(proj.vocab)} subjects"
+                + (" (memory-mapped, read-only)" if mmap else "")
+                + (", learning allowed" if proj.allow_learn else "")
+                + (f", {len(proj.excluded)} excluded" if proj.rules else "") + state)
+
+
+def load_folders(paths: list[Path], *, mmap: bool, allow_learn: bool) -> dict[str, Project]:
     loaded = {}
-    for path in projects:
+    for path in paths:
         try:
             with console.status(f"loading {path} …"):
                 proj = Project.load(path, mmap=mmap)
@@ -59,28 +96,50 @@ def serve(
             fail(f"project {path} is not trained yet; run `tagalign train`")
         if path.name in loaded:  # the folder name is the project id in every URL
             fail(f"two projects are named {path.name!r}; rename one folder")
+        proj.allow_learn = allow_learn
         loaded[path.name] = proj
-        console.log(f"project {path.name}: {proj.config['recipe']}, {len(proj.vocab)} subjects"
-                    + (" (memory-mapped, read-only)" if mmap else ""))
-    store = FeedbackStore(feedback_db) if feedback_db else FeedbackStore.for_project(projects[0])
-    recs = {r.id: r for r in load_records(records)} if records else {}
-    review = None
-    if queue:
-        try:
-            review = RecordQueue(load_records(queue), release_above)
-        except ValueError as exc:
-            fail(f"{queue}: {exc}")
-        for pid, proj in loaded.items():
-            with console.status(f"choosing the records of {pid}'s queue …"):
-                sel = review.select(pid, proj)
-            console.log(f"queue for {pid}: {len(sel.records)} records"
-                        + (f" ({sel.skipped} released above {release_above})" if sel.estimated
-                           else " (no quality estimates: all records)"
-                           if release_above is not None else ""))
-    app_ = create_app(loaded, store, recs, review)
-    console.log(f"serving on http://{host}:{port}/  (Annif clients: http://{host}:{port}/v1/;"
-                " tagalign's API docs at /docs)")
-    uvicorn.run(app_, host=host, port=port, log_level="warning")
+        _log(path.name, proj, mmap)
+    return loaded
+
+
+def load_projects_file(source: Path, only: str | None, *, mmap: bool) -> dict[str, Project]:
+    """The projects of a projects file; one not trained yet is served untrained."""
+    from tagalign.projects_file import ProjectsFileError, open_project, read_projects, select
+
+    loaded = {}
+    try:
+        specs = select(read_projects(source),
+                       [x.strip() for x in only.split(",") if x.strip()] if only else None,
+                       source)
+        for pid, spec in specs.items():
+            with console.status(f"loading {pid} ({spec.path}) …"):
+                loaded[pid] = open_project(spec, mmap=mmap)
+            if not spec.trained_folder:
+                console.log(f"[yellow]{spec.where('path')}: no trained project at "
+                            f"{spec.path}[/]")
+            _log(pid, loaded[pid], mmap)
+    except ProjectsFileError as exc:
+        fail(str(exc))
+    return loaded
+
+
+def review_queue(queue, release_above: float | None, loaded: dict[str, Project]):
+    from tagalign.serve.queue import RecordQueue
+
+    try:
+        review = RecordQueue(load_records(queue), release_above)
+    except ValueError as exc:
+        fail(f"{queue}: {exc}")
+    for pid, proj in loaded.items():
+        if not proj.is_trained:
+            continue
+        with console.status(f"choosing the records of {pid}'s queue …"):
+            sel = review.select(pid, proj)
+        console.log(f"queue for {pid}: {len(sel.records)} records"
+                    + (f" ({sel.skipped} released above {release_above})" if sel.estimated
+                       else " (no quality estimates: all records)"
+                       if release_above is not None else ""))
+    return review
 
 
 @feedback_app.command("export")

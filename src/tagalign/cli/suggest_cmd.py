@@ -22,6 +22,7 @@ from tagalign.predictions import (
 from tagalign.project import Project, ProjectError
 from tagalign.records import BadInputError, InputReport, Record, read_records
 from tagalign.vocab import VocabularyMismatchError
+from tagalign.vocab.rules import read_id_file
 
 MAX_WARNINGS_SHOWN = 10
 
@@ -57,6 +58,7 @@ def suggest(
              "rest (lower, or no estimate) go to --review."),
     review: Path = typer.Option(None, "--review", help="Review file of --release-above "
                                 "(default: OUTPUT with .review before the suffix)."),
+    exclude_file: Path = typer.Option(None, "--exclude", help="File of subject ids or GND URIs (one a line) never to suggest; the limit is filled from the others."),
 ) -> None:
     """Suggest subjects for records (a file, or one --title/--abstract).
 
@@ -71,7 +73,10 @@ def suggest(
     the records estimated at recall ≥ 0.6 go to pred.jsonl, the rest to pred.review.jsonl.
 
     On Ray: tagalign suggest gnd-hybrid --input records/ --output pred/ --engine ray --num-workers 2
+
+    Never these subjects: tagalign suggest gnd-hybrid --title "…" --exclude excluded-ids.txt
     """
+    exclude = read_exclude(exclude_file)
     if engine not in ("local", "ray") or output_format not in ("jsonl", "parquet"):
         fail("--engine takes local or ray; --format takes jsonl or parquet")
     if review is not None and release_above is None:
@@ -84,18 +89,28 @@ def suggest(
         return suggest_sharded(project_dir, input, output, limit=limit, threshold=threshold,
                                batch_size=batch_size, engine=engine, address=address,
                                num_workers=num_workers, output_format=output_format,
-                               shard_size=shard_size, mmap=mmap)
+                               shard_size=shard_size, mmap=mmap, exclude=exclude)
     project = load_trained(project_dir, mmap=mmap)
     if title is not None:
         rec = Record(id="cli", title=title, abstract=abstract, language=language)
-        return suggest_one(project, rec, limit, threshold)
+        return suggest_one(project, rec, limit, threshold, exclude)
     if input is None or output is None:
         fail("give --input and --output (or --title for a single record)")
     if release_above is not None and review is None:
         review = review_path(output)
     suggest_file(project, input, output, limit=limit, threshold=threshold,
                  batch_size=batch_size, strict=strict, resume=resume,
-                 release_above=release_above, review=review)
+                 release_above=release_above, review=review, exclude=exclude)
+
+
+def read_exclude(path: Path | None) -> frozenset[str]:
+    if path is None:
+        return frozenset()
+    try:
+        return frozenset(read_id_file(path))
+    except (OSError, UnicodeDecodeError) as exc:
+        fail(f"cannot read --exclude {path}: {exc}")
+        raise  # unreachable: fail() exits
 
 
 def load_trained(project_dir: Path, mmap: bool = False) -> Project:
@@ -109,9 +124,9 @@ def load_trained(project_dir: Path, mmap: bool = False) -> Project:
     return project
 
 
-def suggest_one(project: Project, rec: Record, limit: int | None,
-                threshold: float | None) -> None:
-    tagged = project.tag([rec], limit, threshold)[0]
+def suggest_one(project: Project, rec: Record, limit: int | None, threshold: float | None,
+                exclude: frozenset[str] = frozenset()) -> None:
+    tagged = project.tag([rec], limit, threshold, exclude)[0]
     if tagged.warning:
         console.print(f"[yellow]warning:[/] {tagged.warning}")
     if tagged.suggestions:
@@ -123,7 +138,8 @@ def suggest_one(project: Project, rec: Record, limit: int | None,
 
 def suggest_file(project: Project, input: Path, output: Path, *, limit: int | None,
                  threshold: float | None, batch_size: int, strict: bool, resume: bool,
-                 release_above: float | None = None, review: Path | None = None) -> None:
+                 release_above: float | None = None, review: Path | None = None,
+                 exclude: frozenset[str] = frozenset()) -> None:
     """Tag every record of ``input`` into ``output`` (and ``review``, see `tag_records`);
     exit status 1 on a failed run or a malformed record under ``strict``, 130 on Ctrl-C,
     0 otherwise."""
@@ -144,7 +160,7 @@ def suggest_file(project: Project, input: Path, output: Path, *, limit: int | No
     report = InputReport(strict=strict)
     try:
         _tag_all(project, input, stream, report, counts, limit, threshold, batch_size,
-                 side, release_above)
+                 side, release_above, exclude)
     except BaseException as exc:
         stream.close()
         if side is not None:
@@ -172,7 +188,8 @@ def suggest_file(project: Project, input: Path, output: Path, *, limit: int | No
 def _tag_all(project: Project, input: Path, stream: PredictionStream, report: InputReport,
              counts: TagCounts, limit: int | None, threshold: float | None, batch_size: int,
              review: PredictionStream | None = None,
-             release_above: float | None = None) -> None:
+             release_above: float | None = None,
+             exclude: frozenset[str] = frozenset()) -> None:
     t0 = time.perf_counter()
     shown = 0
 
@@ -190,7 +207,7 @@ def _tag_all(project: Project, input: Path, stream: PredictionStream, report: In
             bar.update(task, completed=c.tagged, rate=f"{rate:.0f} rec/s")
 
         tag_records(read_records(input, report=report),
-                    lambda chunk: project.tag(chunk, limit, threshold),
+                    lambda chunk: project.tag(chunk, limit, threshold, exclude),
                     stream, counts, batch_size, on_batch=on_batch, on_warning=warn,
                     review=review, release_above=release_above)
 
@@ -210,7 +227,7 @@ def print_suggestions(rows) -> None:
 def suggest_sharded(project_dir: Path, input: Path, output: Path, *, limit: int | None,
                     threshold: float | None, batch_size: int, engine: str, address: str | None,
                     num_workers: int | None, output_format: str, shard_size: int,
-                    mmap: bool = False) -> None:
+                    mmap: bool = False, exclude: frozenset[str] = frozenset()) -> None:
     """`tagalign suggest --engine ray` (or ``--format parquet``): a folder of shards.
     ``mmap`` is not an output setting: a resumed run may change it."""
     if not (project_dir / "project.json").exists():
@@ -220,5 +237,7 @@ def suggest_sharded(project_dir: Path, input: Path, output: Path, *, limit: int 
     spec = {"task": "suggest", "project": str(project_dir.resolve()), "limit": limit,
             "threshold": threshold, "format": output_format, "batch_size": batch_size,
             "mmap": mmap}
+    if exclude:  # only then: a resumed run of an older spec still matches
+        spec["exclude"] = sorted(exclude)
     run_sharded(spec, input.resolve(), output.resolve(), engine=engine, address=address,
                 num_workers=num_workers, shard_size=shard_size)

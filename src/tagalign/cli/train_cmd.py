@@ -6,6 +6,7 @@ import time
 from pathlib import Path
 
 import typer
+from rich.markup import escape
 
 from tagalign.cli.app import app, console, fail
 from tagalign.cli.common import load_records, parse_params
@@ -28,9 +29,23 @@ def _feedback_records(project: Project) -> list[Record]:
     return list(FeedbackStore.for_project(project.path).confirmed_records(project.path.name))
 
 
+def _from_projects_file(source: Path, project_id: str, overwrite: bool) -> Project:
+    from tagalign.projects_file import ProjectsFileError, project_for_training, read_projects
+
+    try:
+        specs = read_projects(source)
+        if project_id not in specs:
+            fail(f"{source}: no project {project_id!r}; known: {', '.join(specs)}")
+        return project_for_training(specs[project_id], overwrite=overwrite)
+    except ProjectsFileError as exc:
+        fail(escape(str(exc)))
+        raise  # unreachable: fail() exits
+
+
 @app.command()
 def train(
-    project_dir: Path = typer.Argument(..., help="Project folder (created if missing)."),
+    project_dir: Path = typer.Argument(..., help="Project folder (created if missing); with --projects, a project id."),
+    projects_file: Path = typer.Option(None, "--projects", help="A projects.toml: PROJECT_DIR is one of its ids, whose table gives the folder, vocab, recipe and params."),
     vocab: Path = typer.Option(None, "--vocab", "-v",
                                help="Vocabulary (any supported format); needed for a new project."),
     train_src: Path = typer.Option(..., "--train", "-t", help="Training records (JSONL, JSON-LD dir, TSV)."),
@@ -50,11 +65,18 @@ def train(
     """Train a project's recipe on records.
 
     Example: tagalign train gnd-hybrid --vocab gnd-subjects.tsv.gz --train train.jsonl.gz --dev dev.jsonl.gz
+
+    From a projects file: tagalign train --projects projects.toml gnd-hybrid --train train.jsonl.gz
     """
     set_threads(threads)  # 0 leaves the defaults
     params = parse_params(param, config)
     try:
-        if (project_dir / "project.json").exists() and not overwrite and vocab is None:
+        if projects_file is not None:
+            if vocab is not None or param or config is not None:
+                fail("with --projects, the table gives vocab, recipe and params")
+            project = _from_projects_file(projects_file, str(project_dir), overwrite)
+            project_dir = project.path
+        elif (project_dir / "project.json").exists() and not overwrite and vocab is None:
             project = Project.load(project_dir)
         else:
             if vocab is None:

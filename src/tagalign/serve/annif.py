@@ -15,10 +15,13 @@ them at ``http://HOST:PORT/v1/``. Differences from tagalign's own API
   413 as ``text/plain``;
 - ``learn`` stores every document with at least one known subject in the feedback store
   (record id ``annif:`` + the first 16 hex digits of the text's SHA-256), teaches recipes
-  that learn online, and
-  answers 204; subjects outside the vocabulary are ignored, as Annif does. A project
+  that learn online, and answers 204; subjects outside the vocabulary are ignored, as
+  Annif does. Learning is off unless the project allows it (``allow_learn``, Annif's
+  default off too): learn then answers Annif's 403 "Learning not allowed". A project
   served with ``--mmap`` is read-only: learn answers 403 (Annif's "Operation is not
-  allowed") and stores nothing.
+  allowed"); both store nothing;
+- a project not trained yet is listed (``is_trained: false``) and suggest answers 503,
+  as Annif does.
 
 Bodies are parsed and validated here rather than by FastAPI, so that every failure gets
 Annif's status and shape; these routes stay out of tagalign's OpenAPI document (Annif's
@@ -41,7 +44,12 @@ from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, ConfigDict, Field, StrictStr, TypeAdapter, ValidationError
 from starlette.datastructures import UploadFile
 
-from tagalign.project import Project, ReadOnlyError
+from tagalign.project import (
+    LearningNotAllowedError,
+    NotTrainedError,
+    Project,
+    ReadOnlyError,
+)
 from tagalign.records import Record
 from tagalign.serve.feedback import Decision, FeedbackStore
 from tagalign.suggest import Suggestion
@@ -206,12 +214,16 @@ def create_router(projects: Mapping[str, Project], store: FeedbackStore,
         return {"vocab_id": vocab_id(proj), "languages": list(proj.vocab.languages),
                 "size": len(proj.vocab), "loaded": True}
 
-    def project_dump(pid: str, proj: Project) -> dict[str, Any]:
+    def label_language(proj: Project) -> str | None:
         langs = list(proj.vocab.languages)
+        return proj.language or (langs[0] if langs else None)
+
+    def project_dump(pid: str, proj: Project) -> dict[str, Any]:
+        language = label_language(proj)
         return {"project_id": pid, "name": proj.config.get("name") or pid,
-                "language": langs[0] if langs else "de",
+                "language": language or "de",
                 "backend": {"backend_id": proj.config.get("recipe") or "unknown"},
-                "vocab": vocab_dump(proj), "vocab_language": langs[0] if langs else None,
+                "vocab": vocab_dump(proj), "vocab_language": language,
                 "is_trained": proj.is_trained,
                 "modification_time": proj.config.get("trained_at")}
 
@@ -219,7 +231,7 @@ def create_router(projects: Mapping[str, Project], store: FeedbackStore,
                 threshold: float | None, language: str | None
                 ) -> dict[str, list[dict[str, Any]]]:
         # labels in the requested language, else the project's (vocab_language), as in Annif
-        language = language or (proj.vocab.languages or ["de"])[0]
+        language = language or label_language(proj) or "de"
         out = [{"uri": GND_URI + s.id, "label": proj.vocab.label(s.id, language),
                 "notation": None, "score": round(float(s.score), 6)}
                for s in rows if threshold is None or s.score >= threshold]
@@ -230,15 +242,21 @@ def create_router(projects: Mapping[str, Project], store: FeedbackStore,
                       language: str | None) -> list[dict[str, list[dict[str, Any]]]]:
         if language is not None and language not in proj.vocab.languages:
             raise bad_request(f'language "{language}" not supported by vocabulary')
+        if not proj.is_trained:  # Annif: 503 for a project without a trained model
+            raise Problem(503, "Service unavailable",
+                          "Project is not trained yet; run `tagalign train`")
         # no language: the recipes identify it (`tagalign.text.guess_language`)
         recs = [Record(id=str(i), title=t, abstract=a)
                 for i, (t, a) in enumerate(map(split_text, texts))]
         todo = [i for i, r in enumerate(recs) if r.title or r.abstract]
         rows: list[list[Suggestion]] = [[] for _ in recs]
         if todo and (limit is None or limit > 0):
-            found = [row for row, _ in proj.suggest_with_warnings(
-                [recs[i] for i in todo], None if limit is None else min(limit, MAX_LIMIT),
-                threshold, fallback_limit=DEFAULT_LIMIT)]
+            try:
+                found = [row for row, _ in proj.suggest_with_warnings(
+                    [recs[i] for i in todo], None if limit is None else min(limit, MAX_LIMIT),
+                    threshold, fallback_limit=DEFAULT_LIMIT)]
+            except NotTrainedError as exc:
+                raise Problem(503, "Service unavailable", str(exc)) from None
             for i, row in zip(todo, found, strict=True):
                 rows[i] = row
         return [results(proj, row, limit, threshold, language) for row in rows]
@@ -293,7 +311,12 @@ def create_router(projects: Mapping[str, Project], store: FeedbackStore,
         docs = _parse(LEARN_BODY.validate_python, await _json(request))
         proj = project(project_id)
         try:
+            proj.check_learn_allowed()
             proj.check_learnable()
+        except LearningNotAllowedError:  # Annif's own answer for allow_learn = false
+            raise Problem(403, "Learning not allowed",
+                          f"Project '{project_id}' is not configured to allow learning via "
+                          "API") from None
         except ReadOnlyError as exc:  # Annif's document: 403 "Operation is not allowed"
             raise Problem(403, "Operation is not allowed", str(exc)) from None
         items = []

@@ -28,14 +28,18 @@ from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.middleware.cors import CORSMiddleware
 
-from tagalign.project import Project, ReadOnlyError
+from tagalign.project import (
+    LearningNotAllowedError,
+    NotTrainedError,
+    Project,
+    ReadOnlyError,
+)
 from tagalign.records import Record
-from tagalign.serve import annif, queue, subjects
+from tagalign.serve import MAX_BODY, annif, queue, subjects
 from tagalign.serve import schemas as s
 from tagalign.serve.feedback import Decision, FeedbackStore
-from tagalign.suggest import Quality, Suggestion
+from tagalign.suggest import Quality, Suggestion, Tagged
 
-MAX_BODY = 1_000_000
 STATIC = Path(__file__).parent / "static"
 API = "/tagalign/v1"  # tagalign's own API; Annif's is at /v1 (annif.PREFIX)
 
@@ -137,9 +141,23 @@ def _quality(q: Quality | None) -> s.QualityOut | None:
     return None if q is None else s.QualityOut(**q.to_json())
 
 
+def _tag(proj: Project, recs: list[Record], body: s.SuggestRequest | s.BatchRequest
+         ) -> list[Tagged]:
+    """`Project.tag` (blank text gets no suggestions, text over `MAX_TEXT_CHARS` is cut);
+    limit and threshold default to the project's; 503 for a project not trained yet."""
+    try:
+        return proj.tag(recs, limit=body.limit, threshold=body.threshold, exclude=body.exclude,
+                        fallback_limit=annif.DEFAULT_LIMIT)
+    except NotTrainedError as exc:
+        raise HTTPException(503, str(exc)) from None
+
+
 def create_app(projects: Mapping[str, Project], store: FeedbackStore,
                records: Mapping[str, Record] | None = None,
-               review: queue.RecordQueue | None = None) -> FastAPI:
+               review: queue.RecordQueue | None = None, *,
+               max_body: int = MAX_BODY) -> FastAPI:
+    """The app serving ``projects`` (id → project; learning only where a project's
+    ``allow_learn`` is set); bodies over ``max_body`` bytes are refused with 413."""
     app = FastAPI(title="tagalign", version="1",
                   description="GND subject suggestions with reasons, warnings and feedback. "
                               "Annif's REST API is served beside it at /v1 (give Annif "
@@ -148,7 +166,7 @@ def create_app(projects: Mapping[str, Project], store: FeedbackStore,
     records = records or {}
     # neighbour titles for reasons: the records file, then records learned here
     titles: dict[str, str] = {rid: r.title for rid, r in records.items()}
-    app.add_middleware(BodyLimit, max_body=MAX_BODY)
+    app.add_middleware(BodyLimit, max_body=max_body)
     app.add_middleware(AnnifCors)
 
     @app.exception_handler(RequestValidationError)
@@ -167,7 +185,7 @@ def create_app(projects: Mapping[str, Project], store: FeedbackStore,
     async def http_error(request: Request, exc: StarletteHTTPException):
         if annif.is_annif_path(request.url.path):
             if exc.status_code == 413:
-                return _too_large(request.url.path, MAX_BODY)
+                return _too_large(request.url.path, max_body)
             return annif.Problem(exc.status_code, "Error", str(exc.detail)).response()
         if exc.status_code == 400 and "parsing the body" in str(exc.detail):
             # undecodable bytes are bad JSON too: same status as any other bad JSON
@@ -183,7 +201,8 @@ def create_app(projects: Mapping[str, Project], store: FeedbackStore,
 
     api = APIRouter(prefix=API, responses={
         404: {"model": s.ErrorOut, "description": "Unknown project or record"},
-        413: {"model": s.ErrorOut, "description": f"Body over {MAX_BODY} bytes"}})
+        413: {"model": s.ErrorOut, "description": f"Body over {max_body} bytes"},
+        503: {"model": s.ErrorOut, "description": "Project not trained yet"}})
 
     @api.get("/health")
     def health() -> dict:
@@ -203,10 +222,7 @@ def create_app(projects: Mapping[str, Project], store: FeedbackStore,
         proj = project(project_id)
         rec = Record(id="request", title=body.title, abstract=body.abstract,
                      language=body.language)
-        # `Project.tag`: blank text gets no suggestions, text over MAX_TEXT_CHARS is cut; no
-        # limit/threshold: the project's saved ones
-        tagged = proj.tag([rec], limit=body.limit, threshold=body.threshold,
-                          fallback_limit=annif.DEFAULT_LIMIT)[0]
+        tagged = _tag(proj, [rec], body)[0]
         return s.SuggestResponse(results=_out(tagged.suggestions, titles),
                                  warning=tagged.warning, quality=_quality(tagged.quality))
 
@@ -215,20 +231,24 @@ def create_app(projects: Mapping[str, Project], store: FeedbackStore,
         proj = project(project_id)
         recs = [Record(id=r.id or str(i), title=r.title, abstract=r.abstract,
                        language=r.language) for i, r in enumerate(body.records)]
-        tagged = proj.tag(recs, limit=body.limit, threshold=body.threshold,
-                          fallback_limit=annif.DEFAULT_LIMIT)
+        tagged = _tag(proj, recs, body)
         return s.BatchResponse(results=[_out(t.suggestions, titles) for t in tagged],
                                warnings=[t.warning for t in tagged],
                                qualities=[_quality(t.quality) for t in tagged])
 
     @api.post("/projects/{project_id}/learn", response_model=s.LearnResponse, responses={
+        403: {"model": s.ErrorOut,
+              "description": "Learning not allowed for this project (allow_learn is off)"},
         409: {"model": s.ErrorOut,
               "description": "Project served read-only (`tagalign serve --mmap`): nothing "
                              "was stored or learned"}})
     def learn(project_id: str, body: s.LearnRequest) -> s.LearnResponse:
         proj = project(project_id)
         try:
+            proj.check_learn_allowed()
             proj.check_learnable()
+        except LearningNotAllowedError as exc:
+            raise HTTPException(403, str(exc)) from None
         except ReadOnlyError as exc:
             raise HTTPException(409, str(exc)) from None
         unknown = sorted({sid for r in body.records for sid in [*r.subjects, *r.rejected]

@@ -19,11 +19,19 @@ class RecordIn(BaseModel):
     language: Language | None = Field(None, description="de or en; guessed when omitted.")
 
 
+EXCLUDE = Field([], max_length=10_000,
+                description="Subject ids or GND URIs never to return (on top of the "
+                            "project's rules); the limit is filled from the others.")
+
+
 class SuggestRequest(RecordIn):
-    limit: int | None = Field(None, ge=1, le=100, description="Most subjects to return "
-                              "(default: the project's, else 10).")
-    threshold: float | None = Field(None, ge=0.0, le=1.0, description="Drop scores below "
-                                    "this (default: the project's, else 0).")
+    limit: int | None = Field(None, ge=1, le=100,
+                              description="Most subjects to return (default: the project's "
+                                          "limit, else 10).")
+    threshold: float | None = Field(None, ge=0.0, le=1.0,
+                                    description="Drop scores below this (default: the "
+                                                "project's threshold, else 0).")
+    exclude: list[str] = EXCLUDE
 
 
 class BatchRecord(RecordIn):
@@ -36,6 +44,7 @@ class BatchRequest(BaseModel):
     records: list[BatchRecord] = Field(..., min_length=1, max_length=256)
     limit: int | None = Field(None, ge=1, le=100)
     threshold: float | None = Field(None, ge=0.0, le=1.0)
+    exclude: list[str] = EXCLUDE
 
 
 class SuggestionOut(BaseModel):
@@ -112,6 +121,11 @@ class ProjectOut(BaseModel):
     trained_at: str | None
     dev_scores: dict[str, Any] | None = None
     read_only: bool = Field(False, description="Served with --mmap: learn answers 409")
+    trained: bool = Field(True, description="False: suggest answers 503 until trained")
+    language: str | None = None
+    allow_learn: bool = Field(False, description="False: learn answers 403")
+    rules: dict[str, list[str]] = Field({}, description="Vocabulary rules (exclude, include)")
+    excluded: int = Field(0, description="Subjects the rules exclude")
 
 
 class RecordOut(BaseModel):

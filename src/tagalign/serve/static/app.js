@@ -17,7 +17,8 @@ const I18N = {
       + (q.estimated ? ` · ${q.skipped} released (estimated recall ≥ ${q.release_above})` : ""),
     allDone: (q) => `All ${q.size} records finished`, noMatch: "no subject starts with this",
     recall: n => `About ${n} in 10 of the right subjects are in this list.`,
-    precision: n => `About ${n} in 10 of these suggestions are right.` },
+    precision: n => `About ${n} in 10 of these suggestions are right.`,
+    learnOff: "Accept/reject is off: this project does not learn from feedback (allow_learn)." },
   de: { tagline: "GND-Schlagwortvorschläge für Katalogdatensätze", record: "Datensatz", project: "Projekt",
     language: "Sprache", auto: "erkennen", limit: "Schlagwörter", recordId: "Datensatz-ID", fetch: "Datensatz laden",
     title: "Titel", abstract: "Zusammenfassung", suggest: "Schlagwörter vorschlagen", suggestions: "Vorschläge",
@@ -34,13 +35,16 @@ const I18N = {
       + (q.estimated ? ` · ${q.skipped} freigegeben (geschätzte Vollständigkeit ≥ ${q.release_above})` : ""),
     allDone: (q) => `Alle ${q.size} Datensätze abgeschlossen`, noMatch: "kein Schlagwort beginnt so",
     recall: n => `Etwa ${n} von 10 der richtigen Schlagwörter stehen in dieser Liste.`,
-    precision: n => `Etwa ${n} von 10 dieser Vorschläge sind richtig.` },
+    precision: n => `Etwa ${n} von 10 dieser Vorschläge sind richtig.`,
+    learnOff: "Annehmen/Ablehnen ist aus: dieses Projekt lernt nicht aus Rückmeldungen (allow_learn)." },
 };
 let ui = "en";
 let current = { recordId: null, suggestions: [], decisions: {}, quality: null, selected: 0 };
 let queue = null;  // where the server's review queue stands (GET …/queue), null without one
 let saving = Promise.resolve();  // decisions are stored in order, and before "next" moves on
 const GND = "https://d-nb.info/gnd/";
+let projects = {};  // id → the project as /tagalign/v1/projects lists it
+const learnAllowed = () => { const p = projects[$("project").value]; return !p || p.allow_learn !== false; };
 const $ = id => document.getElementById(id);
 const t = (key, arg) => { const v = I18N[ui][key]; return typeof v === "function" ? v(arg) : v; };
 
@@ -65,9 +69,10 @@ async function api(path, body) {
 }
 
 async function loadProjects() {
-  const { projects } = await api("/tagalign/v1/projects");
+  const { projects: list } = await api("/tagalign/v1/projects");
   $("project").innerHTML = "";
-  for (const p of projects) {
+  projects = Object.fromEntries(list.map(p => [p.id, p]));
+  for (const p of list) {
     const opt = document.createElement("option");
     opt.value = p.id; opt.textContent = `${p.name || p.id} (${p.recipe})`;
     $("project").appendChild(opt);
@@ -112,6 +117,7 @@ async function runSuggest(recordId, decisions = {}, labels = {}) {
 }
 
 function decide(sid, decision) {  // a button: pressing it again takes the decision back
+  if (!learnAllowed()) { $("status").textContent = t("learnOff"); return; }  // keys too
   setDecision(sid, current.decisions[sid] === decision ? undefined : decision, sid, decision);
 }
 
@@ -163,6 +169,9 @@ function render(focusSid, focusDecision) {
   $("quality").textContent = q ? qualityText(q) : "";
   const ol = $("results");
   ol.innerHTML = "";
+  const canLearn = learnAllowed();
+  $("learn-off").hidden = canLearn || !current.suggestions.length;
+  $("learn-off").textContent = t("learnOff");
   current.suggestions.forEach((s, i) => {
     const li = document.createElement("li");
     li.dataset.subject = s.id;
@@ -190,7 +199,8 @@ function render(focusSid, focusDecision) {
       b.dataset.subject = s.id; b.dataset.decision = decision;
       b.setAttribute("aria-pressed", String(current.decisions[s.id] === decision));
       b.setAttribute("aria-label", `${t(decision)}: ${s.label}`);
-      b.addEventListener("click", () => { current.selected = i; decide(s.id, decision); });
+      if (canLearn) b.addEventListener("click", () => { current.selected = i; decide(s.id, decision); });
+      else { b.disabled = true; b.title = t("learnOff"); b.setAttribute("aria-describedby", "learn-off"); }
       row.appendChild(b);
       if (s.id === focusSid && decision === focusDecision) setTimeout(() => b.focus(), 0);
     }
@@ -330,7 +340,7 @@ $("ui-en").addEventListener("click", () => setUi("en"));
 $("subject-search").addEventListener("input", () => { clearTimeout(searchSubjects.timer); searchSubjects.timer = setTimeout(searchSubjects, 80); });
 $("subject-search").addEventListener("keydown", searchKeys);
 $("queue-next").addEventListener("click", nextRecord);
-$("project").addEventListener("change", loadQueue);
+$("project").addEventListener("change", () => { render(); loadQueue(); });
 document.addEventListener("keydown", pageKeys);
 setUi(navigator.language && navigator.language.startsWith("de") ? "de" : "en");
 loadProjects().then(loadQueue).catch(e => { $("status").textContent = e.message; });

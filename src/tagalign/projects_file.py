@@ -1,0 +1,276 @@
+"""A projects file (``projects.toml``): several projects declared in one place, as Annif's
+``projects.toml`` declares them, so one server runs them all.
+
+One table per project; the table name is the project id (in every URL)::
+
+    [gnd-hybrid]
+    name = "GND hybrid"
+    recipe = "hybrid"
+    vocab = "gnd-subjects.tsv.gz"    # the vocabulary the project is (or will be) trained on
+    language = "de"                  # label language of /v1 results (default: vocabulary's)
+    path = "projects/gnd-hybrid"     # the trained folder (default: the id, beside this file)
+    params = { ranker_rounds = 200 }
+    limit = 10                       # defaults of suggest requests that give none
+    threshold = 0.0
+    allow_learn = true               # learning through the REST APIs (default false)
+    exclude = ["4015065-3"]          # vocabulary rules: ids/URIs, "*", or a file of ids
+    include = "keep.txt"
+
+Relative paths are read from the file's folder. Every error names the file, the table and
+the key. Nothing here is saved into the project folders: the file is the configuration
+of a deployment, the folder the trained model.
+"""
+
+from __future__ import annotations
+
+import difflib
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tagalign.io import read_json
+from tagalign.project import CONFIG_NAME, Project, ProjectError
+from tagalign.recipes import recipe_names
+from tagalign.vocab import Vocabulary, VocabularyMismatchError, load_vocabulary
+from tagalign.vocab.rules import ALL, SubjectRules, read_id_file
+
+KEYS = ("name", "recipe", "vocab", "language", "path", "params", "limit", "threshold",
+        "allow_learn", "exclude", "include")
+
+
+class ProjectsFileError(ValueError):
+    """The projects file is unreadable, or one of its tables is wrong."""
+
+
+@dataclass
+class ProjectSpec:
+    """One table of a projects file (paths resolved against the file's folder)."""
+
+    id: str
+    source: Path
+    path: Path
+    recipe: str | None = None
+    name: str | None = None
+    vocab: Path | None = None
+    language: str | None = None
+    params: dict[str, Any] | None = None
+    limit: int | None = None
+    threshold: float | None = None
+    allow_learn: bool = False
+    rules: SubjectRules = field(default_factory=SubjectRules)
+
+    def where(self, key: str | None = None) -> str:
+        """``projects.toml [id] key``: where an error's value is written."""
+        return f"{self.source} [{self.id}]" + (f" {key}" if key else "")
+
+    @property
+    def trained_folder(self) -> bool:
+        return (self.path / CONFIG_NAME).exists()
+
+
+def read_projects(path: Path | str) -> dict[str, ProjectSpec]:
+    """The projects of ``path``, in file order."""
+    path = Path(path)
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ProjectsFileError(f"projects file not found: {path}") from None
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise ProjectsFileError(f"{path}: not a readable TOML file ({exc})") from None
+    if not data:
+        raise ProjectsFileError(f"{path}: no projects (one [table] per project)")
+    out = {}
+    for pid, table in data.items():
+        if not isinstance(table, dict):
+            raise ProjectsFileError(f"{path}: {pid!r} is not a table; write [{pid}] above "
+                                    "its keys")
+        out[pid] = _spec(path, pid, table)
+    return out
+
+
+def select(specs: dict[str, ProjectSpec], only: list[str] | None,
+           source: Path | str) -> dict[str, ProjectSpec]:
+    """The projects named in ``only`` (all when empty); an unknown id is an error."""
+    if not only:
+        return specs
+    unknown = [pid for pid in only if pid not in specs]
+    if unknown:
+        raise ProjectsFileError(f"{source}: no project {', '.join(map(repr, unknown))}; "
+                                f"known: {', '.join(specs)}")
+    return {pid: specs[pid] for pid in only}
+
+
+def _spec(source: Path, pid: str, table: dict[str, Any]) -> ProjectSpec:
+    spec = ProjectSpec(id=pid, source=source, path=source.parent / pid)
+    for key in table:
+        if key not in KEYS:
+            close = difflib.get_close_matches(key, KEYS, n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            raise ProjectsFileError(f"{spec.where(key)}: unknown key{hint}; known keys: "
+                                    f"{', '.join(KEYS)}")
+
+    def get(key: str, kinds: type | tuple[type, ...], what: str) -> Any:
+        value = table.get(key)
+        # TOML booleans are ints to isinstance: never accept one for a number
+        if value is not None and (not isinstance(value, kinds) or
+                                  (isinstance(value, bool) and bool not in _tuple(kinds))):
+            raise ProjectsFileError(f"{spec.where(key)}: expected {what}, got {value!r}")
+        return value
+
+    spec.name = get("name", str, "a string")
+    spec.recipe = get("recipe", str, "a string")
+    if spec.recipe is not None and spec.recipe not in recipe_names():
+        raise ProjectsFileError(f"{spec.where('recipe')}: unknown recipe {spec.recipe!r}; "
+                                f"one of: {', '.join(recipe_names())}")
+    spec.language = get("language", str, "a language code")
+    spec.params = get("params", dict, "a table of recipe parameters")
+    if (value := get("vocab", str, "a vocabulary file")) is not None:
+        spec.vocab = source.parent / value
+    if (value := get("path", str, "a folder")) is not None:
+        spec.path = source.parent / value
+    spec.limit = get("limit", int, "a whole number")
+    if spec.limit is not None and spec.limit < 1:
+        raise ProjectsFileError(f"{spec.where('limit')}: must be at least 1")
+    threshold = get("threshold", (int, float), "a number between 0 and 1")
+    if threshold is not None and not 0 <= threshold <= 1:
+        raise ProjectsFileError(f"{spec.where('threshold')}: must be between 0 and 1")
+    spec.threshold = None if threshold is None else float(threshold)
+    spec.allow_learn = bool(get("allow_learn", bool, "true or false"))
+    spec.rules = SubjectRules(_ids(spec, table, "exclude"), _ids(spec, table, "include"))
+    return spec
+
+
+def _tuple(kinds: type | tuple[type, ...]) -> tuple[type, ...]:
+    return kinds if isinstance(kinds, tuple) else (kinds,)
+
+
+def _ids(spec: ProjectSpec, table: dict[str, Any], key: str) -> tuple[str, ...]:
+    """A rule's value: a list of ids or URIs, ``"*"`` (exclude only) or a file of ids."""
+    value = table.get(key)
+    if value is None:
+        return ()
+    if isinstance(value, list) and all(isinstance(v, str) for v in value):
+        if ALL in value and key == "include":
+            raise ProjectsFileError(f"{spec.where(key)}: '*' only makes sense in exclude")
+        return tuple(value)
+    if value == ALL:
+        if key == "include":
+            raise ProjectsFileError(f"{spec.where(key)}: '*' only makes sense in exclude")
+        return (ALL,)
+    if isinstance(value, str):
+        file = spec.source.parent / value
+        try:
+            return tuple(read_id_file(file))
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ProjectsFileError(f"{spec.where(key)}: cannot read the id file {file} "
+                                    f"({exc})") from None
+    raise ProjectsFileError(f"{spec.where(key)}: expected a list of subject ids, \"*\" or "
+                            f"the name of a file of ids, got {value!r}")
+
+
+def _vocabulary(spec: ProjectSpec) -> Vocabulary | None:
+    if spec.vocab is None:
+        return None
+    try:
+        return load_vocabulary(spec.vocab)
+    except (OSError, ValueError) as exc:
+        raise ProjectsFileError(f"{spec.where('vocab')}: cannot load {spec.vocab}: "
+                                f"{exc}") from None
+
+
+def check_saved(spec: ProjectSpec) -> None:
+    """Refuse a folder saved with another recipe or other parameters than the table's."""
+    saved = read_json(spec.path / CONFIG_NAME)
+    if spec.recipe is not None and saved.get("recipe") != spec.recipe:
+        raise ProjectsFileError(
+            f"{spec.where('recipe')}: {spec.recipe!r}, but the project at {spec.path} was "
+            f"created with {saved.get('recipe')!r}; fix the file or retrain into another path")
+    if spec.params is not None and saved.get("params", {}) != spec.params:
+        raise ProjectsFileError(
+            f"{spec.where('params')}: {spec.params}, but the project at {spec.path} was "
+            f"trained with {saved.get('params', {})}")
+
+
+def open_project(spec: ProjectSpec, *, mmap: bool = False) -> Project:
+    """The project of ``spec`` with the table's serving settings.
+
+    A folder that holds no project yet (not trained) gives an untrained `Project` —
+    listed, answering 503 to suggest requests — when the table names its vocabulary."""
+    vocab = _vocabulary(spec)
+    if spec.trained_folder:
+        check_saved(spec)
+        try:
+            project = Project.load(spec.path, vocab, mmap=mmap)
+        except VocabularyMismatchError as exc:
+            raise ProjectsFileError(f"{spec.where('vocab')}: {spec.vocab} does not match the "
+                                    f"saved project: {exc}") from None
+        except (ProjectError, OSError, ValueError) as exc:
+            raise ProjectsFileError(f"{spec.where('path')}: {exc}") from None
+    elif vocab is None:
+        raise ProjectsFileError(
+            f"{spec.where('path')}: no trained project at {spec.path}, and no vocab key to "
+            f"serve it untrained; run `tagalign train --projects {spec.source} {spec.id}`")
+    else:
+        project = Project(spec.path, {
+            "name": spec.name or spec.id, "recipe": spec.recipe, "params": spec.params or {},
+            "vocabulary": {"size": len(vocab), "fingerprint": vocab.fingerprint,
+                           "languages": vocab.languages},
+            "trained_at": None}, vocab)
+    apply_settings(spec, project)
+    return project
+
+
+def apply_settings(spec: ProjectSpec, project: Project) -> None:
+    """Copy the table's serving settings onto ``project`` (checked against its vocabulary)."""
+    unknown = spec.rules.unknown(project.vocab)
+    if unknown:
+        raise ProjectsFileError(f"{spec.where('exclude/include')}: subject ids not in the "
+                                f"vocabulary: {', '.join(unknown[:10])}"
+                                + (f" (+{len(unknown) - 10} more)" if len(unknown) > 10 else ""))
+    if spec.language is not None and spec.language not in project.vocab.languages:
+        known = ", ".join(project.vocab.languages)
+        raise ProjectsFileError(f"{spec.where('language')}: {spec.language!r} is not a "
+                                f"language of the vocabulary ({known})")
+    if spec.name:
+        project.config["name"] = spec.name
+    project.allow_learn = spec.allow_learn
+    project.rules = spec.rules
+    project.language = spec.language
+    project.limit = spec.limit
+    project.threshold = spec.threshold
+
+
+def project_for_training(spec: ProjectSpec, overwrite: bool = False) -> Project:
+    """The project `tagalign train --projects FILE ID` trains: its folder, or a new one
+    created from the table's vocab, recipe and params."""
+    if spec.trained_folder and not overwrite:
+        return open_project(spec)
+    if spec.vocab is None:
+        raise ProjectsFileError(f"{spec.where('vocab')}: needed to create the project at "
+                                f"{spec.path}")
+    vocab = _vocabulary(spec)
+    try:
+        project = Project.create(spec.path, vocab, spec.recipe or "hybrid", spec.params,
+                                 name=spec.name or spec.id, overwrite=overwrite)
+    except (ProjectError, ValueError, TypeError) as exc:
+        raise ProjectsFileError(f"{spec.where()}: {exc}") from None
+    apply_settings(spec, project)
+    return project
+
+
+def describe(spec: ProjectSpec, project: Project | None) -> dict[str, Any]:
+    """What `tagalign show-project` prints: the table and the folder's state."""
+    out: dict[str, Any] = {
+        "id": spec.id, "file": str(spec.source), "path": str(spec.path),
+        "name": spec.name, "recipe": spec.recipe,
+        "vocab": str(spec.vocab) if spec.vocab else None, "language": spec.language,
+        "params": spec.params, "limit": spec.limit, "threshold": spec.threshold,
+        "allow_learn": spec.allow_learn, "rules": spec.rules.describe(),
+        "trained": bool(project and project.is_trained)}
+    if project is not None:
+        out["excluded"] = len(project.excluded)
+        out["trained_at"] = project.config.get("trained_at")
+        out["vocabulary_size"] = len(project.vocab)
+        out["dev_scores"] = project.config.get("dev_scores")
+    return out
