@@ -36,6 +36,7 @@ def live(tmp_path: Path):
         pytest.skip("Debian chromium is not installed (make test installs it as root)")
     project = Project.create(tmp_path / "toy", tiny_vocab(), "test-overlap", {})
     project.train(tiny_records(40))
+    project.allow_learn = True  # decisions are stored through learn (Annif: off)
     assert PHILOSOPHIE not in {s.id for s in project.suggest(QUEUE[:1], limit=10)[0]}
     app = create_app({"toy": project}, FeedbackStore.for_project(tmp_path / "toy"),
                      review=RecordQueue(QUEUE[:3]))

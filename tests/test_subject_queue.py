@@ -68,6 +68,7 @@ def test_vocabulary_builds_its_prefix_index_once(tmp_path: Path):
 def _project(root: Path) -> Project:
     project = Project.create(root / "toy", tiny_vocab(), "test-overlap", {})
     project.train(tiny_records(40))
+    project.allow_learn = True  # the queue stores decisions through learn (Annif: off)
     return project
 
 
