@@ -9,7 +9,7 @@ from pathlib import Path
 import typer
 from rich.table import Table
 
-from tagalign.cli.app import app, console, fail
+from tagalign.cli.app import app, console, fail, out
 from tagalign.cli.common import PhaseBars, parse_params, progress
 from tagalign.predictions import (
     PartialExistsError,
@@ -189,7 +189,7 @@ def eval_(
     for lab, s in sorted(scores["per_class"].items(), key=lambda kv: -kv[1]["support"]):
         table.add_row(lab, f"{s['precision']:.3f}", f"{s['recall']:.3f}", f"{s['f1']:.3f}",
                       str(s["support"]))
-    console.print(table)
+    out.print(table)
     if missing:
         console.print(f"{missing} gold records have no prediction (counted as empty)")
 
@@ -200,4 +200,4 @@ def _print_summary(scores: dict) -> None:
                   f"{scores['macro_f1']:.4f}")
     for lang, s in scores.get("by_language", {}).items():
         table.add_row(lang, str(s["n"]), f"{s['micro_f1']:.4f}", f"{s['macro_f1']:.4f}")
-    console.print(table)
+    out.print(table)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import typer
 
-from tagalign.cli.app import app, console, fail
+from tagalign.cli.app import app, console, fail, out
 from tagalign.cli.common import PhaseBars, parse_params, progress
 from tagalign.records import BadInputError, InputReport
 from tagalign.runtime import set_threads
@@ -157,7 +157,12 @@ def _print_report(result: dict) -> None:
         table.add_row(language, str(r["pairs"]), f"{r['alpha']:.4f}", f"{r['spearman']:.4f}")
     table.add_row("mean / all", str(result["pairs"]), f"{result['mean_alpha']:.4f}",
                   f"{result['spearman']:.4f}")
-    console.print(table)
+    out.print(table)
     for language, r in result["languages"].items():
-        rows = "  ".join(" ".join(f"{n:5d}" for n in row) for row in r["confusion"])
-        console.print(f"{language} confusion (gold 1..4 × predicted 1..4): {rows}")
+        grid = Table(title=f"{language} confusion: rows gold, columns predicted")
+        grid.add_column("gold", justify="right")
+        for k in range(1, len(r["confusion"]) + 1):
+            grid.add_column(str(k), justify="right")
+        for k, row in enumerate(r["confusion"], 1):
+            grid.add_row(str(k), *(str(n) for n in row))
+        out.print(grid)

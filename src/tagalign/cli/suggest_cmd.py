@@ -10,7 +10,7 @@ from pathlib import Path
 import typer
 from rich.table import Table
 
-from tagalign.cli.app import app, console, fail
+from tagalign.cli.app import app, console, fail, out
 from tagalign.cli.common import ADDRESS_HELP, MMAP_HELP, progress, run_sharded
 from tagalign.predictions import PartialExistsError, PredictionStream, TagCounts, tag_records
 from tagalign.project import Project, ProjectError
@@ -35,7 +35,7 @@ def suggest(
     resume: bool = typer.Option(False, "--resume", help="Continue an interrupted run: keep what OUT.partial holds, tag the rest."),
     engine: str = typer.Option("local", "--engine",
                                help="local, or ray: Ray Data workers, --output is a folder of "
-                               "shards + manifest.json (resumable; pip install 'tagalign[ray]')."),
+                               "shards + manifest.json (resumable; pip install 'tagalign\\[ray]')."),
     address: str = typer.Option(None, "--address", help=ADDRESS_HELP),
     num_workers: int = typer.Option(None, "--num-workers", min=1,
                                     help="Ray workers, each loads the project once (default: CPUs)."),
@@ -160,7 +160,7 @@ def print_suggestions(rows) -> None:
         if s.reasons.get("neighbours"):
             why += f"; {len(s.reasons['neighbours'])} similar records"
         table.add_row(str(i), s.id, s.label, f"{s.score:.3f}", why)
-    console.print(table)
+    out.print(table)
 
 
 def suggest_sharded(project_dir: Path, input: Path, output: Path, *, limit: int,
