@@ -10,8 +10,16 @@ from pathlib import Path
 import typer
 from rich.table import Table
 
+from tagalign.batch import DEFAULT_MAX_ERRORS
 from tagalign.cli.app import app, console, fail, out
-from tagalign.cli.common import ADDRESS_HELP, MMAP_HELP, progress, run_sharded
+from tagalign.cli.common import (
+    ADDRESS_HELP,
+    MAX_ERRORS_HELP,
+    MMAP_HELP,
+    SHARD_HELP,
+    progress,
+    run_sharded,
+)
 from tagalign.predictions import PartialExistsError, PredictionStream, TagCounts, tag_records
 from tagalign.project import Project, ProjectError
 from tagalign.records import BadInputError, InputReport, Record, read_records
@@ -41,8 +49,8 @@ def suggest(
                                     help="Ray workers, each loads the project once (default: CPUs)."),
     output_format: str = typer.Option("jsonl", "--format",
                                       help="Shard format of --engine ray: jsonl or parquet."),
-    shard_size: int = typer.Option(5000, "--shard-size", min=1,
-                                   help="Records per shard of --engine ray (the unit of resuming)."),
+    shard_size: int = typer.Option(None, "--shard-size", min=1, help=SHARD_HELP),
+    max_errors: float = typer.Option(DEFAULT_MAX_ERRORS, "--max-errors", min=0.0, max=1.0, help=MAX_ERRORS_HELP),
     mmap: bool = typer.Option(False, "--mmap", help=MMAP_HELP + " With --engine ray the "
                               "workers on one machine share the mapped pages."),
 ) -> None:
@@ -64,7 +72,7 @@ def suggest(
         return suggest_sharded(project_dir, input, output, limit=limit, threshold=threshold,
                                batch_size=batch_size, engine=engine, address=address,
                                num_workers=num_workers, output_format=output_format,
-                               shard_size=shard_size, mmap=mmap)
+                               shard_size=shard_size, mmap=mmap, max_errors=max_errors)
     project = load_trained(project_dir, mmap=mmap)
     if title is not None:
         rec = Record(id="cli", title=title, abstract=abstract, language=language)
@@ -165,8 +173,8 @@ def print_suggestions(rows) -> None:
 
 def suggest_sharded(project_dir: Path, input: Path, output: Path, *, limit: int,
                     threshold: float, batch_size: int, engine: str, address: str | None,
-                    num_workers: int | None, output_format: str, shard_size: int,
-                    mmap: bool = False) -> None:
+                    num_workers: int | None, output_format: str, shard_size: int | None,
+                    mmap: bool = False, max_errors: float = DEFAULT_MAX_ERRORS) -> None:
     """`tagalign suggest --engine ray` (or ``--format parquet``): a folder of shards.
     ``mmap`` is not an output setting: a resumed run may change it."""
     if not (project_dir / "project.json").exists():
@@ -177,4 +185,4 @@ def suggest_sharded(project_dir: Path, input: Path, output: Path, *, limit: int,
             "threshold": threshold, "format": output_format, "batch_size": batch_size,
             "mmap": mmap}
     run_sharded(spec, input.resolve(), output.resolve(), engine=engine, address=address,
-                num_workers=num_workers, shard_size=shard_size)
+                num_workers=num_workers, shard_size=shard_size, max_errors=max_errors)
