@@ -52,12 +52,24 @@ def train(
     Example: tagalign pairs train wic-model --train comedi/train --dev comedi/dev
     --param epochs=1 --param limit_pairs=2000 --param train_layers=3 --param max_seq_length=96
     """
-    from tagalign.pairs import model as pm
+    from tagalign.pairs.params import check_params
+    from tagalign.params import ParamError
 
     set_threads(threads)  # 0 leaves the defaults
     params = {**parse_params(param, config)}
     params.setdefault("loss", loss)
     params.setdefault("base_model", base_model)
+    for what, path in (("--train", train_path), ("--dev", dev_path)):
+        if not path.exists():
+            fail(f"{what} {path} not found")
+    try:  # before the ~20 s of loading torch and the model
+        check_params(params)
+    except ParamError as exc:
+        fail(str(exc), code=2)
+    except ValueError as exc:
+        fail(str(exc))
+    from tagalign.pairs import model as pm
+
     train_pairs = _load(train_path, strict, "train")
     dev_pairs = _load(dev_path, strict, "dev")
     try:
@@ -97,6 +109,13 @@ def predict(
 
     Example: tagalign pairs predict wic-model --input comedi/dev --output pred/
     """
+    from tagalign.io import wrong_model_message
+
+    if not input_path.exists():
+        fail(f"--input {input_path} not found")
+    wrong = wrong_model_message(model_dir, "pairs")
+    if wrong:
+        fail(wrong)
     from tagalign.pairs.model import PairScorer
     from tagalign.pairs.submission import write_language
 

@@ -73,6 +73,10 @@ def suggest(
                                batch_size=batch_size, engine=engine, address=address,
                                num_workers=num_workers, output_format=output_format,
                                shard_size=shard_size, mmap=mmap, max_errors=max_errors)
+    if title is None and (input is None or output is None):
+        fail("give --input and --output (or --title for a single record)")
+    if title is None and not input.exists():
+        fail(f"records not found: {input}")  # before the seconds of loading the project
     project = load_trained(project_dir, mmap=mmap)
     if title is not None:
         rec = Record(id="cli", title=title, abstract=abstract, language=language)
