@@ -30,7 +30,7 @@ from starlette.middleware.cors import CORSMiddleware
 
 from tagalign.project import Project, ReadOnlyError
 from tagalign.records import Record
-from tagalign.serve import annif
+from tagalign.serve import annif, queue, subjects
 from tagalign.serve import schemas as s
 from tagalign.serve.feedback import Decision, FeedbackStore
 from tagalign.suggest import Suggestion
@@ -142,7 +142,8 @@ def _suggest(proj: Project, recs: list[Record], limit: int, threshold: float
 
 
 def create_app(projects: Mapping[str, Project], store: FeedbackStore,
-               records: Mapping[str, Record] | None = None) -> FastAPI:
+               records: Mapping[str, Record] | None = None,
+               review: queue.RecordQueue | None = None) -> FastAPI:
     app = FastAPI(title="tagalign", version="1",
                   description="GND subject suggestions with reasons, warnings and feedback. "
                               "Annif's REST API is served beside it at /v1 (give Annif "
@@ -251,6 +252,10 @@ def create_app(projects: Mapping[str, Project], store: FeedbackStore,
                            language=rec.language, subjects=rec.subjects)
 
     app.include_router(api)
+    # the page's subject search and review queue (`serve/subjects.py`, `serve/queue.py`)
+    app.include_router(subjects.create_router(projects, API))
+    app.include_router(queue.create_router(projects, store, review, API))
+    subjects.warm(projects)
 
     def openapi() -> dict[str, Any]:
         # our 422 body (see validation_error) instead of FastAPI's default description
