@@ -111,9 +111,9 @@ def train(
             fail(str(exc))
     seconds = time.perf_counter() - t0
     if clf.thresholds_["tuned_on"] == "holdout":
-        console.log(f"no --dev: thresholds tuned on {clf.thresholds_['tuned_on_records']} "
-                    "held-out training records (a seeded 10%, not trained on); no dev "
-                    "scores reported")
+        console.print(f"no --dev: thresholds tuned on {clf.thresholds_['tuned_on_records']} "
+                      "held-out training records (a seeded 10%, not trained on); no dev "
+                      "scores reported", soft_wrap=True)
     extra: dict = {"train_seconds": round(seconds, 1), "label_field": labels}
     if dev_ex:
         scores = report(clf.labels_.matrix(dev_ex), clf.decide(clf.predict_proba(dev_ex)),
