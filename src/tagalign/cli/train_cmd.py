@@ -54,6 +54,8 @@ def train(
     """
     set_threads(threads)  # 0 leaves the defaults
     params = parse_params(param, config)
+    if vocab is None and (overwrite or not (project_dir / "project.json").exists()):
+        fail("--vocab is needed to create a new project")
     for what, path in (("training records", train_src), ("dev records", dev)):
         if path is not None and not path.exists():
             fail(f"{what} not found: {path}")
