@@ -155,6 +155,48 @@ class Reporter(Protocol):
     def bad(self, where: str, why: str) -> None: ...
 
 
+#: The saved folders of tagalign and the command that reads each (see `model_kind`).
+MODEL_KINDS = {
+    "project": "a subject-tagging project, read by `tagalign suggest`",
+    "recipe": "the model folder of a subject-tagging project (give `tagalign suggest` "
+              "the project folder above it)",
+    "classifier": "a classifier, read by `tagalign classify predict`",
+    "pairs": "a pairs model, read by `tagalign pairs predict`",
+}
+
+
+def model_kind(folder: Path) -> str | None:
+    """Which of `MODEL_KINDS` the folder holds (from its small JSON files only, so a
+    command given the wrong folder says so before loading a model), None if none."""
+    folder = Path(folder)
+    if (folder / "project.json").is_file():
+        return "project"
+    if (folder / "recipe.json").is_file():
+        return "recipe"
+    if not (folder / "config.json").is_file():
+        return None
+    try:
+        config = read_json(folder / "config.json")
+    except (OSError, ValueError):
+        return None
+    if not isinstance(config, dict):
+        return None
+    if "markers" in config or (folder / "thresholds.json").is_file():
+        return "pairs"
+    if "labels" in config and "thresholds" in config:
+        return "classifier"
+    return None
+
+
+def wrong_model_message(folder: Path, want: str) -> str | None:
+    """The refusal for a folder holding another kind of model than ``want`` (None: it
+    holds ``want``, or nothing we know, which the loader then reports)."""
+    kind = model_kind(folder)
+    if kind is None or kind == want:
+        return None
+    return f"{folder} holds {MODEL_KINDS[kind]}, not {MODEL_KINDS[want].split(',')[0]}"
+
+
 def open_text(path: Path) -> io.TextIOBase:
     """Open a text file, transparently gunzipping ``*.gz``."""
     path = Path(path)

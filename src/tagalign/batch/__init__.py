@@ -8,8 +8,8 @@ only when the ``ray`` engine runs.
 
 from tagalign.batch.engines import ENGINES, EngineError, get_engine
 from tagalign.batch.inputs import INPUTS, Shard, plan_shards
-from tagalign.batch.run import MANIFEST, BatchError, BatchResult, run_batch
+from tagalign.batch.run import DEFAULT_MAX_ERRORS, MANIFEST, BatchError, BatchResult, run_batch
 from tagalign.batch.tasks import TASKS
 
-__all__ = ["ENGINES", "MANIFEST", "INPUTS", "TASKS", "BatchError", "BatchResult",
-           "EngineError", "Shard", "get_engine", "plan_shards", "run_batch"]
+__all__ = ["DEFAULT_MAX_ERRORS", "ENGINES", "MANIFEST", "INPUTS", "TASKS", "BatchError",
+           "BatchResult", "EngineError", "Shard", "get_engine", "plan_shards", "run_batch"]

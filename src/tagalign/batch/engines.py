@@ -6,12 +6,15 @@ Ray is imported only inside `RayEngine`; ``import tagalign`` and the CLI never n
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
+import sys
+import tempfile
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, ClassVar
 
 import numpy as np
@@ -51,6 +54,10 @@ class Engine(ABC):
     def run(self, shards: Sequence[Shard], spec: dict[str, Any], out: str,
             on_done: OnDone) -> None:
         """Process every shard; call ``on_done(summary)`` as each one finishes."""
+
+    def planned_workers(self) -> int:
+        """Workers a run will likely use, known before starting (sizes the shards)."""
+        return 1
 
 
 @register_engine
@@ -99,6 +106,31 @@ def _quiet_ray(ray: Any) -> None:
         logging.getLogger(name).setLevel(logging.ERROR)
 
 
+#: What Ray's C++ core prints when it reads ``RAY_BACKEND_LOG_LEVEL`` (our own setting)
+LEVEL_NOTICE = b"Set ray log level from environment variable"
+
+
+@contextlib.contextmanager
+def _without_level_notice() -> Iterator[None]:
+    """Everything written to file descriptor 2 meanwhile, except Ray's notice that it read
+    the log level we set: C++ writes to the descriptor, past ``sys.stderr``, so it is
+    caught there (in a temporary file) and passed on once the block ends."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile() as tmp:
+        os.dup2(tmp.fileno(), 2)
+        try:
+            yield
+        finally:
+            sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
+            tmp.seek(0)
+            kept = b"".join(line for line in tmp if LEVEL_NOTICE not in line)
+            if kept:
+                os.write(2, kept)
+
+
 @register_engine
 class RayEngine(Engine):
     """Ray Data: ``map_batches`` over shard descriptors with an `ActorPoolStrategy` of N.
@@ -123,6 +155,11 @@ class RayEngine(Engine):
         self.object_store_mb = object_store_mb
         self.threads_per_worker = threads_per_worker
 
+    def planned_workers(self) -> int:
+        """``num_workers``, else this machine's CPUs (a cluster's are known only once
+        joined; shards are then sized for this machine)."""
+        return self.num_workers or os.cpu_count() or 1
+
     def start(self) -> float:
         """Start (or join) Ray now; returns the seconds it took (0 if it was running)."""
         t0 = time.perf_counter()
@@ -145,7 +182,8 @@ class RayEngine(Engine):
             else:
                 kw["address"] = self.address
             try:
-                ray.init(**kw)
+                with _without_level_notice():
+                    ray.init(**kw)
             except (ConnectionError, RuntimeError, ValueError) as exc:
                 raise EngineError(f"cannot start or reach Ray ({self.address or 'local'}): "
                                   f"{exc}") from exc

@@ -210,14 +210,32 @@ def get_input(name: str) -> Input:
     return INPUTS.lookup(prefix, shown=name)(arg)
 
 
-def plan_shards(src: Path, shard_size: int, source: str | None = None) -> list[Shard]:
-    """Cut the input into shards of about ``shard_size`` items (never across files)."""
-    if shard_size < 1:
+#: Bounds of an automatic shard size: a shard is the unit of resuming and of progress, and
+#: each costs a little bookkeeping; a worker loads the model once, whatever it gets.
+MIN_AUTO_SHARD, MAX_AUTO_SHARD, SHARDS_PER_WORKER = 50, 5000, 4
+
+
+def choose_shard_size(total: int, workers: int) -> int:
+    """About `SHARDS_PER_WORKER` shards per worker (so 200 records keep 2 workers busy
+    and a slow shard does not hold up the end), within the bounds above."""
+    per = -(-max(total, 1) // (max(workers, 1) * SHARDS_PER_WORKER))
+    return max(MIN_AUTO_SHARD, min(MAX_AUTO_SHARD, per))
+
+
+def plan_shards(src: Path, shard_size: int | None, source: str | None = None,
+                workers: int = 1) -> list[Shard]:
+    """Cut the input into shards of about ``shard_size`` items (never across files);
+    ``None``: `choose_shard_size` for the input's size and ``workers``."""
+    if shard_size is not None and shard_size < 1:
         raise ValueError("shard size must be at least 1")
-    shards: list[Shard] = []
+    counted = []
     for path in input_files(src, source):
         reader = get_input(source) if source else input_for(path)
-        units = reader.count(path)
+        counted.append((path, reader, reader.count(path)))
+    if shard_size is None:
+        shard_size = choose_shard_size(sum(_items(r, u) for _, r, u in counted), workers)
+    shards: list[Shard] = []
+    for path, reader, units in counted:
         name = source or reader.name
         if reader.name == "parquet":  # whole row groups, about shard_size rows per shard
             start, rows = 0, 0
@@ -233,6 +251,10 @@ def plan_shards(src: Path, shard_size: int, source: str | None = None) -> list[S
             b = min(total, a + shard_size)
             shards.append(Shard(f"{len(shards):05d}", name, str(path), a, b, b - a))
     return shards
+
+
+def _items(reader: Input, units: list[int]) -> int:
+    return sum(units) if reader.name == "parquet" else units[0]
 
 
 def read_shard(shard: Shard) -> Iterator[Record | BadItem]:

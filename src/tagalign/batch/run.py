@@ -27,6 +27,10 @@ MANIFEST = "manifest.json"
 FORMAT = "tagalign-batch"
 #: Spec keys that change the output; a rerun with other values must not mix results.
 OUTPUT_KEYS = ("task", "target", "project", "limit", "threshold", "format", "kind", "source")
+#: Share of a shard's records that may fail (their reasons in its errors file) before the
+#: shard counts as failed: not marked done (a rerun redoes it) and the run fails. A model
+#: that cannot process anything must not leave a "complete" folder of empty shards.
+DEFAULT_MAX_ERRORS = 0.05
 
 
 class BatchError(ValueError):
@@ -58,6 +62,17 @@ def fingerprint(target: str) -> str:
     return h.hexdigest()[:16]
 
 
+def _difference(old: dict[str, Any], key: dict[str, Any], fp: str) -> str:
+    """Names what differs from the run that wrote the folder (the refusal says which)."""
+    was = old["spec"]
+    keys = sorted(k for k in set(was) | set(key) if was.get(k) != key.get(k))
+    if keys:
+        return "other settings: " + ", ".join(
+            f"{k} was {was.get(k)!r}, now {key.get(k)!r}" for k in keys)
+    return (f"another version of {key.get('project') or key.get('target')} (trained or "
+            "changed since)")
+
+
 def _files_state(src: Path, source: str | None) -> list[dict[str, Any]]:
     out = []
     for p in input_files(src, source):
@@ -79,6 +94,8 @@ class BatchResult:
     startup_s: float
     workers: int
     manifest: dict[str, Any] = field(repr=False, default_factory=dict)
+    #: shards of this run with more failed records than ``max_errors`` allows, by id
+    failed: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
 def shard_done(out: Path, entry: dict[str, Any] | None) -> bool:
@@ -91,14 +108,23 @@ def shard_done(out: Path, entry: dict[str, Any] | None) -> bool:
     return True
 
 
+def shard_failed(summary: dict[str, Any], max_errors: float) -> bool:
+    """More than the share ``max_errors`` of the shard's records failed (any, if all did)."""
+    n, errors = summary["records_in"], summary["errors"]
+    return errors > 0 and (errors >= n or errors > max_errors * n)
+
+
 def run_batch(spec: dict[str, Any], src: Path, out: Path, engine: Engine, *,
-              shard_size: int = 5000, overwrite: bool = False,
+              shard_size: int | None = None, overwrite: bool = False,
+              max_errors: float = DEFAULT_MAX_ERRORS,
               on_plan: Callable[[int, int], None] | None = None,
               on_shard: Callable[[dict[str, Any]], None] | None = None) -> BatchResult:
     """Run ``spec`` (see `tagalign.batch.tasks`) over ``src`` into the folder ``out``.
 
     ``on_plan(records_total, records_already_done)`` is called once before work starts and
-    ``on_shard(summary)`` after each shard, for progress displays.
+    ``on_shard(summary)`` after each shard, for progress displays. A shard in which more
+    than the share ``max_errors`` of records failed is kept out of the finished ones
+    (`BatchResult.failed`, ``manifest["failed"]``), so the run is not complete.
     """
     src, out = Path(src), Path(out)
     if out.exists() and not out.is_dir():
@@ -113,8 +139,8 @@ def run_batch(spec: dict[str, Any], src: Path, out: Path, engine: Engine, *,
         if old.get("format") != FORMAT:
             raise BatchError(f"{out} holds something other than a tagalign batch output")
         if old["spec"] != key or old["fingerprint"] != fp:
-            raise BatchError(f"{out} holds output of another project/model or other settings "
-                             f"({old['spec']}); use a new --output or delete {out}")
+            raise BatchError(f"{out} holds output of {_difference(old, key, fp)}; "
+                             f"use a new --output or delete {out}")
         if old["input"]["source"] != str(src) or old["input"]["files"] != files:
             raise BatchError(f"the input changed since {out} was started (files or sizes "
                              "differ); use a new --output or delete it")
@@ -122,10 +148,11 @@ def run_batch(spec: dict[str, Any], src: Path, out: Path, engine: Engine, *,
         done = dict(old["shards"])
         manifest = old
     else:
-        shards = plan_shards(src, shard_size, spec.get("source"))
+        shards = plan_shards(src, shard_size, spec.get("source"), engine.planned_workers())
         done = {}
         manifest = {"format": FORMAT, "spec": key, "fingerprint": fp,
-                    "input": {"source": str(src), "files": files, "shard_size": shard_size,
+                    "input": {"source": str(src), "files": files,
+                              "shard_size": shard_size or "auto",
                               "shards": [s.to_json() for s in shards]},
                     "shards": {}, "versions": versions(), "started": _now(), "runs": []}
     for tmp in out.glob(".*.tmp"):  # leftovers of a killed worker
@@ -135,6 +162,7 @@ def run_batch(spec: dict[str, Any], src: Path, out: Path, engine: Engine, *,
     for s in todo:  # an errors file of an earlier attempt must not outlive it
         (out / errors_name(s.id)).unlink(missing_ok=True)
     manifest["shards"] = done
+    manifest["failed"] = {}
     manifest["max_errored_blocks"] = 0
     run_info = {"engine": engine.name, "started": _now(), "shards": len(todo)}
     manifest["runs"].append(run_info)
@@ -146,15 +174,17 @@ def run_batch(spec: dict[str, Any], src: Path, out: Path, engine: Engine, *,
 
     def finished(summary: dict[str, Any]) -> None:
         summary["finished"] = _now()
-        manifest["shards"][summary["shard"]] = summary
+        failed = shard_failed(summary, max_errors)
+        manifest["failed" if failed else "shards"][summary["shard"]] = summary
         manifest["updated"] = summary["finished"]
         write_json_atomic(out / MANIFEST, manifest)
         if on_shard:
             on_shard(summary)
 
-    engine.run(todo, spec, str(out), finished)
+    if todo:  # nothing left: no engine start (Ray takes seconds)
+        engine.run(todo, spec, str(out), finished)
     seconds = time.perf_counter() - t0
-    entries = manifest["shards"].values()
+    entries = [*manifest["shards"].values(), *manifest["failed"].values()]
     run_info.update(seconds=round(seconds, 3), startup_s=round(engine.startup_s, 3),
                     workers=engine.workers)
     manifest["totals"] = {k: sum(e[k] for e in entries)
@@ -164,4 +194,4 @@ def run_batch(spec: dict[str, Any], src: Path, out: Path, engine: Engine, *,
     return BatchResult(out, len(shards), len(shards) - len(todo), len(todo),
                        manifest["totals"]["records_in"], manifest["totals"]["records_out"],
                        manifest["totals"]["errors"], seconds, engine.startup_s, engine.workers,
-                       manifest)
+                       manifest, dict(manifest["failed"]))

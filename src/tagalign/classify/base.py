@@ -19,7 +19,8 @@ import numpy as np
 
 from tagalign.classify.data import Example, LabelSet
 from tagalign.classify.thresholds import decide, tune
-from tagalign.io import atomic_dir, read_json, versions, write_json_atomic
+from tagalign.io import atomic_dir, read_json, versions, write_json_atomic, wrong_model_message
+from tagalign.params import ParamSpec
 from tagalign.registry import Registry
 from tagalign.runtime import ProgressCallback
 
@@ -38,15 +39,39 @@ def get_classifier(name: str, **params: Any) -> Classifier:
     return CLASSIFIERS.lookup(name)(**params)
 
 
+#: Share of train held out to tune the thresholds when no dev is given (at least 1 record).
+HOLDOUT_FRACTION = 0.1
+
+
+def holdout(train: list[Example], seed: int) -> tuple[list[Example], list[Example]]:
+    """``(rest, held_out)``: a seeded `HOLDOUT_FRACTION` of ``train``, in input order."""
+    n_out = max(1, round(len(train) * HOLDOUT_FRACTION))
+    if len(train) < 2:
+        raise ValueError("without --dev the thresholds need held-out training records; "
+                         "give at least 2 labelled records or a dev file")
+    out = set(np.random.default_rng(seed).permutation(len(train))[:n_out].tolist())
+    return ([ex for i, ex in enumerate(train) if i not in out],
+            [ex for i, ex in enumerate(train) if i in out])
+
+
 class Classifier(ABC):
     name: ClassVar[str]
     defaults: ClassVar[dict[str, Any]] = {}
 
-    def __init__(self, **params: Any):
-        unknown = sorted(set(params) - set(self.defaults))
+    #: Ranges of parameters not in `tagalign.params.RANGES` (names → `Annotated` types).
+    ranges: ClassVar[dict[str, Any]] = {}
+
+    @classmethod
+    def check_params(cls, params: dict[str, Any]) -> None:
+        """Refuse unknown names (ValueError) and bad values (`ParamError`), before loading."""
+        unknown = sorted(set(params) - set(cls.defaults))
         if unknown:
-            raise ValueError(f"recipe {self.name!r}: unknown parameter(s) {unknown}; "
-                             f"known: {sorted(self.defaults)}")
+            raise ValueError(f"recipe {cls.name!r}: unknown parameter(s) {unknown}; "
+                             f"known: {sorted(cls.defaults)}")
+        ParamSpec(f"recipe {cls.name!r}", cls.defaults, **cls.ranges).check(params)
+
+    def __init__(self, **params: Any):
+        self.check_params(params)
         self.params = {**self.defaults, **params}
         self.progress: ProgressCallback | None = None
         self.labels_: LabelSet | None = None
@@ -58,18 +83,32 @@ class Classifier(ABC):
             self.progress(what, done, total)
 
     # -- learning -------------------------------------------------------------------
-    def fit(self, train: Sequence[Example], dev: Sequence[Example] | None = None
-            ) -> Classifier:
-        """Learn from labelled ``train``; tune thresholds on ``dev`` (train when None)."""
+    def fit(self, train: Sequence[Example], dev: Sequence[Example] | None = None,
+            labels: Sequence[str] | None = None) -> Classifier:
+        """Learn from labelled ``train``; tune thresholds on ``dev``, or without dev on a
+        seeded held-out slice of train (`HOLDOUT_FRACTION`, not trained on), so no
+        figure measured on training records reads as a dev figure.
+
+        ``labels``: the label set, kept whole even for labels without training examples
+        (default: the labels seen in train)."""
         train = [ex for ex in train if ex.labels]
         if not train:
             raise ValueError("no training example has labels")
-        self.labels_ = LabelSet.from_examples(train)
+        self.labels_ = LabelSet(labels) if labels is not None else LabelSet.from_examples(train)
+        outside = sorted({lab for ex in train for lab in ex.labels} - set(self.labels_.labels))
+        if outside:
+            raise ValueError(f"{len(outside)} training labels are not in the label set: "
+                             f"{outside[:10]}")
+        tune_on = [ex for ex in dev or () if ex.labels]
+        where = "dev"
+        if not tune_on:
+            train, tune_on = holdout(train, int(self.params.get("seed", 0)))
+            where = "holdout"
         self._fit(train, self.labels_.matrix(train))
-        tune_on = [ex for ex in (dev or train) if ex.labels]
-        gold = self.labels_.matrix(tune_on)
-        self.thresholds_ = tune(self.predict_proba(tune_on), gold)
-        self.thresholds_["tuned_on"] = "dev" if dev else "train"
+        found = tune(self.predict_proba(tune_on), self.labels_.matrix(tune_on))
+        self.thresholds_ = {k.replace("dev_", f"{where}_"): v for k, v in found.items()}
+        self.thresholds_["tuned_on"] = where
+        self.thresholds_["tuned_on_records"] = len(tune_on)
         return self
 
     @abstractmethod
@@ -122,6 +161,9 @@ class Classifier(ABC):
 def load_classifier(folder: Path | str, labels: Sequence[str] | None = None) -> Classifier:
     """A saved classifier; with ``labels``, refuse one trained on another label set."""
     folder = Path(folder)
+    wrong = wrong_model_message(folder, "classifier")
+    if wrong:
+        raise ValueError(wrong)
     if not (folder / "config.json").exists():
         raise FileNotFoundError(f"{folder}: not a saved classifier (no config.json)")
     config = read_json(folder / "config.json")
@@ -131,16 +173,23 @@ def load_classifier(folder: Path | str, labels: Sequence[str] | None = None) -> 
     saved = list(config["labels"])
     if labels is not None and list(labels) != saved:
         missing, extra = sorted(set(labels) - set(saved)), sorted(set(saved) - set(labels))
-        why = (f"missing {missing[:5]}, unexpected {extra[:5]}" if missing or extra
+        why = (f"{len(missing)} of the {len(set(labels))} expected labels missing "
+               f"{_some(missing)}, {len(extra)} unexpected {_some(extra)}" if missing or extra
                else "same labels in another order")
         raise LabelSetMismatch(f"{folder}: trained on another label set "
-                               f"({len(saved)} labels; {why})")
+                               f"({len(saved)} labels; {why}); train with --label-set to "
+                               "keep every label")
     clf = get_classifier(config["recipe"], **config["params"])
     clf.labels_ = LabelSet(saved)
     clf.thresholds_ = config["thresholds"]
     clf.history_ = config.get("history", {})
     clf._load_state(folder)
     return clf
+
+
+def _some(labels: list[str], shown: int = 5) -> str:
+    more = f" and {len(labels) - shown} more" if len(labels) > shown else ""
+    return f"{labels[:shown]}{more}"
 
 
 def read_label_set(path: Path | str) -> list[str]:

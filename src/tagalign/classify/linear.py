@@ -82,8 +82,9 @@ class LinearClassifier(Classifier):
         for j, est in enumerate(ovr.estimators_):
             if hasattr(est, "coef_"):
                 coef[j], intercept[j] = est.coef_.ravel(), float(est.intercept_[0])
-            else:  # a label on every training record: sklearn keeps a constant predictor
-                intercept[j] = 20.0
+            else:  # a label on every training record, or on none (a --label-set label
+                # without examples): sklearn keeps a constant predictor
+                intercept[j] = 20.0 if y[:, j].all() else -20.0
         self.coef_, self.intercept_ = coef, intercept
 
     def predict_proba(self, examples: Sequence[Example]) -> np.ndarray:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import typer
+import typer.rich_utils
 from rich.console import Console
 
 app = typer.Typer(
@@ -23,7 +24,12 @@ app.add_typer(records_app, name="records")
 app.add_typer(data_app, name="data")
 app.add_typer(feedback_app, name="feedback")
 
+#: progress, log lines, warnings and errors
 console = Console(stderr=True)
+# usage errors (click's) read like ours, `error: …` (typer titles its panel "Error")
+typer.rich_utils.ERRORS_PANEL_TITLE = "error"
+#: results (tables, reports): `tagalign records stats f.jsonl > s.txt` keeps them
+out = Console()
 
 
 def fail(message: str, code: int = 1) -> None:

@@ -9,7 +9,7 @@ from pathlib import Path
 import typer
 from rich.table import Table
 
-from tagalign.cli.app import app, console, fail
+from tagalign.cli.app import app, console, fail, out
 from tagalign.cli.common import PhaseBars, parse_params, progress
 from tagalign.predictions import (
     PartialExistsError,
@@ -43,11 +43,24 @@ def _examples(path: Path, label_field: str, *, strict: bool, require_labels: boo
     return out
 
 
-def _load(model_dir: Path, label_set: Path | None):
-    from tagalign.classify import LabelSetMismatch, load_classifier, read_label_set
+def _label_set(path: Path | None) -> list[str] | None:
+    from tagalign.classify import read_label_set
 
+    if path is None:
+        return None
+    if not path.is_file():
+        fail(f"label set not found: {path} (one label per line, or a CSV such as domains.csv)")
+    labels = read_label_set(path)
+    if not labels:
+        fail(f"label set {path} holds no labels")
+    return labels
+
+
+def _load(model_dir: Path, label_set: Path | None):
+    from tagalign.classify import LabelSetMismatch, load_classifier
+
+    expected = _label_set(label_set)
     try:
-        expected = read_label_set(label_set) if label_set else None
         return load_classifier(model_dir, labels=expected)
     except (LabelSetMismatch, FileNotFoundError, ValueError, KeyError) as exc:
         fail(str(exc))
@@ -60,6 +73,7 @@ def train(
     dev: Path = typer.Option(None, "--dev", "-d", help="Dev records: thresholds are tuned on them (micro-F1), then scored."),
     recipe: str = typer.Option(None, "--recipe", "-r", help=f"One of: {RECIPES}. Default: the better one on our dev data."),
     labels: str = typer.Option("domains", "--labels", help="Record field holding the labels (domains or subjects)."),
+    label_set: Path = typer.Option(None, "--label-set", help="The label set (one per line, or a CSV such as domains.csv): every label kept, even without training examples (default: the labels seen in train)."),
     param: list[str] = typer.Option(None, "--param", "-p", help="Recipe parameter key=value (JSON values), e.g. epochs_contrastive=5."),
     config: Path = typer.Option(None, "--config", help="JSON file of recipe parameters."),
     strict: bool = typer.Option(False, "--strict", help="Stop at the first malformed record."),
@@ -71,10 +85,17 @@ def train(
     """
     from tagalign.classify import DEFAULT_RECIPE, get_classifier
     from tagalign.classify.metrics import report
+    from tagalign.params import ParamError
 
     set_threads(threads)  # 0 leaves the defaults
+    for what, path in (("training records", train_src), ("dev records", dev)):
+        if path is not None and not path.exists():
+            fail(f"{what} not found: {path}")
+    label_list = _label_set(label_set)
     try:
         clf = get_classifier(recipe or DEFAULT_RECIPE, **parse_params(param, config))
+    except ParamError as exc:
+        fail(str(exc), code=2)
     except ValueError as exc:
         fail(str(exc))
     train_ex = _examples(train_src, labels, strict=strict, require_labels=True,
@@ -85,10 +106,14 @@ def train(
     with progress() as bar:
         clf.progress = PhaseBars(bar)
         try:
-            clf.fit(train_ex, dev_ex)
+            clf.fit(train_ex, dev_ex, labels=label_list)
         except ValueError as exc:
             fail(str(exc))
     seconds = time.perf_counter() - t0
+    if clf.thresholds_["tuned_on"] == "holdout":
+        console.print(f"no --dev: thresholds tuned on {clf.thresholds_['tuned_on_records']} "
+                      "held-out training records (a seeded 10%, not trained on); no dev "
+                      "scores reported", soft_wrap=True)
     extra: dict = {"train_seconds": round(seconds, 1), "label_field": labels}
     if dev_ex:
         scores = report(clf.labels_.matrix(dev_ex), clf.decide(clf.predict_proba(dev_ex)),
@@ -118,6 +143,8 @@ def predict(
     """
     if decision not in ("per_class", "global"):
         fail("--decision must be per_class or global")
+    if not input.exists():
+        fail(f"input records not found: {input}")
     clf = _load(model_dir, label_set)
     examples = _examples(input, "domains", strict=strict, require_labels=False,
                          what="input records")
@@ -189,7 +216,7 @@ def eval_(
     for lab, s in sorted(scores["per_class"].items(), key=lambda kv: -kv[1]["support"]):
         table.add_row(lab, f"{s['precision']:.3f}", f"{s['recall']:.3f}", f"{s['f1']:.3f}",
                       str(s["support"]))
-    console.print(table)
+    out.print(table)
     if missing:
         console.print(f"{missing} gold records have no prediction (counted as empty)")
 
@@ -200,4 +227,4 @@ def _print_summary(scores: dict) -> None:
                   f"{scores['macro_f1']:.4f}")
     for lang, s in scores.get("by_language", {}).items():
         table.add_row(lang, str(s["n"]), f"{s['micro_f1']:.4f}", f"{s['macro_f1']:.4f}")
-    console.print(table)
+    out.print(table)

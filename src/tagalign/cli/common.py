@@ -18,7 +18,7 @@ from rich.progress import (
     TimeElapsedColumn,
 )
 
-from tagalign.batch import BatchError, EngineError, get_engine, run_batch
+from tagalign.batch import DEFAULT_MAX_ERRORS, BatchError, EngineError, get_engine, run_batch
 from tagalign.cli.app import console, fail
 from tagalign.records import BadInputError, InputReport, Record, read_records
 
@@ -80,15 +80,21 @@ def parse_params(pairs: list[str] | None, config: Path | None) -> dict[str, Any]
     return params
 
 
-ENGINE_HELP = "local (this process) or ray (Ray Data workers; pip install 'tagalign[ray]')."
+# help texts are rich markup: "\\[" keeps the extra's brackets from being read as a tag
+ENGINE_HELP = "local (this process) or ray (Ray Data workers; pip install 'tagalign\\[ray]')."
+SHARD_HELP = ("Records per shard (the unit of resuming); default: about 4 shards per worker, "
+              "50 to 5,000 records each.")
+MAX_ERRORS_HELP = ("Share of a shard's records that may fail (their reasons in errors-*.jsonl) "
+                   "before the shard counts as failed: not marked done, exit status 1.")
 ADDRESS_HELP = ("Ray cluster: auto, ray://host:10001 (default: $RAY_ADDRESS, else a Ray "
                 "started here).")
 
 
 def run_sharded(spec: dict[str, Any], src: Path, out: Path, *, engine: str,
-                address: str | None, num_workers: int | None, shard_size: int,
-                overwrite: bool = False) -> None:
-    """Run a batch task with one progress bar; user errors end in a one-line message."""
+                address: str | None, num_workers: int | None, shard_size: int | None,
+                overwrite: bool = False, max_errors: float = DEFAULT_MAX_ERRORS) -> None:
+    """Run a batch task with one progress bar; user errors end in a one-line message, and
+    so does a run with failed shards (exit status 1)."""
 
     try:
         eng = get_engine(engine, address=address, num_workers=num_workers)
@@ -111,16 +117,35 @@ def run_sharded(spec: dict[str, Any], src: Path, out: Path, *, engine: str,
 
         try:
             res = run_batch(spec, src, out, eng, shard_size=shard_size, overwrite=overwrite,
-                            on_plan=on_plan, on_shard=on_shard)
+                            max_errors=max_errors, on_plan=on_plan, on_shard=on_shard)
         except (BatchError, EngineError, FileNotFoundError, ValueError) as exc:
             fail(escape(str(exc)))
     skipped = f", {res.shards_skipped} already done" if res.shards_skipped else ""
     console.log(f"{res.shards_run} shards run{skipped}: {res.records_out} records written, "
                 f"{res.errors} errors, {res.workers} worker(s), "
                 f"{res.seconds:.1f} s → {out}")
+    if res.shards_run and res.workers < eng.planned_workers():
+        console.log(f"{res.workers} worker(s), not {eng.planned_workers()}: only "
+                    f"{res.shards_run} shard(s) to run (--shard-size splits the input finer)")
     if res.errors:
         console.log(f"[yellow]{res.errors} records failed[/]; their ids and reasons are in "
                     f"{out}/errors-*.jsonl")
+    if res.failed:
+        fail(f"{len(res.failed)} of {res.shards_total} shards failed (more than "
+             f"{max_errors:.0%} of their records, see {out}/errors-*.jsonl, e.g. "
+             f"{escape(_first_reason(out, res.failed))}); they are not marked done: fix the "
+             "cause and run the same command again")
+
+
+def _first_reason(out: Path, failed: dict[str, Any]) -> str:
+    from tagalign.batch.tasks import errors_name
+
+    path = out / errors_name(next(iter(failed)))
+    try:
+        with open(path, encoding="utf-8") as fh:
+            return json.loads(fh.readline())["reason"]
+    except (OSError, ValueError, KeyError):
+        return "no reason recorded"
 
 
 class PhaseBars:

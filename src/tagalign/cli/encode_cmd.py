@@ -7,8 +7,15 @@ from pathlib import Path
 
 import typer
 
+from tagalign.batch import DEFAULT_MAX_ERRORS
 from tagalign.cli.app import app, fail
-from tagalign.cli.common import ADDRESS_HELP, ENGINE_HELP, run_sharded
+from tagalign.cli.common import (
+    ADDRESS_HELP,
+    ENGINE_HELP,
+    MAX_ERRORS_HELP,
+    SHARD_HELP,
+    run_sharded,
+)
 from tagalign.encode import ENCODERS
 
 
@@ -30,7 +37,8 @@ def encode(
     num_workers: int = typer.Option(None, "--num-workers", min=1,
                                     help="Ray workers (default: one per CPU)."),
     batch_size: int = typer.Option(256, "--batch-size", min=1, help="Texts per encoder call."),
-    shard_size: int = typer.Option(5000, "--shard-size", min=1, help="Records per shard."),
+    shard_size: int = typer.Option(None, "--shard-size", min=1, help=SHARD_HELP),
+    max_errors: float = typer.Option(DEFAULT_MAX_ERRORS, "--max-errors", min=0.0, max=1.0, help=MAX_ERRORS_HELP),
     overwrite: bool = typer.Option(False, "--overwrite",
                                    help="Start over in an output folder of another run."),
 ) -> None:
@@ -53,4 +61,5 @@ def encode(
     if vocabulary:
         spec["source"] = f"vocabulary:{language}"
     run_sharded(spec, input.resolve(), output.resolve(), engine=engine, address=address,
-                num_workers=num_workers, shard_size=shard_size, overwrite=overwrite)
+                num_workers=num_workers, shard_size=shard_size, overwrite=overwrite,
+                max_errors=max_errors)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import typer
 
-from tagalign.cli.app import app, console, fail
+from tagalign.cli.app import app, console, fail, out
 from tagalign.cli.common import PhaseBars, parse_params, progress
 from tagalign.records import BadInputError, InputReport
 from tagalign.runtime import set_threads
@@ -52,12 +52,24 @@ def train(
     Example: tagalign pairs train wic-model --train comedi/train --dev comedi/dev
     --param epochs=1 --param limit_pairs=2000 --param train_layers=3 --param max_seq_length=96
     """
-    from tagalign.pairs import model as pm
+    from tagalign.pairs.params import check_params
+    from tagalign.params import ParamError
 
     set_threads(threads)  # 0 leaves the defaults
     params = {**parse_params(param, config)}
     params.setdefault("loss", loss)
     params.setdefault("base_model", base_model)
+    for what, path in (("--train", train_path), ("--dev", dev_path)):
+        if not path.exists():
+            fail(f"{what} {path} not found")
+    try:  # before the ~20 s of loading torch and the model
+        check_params(params)
+    except ParamError as exc:
+        fail(str(exc), code=2)
+    except ValueError as exc:
+        fail(str(exc))
+    from tagalign.pairs import model as pm
+
     train_pairs = _load(train_path, strict, "train")
     dev_pairs = _load(dev_path, strict, "dev")
     try:
@@ -97,6 +109,13 @@ def predict(
 
     Example: tagalign pairs predict wic-model --input comedi/dev --output pred/
     """
+    from tagalign.io import wrong_model_message
+
+    if not input_path.exists():
+        fail(f"--input {input_path} not found")
+    wrong = wrong_model_message(model_dir, "pairs")
+    if wrong:
+        fail(wrong)
     from tagalign.pairs.model import PairScorer
     from tagalign.pairs.submission import write_language
 
@@ -157,7 +176,12 @@ def _print_report(result: dict) -> None:
         table.add_row(language, str(r["pairs"]), f"{r['alpha']:.4f}", f"{r['spearman']:.4f}")
     table.add_row("mean / all", str(result["pairs"]), f"{result['mean_alpha']:.4f}",
                   f"{result['spearman']:.4f}")
-    console.print(table)
+    out.print(table)
     for language, r in result["languages"].items():
-        rows = "  ".join(" ".join(f"{n:5d}" for n in row) for row in r["confusion"])
-        console.print(f"{language} confusion (gold 1..4 × predicted 1..4): {rows}")
+        grid = Table(title=f"{language} confusion: rows gold, columns predicted")
+        grid.add_column("gold", justify="right")
+        for k in range(1, len(r["confusion"]) + 1):
+            grid.add_column(str(k), justify="right")
+        for k, row in enumerate(r["confusion"], 1):
+            grid.add_row(str(k), *(str(n) for n in row))
+        out.print(grid)

@@ -8,7 +8,7 @@ from pathlib import Path
 import typer
 from rich.table import Table
 
-from tagalign.cli.app import console, fail, records_app
+from tagalign.cli.app import fail, out, records_app
 from tagalign.cli.common import iter_records, progress
 from tagalign.records import InputReport
 from tagalign.vocab import load_vocabulary
@@ -54,4 +54,4 @@ def stats(
     table.add_row("malformed items skipped", str(report.n_skipped))
     if voc is not None:
         table.add_row("gold ids not in vocabulary", str(sum(report.missing_subjects.values())))
-    console.print(table)
+    out.print(table)

@@ -10,8 +10,16 @@ from pathlib import Path
 import typer
 from rich.table import Table
 
-from tagalign.cli.app import app, console, fail
-from tagalign.cli.common import ADDRESS_HELP, MMAP_HELP, progress, run_sharded
+from tagalign.batch import DEFAULT_MAX_ERRORS
+from tagalign.cli.app import app, console, fail, out
+from tagalign.cli.common import (
+    ADDRESS_HELP,
+    MAX_ERRORS_HELP,
+    MMAP_HELP,
+    SHARD_HELP,
+    progress,
+    run_sharded,
+)
 from tagalign.predictions import (
     PartialExistsError,
     PredictionStream,
@@ -42,14 +50,14 @@ def suggest(
     resume: bool = typer.Option(False, "--resume", help="Continue an interrupted run: keep what OUT.partial holds, tag the rest."),
     engine: str = typer.Option("local", "--engine",
                                help="local, or ray: Ray Data workers, --output is a folder of "
-                               "shards + manifest.json (resumable; pip install 'tagalign[ray]')."),
+                               "shards + manifest.json (resumable; pip install 'tagalign\\[ray]')."),
     address: str = typer.Option(None, "--address", help=ADDRESS_HELP),
     num_workers: int = typer.Option(None, "--num-workers", min=1,
                                     help="Ray workers, each loads the project once (default: CPUs)."),
     output_format: str = typer.Option("jsonl", "--format",
                                       help="Shard format of --engine ray: jsonl or parquet."),
-    shard_size: int = typer.Option(5000, "--shard-size", min=1,
-                                   help="Records per shard of --engine ray (the unit of resuming)."),
+    shard_size: int = typer.Option(None, "--shard-size", min=1, help=SHARD_HELP),
+    max_errors: float = typer.Option(DEFAULT_MAX_ERRORS, "--max-errors", min=0.0, max=1.0, help=MAX_ERRORS_HELP),
     mmap: bool = typer.Option(False, "--mmap", help=MMAP_HELP + " With --engine ray the "
                               "workers on one machine share the mapped pages."),
     release_above: float = typer.Option(
@@ -89,13 +97,16 @@ def suggest(
         return suggest_sharded(project_dir, input, output, limit=limit, threshold=threshold,
                                batch_size=batch_size, engine=engine, address=address,
                                num_workers=num_workers, output_format=output_format,
-                               shard_size=shard_size, mmap=mmap, exclude=exclude)
+                               shard_size=shard_size, mmap=mmap, exclude=exclude,
+                               max_errors=max_errors)
+    if title is None and (input is None or output is None):
+        fail("give --input and --output (or --title for a single record)")
+    if title is None and not input.exists():
+        fail(f"records not found: {input}")  # before the seconds of loading the project
     project = load_trained(project_dir, mmap=mmap)
     if title is not None:
         rec = Record(id="cli", title=title, abstract=abstract, language=language)
         return suggest_one(project, rec, limit, threshold, exclude)
-    if input is None or output is None:
-        fail("give --input and --output (or --title for a single record)")
     if release_above is not None and review is None:
         review = review_path(output)
     suggest_file(project, input, output, limit=limit, threshold=threshold,
@@ -131,9 +142,9 @@ def suggest_one(project: Project, rec: Record, limit: int | None, threshold: flo
         console.print(f"[yellow]warning:[/] {tagged.warning}")
     if tagged.suggestions:
         print_suggestions(tagged.suggestions)
-    if tagged.quality is not None:
-        console.print(f"estimated quality: recall {tagged.quality.recall:.2f}, "
-                      f"precision {tagged.quality.precision:.2f}")
+    if tagged.quality is not None:  # part of the result: stdout, beside the table
+        out.print(f"estimated quality: recall {tagged.quality.recall:.2f}, "
+                  f"precision {tagged.quality.precision:.2f}")
 
 
 def suggest_file(project: Project, input: Path, output: Path, *, limit: int | None,
@@ -221,13 +232,14 @@ def print_suggestions(rows) -> None:
         if s.reasons.get("neighbours"):
             why += f"; {len(s.reasons['neighbours'])} similar records"
         table.add_row(str(i), s.id, s.label, f"{s.score:.3f}", why)
-    console.print(table)
+    out.print(table)
 
 
 def suggest_sharded(project_dir: Path, input: Path, output: Path, *, limit: int | None,
                     threshold: float | None, batch_size: int, engine: str, address: str | None,
-                    num_workers: int | None, output_format: str, shard_size: int,
-                    mmap: bool = False, exclude: frozenset[str] = frozenset()) -> None:
+                    num_workers: int | None, output_format: str, shard_size: int | None,
+                    mmap: bool = False, exclude: frozenset[str] = frozenset(),
+                    max_errors: float = DEFAULT_MAX_ERRORS) -> None:
     """`tagalign suggest --engine ray` (or ``--format parquet``): a folder of shards.
     ``mmap`` is not an output setting: a resumed run may change it."""
     if not (project_dir / "project.json").exists():
@@ -240,4 +252,4 @@ def suggest_sharded(project_dir: Path, input: Path, output: Path, *, limit: int 
     if exclude:  # only then: a resumed run of an older spec still matches
         spec["exclude"] = sorted(exclude)
     run_sharded(spec, input.resolve(), output.resolve(), engine=engine, address=address,
-                num_workers=num_workers, shard_size=shard_size)
+                num_workers=num_workers, shard_size=shard_size, max_errors=max_errors)

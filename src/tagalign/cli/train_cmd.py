@@ -11,8 +11,9 @@ from rich.markup import escape
 from tagalign.cli.app import app, console, fail
 from tagalign.cli.common import load_records, parse_params
 from tagalign.evaluate import evaluate, print_report
+from tagalign.params import ParamError
 from tagalign.project import DEFAULT_RECIPE, Project, ProjectError
-from tagalign.recipes import recipe_names
+from tagalign.recipes import get_recipe, recipe_names
 from tagalign.records import InputReport, Record
 from tagalign.runtime import set_threads
 from tagalign.vocab import VocabularyMismatchError, load_vocabulary
@@ -70,6 +71,19 @@ def train(
     """
     set_threads(threads)  # 0 leaves the defaults
     params = parse_params(param, config)
+    if vocab is None and (overwrite or not (project_dir / "project.json").exists()):
+        fail("--vocab is needed to create a new project")
+    for what, path in (("training records", train_src), ("dev records", dev)):
+        if path is not None and not path.exists():
+            fail(f"{what} not found: {path}")
+    new = overwrite or vocab is not None or not (project_dir / "project.json").exists()
+    if new:  # names and values checked before the vocabulary loads
+        try:
+            get_recipe(recipe).check_params(params)
+        except ParamError as exc:
+            fail(str(exc), code=2)
+        except ValueError as exc:
+            fail(str(exc))
     try:
         if projects_file is not None:
             if vocab is not None or param or config is not None:

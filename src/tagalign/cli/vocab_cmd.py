@@ -8,9 +8,9 @@ from pathlib import Path
 import typer
 from rich.table import Table
 
-from tagalign.cli.app import console, fail, vocab_app
+from tagalign.cli.app import console, fail, out, vocab_app
 from tagalign.records import InputReport
-from tagalign.vocab import VOCAB_FORMATS, Vocabulary, load_vocabulary
+from tagalign.vocab import VOCAB_FORMATS, UnknownFormatError, Vocabulary, load_vocabulary
 
 
 def _load(source: Path, fmt: str | None, strict: bool = False) -> Vocabulary:
@@ -19,6 +19,9 @@ def _load(source: Path, fmt: str | None, strict: bool = False) -> Vocabulary:
     try:
         with console.status(f"loading {source} …"):
             vocab = load_vocabulary(source, format=fmt, report=report)
+    except UnknownFormatError as exc:
+        fail(f"{exc} with --format")
+        raise  # unreachable; keeps type checkers calm
     except (FileNotFoundError, ValueError) as exc:  # BadInputError is a ValueError
         fail(str(exc))
         raise  # unreachable; keeps type checkers calm
@@ -52,8 +55,8 @@ def load(
 def show(
     source: Path = typer.Argument(..., help="Vocabulary (any format or a saved folder)."),
     ids: list[str] = typer.Argument(None, help="Subject ids to show."),
-    search: str = typer.Option(None, "--search", "-s", help="Show subjects whose label contains TEXT."),
-    limit: int = typer.Option(20, "--limit", "-n", help="Most subjects to show for --search."),
+    search: str = typer.Option(None, "--search", "-s", help="Show subjects whose label contains TEXT: exact matches first, then prefixes, word starts, other substrings."),
+    limit: int = typer.Option(20, "--limit", "-n", help="Most subjects to show for --search (-1: all)."),
     fmt: str = typer.Option(None, "--format", "-f", help="Force a format."),
 ) -> None:
     """Show subjects by id, or search labels.
@@ -62,9 +65,7 @@ def show(
     """
     vocab = _load(source, fmt)
     if search:
-        needle = search.lower()
-        subjects = [s for s in vocab if any(needle in lab.lower() for lab in s.all_labels())]
-        subjects = subjects[:limit]
+        subjects = vocab.search(search, limit)
     else:
         if not ids:
             fail("give subject ids or --search TEXT")
@@ -81,6 +82,6 @@ def show(
             "\n".join(f"{k}: {', '.join(v)}" for k, v in s.alt_labels.items() if v),
             "\n".join(filter(None, [", ".join(s.broader), ", ".join(s.related)])),
             "\n".join(f"{n} {m}".strip() for n, m in s.classification))
-    console.print(table)
+    out.print(table)
     if search:
         console.print(f"{len(subjects)} subjects shown")

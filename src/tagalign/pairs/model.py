@@ -21,21 +21,16 @@ from typing import Any
 import numpy as np
 
 from tagalign.encode.transformer import base_model_path, default_device
-from tagalign.io import atomic_dir, read_json, versions, write_json_atomic
+from tagalign.io import atomic_dir, read_json, versions, write_json_atomic, wrong_model_message
 from tagalign.pairs.data import Pair, Use
-from tagalign.pairs.losses import get_loss
 from tagalign.pairs.metrics import evaluate, spearman
+from tagalign.pairs.params import DEFAULTS, POOLINGS, check_params  # noqa: F401 - re-exported
 from tagalign.pairs.pooling import TargetPooling
 from tagalign.pairs.thresholds import Thresholds
 from tagalign.runtime import ProgressCallback, quiet_libraries
 
 MARKERS = ("<t>", "</t>")
 RECIPE = "ordinal-wic"
-DEFAULTS: dict[str, Any] = {"base_model": "e5-small", "loss": "angle", "pooling": "mean",
-                            "lr": 1e-5, "batch_size": 32, "epochs": 10, "max_seq_length": 128,
-                            "train_layers": None, "limit_pairs": None, "seed": 0,
-                            "warmup": 0.1, "encode_batch_size": 64}
-POOLINGS = ("mean", "target")
 
 
 
@@ -109,13 +104,7 @@ class PairScorer:
 
 
         p = {**DEFAULTS, **(params or {})}
-        unknown = sorted(set(p) - set(DEFAULTS))
-        if unknown:
-            raise ValueError(f"unknown parameter(s) {', '.join(unknown)}; "
-                             f"known: {', '.join(sorted(DEFAULTS))}")
-        if p["pooling"] not in POOLINGS:
-            raise ValueError(f"pooling must be one of {POOLINGS}, got {p['pooling']!r}")
-        get_loss(p["loss"])
+        check_params(p)
         quiet_libraries()
         torch.manual_seed(p["seed"])
         base, prompts = base_model_path(p["base_model"])
@@ -201,6 +190,9 @@ class PairScorer:
     @classmethod
     def load(cls, path: Path, device: str | None = None) -> PairScorer:
         path = Path(path)
+        wrong = wrong_model_message(path, "pairs")
+        if wrong:
+            raise ValueError(wrong)
         if not (path / "config.json").exists():
             raise FileNotFoundError(f"{path}: not a pairs model folder (no config.json)")
         config = read_json(path / "config.json")

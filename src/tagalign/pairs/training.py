@@ -11,7 +11,7 @@ from tagalign.encode.transformer import freeze_lower_layers
 from tagalign.pairs.data import Pair
 from tagalign.pairs.losses import get_loss
 from tagalign.runtime import ProgressCallback
-from tagalign.train.progress import quiet_trainer
+from tagalign.train.progress import quiet_trainer, quiet_trainer_class
 
 if TYPE_CHECKING:
     from tagalign.pairs.model import PairScorer
@@ -38,10 +38,7 @@ def fit_model(scorer: PairScorer, train_pairs: Sequence[Pair], dev: Sequence[Pai
     on the labelled ``dev`` pairs (numpy, in order), so the cut points need no new pass."""
     import torch
     from datasets import Dataset
-    from sentence_transformers import (
-        SentenceTransformerTrainer,
-        SentenceTransformerTrainingArguments,
-    )
+    from sentence_transformers import SentenceTransformerTrainingArguments
     from transformers import TrainerCallback
 
     from tagalign.pairs.model import dev_metrics
@@ -86,9 +83,8 @@ def fit_model(scorer: PairScorer, train_pairs: Sequence[Pair], dev: Sequence[Pai
         report_to="none", logging_steps=max(1, len(data) // p["batch_size"] // 20),
         seed=p["seed"], data_seed=p["seed"], use_cpu=not torch.cuda.is_available(),
         dataloader_num_workers=0, disable_tqdm=True)
-    trainer = SentenceTransformerTrainer(model=model, args=args, train_dataset=data,
-                                         loss=get_loss(p["loss"]).build(model),
-                                         callbacks=[Watch()])
+    trainer = quiet_trainer_class()(model=model, args=args, train_dataset=data,
+                                    loss=get_loss(p["loss"]).build(model), callbacks=[Watch()])
     quiet_trainer(trainer)  # progress goes through `progress`, the caller's display
     trainer.train()
     if best["state"] is not None:

@@ -12,6 +12,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
+from tagalign.params import ParamSpec
 from tagalign.records import Record
 from tagalign.registry import Registry
 from tagalign.suggest import Quality, Suggestion, keep_above
@@ -70,11 +71,21 @@ class Recipe(ABC):
     #: Published defaults; every key may be overridden in the project config.
     defaults: ClassVar[dict[str, Any]] = {}
 
-    def __init__(self, vocab: Vocabulary, **params: Any):
-        unknown = set(params) - set(self.defaults)
+    #: Ranges of parameters not in `tagalign.params.RANGES` (names → `Annotated` types).
+    ranges: ClassVar[dict[str, Any]] = {}
+
+    @classmethod
+    def check_params(cls, params: dict[str, Any]) -> None:
+        """Refuse unknown names (ValueError) and bad values (`ParamError`: name, value,
+        allowed range), before any data or model is loaded."""
+        unknown = set(params) - set(cls.defaults)
         if unknown:
-            raise ValueError(f"recipe {self.name!r} has no parameter(s) {sorted(unknown)}; "
-                             f"known: {sorted(self.defaults)}")
+            raise ValueError(f"recipe {cls.name!r} has no parameter(s) {sorted(unknown)}; "
+                             f"known: {sorted(cls.defaults)}")
+        ParamSpec(f"recipe {cls.name!r}", cls.defaults, **cls.ranges).check(params)
+
+    def __init__(self, vocab: Vocabulary, **params: Any):
+        self.check_params(params)
         self.vocab = vocab
         self.params: dict[str, Any] = {**self.defaults, **params}
         #: loaded with ``mmap``: arrays mapped from the files, so `learn` refuses

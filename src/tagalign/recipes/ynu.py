@@ -101,12 +101,11 @@ class YNURecipe(DenseRecipe):
         from datasets import Dataset
         from sentence_transformers import (
             SentenceTransformer,
-            SentenceTransformerTrainer,
             SentenceTransformerTrainingArguments,
         )
 
         from tagalign.train.losses import InfoNCELoss
-        from tagalign.train.progress import train_with_progress
+        from tagalign.train.progress import quiet_trainer_class, train_with_progress
 
         p = self.params
         records = [r for r in records if r.subjects]
@@ -131,7 +130,7 @@ class YNURecipe(DenseRecipe):
             per_device_train_batch_size=batch, learning_rate=p["lr"], save_strategy="no",
             report_to="none", logging_steps=p["logging_steps"], seed=p["seed"],
             use_cpu=not torch.cuda.is_available(), dataloader_num_workers=0)
-        trainer = SentenceTransformerTrainer(model=model, args=args, train_dataset=data,
+        trainer = quiet_trainer_class()(model=model, args=args, train_dataset=data,
                                              loss=loss)
         result = train_with_progress(trainer, "fine-tuning")
         self.losses_ = [h["loss"] for h in trainer.state.log_history if "loss" in h] or \

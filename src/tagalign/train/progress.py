@@ -14,6 +14,20 @@ from __future__ import annotations
 from typing import Any
 
 
+def quiet_trainer_class() -> type:
+    """`SentenceTransformerTrainer` without the model-card callback: that callback's
+    ``on_init_end`` runs a tqdm pass ("Computing widget examples") while the trainer is
+    built, before `quiet_trainer` could remove it (sentence-transformers documents
+    overriding `add_model_card_callback` for this)."""
+    from sentence_transformers import SentenceTransformerTrainer
+
+    class QuietTrainer(SentenceTransformerTrainer):
+        def add_model_card_callback(self, default_args_dict: dict[str, Any]) -> None:
+            pass
+
+    return QuietTrainer
+
+
 def quiet_trainer(trainer: Any) -> None:
     """Remove the trainer's own console output (tqdm bars, printed loss dicts)."""
     from sentence_transformers.base.model_card import BaseModelCardCallback

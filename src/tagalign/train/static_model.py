@@ -24,7 +24,7 @@ import numpy as np
 from tagalign.encode.static import StaticEmbeddingEncoder
 from tagalign.records import Record
 from tagalign.runtime import quiet_libraries
-from tagalign.train.progress import train_with_progress
+from tagalign.train.progress import quiet_trainer_class, train_with_progress
 from tagalign.vocab import Vocabulary
 
 
@@ -125,7 +125,6 @@ def train_static_encoder(records: Sequence[Record], vocab: Vocabulary,
     from datasets import Dataset
     from sentence_transformers import (
         SentenceTransformer,
-        SentenceTransformerTrainer,
         SentenceTransformerTrainingArguments,
     )
     from sentence_transformers.sentence_transformer.losses import MultipleNegativesRankingLoss
@@ -162,7 +161,7 @@ def train_static_encoder(records: Sequence[Record], vocab: Vocabulary,
         use_cpu=not torch.cuda.is_available(),
         dataloader_num_workers=0,
     )
-    trainer = SentenceTransformerTrainer(model=model, args=args, train_dataset=data,
+    trainer = quiet_trainer_class()(model=model, args=args, train_dataset=data,
                                          loss=MultipleNegativesRankingLoss(model))
     train_with_progress(trainer, "static encoder")
     model.to("cpu")

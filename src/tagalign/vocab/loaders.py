@@ -21,6 +21,15 @@ VOCAB_FORMATS: Registry[Loader] = Registry("vocabulary format", choose="known:")
 register = VOCAB_FORMATS.register_as  # @register("gnd-tsv") def load_gnd_tsv(path, report)
 
 
+class UnknownFormatError(ValueError):
+    """The format cannot be told from the file; the caller names the way to force one
+    (``format=`` in Python, ``--format`` on the command line)."""
+
+    def __init__(self, path: Path, formats: list[str]):
+        super().__init__(f"{path}: cannot tell the vocabulary format; choose one of {formats}")
+        self.formats = formats
+
+
 def default_report(report: Reporter | None) -> Reporter:
     """The given report, or a fresh lenient `tagalign.io.InputReport`."""
     return report if report is not None else InputReport()
@@ -76,8 +85,7 @@ def guess_format(path: Path) -> str:
         return "gnd-json"
     if stem.endswith((".tsv", ".csv", ".txt")):
         return "gnd-tsv" if first_line(path).startswith("gnd_id") else "annif-tsv"
-    raise ValueError(f"{path}: cannot tell the vocabulary format; pass format= one of "
-                     f"{VOCAB_FORMATS.names() + ['saved']}")
+    raise UnknownFormatError(path, VOCAB_FORMATS.names() + ["saved"])
 
 
 def _is_saved(path: Path) -> bool:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import gzip
 import hashlib
 import json
+import re
 import threading
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -16,6 +17,20 @@ from tagalign.vocab.subject import Subject
 FORMAT_VERSION = 1
 SAVED_NAME = "vocab.json.gz"
 _PREFIX_LOCK = threading.Lock()  # one build of a prefix index, however many requests ask
+
+
+_NO_MATCH = 4
+
+
+def _match_rank(label: str, needle: str, at_word: re.Pattern[str]) -> int:
+    """0 exact, 1 prefix, 2 a later word starts with it, 3 substring, `_NO_MATCH` none."""
+    if needle not in label:
+        return _NO_MATCH
+    if label == needle:
+        return 0
+    if label.startswith(needle):
+        return 1
+    return 2 if at_word.search(label) else 3
 
 
 class VocabularyMismatchError(ValueError):
@@ -71,6 +86,30 @@ class Vocabulary:
         """Positions of the ids that are in the vocabulary (others are dropped)."""
         idx = self._index
         return [idx[s] for s in subject_ids if s in idx]
+
+    def search(self, query: str, limit: int | None = 20) -> list[Subject]:
+        """Subjects whose labels (preferred or alternate, any language) contain ``query``,
+        best match first: a label equal to it, then starting with it, then a word of a
+        label starting with it, then containing it (case-insensitive); ties keep
+        vocabulary order. ``limit`` None or negative: every match.
+
+        One pass over the labels; the type-ahead box of the web page calls this too.
+        """
+        needle = query.strip().casefold()
+        if not needle:
+            return []
+        at_word = re.compile(r"(?<!\w)" + re.escape(needle))
+        ranked: list[tuple[int, int, Subject]] = []
+        for i, subject in enumerate(self.subjects):
+            best = min((_match_rank(lab.casefold(), needle, at_word)
+                        for lab in subject.all_labels()),
+                       default=_NO_MATCH)
+            if best < _NO_MATCH:
+                ranked.append((best, i, subject))
+        ranked.sort(key=lambda t: (t[0], t[1]))
+        if limit is not None and limit >= 0:
+            ranked = ranked[:limit]
+        return [s for _, _, s in ranked]
 
     @property
     def ids(self) -> list[str]:

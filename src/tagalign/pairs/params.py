@@ -1,0 +1,29 @@
+"""Parameters of the pairs recipe: published defaults and their checks, importable without
+torch (so `tagalign pairs train` refuses a bad value before loading anything)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tagalign.pairs.losses import get_loss
+from tagalign.params import ParamSpec
+
+DEFAULTS: dict[str, Any] = {"base_model": "e5-small", "loss": "angle", "pooling": "mean",
+                            "lr": 1e-5, "batch_size": 32, "epochs": 10, "max_seq_length": 128,
+                            "train_layers": None, "limit_pairs": None, "seed": 0,
+                            "warmup": 0.1, "encode_batch_size": 64}
+POOLINGS = ("mean", "target")
+
+
+def check_params(params: dict[str, Any]) -> None:
+    """Names, values and choices (pooling, loss) of ``params``, before any model loads:
+    ValueError, or `ParamError` naming the parameter, its value and the allowed range."""
+    unknown = sorted(set(params) - set(DEFAULTS))
+    if unknown:
+        raise ValueError(f"unknown parameter(s) {', '.join(unknown)}; "
+                         f"known: {', '.join(sorted(DEFAULTS))}")
+    ParamSpec("pairs", DEFAULTS).check(params)
+    pooling = params.get("pooling", DEFAULTS["pooling"])
+    if pooling not in POOLINGS:
+        raise ValueError(f"pooling must be one of {POOLINGS}, got {pooling!r}")
+    get_loss(params.get("loss", DEFAULTS["loss"]))
