@@ -8,7 +8,7 @@ import json
 from typer.testing import CliRunner
 
 from tagalign.cli import app
-from tagalign.cli.data_cmd import convert_tree
+from tagalign.records.convert import convert_tree
 
 runner = CliRunner()
 

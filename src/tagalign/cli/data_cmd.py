@@ -13,8 +13,7 @@ import typer
 
 from tagalign.cli.app import console, data_app, fail
 from tagalign.cli.common import progress
-from tagalign.records import InputReport, read_records
-from tagalign.records.convert import write_jsonl
+from tagalign.records.convert import convert_tree
 
 ARCHIVE = "https://github.com/jd-coderepos/llms4subjects/archive/refs/heads/main.zip"
 
@@ -27,18 +26,6 @@ def _download(url: str, dest: Path) -> None:
         while chunk := resp.read(1 << 20):
             out.write(chunk)
             bar.advance(task, len(chunk))
-
-
-def convert_tree(root: Path, out: Path) -> dict[str, int]:
-    """Every ``{split}`` folder holding ``{Type}/{lang}/*.jsonld`` → ``out/{split}.jsonl.gz``."""
-    counts: dict[str, int] = {}
-    for split_dir in sorted({p.parents[2] for p in root.rglob("*.jsonld")}):
-        name = split_dir.name
-        report = InputReport()
-        counts[name] = write_jsonl(out / f"{name}.jsonl.gz", read_records(split_dir,
-                                                                          report=report), name)
-        report.print_summary()
-    return counts
 
 
 @data_app.command("download")

@@ -6,7 +6,8 @@ import json
 from collections.abc import Iterable
 from pathlib import Path
 
-from tagalign.io import atomic_text
+from tagalign.io import InputReport, atomic_text
+from tagalign.records.loaders import read_records
 from tagalign.records.record import Record
 
 
@@ -21,3 +22,15 @@ def write_jsonl(path: Path, records: Iterable[Record], split: str | None = None)
             fh.write(json.dumps(obj, ensure_ascii=False) + "\n")
             n += 1
     return n
+
+
+def convert_tree(root: Path, out: Path) -> dict[str, int]:
+    """Every ``{split}`` folder holding ``{Type}/{lang}/*.jsonld`` → ``out/{split}.jsonl.gz``."""
+    counts: dict[str, int] = {}
+    for split_dir in sorted({p.parents[2] for p in root.rglob("*.jsonld")}):
+        name = split_dir.name
+        report = InputReport()
+        counts[name] = write_jsonl(out / f"{name}.jsonl.gz", read_records(split_dir,
+                                                                          report=report), name)
+        report.print_summary()
+    return counts

@@ -1,0 +1,90 @@
+"""The package's layers (issue 22): the import-linter contract in pyproject.toml holds (no
+import runs back up, no two packages import each other), and suggesting with a trained
+hybrid project, from loading it to written predictions, never imports `tagalign.train`."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from samples import seeded_sample
+from tagalign.project import Project
+from tagalign.records.convert import write_jsonl
+from tagalign.vocab import Vocabulary
+
+ROOT = Path(__file__).resolve().parents[1]
+SMALL = {"embed_vocab_size": 2000, "embed_dim": 16, "embed_batch_size": 128,
+         "embed_label_pairs": False, "ranker_rounds": 20, "holdout_fraction": 0.25,
+         "knn_k": 5}
+
+
+def lint(root: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", "import sys; from importlinter.cli import "
+                           "lint_imports_command; sys.exit(lint_imports_command())"],
+                          cwd=root, capture_output=True, text=True, timeout=300)
+
+
+def test_import_layers_contract_holds() -> None:
+    result = lint(ROOT)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "1 kept, 0 broken" in result.stdout
+
+
+def test_contract_catches_an_import_back_up(tmp_path: Path) -> None:
+    """The contract is not vacuous: a copy of the package in which `vocab` imports
+    `recipes` inside a function (the way the old cycles hid) is refused."""
+    import shutil
+
+    shutil.copytree(ROOT / "src", tmp_path / "src")
+    shutil.copy(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
+    bad = tmp_path / "src/tagalign/vocab/subject.py"
+    bad.write_text(bad.read_text() + "\n\ndef _up():\n    from tagalign.recipes import get_recipe"
+                   "\n    return get_recipe\n")
+    env_code = (f"import sys; sys.path.insert(0, {str(tmp_path / 'src')!r}); "
+                "from importlinter.cli import lint_imports_command; "
+                "sys.exit(lint_imports_command())")
+    result = subprocess.run([sys.executable, "-c", env_code], cwd=tmp_path,
+                            capture_output=True, text=True, timeout=300)
+    assert result.returncode != 0
+    assert "tagalign.vocab.subject -> tagalign.recipes" in result.stdout
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory, shared_data, gnd_vocab) -> tuple[Path, Path]:
+    train = seeded_sample(shared_data / "llms4subjects/train.jsonl.gz", gnd_vocab, 300, 20000, 5)
+    dev = seeded_sample(shared_data / "llms4subjects/dev.jsonl.gz", gnd_vocab, 20, 4000, 6)
+    used = {s for r in train + dev for s in r.subjects}
+    vocab = Vocabulary(s for s in gnd_vocab.subjects if s.id in used)
+    root = tmp_path_factory.mktemp("layers")
+    Project.create(root / "proj", vocab, "hybrid", SMALL).train(train)
+    write_jsonl(root / "dev.jsonl", dev)
+    return root / "proj", root / "dev.jsonl"
+
+
+def test_suggest_never_enters_train(trained, tmp_path: Path) -> None:
+    """`tagalign suggest` in a fresh interpreter: predictions written, and no module of
+    `tagalign.train` was imported on the way (the hybrid has an embedding encoder, Omikuji,
+    neighbours, label matches and a ranker: every source it suggests with)."""
+    project, dev = trained
+    out = tmp_path / "pred.jsonl"
+    code = (
+        "import sys, json\n"
+        "from tagalign.cli import app\n"
+        "try:\n"
+        f"    app([ 'suggest', {str(project)!r}, '--input', {str(dev)!r}, '--output', "
+        f"{str(out)!r}, '--limit', '5'])\n"
+        "except SystemExit as exc:\n"
+        "    assert not exc.code, exc.code\n"
+        "print(json.dumps(sorted(m for m in sys.modules if m.startswith('tagalign.'))))\n")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            timeout=300)
+    assert result.returncode == 0, result.stderr
+    modules = json.loads(result.stdout.strip().splitlines()[-1])
+    assert "tagalign.recipes.hybrid" in modules and "tagalign.predictions.tagging" in modules
+    assert [m for m in modules if m.startswith("tagalign.train")] == []
+    lines = out.read_text().splitlines()
+    assert len(lines) == 20 and all(json.loads(x)["subjects"] for x in lines)
