@@ -1,4 +1,5 @@
-"""Shared fixtures: the read-only data in ../shared/data (skipped when absent)."""
+"""Shared fixtures: the read-only data in ../shared/data (skipped when absent); the skip
+report of `skip_report` (with CI=true a skipped test fails the run)."""
 
 from __future__ import annotations
 
@@ -6,6 +7,14 @@ import os
 from pathlib import Path
 
 import pytest
+
+from skip_report import (  # noqa: F401 - hooks: skip counts at the end, CI=true fails on skips
+    pytest_collectreport,
+    pytest_configure,
+    pytest_runtest_logreport,
+    pytest_sessionfinish,
+    pytest_terminal_summary,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared" / "data"

@@ -163,6 +163,31 @@ def test_poisoned_records_land_in_errors_with_their_reason(work, tmp_path, ray_s
     assert manifest["totals"] == {"records_in": 61, "records_out": 59, "errors": 2}
 
 
+def test_ray_tags_records_in_worker_processes_not_the_driver(work, tmp_path, ray_session):
+    """Each shard's summary names the process that tagged it: Ray actors, never this
+    (driver) process; the local engine, this process. An engine that fell back to tagging
+    in the driver would keep the name "ray" and the same output, and fail here."""
+    import os
+
+    from tagalign.batch import get_engine, run_batch
+
+    spec = {"task": "suggest", "project": str(work / "proj"), "limit": 5}
+    ray_run = run_batch(spec, work / "in.jsonl", tmp_path / "ray",
+                        get_engine("ray", num_workers=2), shard_size=40)
+    local_run = run_batch(spec, work / "in.jsonl", tmp_path / "local", get_engine("local"),
+                          shard_size=40)
+    assert ray_run.manifest["runs"][-1]["engine"] == "ray"
+    assert shard_rows(tmp_path / "ray") == shard_rows(tmp_path / "local")
+    ray_shards = ray_run.manifest["shards"]
+    assert sorted(ray_shards) == ["00000", "00001", "00002"]
+    assert sum(s["records_out"] for s in ray_shards.values()) == 120
+    driver = os.getpid()
+    ray_pids = {s["worker"]["pid"] for s in ray_shards.values()}
+    assert driver not in ray_pids, ray_shards
+    assert all(isinstance(pid, int) and pid > 0 for pid in ray_pids)
+    assert {s["worker"]["pid"] for s in local_run.manifest["shards"].values()} == {driver}
+
+
 def test_a_failing_record_costs_only_itself(work, tmp_path, monkeypatch):
     """The batch fails, so each record is retried alone; only the poisoned one fails."""
     from tagalign.batch import get_engine, run_batch

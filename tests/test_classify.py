@@ -95,6 +95,98 @@ def test_herocon_is_zero_without_positive_pairs_and_loss_module_embeds(bert):
     assert out.requires_grad and float(out.detach()) > 0
 
 
+def _herocon_by_hand(vectors: list[list[float]], labels: list[list[int]], tau: float) -> float:
+    """The docstring's formula, term by term in plain floats."""
+    n, n_classes = len(vectors), len(labels[0])
+
+    def cos(a, b):
+        dot = sum(x * y for x, y in zip(a, b, strict=True))
+        return dot / math.sqrt(sum(x * x for x in a) * sum(y * y for y in b))
+
+    def f(i, j):
+        return math.exp(cos(vectors[i], vectors[j]) / tau)
+
+    def ham(i, j):
+        return sum(a != b for a, b in zip(labels[i], labels[j], strict=True))
+
+    per_class = []
+    for c in range(n_classes):
+        pos = [i for i in range(n) if labels[i][c]]
+        neg = [k for k in range(n) if not labels[k][c]]
+        if len(pos) < 2:
+            continue
+        terms = []
+        for i in pos:
+            for j in pos:
+                if i == j:
+                    continue
+                num = (1 - ham(i, j) / n_classes) * f(i, j)
+                delta = (num + sum(ham(i, k) * f(i, k) for k in neg)) / (len(neg) + 1)
+                terms.append(-math.log(num / delta))
+        per_class.append(sum(terms) / len(terms))
+    return sum(per_class) / len(per_class)
+
+
+def test_herocon_value_and_gradient_match_the_formula_at_temperature_half():
+    """Another hand example (τ = 0.5, a class with one positive, which is left out) and
+    the gradient: non-zero, and equal to central differences of the hand formula."""
+    vectors = [[1.0, 0.2, 0.0], [0.3, 1.0, -0.4], [0.9, 0.8, 0.1], [-0.5, 0.1, 1.0]]
+    labels = [[1, 0, 1, 0], [1, 1, 0, 0], [0, 1, 1, 0], [1, 1, 0, 1]]
+    emb = torch.tensor(vectors, dtype=torch.float64, requires_grad=True)
+    value = herocon(emb, torch.tensor(labels), temperature=0.5)
+    hand = _herocon_by_hand(vectors, labels, 0.5)
+    assert float(value) == pytest.approx(hand, rel=1e-9)
+    assert hand > 0.1
+    value.backward()
+    grad = emb.grad.numpy()
+    assert np.abs(grad).max() > 1e-3
+    eps = 1e-6
+    numeric = np.zeros_like(grad)
+    for i in range(len(vectors)):
+        for d in range(len(vectors[0])):
+            up = [row[:] for row in vectors]
+            down = [row[:] for row in vectors]
+            up[i][d] += eps
+            down[i][d] -= eps
+            numeric[i, d] = (_herocon_by_hand(up, labels, 0.5)
+                             - _herocon_by_hand(down, labels, 0.5)) / (2 * eps)
+    np.testing.assert_allclose(grad, numeric, atol=1e-6)
+
+
+def test_contrastive_phase_optimises_herocon(bert):
+    """Phase two with α = 1 against α = 0, same seed: its logged loss carries the HeroCon
+    term (about 1.3 here) and the body it trains has a lower HeroCon on the training texts
+    than the BCE-only body (which leaves HeroCon where the untrained body had it). A
+    HeroCon that returned 0 would make both runs the same and fail here."""
+    from sentence_transformers import SentenceTransformer
+
+    examples = domain_examples(48, 0)
+    train = examples[:40]
+
+    def run(alpha: float):
+        return mcpt(bert, alpha=alpha, epochs_head=1, epochs_contrastive=3, epochs_post=1,
+                    seed=0).fit(train, examples[40:])
+
+    def herocon_of(body, label_names) -> float:
+        body.eval()
+        with torch.no_grad():
+            emb = body(body.preprocess([ex.text for ex in train]))["sentence_embedding"]
+        y = torch.tensor([[float(name in ex.labels) for name in label_names] for ex in train])
+        return float(herocon(emb, y))
+
+    plain, hero = run(0.0), run(1.0)
+    names = plain.labels_.labels
+    assert hero.labels_.labels == names
+    untrained = herocon_of(SentenceTransformer(str(bert), device="cpu"), names)
+    with_hero = herocon_of(hero.models_["*"][0], names)
+    without = herocon_of(plain.models_["*"][0], names)
+    assert with_hero < without - 0.03 and with_hero < untrained - 0.03, (
+        with_hero, without, untrained)
+    gap = np.subtract(hero.history_["all/contrastive"], plain.history_["all/contrastive"])
+    assert (gap > 1.0).all(), gap  # α·HeroCon in the logged loss
+    assert hero.history_["all/head-pre"] == plain.history_["all/head-pre"]  # same start
+
+
 # -- training phases -------------------------------------------------------------------
 
 @pytest.mark.parametrize("seed", [0, 1, 2])

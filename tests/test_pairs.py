@@ -91,7 +91,7 @@ def test_comedi_loader_reads_quoted_uses_and_labels(tmp_path):
 
 def test_malformed_uses_line_is_reported_with_its_line_and_skipped(tmp_path):
     folder = tmp_path / "german"
-    write_comedi(folder, labels=False)
+    written = write_comedi(folder, labels=False)
     lines = (folder / "uses.tsv").read_bytes().splitlines(keepends=True)
     # line 3 (bank-1): offsets beyond the context; line 5 (bank-3): not UTF-8
     uid, lemma, context, _ = lines[2].decode().rstrip("\n").split("\t")
@@ -108,7 +108,12 @@ def test_malformed_uses_line_is_reported_with_its_line_and_skipped(tmp_path):
     assert all(p.label is None for p in pairs)
     assert not any({"bank-1", "bank-3"} & {p.use1.identifier, p.use2.identifier}
                    for p in pairs)
-    assert len(pairs) + len(skipped_pairs) == report.records_read + len(skipped_pairs)
+    # every instance line is either loaded or reported: exactly those naming a bad use
+    broken = [(a, b) for a, b, _ in written if {a, b} & {"bank-1", "bank-3"}]
+    assert len(skipped_pairs) == len(broken) and len(pairs) == len(written) - len(broken)
+    assert report.records_read == len(pairs)
+    assert [(p.use1.identifier, p.use2.identifier) for p in pairs] == [
+        (a, b) for a, b, _ in written if (a, b) not in broken]
     with pytest.raises(BadInputError, match=r"uses\.tsv:3"):
         load_comedi(tmp_path, InputReport(strict=True))
 
@@ -195,6 +200,87 @@ def test_thresholds_fall_back_to_pooled_cuts_and_round_trip(tmp_path):
 
 
 # -- model ------------------------------------------------------------------------------
+def test_target_pooling_is_the_mean_of_the_target_tokens_by_hand():
+    """Synthetic token embeddings (one fixed row per token id, so no context): two texts
+    with the same target in other contexts, padded in one batch, pool to exactly the mean
+    of the target's rows; their means over all tokens differ."""
+    import torch
+
+    from tagalign.pairs.pooling import TargetPooling
+
+    torch.manual_seed(0)
+    table = torch.randn(20, 4)
+    pad, cls, sep, t_open, t_close = 0, 1, 2, 3, 4
+    target = [11, 12, 13]  # a target of three sub-tokens
+    rows = [[cls, 5, 6, t_open, *target, t_close, 7, sep],
+            [cls, 8, t_open, *target, t_close, 9, 10, 14, 15, sep]]
+    width = max(map(len, rows))
+    ids = torch.tensor([r + [pad] * (width - len(r)) for r in rows])
+    mask = torch.tensor([[1] * len(r) + [0] * (width - len(r)) for r in rows])
+    features = {"input_ids": ids, "attention_mask": mask, "token_embeddings": table[ids]}
+    pooled = TargetPooling(4, t_open, t_close)(dict(features))["sentence_embedding"]
+    by_hand = table[target].mean(0)
+    for i, row in enumerate(rows):
+        assert torch.allclose(pooled[i], by_hand, atol=1e-6), i
+        whole = table[row].mean(0)  # what a fall-back to the whole sequence would give
+        assert not torch.allclose(pooled[i], whole, atol=1e-3)
+    assert not torch.allclose(table[rows[0]].mean(0), table[rows[1]].mean(0), atol=1e-3)
+    # markers missing: the documented fall-back, the mean over the unpadded tokens
+    plain = [cls, 5, 6, 7, sep]
+    features = {"input_ids": torch.tensor([plain + [pad, pad]]),
+                "attention_mask": torch.tensor([[1] * 5 + [0, 0]]),
+                "token_embeddings": table[torch.tensor([plain + [pad, pad]])]}
+    fallback = TargetPooling(4, t_open, t_close)(features)["sentence_embedding"][0]
+    assert torch.allclose(fallback, table[plain].mean(0), atol=1e-6)
+
+
+def test_scorer_with_target_pooling_pools_the_marked_word_only(tiny_st):
+    """The built scorer end to end (tokenizer with markers, encode with padding): each
+    usage's embedding is the mean of the transformer's outputs at the target word's
+    sub-tokens, found from character offsets (not from the marker ids)."""
+    import torch
+
+    from tagalign.pairs.model import PairScorer
+
+    scorer = PairScorer.build(tiny_params(tiny_st, pooling="target"), device="cpu")
+    model, tok = scorer.model, scorer.model.tokenizer
+    word = "mushroomtimber"  # two sub-tokens of the tiny vocabulary
+    contexts = ["river water {} cash loan", "neural network learning {} epic hero poem saga"]
+    uses = [Use(f"u{i}", word, c.format(word), c.index("{"), c.index("{") + len(word))
+            for i, c in enumerate(contexts)]
+    texts = [scorer.formatter(u) for u in uses]
+    model.eval()
+    with torch.no_grad():
+        pooled = model.encode(texts, convert_to_tensor=True, batch_size=2)
+        features = model.preprocess(texts)
+        tokens = model[0](dict(features))["token_embeddings"]
+    mask = features["attention_mask"]
+    means = []
+    for i, text in enumerate(texts):
+        start = text.index("<t>") + len("<t>")
+        end = text.index("</t>")
+        enc = tok(text, return_offsets_mapping=True)
+        n = len(enc["input_ids"])
+        assert features["input_ids"][i, :n].tolist() == enc["input_ids"]
+        inside = [k for k, (a, b) in enumerate(enc["offset_mapping"])
+                  if a >= start and b <= end and b > a]
+        assert tok.convert_ids_to_tokens([enc["input_ids"][k] for k in inside]) == [
+            "mushroom", "##timber"]
+        by_hand = tokens[i, inside].mean(0)
+        assert torch.allclose(pooled[i], by_hand, atol=1e-5), i
+        whole = tokens[i, :n].mean(0)  # all tokens: what a fall-back would give
+        assert int(mask[i].sum()) == n
+        assert (pooled[i] - whole).norm() > 0.05 * whole.norm()
+        means.append(whole)
+    # the contexts differ: mean pooling tells the two usages apart
+    assert (means[0] - means[1]).norm() > 0.05 * means[0].norm()
+    # the scorer's normalised rows are those pools, normalised
+    emb = scorer.encode_uses(uses)
+    for i, u in enumerate(uses):
+        expected = torch.nn.functional.normalize(pooled[i], dim=0).numpy()
+        np.testing.assert_allclose(emb[u], expected, atol=1e-5)
+
+
 @pytest.mark.parametrize("where", ["start", "middle", "end"])
 def test_target_markers_survive_symmetric_truncation(tiny_st, where):
     from tagalign.pairs.model import PairScorer, UseFormatter
@@ -286,6 +372,52 @@ def test_train_save_load_gives_identical_predictions(tiny_st, tmp_path, pooling)
     assert np.array_equal(labels_a, labels_b)
     assert np.allclose(scores_a, scores_b, atol=1e-6)
     assert set(labels_a) <= {1, 2, 3, 4}
+
+
+def _checksum(model) -> str:
+    import hashlib
+
+    h = hashlib.sha256()
+    for name, value in sorted(model.state_dict().items()):
+        h.update(name.encode())
+        h.update(value.detach().cpu().contiguous().numpy().tobytes())
+    return h.hexdigest()
+
+
+def test_training_restores_exactly_the_best_epochs_weights(tiny_st, tmp_path, monkeypatch):
+    """Three epochs whose dev Spearman is made 0.2, 0.9, 0.5 (the real cosines are kept):
+    epoch 2 is best, so the weights after `train` are byte for byte epoch 2's (checksummed
+    at each epoch's end), not epoch 3's, and the cut points use epoch 2's dev cosines."""
+    import tagalign.pairs.model as pairs_model
+    from tagalign.pairs.model import PairScorer, train
+
+    write_comedi(tmp_path / "data" / "en", n_uses=6, seed=0)
+    write_comedi(tmp_path / "dev" / "en", n_uses=6, seed=1)
+    made_up = iter([0.2, 0.9, 0.5])
+    real_dev_metrics = pairs_model.dev_metrics
+    dev_scores: list[np.ndarray] = []
+
+    def rigged(scorer, dev, progress=None):
+        metrics = real_dev_metrics(scorer, dev, progress)
+        dev_scores.append(metrics["scores"].copy())
+        return {**metrics, "spearman": next(made_up)}
+
+    monkeypatch.setattr(pairs_model, "dev_metrics", rigged)
+    scorer = PairScorer.build(tiny_params(tiny_st, epochs=3, lr=3e-3), device="cpu")
+    sums: dict[int, str] = {}
+    train(scorer, load_comedi(tmp_path / "data"), load_comedi(tmp_path / "dev"),
+          tmp_path / "work", on_epoch=lambda e: sums.setdefault(e["epoch"],
+                                                                  _checksum(scorer.model)))
+    assert list(sums) == [1, 2, 3] and len(set(sums.values())) == 3  # weights moved
+    assert scorer.history[-1] == {"best_epoch": 2, "spearman": 0.9}
+    assert [e["spearman"] for e in scorer.history[:-1]] == [0.2, 0.9, 0.5]
+    assert _checksum(scorer.model) == sums[2]
+    dev = [p for p in load_comedi(tmp_path / "dev") if p.label is not None]
+    np.testing.assert_array_equal(scorer.score(dev), dev_scores[1])
+    assert not np.array_equal(dev_scores[1], dev_scores[2])
+    expected = Thresholds().fit(dev_scores[1], [p.label for p in dev],
+                                [p.language for p in dev])
+    assert scorer.thresholds.cuts_ == expected.cuts_
 
 
 def test_load_refuses_a_folder_without_markers(tiny_st, tmp_path):

@@ -18,8 +18,8 @@ from tagalign.encode import EmbeddingCache, register_encoder, subject_texts
 from tagalign.encode.base import Encoder, normalise
 from tagalign.project import Project
 from tagalign.recipes import get_recipe
+from tagalign.recipes.export import export_pairs, export_subject_vectors
 from tagalign.records import Record
-from tagalign.train.exports import export_pairs, export_subject_vectors
 from tiny_models import tiny_records, tiny_vocab
 
 DIM = 32

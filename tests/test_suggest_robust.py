@@ -106,7 +106,7 @@ def test_core_truncates_huge_records_and_says_so(proj):
 
 
 def _interrupt_after(monkeypatch, n_batches: int, exc: BaseException) -> None:
-    original = Project.suggest_with_warnings
+    original = Project.tag
     calls = {"n": 0}
 
     def failing(self, records, *args, **kwargs):
@@ -115,7 +115,7 @@ def _interrupt_after(monkeypatch, n_batches: int, exc: BaseException) -> None:
             raise exc
         return original(self, records, *args, **kwargs)
 
-    monkeypatch.setattr(Project, "suggest_with_warnings", failing)
+    monkeypatch.setattr(Project, "tag", failing)
 
 
 @pytest.mark.parametrize("suffix", [".jsonl", ".jsonl.gz"])
@@ -199,11 +199,11 @@ def test_every_reading_command_names_bad_lines_and_goes_on(tmp_path):
 SLOW_SUGGEST = """
 import time
 from tagalign.project import Project
-original = Project.suggest_with_warnings
+original = Project.tag
 def slow(self, *args, **kwargs):  # 0.1 s per batch, so the kill lands mid-run
     time.sleep(0.1)
     return original(self, *args, **kwargs)
-Project.suggest_with_warnings = slow
+Project.tag = slow
 from tagalign.cli import app
 app(prog_name="tagalign")
 """

@@ -21,7 +21,7 @@ from typing import Any
 from tagalign.io import atomic_dir, read_json, versions, write_json_atomic
 from tagalign.recipes import ReadOnlyError, Recipe, get_recipe, read_only_message
 from tagalign.records import EMPTY_WARNING, Record, check_record
-from tagalign.suggest import Suggestion
+from tagalign.suggest import Suggestion, Tagged
 from tagalign.vocab import Vocabulary
 
 CONFIG_NAME = "project.json"
@@ -187,19 +187,26 @@ class Project:
     def suggest_with_warnings(self, records: Sequence[Record], limit: int = 20,
                               threshold: float = 0.0
                               ) -> list[tuple[list[Suggestion], str | None]]:
-        """``(suggestions, warning)`` per record: degenerate records never reach the recipe
-        as they are (`tagalign.records.check_record`): empty text gets no suggestions and
-        `EMPTY_WARNING`; text over `MAX_TEXT_CHARS` is cut, with a warning saying so."""
+        """``(suggestions, warning)`` per record (see `tag`)."""
+        return [(t.suggestions, t.warning) for t in self.tag(records, limit, threshold)]
+
+    def tag(self, records: Sequence[Record], limit: int = 20, threshold: float = 0.0
+            ) -> list[Tagged]:
+        """Suggestions, warning and quality estimate per record. Degenerate records never
+        reach the recipe as they are (`tagalign.records.check_record`): empty text gets no
+        suggestions, no quality and `EMPTY_WARNING`; text over `MAX_TEXT_CHARS` is cut,
+        with a warning saying so. The quality is None when the recipe has no estimator."""
         if self.recipe is None:
             raise ProjectError(f"project {self.path} is not trained yet; run `tagalign train`")
         checked = [check_record(r) for r in records]
+        out = [Tagged([], warning) for _, warning in checked]
         todo = [i for i, (_, warning) in enumerate(checked) if warning != EMPTY_WARNING]
-        out: list[list[Suggestion]] = [[] for _ in records]
         if todo:
-            rows = self.recipe.suggest([checked[i][0] for i in todo], limit=limit)
-            for i, row in zip(todo, rows, strict=True):
-                out[i] = [s for s in row if s.score >= threshold] if threshold > 0 else row
-        return [(row, warning) for row, (_, warning) in zip(out, checked, strict=True)]
+            rows = self.recipe.suggest_with_quality([checked[i][0] for i in todo], limit=limit,
+                                                    threshold=threshold)
+            for i, (row, quality) in zip(todo, rows, strict=True):
+                out[i].suggestions, out[i].quality = row, quality
+        return out
 
     def info(self) -> dict[str, Any]:
         c = self.config

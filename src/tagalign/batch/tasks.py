@@ -88,11 +88,14 @@ class SuggestTask(Task):
         return [f"part-{shard_id}.{self.format}"]
 
     def process(self, records: Sequence[Record]) -> list[Any]:
-        return self.project.suggest(records, self.limit, self.threshold)
+        return self.project.tag(records, self.limit, self.threshold)
 
     def encode_row(self, record: Record, value: Any) -> Any:
-        subjects = [s.to_json() for s in value]
-        line = json.dumps({"id": record.id, "subjects": subjects}, ensure_ascii=False)
+        subjects = [s.to_json() for s in value.suggestions]
+        obj: dict[str, Any] = {"id": record.id, "subjects": subjects}
+        if value.quality is not None and self.format == "jsonl":  # as `tagalign suggest`
+            obj["quality"] = value.quality.to_json()
+        line = json.dumps(obj, ensure_ascii=False)
         line.encode("utf-8")  # a lone surrogate in an id fails here, not in the file write
         return line if self.format == "jsonl" else {"id": record.id, "subjects": subjects}
 

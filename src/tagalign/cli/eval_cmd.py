@@ -11,7 +11,13 @@ import typer
 from tagalign.cli.app import app, console, fail
 from tagalign.cli.common import load_records
 from tagalign.evaluate import SubjectEvaluator, check_ks, print_report
-from tagalign.predictions import read_predictions, read_submission, write_submission
+from tagalign.evaluate.quality import format_quality, plot_quality, quality_report
+from tagalign.predictions import (
+    read_estimates,
+    read_predictions,
+    read_submission,
+    write_submission,
+)
 from tagalign.records import BadInputError, InputReport
 
 
@@ -31,6 +37,8 @@ def eval_(
     as_json: bool = typer.Option(False, "--json", help="Print the report as JSON (ks, overall, by_language, by_type, by_type_language, missing_predictions)."),
     submission_dir: Path = typer.Option(None, "--submission-dir", help="Also write the task's submission layout: {Type}/{lang}/{id}.json per gold record."),
     strict: bool = typer.Option(False, "--strict", help="Stop at the first malformed line instead of skipping it."),
+    quality: bool = typer.Option(False, "--quality", help="Also judge the predictions' per-record quality estimates (\"quality\": {\"recall\": ...}): Spearman/Pearson with true recall, calibration by decile, release curve (P/R/F1@5 of the top share of records by estimate)."),
+    plot: Path = typer.Option(None, "--plot", help="With --quality: calibration and release curve as a PNG."),
 ) -> None:
     """Score predictions with the shared task's metrics: P@k, R@k, F1@k (of the averaged
     P and R), R-precision@k, nDCG@k, avg recall and avg F1 over the ks; overall and by
@@ -44,9 +52,14 @@ def eval_(
         fail(f"gold records not found: {gold}")
     if not pred.exists():
         fail(f"predictions not found: {pred}")
+    if (quality or plot) and pred.is_dir():
+        fail("--quality needs a predictions JSONL (a submission folder has no estimates)")
     report = InputReport(strict=strict)
+    estimates: dict[str, float | None] = {}
     try:
-        if pred.is_dir():
+        if quality or plot:
+            predictions, estimates = read_estimates(pred, report)
+        elif pred.is_dir():
             predictions = read_submission(pred, report)
         else:
             predictions = read_predictions(pred, report)
@@ -74,7 +87,17 @@ def eval_(
     if submission_dir is not None:
         n = write_submission(submission_dir, records, predictions)
         console.log(f"{n} submission files written under {submission_dir}")
+    if quality or plot:
+        try:
+            scores["quality"] = quality_report(records, predictions, estimates)
+        except ValueError as exc:
+            fail(f"--quality: {exc}")
+        if plot is not None:
+            plot_quality(scores["quality"], plot, title=f"{pred.name} vs {gold.name}")
+            console.log(f"quality plot written to {plot}")
     if as_json:
         typer.echo(json.dumps(scores, indent=1))
     else:
         print_report(scores)
+        if "quality" in scores:
+            typer.echo("\n" + format_quality(scores["quality"]))

@@ -9,8 +9,7 @@ import typer
 from tagalign.cli.app import app, console, fail
 from tagalign.cli.common import load_records
 from tagalign.project import Project
-from tagalign.recipes.export import subject_index_of
-from tagalign.train.exports import export_pairs, export_subject_vectors
+from tagalign.recipes.export import export_pairs, export_subject_vectors, subject_index_of
 from tagalign.vocab import load_vocabulary
 
 export_app = typer.Typer(help="Export subject vectors or training pairs (CSV/JSONL).",

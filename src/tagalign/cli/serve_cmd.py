@@ -24,6 +24,11 @@ def serve(
     threads: int = typer.Option(0, "--threads", help="CPU threads for the models (0 = all)."),
     mmap: bool = typer.Option(False, "--mmap", help=MMAP_HELP + " Learn requests are refused "
                               "(409; 403 on Annif's /v1)."),
+    queue: Path = typer.Option(None, "--queue", help="Records file to review one after another "
+                               "on the web page (progress kept in the feedback store)."),
+    release_above: float = typer.Option(None, "--release-above", min=0.0, max=1.0,
+                                        help="With --queue: leave out records whose estimated "
+                                        "recall is at least this (when estimates exist)."),
 ) -> None:
     """Serve Annif's REST API at /v1, tagalign's own API at /tagalign/v1 (docs at /docs)
     and the librarians' web page at /. Give Annif clients http://HOST:PORT/v1/ as base URL.
@@ -31,12 +36,17 @@ def serve(
     Example: tagalign serve gnd-hybrid --port 8000 --records dev.jsonl.gz
 
     Read-only, less memory: tagalign serve gnd-hybrid --mmap
+
+    Review queue: tagalign serve gnd-hybrid --queue new.jsonl.gz --release-above 0.8
     """
     import uvicorn
 
     from tagalign.serve.app import create_app
     from tagalign.serve.feedback import FeedbackStore
+    from tagalign.serve.queue import RecordQueue
 
+    if release_above is not None and queue is None:
+        fail("--release-above needs --queue")
     set_threads(threads)  # 0 leaves the defaults
     loaded = {}
     for path in projects:
@@ -54,7 +64,20 @@ def serve(
                     + (" (memory-mapped, read-only)" if mmap else ""))
     store = FeedbackStore(feedback_db) if feedback_db else FeedbackStore.for_project(projects[0])
     recs = {r.id: r for r in load_records(records)} if records else {}
-    app_ = create_app(loaded, store, recs)
+    review = None
+    if queue:
+        try:
+            review = RecordQueue(load_records(queue), release_above)
+        except ValueError as exc:
+            fail(f"{queue}: {exc}")
+        for pid, proj in loaded.items():
+            with console.status(f"choosing the records of {pid}'s queue …"):
+                sel = review.select(pid, proj)
+            console.log(f"queue for {pid}: {len(sel.records)} records"
+                        + (f" ({sel.skipped} released above {release_above})" if sel.estimated
+                           else " (no quality estimates: all records)"
+                           if release_above is not None else ""))
+    app_ = create_app(loaded, store, recs, review)
     console.log(f"serving on http://{host}:{port}/  (Annif clients: http://{host}:{port}/v1/;"
                 " tagalign's API docs at /docs)")
     uvicorn.run(app_, host=host, port=port, log_level="warning")

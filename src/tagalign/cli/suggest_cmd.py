@@ -12,7 +12,13 @@ from rich.table import Table
 
 from tagalign.cli.app import app, console, fail
 from tagalign.cli.common import ADDRESS_HELP, MMAP_HELP, progress, run_sharded
-from tagalign.predictions import PartialExistsError, PredictionStream, TagCounts, tag_records
+from tagalign.predictions import (
+    PartialExistsError,
+    PredictionStream,
+    TagCounts,
+    review_path,
+    tag_records,
+)
 from tagalign.project import Project, ProjectError
 from tagalign.records import BadInputError, InputReport, Record, read_records
 from tagalign.vocab import VocabularyMismatchError
@@ -45,6 +51,12 @@ def suggest(
                                    help="Records per shard of --engine ray (the unit of resuming)."),
     mmap: bool = typer.Option(False, "--mmap", help=MMAP_HELP + " With --engine ray the "
                               "workers on one machine share the mapped pages."),
+    release_above: float = typer.Option(
+        None, "--release-above", min=0.0, max=1.0,
+        help="Write only records whose estimated recall is at least this to --output; the "
+             "rest (lower, or no estimate) go to --review."),
+    review: Path = typer.Option(None, "--review", help="Review file of --release-above "
+                                "(default: OUTPUT with .review before the suffix)."),
 ) -> None:
     """Suggest subjects for records (a file, or one --title/--abstract).
 
@@ -54,11 +66,19 @@ def suggest(
     at the end; after a failure or Ctrl-C, the same command with --resume tags only the
     records not yet written. Malformed records are named (path:line) and skipped.
 
+    Each line carries "quality": {"recall", "precision"}, the estimated quality of the
+    record's list, when the recipe has an estimator (the hybrid). With --release-above 0.6
+    the records estimated at recall ≥ 0.6 go to pred.jsonl, the rest to pred.review.jsonl.
+
     On Ray: tagalign suggest gnd-hybrid --input records/ --output pred/ --engine ray --num-workers 2
     """
     if engine not in ("local", "ray") or output_format not in ("jsonl", "parquet"):
         fail("--engine takes local or ray; --format takes jsonl or parquet")
+    if review is not None and release_above is None:
+        fail("--review goes with --release-above")
     if engine == "ray" or output_format == "parquet":
+        if release_above is not None:
+            fail("--release-above works with --engine local and JSONL output")
         if input is None or output is None:
             fail("--engine ray/--format parquet need --input and --output (a folder)")
         return suggest_sharded(project_dir, input, output, limit=limit, threshold=threshold,
@@ -71,8 +91,11 @@ def suggest(
         return suggest_one(project, rec, limit, threshold)
     if input is None or output is None:
         fail("give --input and --output (or --title for a single record)")
+    if release_above is not None and review is None:
+        review = review_path(output)
     suggest_file(project, input, output, limit=limit, threshold=threshold,
-                 batch_size=batch_size, strict=strict, resume=resume)
+                 batch_size=batch_size, strict=strict, resume=resume,
+                 release_above=release_above, review=review)
 
 
 def load_trained(project_dir: Path, mmap: bool = False) -> Project:
@@ -87,32 +110,44 @@ def load_trained(project_dir: Path, mmap: bool = False) -> Project:
 
 
 def suggest_one(project: Project, rec: Record, limit: int, threshold: float) -> None:
-    rows, warning = project.suggest_with_warnings([rec], limit, threshold)[0]
-    if warning:
-        console.print(f"[yellow]warning:[/] {warning}")
-    if rows:
-        print_suggestions(rows)
+    tagged = project.tag([rec], limit, threshold)[0]
+    if tagged.warning:
+        console.print(f"[yellow]warning:[/] {tagged.warning}")
+    if tagged.suggestions:
+        print_suggestions(tagged.suggestions)
+    if tagged.quality is not None:
+        console.print(f"estimated quality: recall {tagged.quality.recall:.2f}, "
+                      f"precision {tagged.quality.precision:.2f}")
 
 
 def suggest_file(project: Project, input: Path, output: Path, *, limit: int, threshold: float,
-                 batch_size: int, strict: bool, resume: bool) -> None:
-    """Tag every record of ``input`` into ``output``; exit status 1 on a failed run or a
-    malformed record under ``strict``, 130 on Ctrl-C, 0 otherwise."""
+                 batch_size: int, strict: bool, resume: bool,
+                 release_above: float | None = None, review: Path | None = None) -> None:
+    """Tag every record of ``input`` into ``output`` (and ``review``, see `tag_records`);
+    exit status 1 on a failed run or a malformed record under ``strict``, 130 on Ctrl-C,
+    0 otherwise."""
     if not input.exists():
         fail(f"records not found: {input}")
     stream = PredictionStream(output, resume=resume)
+    side = PredictionStream(review, resume=resume) if review is not None else None
     try:
         stream.open()
+        if side is not None:
+            side.open()
     except PartialExistsError as exc:
+        stream.close()
         fail(str(exc))
     counts = TagCounts()
     if stream.done:
         console.log(f"resuming: {len(stream.done)} records already in {stream.partial}")
     report = InputReport(strict=strict)
     try:
-        _tag_all(project, input, stream, report, counts, limit, threshold, batch_size)
+        _tag_all(project, input, stream, report, counts, limit, threshold, batch_size,
+                 side, release_above)
     except BaseException as exc:
         stream.close()
+        if side is not None:
+            side.close()
         console.print(counts.line(report), soft_wrap=True)
         how = (f"{stream.written + counts.already} finished records are kept in "
                f"{stream.partial}; run the same command with --resume to continue")
@@ -125,11 +160,18 @@ def suggest_file(project: Project, input: Path, output: Path, *, limit: int, thr
         fail(f"{type(exc).__name__}: {exc}; {how}")
     stream.commit()
     console.print(counts.line(report), soft_wrap=True)
-    console.log(f"predictions written to {output}")
+    if side is not None:
+        side.commit()
+        console.log(f"{counts.released} records with estimated recall ≥ {release_above} "
+                    f"written to {output}, {counts.review} to review in {review}")
+    else:
+        console.log(f"predictions written to {output}")
 
 
 def _tag_all(project: Project, input: Path, stream: PredictionStream, report: InputReport,
-             counts: TagCounts, limit: int, threshold: float, batch_size: int) -> None:
+             counts: TagCounts, limit: int, threshold: float, batch_size: int,
+             review: PredictionStream | None = None,
+             release_above: float | None = None) -> None:
     t0 = time.perf_counter()
     shown = 0
 
@@ -147,8 +189,9 @@ def _tag_all(project: Project, input: Path, stream: PredictionStream, report: In
             bar.update(task, completed=c.tagged, rate=f"{rate:.0f} rec/s")
 
         tag_records(read_records(input, report=report),
-                    lambda chunk: project.suggest_with_warnings(chunk, limit, threshold),
-                    stream, counts, batch_size, on_batch=on_batch, on_warning=warn)
+                    lambda chunk: project.tag(chunk, limit, threshold),
+                    stream, counts, batch_size, on_batch=on_batch, on_warning=warn,
+                    review=review, release_above=release_above)
 
 
 def print_suggestions(rows) -> None:

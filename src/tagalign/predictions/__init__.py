@@ -4,10 +4,16 @@ them as they are made and resumes an interrupted run."""
 
 from tagalign.predictions.labels import labels_line, read_label_predictions
 from tagalign.predictions.stream import PartialExistsError, PredictionStream, partial_path
-from tagalign.predictions.subjects import read_predictions, read_rows_by_id, write_predictions
+from tagalign.predictions.subjects import (
+    read_estimates,
+    read_predictions,
+    read_rows_by_id,
+    write_predictions,
+)
 from tagalign.predictions.submission import read_submission, write_submission
-from tagalign.predictions.tagging import TagCounts, tag_records
+from tagalign.predictions.tagging import TagCounts, review_path, tag_records
 
 __all__ = ["PartialExistsError", "PredictionStream", "TagCounts", "labels_line",
-           "partial_path", "read_label_predictions", "read_predictions", "read_rows_by_id",
-           "read_submission", "tag_records", "write_predictions", "write_submission"]
+           "partial_path", "read_estimates", "read_label_predictions", "read_predictions",
+           "read_rows_by_id", "read_submission", "review_path", "tag_records",
+           "write_predictions", "write_submission"]

@@ -15,7 +15,7 @@ from typing import IO, TextIO
 
 from tagalign.io import InputReport, parse_lines
 from tagalign.predictions.subjects import object_with_id, subjects_line
-from tagalign.suggest import Suggestion
+from tagalign.suggest import Quality, Suggestion
 
 
 def partial_path(path: Path | str) -> Path:
@@ -90,9 +90,10 @@ class PredictionStream:
                 self._fh.write(line + "\n")
         self.flush()
 
-    def write(self, rid: str, suggestions: Iterable[Suggestion]) -> None:
-        """One record's subjects (`tagalign suggest`)."""
-        self.write_line(rid, subjects_line(rid, suggestions))
+    def write(self, rid: str, suggestions: Iterable[Suggestion],
+              quality: Quality | None = None) -> None:
+        """One record's subjects (`tagalign suggest`), with its quality estimate if any."""
+        self.write_line(rid, subjects_line(rid, suggestions, quality))
 
     def write_line(self, rid: str, line: str) -> None:
         """One record's prediction line, already serialised (labels, subjects)."""

@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from tagalign.io import InputReport, atomic_text, parse_lines
-from tagalign.suggest import Suggestion
+from tagalign.suggest import Quality, Suggestion
 from tagalign.vocab import normalize_subject_id
 
 
@@ -41,9 +41,34 @@ def object_with_id(line: str) -> dict | None:
     return obj
 
 
-def subjects_line(rid: str, suggestions: Iterable[Suggestion]) -> str:
-    return json.dumps({"id": rid, "subjects": [s.to_json() for s in suggestions]},
-                      ensure_ascii=False) + "\n"
+def subjects_line(rid: str, suggestions: Iterable[Suggestion],
+                  quality: Quality | None = None) -> str:
+    obj: dict = {"id": rid, "subjects": [s.to_json() for s in suggestions]}
+    if quality is not None:
+        obj["quality"] = quality.to_json()
+    return json.dumps(obj, ensure_ascii=False) + "\n"
+
+
+def _quality(obj: dict) -> float | None:
+    q = obj.get("quality")
+    if q is None:
+        return None
+    if not isinstance(q, dict) or not isinstance(q.get("recall"), int | float):
+        raise ValueError(f"bad quality {q!r}: expected {{'recall': number, ...}} or null")
+    return float(q["recall"])
+
+
+def read_estimates(path: Path | str, report: InputReport | None = None
+                   ) -> tuple[dict[str, list[str]], dict[str, float | None]]:
+    """Rankings and estimated recall (``quality.recall``; None where a line has none) per
+    record id, from one pass over a predictions JSONL (bad lines as in `read_rows_by_id`)."""
+    estimates: dict[str, float | None] = {}
+
+    def row(obj: dict) -> list[str]:
+        ids, estimates[obj["id"]] = _ids(obj.get("subjects", [])), _quality(obj)
+        return ids
+
+    return read_rows_by_id(path, report, row), estimates
 
 
 def read_rows_by_id(path: Path | str, report: InputReport | None,

@@ -9,14 +9,24 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 from tagalign.io import BadInputError, InputReport
 from tagalign.predictions.stream import PredictionStream
 from tagalign.records import EMPTY_WARNING, Record, check_record
-from tagalign.suggest import Suggestion
+from tagalign.suggest import Tagged
 
-#: records → [(suggestions, warning or None)], e.g. `Project.suggest_with_warnings`
-SuggestBatch = Callable[[Sequence[Record]], list[tuple[list[Suggestion], str | None]]]
+#: records → one `Tagged` each, e.g. `Project.tag`
+SuggestBatch = Callable[[Sequence[Record]], list[Tagged]]
+
+
+def review_path(path: Path | str) -> Path:
+    """Default review file of ``OUT``: ``.review`` before the suffix (pred.review.jsonl,
+    pred.review.jsonl.gz)."""
+    path = Path(path)
+    suffixes = "".join(path.suffixes[-2:] if path.suffix == ".gz" else path.suffixes[-1:])
+    stem = path.name[:len(path.name) - len(suffixes)] if suffixes else path.name
+    return path.with_name(f"{stem}.review{suffixes}")
 
 
 @dataclass
@@ -30,11 +40,15 @@ class TagCounts:
     truncated: int = 0
     already: int = 0  # in OUT.partial from an earlier run (--resume)
     duplicates: int = 0
+    released: int = 0  # with --release-above: written to OUT
+    review: int = 0  # with --release-above: written to the review file
 
     def line(self, report: InputReport) -> str:
         """E.g. ``1000 records read: 997 tagged (2 empty: no suggestions), 3 skipped ...``."""
         tagged = f"{self.tagged} tagged ({self.empty} empty: no suggestions"
         tagged += f", {self.truncated} truncated)" if self.truncated else ")"
+        if self.released or self.review:
+            tagged += f" — {self.released} released, {self.review} to review"
         parts = [tagged, f"{report.n_skipped} malformed skipped"]
         if self.already:
             parts.append(f"{self.already} already done (--resume)")
@@ -46,15 +60,28 @@ class TagCounts:
 def tag_records(records: Iterable[Record], suggest: SuggestBatch, stream: PredictionStream,
                 counts: TagCounts, batch_size: int,
                 on_batch: Callable[[TagCounts], None] | None = None,
-                on_warning: Callable[[str, str], None] | None = None) -> None:
+                on_warning: Callable[[str, str], None] | None = None,
+                review: PredictionStream | None = None,
+                release_above: float | None = None) -> None:
     """Tag ``records`` into ``stream`` (opened); ``on_batch`` after each flushed batch,
     ``on_warning(record id, warning)`` for an empty or truncated record. A `BadInputError`
-    from ``records`` (strict reading) still writes the batch read before it, then rises."""
+    from ``records`` (strict reading) still writes the batch read before it, then rises.
+    ``review`` (opened) and ``release_above``: see the module docstring."""
+    if (review is None) != (release_above is None):
+        raise ValueError("give both review and release_above, or neither")
+
+    def target(tagged: Tagged) -> PredictionStream:
+        if review is None:
+            return stream
+        released = tagged.quality is not None and tagged.quality.recall >= release_above
+        counts.released += released
+        counts.review += not released
+        return stream if released else review
 
     def run(chunk: list[Record]) -> None:
-        for rec, (row, warning) in zip(chunk, suggest(chunk), strict=True):
-            warning = cut.pop(rec.id, None) or warning
-            stream.write(rec.id, row)
+        for rec, tagged in zip(chunk, suggest(chunk), strict=True):
+            warning = cut.pop(rec.id, None) or tagged.warning
+            target(tagged).write(rec.id, tagged.suggestions, tagged.quality)
             counts.tagged += 1
             if warning:
                 counts.empty += warning == EMPTY_WARNING
@@ -62,17 +89,20 @@ def tag_records(records: Iterable[Record], suggest: SuggestBatch, stream: Predic
                 if on_warning is not None:
                     on_warning(rec.id, warning)
         stream.flush()  # every finished batch is on disk before the next one starts
+        if review is not None:
+            review.flush()
         if on_batch is not None:
             on_batch(counts)
 
     chunk: list[Record] = []
     pending: set[str] = set()  # ids in `chunk`
     cut: dict[str, str] = {}  # truncation warnings of the records in `chunk`
-    resumed = set(stream.done)  # ids finished by an earlier run
+    done = [stream.done] if review is None else [stream.done, review.done]
+    resumed = set().union(*done)  # ids finished by an earlier run
     try:
         for rec in records:
             counts.read += 1
-            if rec.id in pending or (rec.id in stream.done and rec.id not in resumed):
+            if rec.id in pending or (any(rec.id in d for d in done) and rec.id not in resumed):
                 counts.duplicates += 1
             elif rec.id in resumed:
                 counts.already += 1

@@ -14,7 +14,7 @@ from typing import Any, ClassVar
 
 from tagalign.records import Record
 from tagalign.registry import Registry
-from tagalign.suggest import Suggestion
+from tagalign.suggest import Quality, Suggestion, keep_above
 from tagalign.vocab import Vocabulary
 
 RECIPES: Registry[type[Recipe]] = Registry("recipe")
@@ -97,6 +97,13 @@ class Recipe(ABC):
         ``mmap``: map the large arrays (vector indexes, record matrices) from their files
         instead of reading them into memory, and set ``read_only``; a recipe with nothing
         worth mapping may ignore it."""
+
+    def suggest_with_quality(self, records: Sequence[Record], limit: int = 20,
+                             threshold: float = 0.0
+                             ) -> list[tuple[list[Suggestion], Quality | None]]:
+        """Suggestions scoring ≥ ``threshold`` and the estimated quality of that list per
+        record; a recipe without a quality estimator reports None, never a made-up value."""
+        return [(keep_above(row, threshold), None) for row in self.suggest(records, limit)]
 
     def learn(self, records: Sequence[Record]) -> None:  # noqa: B027 - optional hook
         """Take confirmed records at once (online feedback); default: not supported."""

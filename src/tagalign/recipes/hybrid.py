@@ -8,6 +8,14 @@ predicted subject domains against each candidate's domain profile (features only
 from split A of train, the LightGBM ranker learns from their candidates on the held-out
 split B (never dev); then B joins the neighbour memory and the label trees are refit on
 A+B. Every phase is saved in ``workdir`` so an interrupted run resumes.
+
+With ``quality=true`` (the default) the recipe also learns a per-record quality estimate
+(`tagalign.suggest.quality`) on split B. The ranker learns from B too, so the estimator is
+cross-fitted: B's records are split into ``quality_folds`` folds, each fold's candidates are
+scored by a ranker trained (same settings) on the other folds only, and the estimator learns
+from those out-of-fold scores and B's gold subjects. Every score it sees is one a ranker gave
+a record it never trained on — as the final ranker (trained on all of B) does at suggest
+time — so it learns the ranker's real errors, not its fit to its own training records.
 """
 
 from __future__ import annotations
@@ -33,9 +41,10 @@ from tagalign.recipes.base import (
     register_recipe,
 )
 from tagalign.records import Record
-from tagalign.suggest import Suggestion
+from tagalign.suggest import Quality, Suggestion
 from tagalign.suggest.fusion import FusionRanker
 from tagalign.suggest.pipeline import HybridPipeline
+from tagalign.suggest.quality import CandidateProfile, QualityEstimator, cross_fitted_scores
 from tagalign.suggest.sources import SOURCES, Source
 from tagalign.suggest.sources.memory import RecordMemory, label_matrix
 from tagalign.text import Analyzer, guess_language
@@ -141,6 +150,9 @@ class HybridRecipe(Recipe):
         "embed_lr": 0.05,
         "embed_label_pairs": True,
         "ranker_rounds": 500,
+        # the per-record quality estimate, cross-fitted on split B (see the module docstring)
+        "quality": True,
+        "quality_folds": 3,
         # the `domains` source (predicted record domains vs each subject's domain profile)
         "domains": False,
         "domain_labels": None,
@@ -197,9 +209,22 @@ class HybridRecipe(Recipe):
         runner = PhaseRunner(workdir)
         stage = self.stack(records, runner)
         pipe = stage.pipeline
-        pipe.ranker = runner.run(
-            "ranker", lambda: self._fit_ranker(feature_table(pipe, stage.ranker_records)),
-            lambda r, d: r.save(d), FusionRanker.load)
+        tables: list[FeatureTable] = []  # split B's table, built once when a phase needs it
+
+        def table() -> FeatureTable:
+            if not tables:
+                tables.append(feature_table(pipe, stage.ranker_records))
+            return tables[0]
+
+        pipe.ranker = runner.run("ranker", lambda: self._fit_ranker(table()),
+                                 lambda r, d: r.save(d), FusionRanker.load)
+        if self.params["quality"]:  # before B joins the memory: B's features stay held-out
+            pipe.quality = runner.run(
+                "quality", lambda: self._fit_quality(table(), stage.ranker_records),
+                lambda q, d: q.save(d), QualityEstimator.load)
+            runner.log("quality feature importance (gain, recall): " + ", ".join(
+                f"{k}={v:.3f}" for k, v in sorted(pipe.quality.importance().items(),
+                                                  key=lambda kv: -kv[1])[:8]))
         runner.log("ranker feature importance (gain): " + ", ".join(
             f"{k}={v:.3f}" for k, v in sorted(pipe.ranker.importance().items(),
                                               key=lambda kv: -kv[1])[:12]))
@@ -268,10 +293,27 @@ class HybridRecipe(Recipe):
                          lambda s, d: s.save(d), lambda d: (src.load_state(d, ctx), src)[1])
         pipe.sources = [src if s.name == "omikuji" else s for s in pipe.sources]
 
-    def _fit_ranker(self, table: FeatureTable) -> FusionRanker:
+    def _fit_ranker(self, table: FeatureTable, keep: np.ndarray | None = None
+                    ) -> FusionRanker:
+        """The ranker on the table's candidates (those of ``keep`` only, when given)."""
+        sel = slice(None) if keep is None else keep
         return FusionRanker(num_rounds=self.params["ranker_rounds"],
                             num_threads=self.params["threads"]).fit(
-            table.X, table.y, table.rows, table.names)
+            table.X[sel], table.y[sel], table.rows[sel], table.names)
+
+    def _fit_quality(self, table: FeatureTable, records: Sequence[Record]) -> QualityEstimator:
+        """Cross-fitted: out-of-fold ranker scores on B, then the estimator on all of B."""
+
+        def fit_predict(train: np.ndarray, test: np.ndarray) -> np.ndarray:
+            return self._fit_ranker(table, train).predict(table.X[test])
+
+        scores = cross_fitted_scores(table.rows, self.params["quality_folds"],
+                                     self.params["seed"], fit_predict)
+        profile = CandidateProfile.build(table.rows, scores, table.X, table.names,
+                                         table.support, len(records))
+        n_gold = np.asarray(label_matrix(records, self.vocab).sum(axis=1)).ravel()
+        return QualityEstimator(seed=self.params["seed"], num_threads=self.params["threads"]
+                                ).fit(profile, table.y, n_gold)
 
     # -- online learning -------------------------------------------------------------------
     def _learn(self, pipe: HybridPipeline, records: Sequence[Record]) -> None:
@@ -301,12 +343,28 @@ class HybridRecipe(Recipe):
             out.extend(self.pipeline_.suggest(records[start:start + bs], limit))
         return out
 
+    def suggest_with_quality(self, records: Sequence[Record], limit: int = 20,
+                             threshold: float = 0.0
+                             ) -> list[tuple[list[Suggestion], Quality | None]]:
+        """As `suggest`, cut at ``threshold``, with the quality estimate of each list (None
+        for a model saved before the hybrid had an estimator, or with ``quality=false``)."""
+        if self.pipeline_ is None:
+            raise RuntimeError("hybrid recipe is not trained")
+        bs = self.params["batch_size"]
+        out: list[tuple[list[Suggestion], Quality | None]] = []
+        for start in range(0, len(records), bs):
+            out.extend(self.pipeline_.suggest_with_quality(records[start:start + bs], limit,
+                                                           threshold))
+        return out
+
     # -- persistence -----------------------------------------------------------------------
     def save(self, path: Path) -> None:
         pipe = self.pipeline_
         pipe.featurizer.save(path / "tfidf")
         pipe.memory.save(path / "memory")
         pipe.ranker.save(path / "ranker")
+        if pipe.quality is not None:
+            pipe.quality.save(path / "quality")
         save_npy_atomic(path / "prior.npy", pipe.prior)
         if pipe.encoder is not None:
             pipe.encoder.save(path / "encoder")
@@ -338,5 +396,7 @@ class HybridRecipe(Recipe):
         self.pipeline_ = HybridPipeline(
             vocab, ctx.analyzer, TfidfFeaturizer.load(path / "tfidf"), memory, sources, encoder,
             FusionRanker.load(path / "ranker"), np.load(path / "prior.npy", allow_pickle=False))
+        if (path / "quality").exists():  # models saved before the estimator load without it
+            self.pipeline_.quality = QualityEstimator.load(path / "quality")
         self.timings_ = meta.get("timings", {})
         return self

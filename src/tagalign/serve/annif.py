@@ -14,7 +14,8 @@ them at ``http://HOST:PORT/v1/``. Differences from tagalign's own API
   400 for bad input (Annif's framework answers 400, not 422), 404 for unknown projects,
   413 as ``text/plain``;
 - ``learn`` stores every document with at least one known subject in the feedback store
-  (record id ``annif:<sha256 of the text>``), teaches recipes that learn online, and
+  (record id ``annif:`` + the first 16 hex digits of the text's SHA-256), teaches recipes
+  that learn online, and
   answers 204; subjects outside the vocabulary are ignored, as Annif does. A project
   served with ``--mmap`` is read-only: learn answers 403 (Annif's "Operation is not
   allowed") and stores nothing.

@@ -31,10 +31,10 @@ from starlette.middleware.cors import CORSMiddleware
 
 from tagalign.project import Project, ReadOnlyError
 from tagalign.records import Record
-from tagalign.serve import annif
+from tagalign.serve import annif, queue, subjects
 from tagalign.serve import schemas as s
 from tagalign.serve.feedback import Decision, FeedbackStore
-from tagalign.suggest import Suggestion
+from tagalign.suggest import Quality, Suggestion
 
 MAX_BODY = 1_000_000
 STATIC = Path(__file__).parent / "static"
@@ -142,16 +142,13 @@ def _json(body: BaseModel) -> Response:
     return Response(body.model_dump_json(by_alias=True), media_type="application/json")
 
 
-def _suggest(proj: Project, recs: list[Record], limit: int, threshold: float
-             ) -> tuple[list[list[Suggestion]], list[str | None]]:
-    """Suggestions and one warning (or None) per record (`Project.suggest_with_warnings`:
-    blank text gets no suggestions, text over `MAX_TEXT_CHARS` is cut)."""
-    pairs = proj.suggest_with_warnings(recs, limit=limit, threshold=threshold)
-    return [row for row, _ in pairs], [warning for _, warning in pairs]
+def _quality(q: Quality | None) -> s.QualityOut | None:
+    return None if q is None else s.QualityOut(**q.to_json())
 
 
 def create_app(projects: Mapping[str, Project], store: FeedbackStore,
-               records: Mapping[str, Record] | None = None) -> FastAPI:
+               records: Mapping[str, Record] | None = None,
+               review: queue.RecordQueue | None = None) -> FastAPI:
     app = FastAPI(title="tagalign", version="1",
                   description="GND subject suggestions with reasons, warnings and feedback. "
                               "Annif's REST API is served beside it at /v1 (give Annif "
@@ -215,17 +212,21 @@ def create_app(projects: Mapping[str, Project], store: FeedbackStore,
         proj = project(project_id)
         rec = Record(id="request", title=body.title, abstract=body.abstract,
                      language=body.language)
-        rows, warnings = _suggest(proj, [rec], body.limit, body.threshold)
-        return _json(s.SuggestResponse(results=_out(rows[0], titles), warning=warnings[0]))
+        # `Project.tag`: blank text gets no suggestions, text over MAX_TEXT_CHARS is cut
+        tagged = proj.tag([rec], limit=body.limit, threshold=body.threshold)[0]
+        return _json(s.SuggestResponse(results=_out(tagged.suggestions, titles),
+                                       warning=tagged.warning,
+                                       quality=_quality(tagged.quality)))
 
     @api.post("/projects/{project_id}/suggest-batch", response_model=s.BatchResponse)
     def suggest_batch(project_id: str, body: s.BatchRequest) -> Response:
         proj = project(project_id)
         recs = [Record(id=r.id or str(i), title=r.title, abstract=r.abstract,
                        language=r.language) for i, r in enumerate(body.records)]
-        rows, warnings = _suggest(proj, recs, body.limit, body.threshold)
-        return _json(s.BatchResponse(results=[_out(r, titles) for r in rows],
-                                     warnings=warnings))
+        tagged = proj.tag(recs, limit=body.limit, threshold=body.threshold)
+        return _json(s.BatchResponse(results=[_out(t.suggestions, titles) for t in tagged],
+                                     warnings=[t.warning for t in tagged],
+                                     qualities=[_quality(t.quality) for t in tagged]))
 
     @api.post("/projects/{project_id}/learn", response_model=s.LearnResponse, responses={
         409: {"model": s.ErrorOut,
@@ -261,6 +262,10 @@ def create_app(projects: Mapping[str, Project], store: FeedbackStore,
                            language=rec.language, subjects=rec.subjects)
 
     app.include_router(api)
+    # the page's subject search and review queue (`serve/subjects.py`, `serve/queue.py`)
+    app.include_router(subjects.create_router(projects, API))
+    app.include_router(queue.create_router(projects, store, review, API))
+    subjects.warm(projects)
 
     def openapi() -> dict[str, Any]:
         # our 422 body (see validation_error) instead of FastAPI's default description

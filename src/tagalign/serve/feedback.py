@@ -3,7 +3,9 @@
 SQLite by default (one file beside the project, WAL journal, synchronous=FULL), any
 SQLAlchemy URL otherwise (e.g. ``postgresql+psycopg://…``). Every decision is one row
 with its time and record; each request is one transaction, so a killed server loses at
-most the request in flight and never leaves half of one behind.
+most the request in flight and never leaves half of one behind. A second table keeps which
+records of a review queue (`tagalign.serve.queue`) a librarian has finished, so a queue
+resumes where it stopped.
 """
 
 from __future__ import annotations
@@ -21,12 +23,14 @@ from sqlalchemy import (
     String,
     Table,
     Text,
+    UniqueConstraint,
     create_engine,
     event,
     func,
     select,
 )
 from sqlalchemy.engine import Engine
+from sqlalchemy.exc import IntegrityError
 
 from tagalign.records import Record
 from tagalign.records.convert import write_jsonl
@@ -44,6 +48,16 @@ decisions = Table(
     Column("record_type", String(40)),
     Column("subject_id", String(100), nullable=False),
     Column("decision", String(8), nullable=False),  # "accept" | "reject"
+)
+
+queue_progress = Table(
+    "queue_progress", metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("finished", DateTime(timezone=True), nullable=False),
+    Column("project", String(200), nullable=False),
+    Column("queue", String(64), nullable=False),  # `RecordQueue.name`: one per records file
+    Column("record_id", String(200), nullable=False),
+    UniqueConstraint("project", "queue", "record_id", name="uq_queue_record"),
 )
 
 
@@ -127,6 +141,31 @@ class FeedbackStore:
                 yield Record(id=rid, title=row["title"], abstract=row["abstract"] or "",
                              language=row["language"], type=row["record_type"],
                              subjects=accepted)
+
+    def latest_decisions(self, project: str, record_id: str) -> dict[str, str]:
+        """Subject id → its latest decision ("accept" | "reject") on one record."""
+        q = (select(decisions.c.subject_id, decisions.c.decision)
+             .where(decisions.c.project == project, decisions.c.record_id == record_id)
+             .order_by(decisions.c.id))
+        with self.engine.connect() as conn:
+            return {sid: decision for sid, decision in conn.execute(q)}
+
+    def finish(self, project: str, queue: str, record_id: str) -> None:
+        """Mark a queue's record finished (again, or by two tabs at once: no change)."""
+        row = {"finished": _dt.datetime.now(_dt.UTC), "project": project, "queue": queue,
+               "record_id": record_id}
+        try:
+            with self.engine.begin() as conn:
+                conn.execute(queue_progress.insert(), row)
+        except IntegrityError:  # the unique (project, queue, record) row is there already
+            pass
+
+    def finished(self, project: str, queue: str) -> set[str]:
+        """Ids of the records of one queue a librarian has finished."""
+        q = select(queue_progress.c.record_id).where(queue_progress.c.project == project,
+                                                     queue_progress.c.queue == queue)
+        with self.engine.connect() as conn:
+            return set(conn.execute(q).scalars())
 
     def export_jsonl(self, out: Path, project: str | None = None) -> int:
         return write_jsonl(Path(out), self.confirmed_records(project))

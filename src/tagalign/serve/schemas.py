@@ -43,15 +43,31 @@ class SuggestionOut(BaseModel):
     reasons: dict[str, Any] = {}
 
 
+class QualityOut(BaseModel):
+    """Estimated quality of one record's returned list (learned on held-out records)."""
+
+    recall: float = Field(..., ge=0.0, le=1.0,
+                          description="Expected share of the record's right subjects in it.")
+    precision: float = Field(..., ge=0.0, le=1.0,
+                             description="Expected share of it that is right.")
+
+
+QUALITY_HELP = ("Estimated quality of the results; null when the project's recipe has no "
+                "estimator or the record has no text.")
+
+
 class SuggestResponse(BaseModel):
     results: list[SuggestionOut]
     warning: str | None = Field(None, description="Why the results are empty or partial "
                                                   "(e.g. a record without text); else null.")
+    quality: QualityOut | None = Field(None, description=QUALITY_HELP)
 
 
 class BatchResponse(BaseModel):
     results: list[list[SuggestionOut]]
     warnings: list[str | None] = Field([], description="One warning or null per record.")
+    qualities: list[QualityOut | None] = Field([], description="One quality estimate or "
+                                               "null per record (see SuggestResponse).")
 
 
 class LearnRecord(RecordIn):
@@ -113,3 +129,44 @@ class ValidationErrorOut(BaseModel):
 
     detail: str
     errors: list[dict[str, str]] = Field([], description="{field, type, msg} per error.")
+
+
+class SubjectOut(BaseModel):
+    id: str
+    label: str = Field(..., description="Preferred label in the language that matched.")
+    matched: str = Field(..., description="The label (preferred or alternate) that starts "
+                                          "with the prefix.")
+    language: str = Field(..., description="Language of the matched label.")
+    labels: dict[str, str] = Field({}, description="Preferred label per language.")
+    uri: str = Field(..., description="The subject's GND record.")
+
+
+class SubjectsOut(BaseModel):
+    subjects: list[SubjectOut]
+
+
+class QueueOut(BaseModel):
+    """Where a review queue stands for one project."""
+
+    name: str = Field(..., description="Identifies the records file; progress is kept per "
+                                       "project and name.")
+    size: int = Field(..., description="Records to review.")
+    finished: int = Field(..., description="Records finished so far.")
+    position: int | None = Field(..., description="First record not finished yet (0-based); "
+                                                  "null when all are.")
+    release_above: float | None = Field(None, description="Records whose estimated recall "
+                                                          "is at least this are released "
+                                                          "without review.")
+    estimated: bool = Field(False, description="Whether quality estimates chose the records "
+                                               "(else the queue holds all of them).")
+    skipped: int = Field(0, description="Records left out as released.")
+
+
+class QueueItemOut(BaseModel):
+    position: int
+    size: int
+    finished: bool = Field(..., description="This record is finished already.")
+    record: RecordOut
+    decisions: dict[str, Literal["accept", "reject"]] = Field(
+        {}, description="Latest decision per subject stored for this record so far.")
+    labels: dict[str, str] = Field({}, description="Label of each subject in decisions.")

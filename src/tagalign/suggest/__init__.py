@@ -1,5 +1,5 @@
 """From a trained project to ranked subjects per record."""
 
-from tagalign.suggest.suggestion import Suggestion
+from tagalign.suggest.suggestion import Quality, Suggestion, Tagged, keep_above
 
-__all__ = ["Suggestion"]
+__all__ = ["Quality", "Suggestion", "Tagged", "keep_above"]

@@ -10,9 +10,10 @@ import numpy as np
 
 from tagalign.records import Record
 from tagalign.suggest.fusion import FusionRanker, merge, top_k
+from tagalign.suggest.quality import CandidateProfile, QualityEstimator
 from tagalign.suggest.sources.base import Batch, Source
 from tagalign.suggest.sources.memory import RecordMemory
-from tagalign.suggest.suggestion import Suggestion
+from tagalign.suggest.suggestion import Quality, Suggestion, keep_above
 from tagalign.text import Analyzer, guess_language
 from tagalign.text.tfidf import TfidfFeaturizer
 from tagalign.vocab import Vocabulary
@@ -31,6 +32,8 @@ class HybridPipeline:
     encoder: Any = None  # tagalign.encode.static.StaticEmbeddingEncoder or None
     ranker: FusionRanker | None = None
     prior: np.ndarray = field(default_factory=lambda: np.zeros(0, np.float32))
+    #: per-record quality estimator (None: a model trained before it existed, or off)
+    quality: QualityEstimator | None = None
 
     def prepare(self, records: Sequence[Record]) -> Batch:
         langs = [r.language if r.language in ("de", "en") else guess_language(r.text)
@@ -64,18 +67,34 @@ class HybridPipeline:
         X = np.hstack([X, extra.astype(np.float32)])
         return rows, cols, X, names + EXTRA_FEATURES, support
 
-    def rank(self, batch: Batch, limit: int) -> list[list[tuple[int, float, list[str]]]]:
-        """Top ``limit`` (subject position, score, supporting sources) per record."""
-        rows, cols, X, _, support = self.features(batch)
+    def rank(self, batch: Batch, limit: int, threshold: float | None = None
+             ) -> tuple[list[list[tuple[int, float, list[str]]]], list[Quality | None]]:
+        """Top ``limit`` (subject position, score, supporting sources) per record, and its
+        quality estimate for that list after ``threshold`` (None: no estimate wanted)."""
+        rows, cols, X, feat_names, support = self.features(batch)
         names = [s.name for s in self.sources]
-        ranked = top_k(rows, cols, self.ranker.predict(X), len(batch), limit)
+        scores = self.ranker.predict(X)
+        ranked = top_k(rows, cols, scores, len(batch), limit)
+        qualities: list[Quality | None] = [None] * len(batch)
+        if threshold is not None and self.quality is not None:
+            profile = CandidateProfile.build(rows, scores, X, feat_names, support, len(batch))
+            qualities = list(self.quality.predict(profile, limit, threshold))
         return [[(c, s, [n for n, on in zip(names, support[i], strict=True) if on])
-                 for c, s, i in row] for row in ranked]
+                 for c, s, i in row] for row in ranked], qualities
 
     def suggest(self, records: Sequence[Record], limit: int = 20) -> list[list[Suggestion]]:
         batch = self.prepare(records)
-        ranked = self.rank(batch, limit)
+        ranked, _ = self.rank(batch, limit)
         return [self._suggestions(batch, i, row) for i, row in enumerate(ranked)]
+
+    def suggest_with_quality(self, records: Sequence[Record], limit: int = 20,
+                             threshold: float = 0.0
+                             ) -> list[tuple[list[Suggestion], Quality | None]]:
+        """Suggestions scoring ≥ ``threshold`` and the estimated quality of that list."""
+        batch = self.prepare(records)
+        ranked, qualities = self.rank(batch, limit, threshold)
+        return [(keep_above(self._suggestions(batch, i, row), threshold), q)
+                for i, (row, q) in enumerate(zip(ranked, qualities, strict=True))]
 
     # -- reasons ---------------------------------------------------------------------------
     def _voters(self, batch: Batch, source_name: str, r: int) -> dict[int, list[int]]:

@@ -1,4 +1,5 @@
-"""`Suggestion`: one ranked subject for one record, with the evidence behind it."""
+"""`Suggestion`: one ranked subject for one record, with the evidence behind it; `Quality`:
+how far a record's suggestions can be trusted; `Tagged`: one record's whole answer."""
 
 from __future__ import annotations
 
@@ -19,3 +20,32 @@ class Suggestion:
         if self.reasons:
             out["reasons"] = self.reasons
         return out
+
+
+@dataclass(frozen=True, slots=True)
+class Quality:
+    """Estimated quality of one record's returned suggestions (both in [0, 1]): ``recall``
+    = expected share of its gold subjects in the list, ``precision`` = expected share of
+    the list that is gold. Made by the recipe's estimator (`tagalign.suggest.quality`)."""
+
+    recall: float
+    precision: float
+
+    def to_json(self) -> dict[str, float]:
+        return {"recall": round(float(self.recall), 4),
+                "precision": round(float(self.precision), 4)}
+
+
+@dataclass(slots=True)
+class Tagged:
+    """One record's answer: its suggestions, a warning (empty or cut text) and the quality
+    estimate (None when the recipe has no estimator or the record had no text)."""
+
+    suggestions: list[Suggestion]
+    warning: str | None = None
+    quality: Quality | None = None
+
+
+def keep_above(row: list[Suggestion], threshold: float) -> list[Suggestion]:
+    """The suggestions scoring at least ``threshold`` (all of them for 0)."""
+    return [s for s in row if s.score >= threshold] if threshold > 0 else row

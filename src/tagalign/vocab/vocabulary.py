@@ -5,14 +5,17 @@ from __future__ import annotations
 import gzip
 import hashlib
 import json
+import threading
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from tagalign.io import write_bytes_atomic
+from tagalign.vocab.prefix import PrefixIndex
 from tagalign.vocab.subject import Subject
 
 FORMAT_VERSION = 1
 SAVED_NAME = "vocab.json.gz"
+_PREFIX_LOCK = threading.Lock()  # one build of a prefix index, however many requests ask
 
 
 class VocabularyMismatchError(ValueError):
@@ -101,6 +104,18 @@ class Vocabulary:
                 f"{fingerprint}); the one given has {len(self)} subjects, fingerprint "
                 f"{self.fingerprint}. Train it again with this vocabulary or load the right one."
             )
+
+    @property
+    def prefix_index(self) -> PrefixIndex:
+        """Labels of both languages sorted for prefix search, built on first use (the
+        vocabulary is not changed after loading, so the index never goes stale)."""
+        index = getattr(self, "_prefix_index", None)  # `load` bypasses __init__
+        if index is None:
+            with _PREFIX_LOCK:
+                index = getattr(self, "_prefix_index", None)
+                if index is None:
+                    index = self._prefix_index = PrefixIndex(self.subjects)
+        return index
 
     # -- fast saved form: one gzipped JSON of columns, no pickle --------------------------
     def save(self, path: Path) -> Path:

@@ -7,17 +7,40 @@ const I18N = {
     export: "Export accepted (JSON)", accept: "Accept", reject: "Reject", working: "Working…",
     done: n => `${n} suggestions`, accepted: n => `${n} accepted`, sources: "Sources",
     labelMatch: "Label found in the text", neighbours: "Similar records", notFound: "Record not found",
-    needTitle: "Please enter a title", saved: "Saved", score: "score" },
+    needTitle: "Please enter a title", saved: "Saved", score: "score",
+    queue: "Review queue", next: "Finish and next", keys: "Keys", keyMove: "next / previous subject",
+    keyAccept: "accept the marked subject", keyReject: "reject the marked subject",
+    keyAdd: "search a subject to add (Enter adds the marked match, Esc goes back)",
+    keyNext: "finish this record and show the next", add: "Add a subject",
+    addHint: "label in German or English, e.g. Holzschutz", added: "added", gnd: "GND record",
+    position: (q) => `Record ${q.position + 1} of ${q.size} · ${q.finished} finished`
+      + (q.estimated ? ` · ${q.skipped} released (estimated recall ≥ ${q.release_above})` : ""),
+    allDone: (q) => `All ${q.size} records finished`, noMatch: "no subject starts with this",
+    recall: n => `About ${n} in 10 of the right subjects are in this list.`,
+    precision: n => `About ${n} in 10 of these suggestions are right.` },
   de: { tagline: "GND-Schlagwortvorschläge für Katalogdatensätze", record: "Datensatz", project: "Projekt",
     language: "Sprache", auto: "erkennen", limit: "Schlagwörter", recordId: "Datensatz-ID", fetch: "Datensatz laden",
     title: "Titel", abstract: "Zusammenfassung", suggest: "Schlagwörter vorschlagen", suggestions: "Vorschläge",
     export: "Angenommene exportieren (JSON)", accept: "Annehmen", reject: "Ablehnen", working: "Arbeite…",
     done: n => `${n} Vorschläge`, accepted: n => `${n} angenommen`, sources: "Quellen",
     labelMatch: "Bezeichnung im Text gefunden", neighbours: "Ähnliche Datensätze", notFound: "Datensatz nicht gefunden",
-    needTitle: "Bitte einen Titel eingeben", saved: "Gespeichert", score: "Wert" },
+    needTitle: "Bitte einen Titel eingeben", saved: "Gespeichert", score: "Wert",
+    queue: "Warteschlange", next: "Abschließen und weiter", keys: "Tasten", keyMove: "nächstes / voriges Schlagwort",
+    keyAccept: "markiertes Schlagwort annehmen", keyReject: "markiertes Schlagwort ablehnen",
+    keyAdd: "Schlagwort zum Hinzufügen suchen (Enter fügt den markierten Treffer hinzu, Esc zurück)",
+    keyNext: "Datensatz abschließen, nächsten zeigen", add: "Schlagwort hinzufügen",
+    addHint: "Bezeichnung deutsch oder englisch, z. B. Holzschutz", added: "hinzugefügt", gnd: "GND-Datensatz",
+    position: (q) => `Datensatz ${q.position + 1} von ${q.size} · ${q.finished} abgeschlossen`
+      + (q.estimated ? ` · ${q.skipped} freigegeben (geschätzte Vollständigkeit ≥ ${q.release_above})` : ""),
+    allDone: (q) => `Alle ${q.size} Datensätze abgeschlossen`, noMatch: "kein Schlagwort beginnt so",
+    recall: n => `Etwa ${n} von 10 der richtigen Schlagwörter stehen in dieser Liste.`,
+    precision: n => `Etwa ${n} von 10 dieser Vorschläge sind richtig.` },
 };
 let ui = "en";
-let current = { recordId: null, suggestions: [], decisions: {} };
+let current = { recordId: null, suggestions: [], decisions: {}, quality: null, selected: 0 };
+let queue = null;  // where the server's review queue stands (GET …/queue), null without one
+let saving = Promise.resolve();  // decisions are stored in order, and before "next" moves on
+const GND = "https://d-nb.info/gnd/";
 const $ = id => document.getElementById(id);
 const t = (key, arg) => { const v = I18N[ui][key]; return typeof v === "function" ? v(arg) : v; };
 
@@ -25,6 +48,8 @@ function setUi(lang) {
   ui = lang;
   document.documentElement.lang = lang;
   document.querySelectorAll("[data-i18n]").forEach(el => { el.textContent = t(el.dataset.i18n); });
+  document.querySelectorAll("[data-i18n-placeholder]").forEach(el => { el.placeholder = t(el.dataset.i18nPlaceholder); });
+  renderQueue();
   $("ui-de").setAttribute("aria-pressed", String(lang === "de"));
   $("ui-en").setAttribute("aria-pressed", String(lang === "en"));
   render();
@@ -60,33 +85,48 @@ async function fetchRecord() {
   } catch (e) { $("status").textContent = `${t("notFound")}: ${e.message}`; }
 }
 
+const projectPath = () => `/tagalign/v1/projects/${encodeURIComponent($("project").value)}`;
+
 async function suggest(ev) {
   ev.preventDefault();
+  await runSuggest($("record-id").value.trim() || `web-${Date.now()}`);
+}
+
+// Suggestions for the record in the form; `decisions` and `labels` restore what was stored.
+async function runSuggest(recordId, decisions = {}, labels = {}) {
   const title = $("title").value.trim();
   if (!title) { $("status").textContent = t("needTitle"); $("title").focus(); return; }
   $("status").textContent = t("working");
   const body = { title, abstract: $("abstract").value, limit: Number($("limit").value) || 10 };
   if ($("language").value) body.language = $("language").value;
   try {
-    const { results, warning } = await api(`/tagalign/v1/projects/${encodeURIComponent($("project").value)}/suggest`, body);
-    current = { recordId: $("record-id").value.trim() || `web-${Date.now()}`, suggestions: results,
-      decisions: {}, title, abstract: body.abstract, language: body.language || null };
+    const { results, warning, quality } = await api(`${projectPath()}/suggest`, body);
+    current = { recordId, suggestions: results, decisions: { ...decisions }, title,
+      abstract: body.abstract, language: body.language || null, quality: quality || null, selected: 0 };
+    for (const sid of Object.keys(decisions)) {  // subjects added by search earlier
+      if (!results.some(s => s.id === sid)) current.suggestions.push({ id: sid, label: labels[sid] || sid, score: null, added: true });
+    }
     $("status").textContent = t("done", results.length) + (warning ? ` (${warning})` : "");
     render();
   } catch (e) { $("status").textContent = e.message; }
 }
 
-async function decide(sid, decision) {
-  current.decisions[sid] = current.decisions[sid] === decision ? undefined : decision;
-  const accepted = Object.keys(current.decisions).filter(k => current.decisions[k] === "accept");
-  const rejected = Object.keys(current.decisions).filter(k => current.decisions[k] === "reject");
-  render(sid, decision);
-  try {
-    await api(`/tagalign/v1/projects/${encodeURIComponent($("project").value)}/learn`, { records: [{ id: current.recordId,
-      title: current.title, abstract: current.abstract, language: current.language,
-      subjects: accepted, rejected }] });
-    $("status").textContent = t("saved");
-  } catch (e) { $("status").textContent = e.message; }
+function decide(sid, decision) {  // a button: pressing it again takes the decision back
+  setDecision(sid, current.decisions[sid] === decision ? undefined : decision, sid, decision);
+}
+
+function setDecision(sid, decision, focusSid, focusDecision) {
+  current.decisions[sid] = decision;
+  const rec = current;
+  const accepted = Object.keys(rec.decisions).filter(k => rec.decisions[k] === "accept");
+  const rejected = Object.keys(rec.decisions).filter(k => rec.decisions[k] === "reject");
+  render(focusSid, focusDecision);
+  const learn = { records: [{ id: rec.recordId, title: rec.title, abstract: rec.abstract,
+    language: rec.language, subjects: accepted, rejected }] };
+  saving = saving.then(() => api(`${projectPath()}/learn`, learn))
+    .then(() => { $("status").textContent = t("saved"); })
+    .catch(e => { $("status").textContent = e.message; });
+  return saving;
 }
 
 function reasonsOf(s) {
@@ -109,35 +149,167 @@ function reasonsOf(s) {
   return div;
 }
 
+function qualityText(q) {
+  const tenths = x => Math.round(x * 10);
+  const parts = [];
+  if (typeof q.recall === "number") parts.push(t("recall", tenths(q.recall)));
+  if (typeof q.precision === "number") parts.push(t("precision", tenths(q.precision)));
+  return parts.join(" ");
+}
+
 function render(focusSid, focusDecision) {
+  const q = current.quality;
+  $("quality").hidden = !q;
+  $("quality").textContent = q ? qualityText(q) : "";
   const ol = $("results");
   ol.innerHTML = "";
-  for (const s of current.suggestions) {
+  current.suggestions.forEach((s, i) => {
     const li = document.createElement("li");
+    li.dataset.subject = s.id;
+    if (i === current.selected) { li.classList.add("selected"); li.setAttribute("aria-current", "true"); }
     const row = document.createElement("div"); row.className = "subject";
-    const label = document.createElement("span"); label.className = "label"; label.textContent = s.label;
+    const label = document.createElement("a"); label.className = "label"; label.textContent = s.label;
+    label.href = GND + encodeURIComponent(s.id); label.target = "_blank"; label.rel = "noopener";
+    label.title = t("gnd");
     const sid = document.createElement("span"); sid.className = "sid"; sid.textContent = s.id;
-    const bar = document.createElement("span"); bar.className = "bar"; bar.setAttribute("role", "img");
-    bar.setAttribute("aria-label", `${t("score")} ${s.score.toFixed(3)}`);
-    const fill = document.createElement("span"); fill.style.width = `${Math.round(s.score * 100)}%`;
-    bar.appendChild(fill);
-    const score = document.createElement("span"); score.textContent = s.score.toFixed(3);
-    row.append(label, sid, bar, score);
+    row.append(label, sid);
+    if (s.score === null || s.score === undefined) {
+      const tag = document.createElement("span"); tag.className = "added"; tag.textContent = t("added");
+      row.appendChild(tag);
+    } else {
+      const bar = document.createElement("span"); bar.className = "bar"; bar.setAttribute("role", "img");
+      bar.setAttribute("aria-label", `${t("score")} ${s.score.toFixed(3)}`);
+      const fill = document.createElement("span"); fill.style.width = `${Math.round(s.score * 100)}%`;
+      bar.appendChild(fill);
+      const score = document.createElement("span"); score.textContent = s.score.toFixed(3);
+      row.append(bar, score);
+    }
     for (const [decision, cls] of [["accept", "accept"], ["reject", "reject"]]) {
       const b = document.createElement("button");
       b.type = "button"; b.className = cls; b.textContent = t(decision);
       b.dataset.subject = s.id; b.dataset.decision = decision;
       b.setAttribute("aria-pressed", String(current.decisions[s.id] === decision));
       b.setAttribute("aria-label", `${t(decision)}: ${s.label}`);
-      b.addEventListener("click", () => decide(s.id, decision));
+      b.addEventListener("click", () => { current.selected = i; decide(s.id, decision); });
       row.appendChild(b);
       if (s.id === focusSid && decision === focusDecision) setTimeout(() => b.focus(), 0);
     }
     li.append(row, reasonsOf(s));
     ol.appendChild(li);
-  }
+  });
   const n = Object.values(current.decisions).filter(d => d === "accept").length;
   $("accepted-count").textContent = t("accepted", n);
+}
+
+// -- adding any subject of the vocabulary: search by label prefix --------------------------
+let searchSeq = 0;
+let matches = [];
+let marked = 0;
+
+async function searchSubjects() {
+  const prefix = $("subject-search").value.trim();
+  const seq = ++searchSeq;
+  if (!prefix) { showMatches([]); return; }
+  try {
+    const { subjects } = await api(`${projectPath()}/subjects?prefix=${encodeURIComponent(prefix)}&limit=10`);
+    if (seq === searchSeq) showMatches(subjects);  // an answer to an older keystroke is dropped
+  } catch (e) { $("status").textContent = e.message; }
+}
+
+function showMatches(found) {
+  matches = found; marked = 0;
+  const ul = $("subject-options");
+  ul.innerHTML = "";
+  found.forEach((m, i) => {
+    const li = document.createElement("li");
+    li.id = `subject-option-${i}`; li.setAttribute("role", "option"); li.dataset.subject = m.id;
+    li.setAttribute("aria-selected", String(i === marked));
+    const other = Object.entries(m.labels).filter(([, l]) => l !== m.matched).map(([g, l]) => `${g}: ${l}`);
+    li.textContent = `${m.matched} (${m.language}) · ${m.id}` + (other.length ? ` · ${other.join(" · ")}` : "");
+    li.addEventListener("mousedown", ev => { ev.preventDefault(); addSubject(m); });
+    ul.appendChild(li);
+  });
+  if (!found.length && $("subject-search").value.trim()) {
+    const li = document.createElement("li"); li.className = "none"; li.textContent = t("noMatch"); ul.appendChild(li);
+  }
+  $("subject-search").setAttribute("aria-expanded", String(found.length > 0));
+  markOption(0);
+}
+
+function markOption(i) {
+  if (!matches.length) { $("subject-search").removeAttribute("aria-activedescendant"); return; }
+  marked = (i + matches.length) % matches.length;
+  document.querySelectorAll("#subject-options [role=option]").forEach((li, j) => li.setAttribute("aria-selected", String(j === marked)));
+  $("subject-search").setAttribute("aria-activedescendant", `subject-option-${marked}`);
+}
+
+function addSubject(m) {
+  if (!current.title) { $("status").textContent = t("needTitle"); return; }
+  let i = current.suggestions.findIndex(s => s.id === m.id);
+  if (i < 0) {
+    // shown in the record's language when the subject has a label in it
+    current.suggestions.push({ id: m.id, label: m.labels[current.language] || m.label, score: null, added: true });
+    i = current.suggestions.length - 1;
+  }
+  current.selected = i;
+  $("subject-search").value = "";
+  showMatches([]);
+  setDecision(m.id, "accept");
+}
+
+function searchKeys(ev) {
+  if (ev.key === "ArrowDown") { ev.preventDefault(); markOption(marked + 1); }
+  else if (ev.key === "ArrowUp") { ev.preventDefault(); markOption(marked - 1); }
+  else if (ev.key === "Enter") { ev.preventDefault(); if (matches.length) addSubject(matches[marked]); }
+  else if (ev.key === "Escape") { $("subject-search").value = ""; showMatches([]); $("subject-search").blur(); }
+}
+
+// -- the review queue -----------------------------------------------------------------------
+async function loadQueue() {
+  try { queue = await api(`${projectPath()}/queue`); } catch { queue = null; }  // 404: no queue
+  renderQueue();
+  if (queue && queue.position !== null) await loadItem(queue.position);
+}
+
+function renderQueue() {
+  $("queue").hidden = !queue;
+  if (!queue) return;
+  $("queue-progress").textContent = queue.position === null ? t("allDone", queue) : t("position", queue);
+  $("queue-next").disabled = queue.position === null;
+}
+
+async function loadItem(position) {
+  const item = await api(`${projectPath()}/queue/${position}`);
+  const rec = item.record;
+  $("record-id").value = rec.id; $("title").value = rec.title; $("abstract").value = rec.abstract;
+  $("language").value = rec.language || "";
+  await runSuggest(rec.id, item.decisions, item.labels || {});
+}
+
+async function nextRecord() {
+  if (!queue || queue.position === null) return;
+  await saving;  // the record's last decision is stored before it counts as finished
+  try {
+    queue = await api(`${projectPath()}/queue/${queue.position}/finish`, {});
+  } catch (e) { $("status").textContent = e.message; return; }
+  renderQueue();
+  if (queue.position !== null) await loadItem(queue.position);
+  else { current = { recordId: null, suggestions: [], decisions: {}, quality: null, selected: 0 }; render(); }
+}
+
+// -- keys: anywhere but in a text field ----------------------------------------------------
+function pageKeys(ev) {
+  const el = ev.target;
+  if (ev.ctrlKey || ev.metaKey || ev.altKey || (el.closest && el.closest("input, textarea, select"))) return;
+  const s = current.suggestions[current.selected];
+  const move = d => { if (current.suggestions.length) { current.selected = (current.selected + d + current.suggestions.length) % current.suggestions.length;
+    render(); document.querySelector("#results li.selected").scrollIntoView({ block: "nearest" }); } };
+  const acts = {
+    j: () => move(1), ArrowDown: () => move(1), k: () => move(-1), ArrowUp: () => move(-1),
+    a: () => s && setDecision(s.id, "accept"), r: () => s && setDecision(s.id, "reject"),
+    "/": () => $("subject-search").focus(), n: () => nextRecord(),
+  };
+  if (ev.key in acts) { ev.preventDefault(); acts[ev.key](); }
 }
 
 function exportAccepted() {
@@ -155,5 +327,10 @@ $("fetch").addEventListener("click", fetchRecord);
 $("export").addEventListener("click", exportAccepted);
 $("ui-de").addEventListener("click", () => setUi("de"));
 $("ui-en").addEventListener("click", () => setUi("en"));
+$("subject-search").addEventListener("input", () => { clearTimeout(searchSubjects.timer); searchSubjects.timer = setTimeout(searchSubjects, 80); });
+$("subject-search").addEventListener("keydown", searchKeys);
+$("queue-next").addEventListener("click", nextRecord);
+$("project").addEventListener("change", loadQueue);
+document.addEventListener("keydown", pageKeys);
 setUi(navigator.language && navigator.language.startsWith("de") ? "de" : "en");
-loadProjects().catch(e => { $("status").textContent = e.message; });
+loadProjects().then(loadQueue).catch(e => { $("status").textContent = e.message; });

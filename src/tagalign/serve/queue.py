@@ -1,0 +1,155 @@
+"""A review queue: the records librarians finish one after another on the web page.
+
+``tagalign serve PROJECT --queue records.jsonl.gz [--release-above X]`` serves the records
+of a file in order. With a release cut-off and quality estimates, records whose estimated
+recall is at least X are released as they are and left out; records without an estimate
+always stay. Which records are finished is kept in the feedback store
+(`FeedbackStore.finish`), per project and per queue (`RecordQueue.name`, a hash of the
+file's record ids), so reloading the page — or restarting the server — resumes at the
+first record not finished yet. Decisions themselves go through ``/learn`` as on the page's
+free-form view.
+
+``GET  /tagalign/v1/projects/{id}/queue``                    where the queue stands
+``GET  /tagalign/v1/projects/{id}/queue/{position}``         one record and its decisions
+``POST /tagalign/v1/projects/{id}/queue/{position}/finish``  mark it finished
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+
+from fastapi import APIRouter, HTTPException
+
+from tagalign.project import Project
+from tagalign.records import Record
+from tagalign.serve import schemas as s
+from tagalign.serve.feedback import FeedbackStore
+from tagalign.serve.subjects import get_project
+
+# estimated recall of each record's suggestions (None: no estimate for that record)
+Estimate = Callable[[Project, Sequence[Record]], Sequence[float | None]]
+PAGE_LIMIT = 10  # the page asks for 10 subjects; an estimate is one of the list it shows
+BATCH = 256
+
+
+def estimated_recall(project: Project, records: Sequence[Record]) -> list[float | None]:
+    """The recall the project estimates for each record's list of `PAGE_LIMIT` subjects
+    (`Project.tag`, issue 20 A). None for every record when the project cannot estimate:
+    its recipe has no estimator, or this version of `Project` has no `tag` yet."""
+    tag = getattr(project, "tag", None)
+    if tag is None:
+        return [None] * len(records)
+    out: list[float | None] = []
+    for i in range(0, len(records), BATCH):
+        for tagged in tag(list(records[i:i + BATCH]), limit=PAGE_LIMIT):
+            out.append(None if tagged.quality is None else float(tagged.quality.recall))
+    return out
+
+
+@dataclass(frozen=True)
+class Selection:
+    """The records one project's queue holds, and how they were chosen."""
+
+    records: list[Record]
+    estimated: bool
+    skipped: int
+
+
+class RecordQueue:
+    """Records to review in file order; ``estimate`` and ``release_above`` leave out those
+    a project can release without review (chosen once per project, on first use)."""
+
+    def __init__(self, records: Sequence[Record], release_above: float | None = None,
+                 estimate: Estimate | None = estimated_recall):
+        self.records = list(records)
+        seen: set[str] = set()
+        dupes = sorted({r.id for r in self.records if r.id in seen or seen.add(r.id)})
+        if dupes:
+            raise ValueError(f"queue records need distinct ids (progress is kept by id); "
+                             f"repeated: {', '.join(dupes[:5])}")
+        if release_above is not None and not 0.0 <= release_above <= 1.0:
+            raise ValueError(f"release cut-off {release_above} is not within 0…1")
+        self.release_above = release_above
+        self.estimate = estimate
+        self.name = hashlib.sha256("\n".join(r.id for r in self.records).encode()).hexdigest()[:16]
+        self._selected: dict[str, Selection] = {}
+        self._lock = threading.Lock()
+
+    def select(self, project_id: str, project: Project) -> Selection:
+        """The records ``project_id``'s queue holds (estimated on first call, then kept)."""
+        with self._lock:
+            if project_id not in self._selected:
+                self._selected[project_id] = self._choose(project)
+            return self._selected[project_id]
+
+    def _choose(self, project: Project) -> Selection:
+        if self.release_above is None or self.estimate is None or not self.records:
+            return Selection(self.records, estimated=False, skipped=0)
+        recalls = list(self.estimate(project, self.records))
+        if all(r is None for r in recalls):
+            return Selection(self.records, estimated=False, skipped=0)
+        keep = [rec for rec, recall in zip(self.records, recalls, strict=True)
+                if recall is None or recall < self.release_above]
+        return Selection(keep, estimated=True, skipped=len(self.records) - len(keep))
+
+
+def create_router(projects: Mapping[str, Project], store: FeedbackStore,
+                  queue: RecordQueue | None, prefix: str) -> APIRouter:
+    router = APIRouter(prefix=prefix + "/projects/{project_id}/queue", responses={
+        404: {"model": s.ErrorOut, "description": "Unknown project or position, or the "
+                                                  "server runs without --queue"}})
+
+    def served(project_id: str) -> tuple[RecordQueue, Selection]:
+        project = get_project(projects, project_id)
+        if queue is None:
+            raise HTTPException(404, "no review queue: start the server with "
+                                     "`tagalign serve PROJECT --queue RECORDS`")
+        return queue, queue.select(project_id, project)
+
+    def status(project_id: str, rq: RecordQueue, sel: Selection) -> s.QueueOut:
+        done = store.finished(project_id, rq.name)
+        position = next((i for i, r in enumerate(sel.records) if r.id not in done), None)
+        return s.QueueOut(name=rq.name, size=len(sel.records),
+                          finished=sum(r.id in done for r in sel.records), position=position,
+                          release_above=rq.release_above, estimated=sel.estimated,
+                          skipped=sel.skipped)
+
+    def record_at(sel: Selection, position: int) -> Record:
+        if not 0 <= position < len(sel.records):
+            raise HTTPException(404, f"no record at position {position}; the queue holds "
+                                     f"{len(sel.records)}")
+        return sel.records[position]
+
+    @router.get("", response_model=s.QueueOut)
+    def get_queue(project_id: str) -> s.QueueOut:
+        """Size, progress and the first record not finished yet (where the page resumes)."""
+        return status(project_id, *served(project_id))
+
+    @router.get("/{position}", response_model=s.QueueItemOut)
+    def get_item(project_id: str, position: int) -> s.QueueItemOut:
+        """The record at ``position`` with the decisions stored for it so far."""
+        rq, sel = served(project_id)
+        rec = record_at(sel, position)
+        decided = store.latest_decisions(project_id, rec.id)
+        vocab = projects[project_id].vocab
+        return s.QueueItemOut(
+            position=position, size=len(sel.records),
+            finished=rec.id in store.finished(project_id, rq.name),
+            record=s.RecordOut(id=rec.id, title=rec.title, abstract=rec.abstract,
+                               language=rec.language, subjects=rec.subjects),
+            decisions=decided, labels={sid: vocab.label(sid, rec.language) for sid in decided})
+
+    @router.post("/{position}/finish", response_model=s.QueueOut)
+    def finish(project_id: str, position: int) -> s.QueueOut:
+        """Mark the record at ``position`` finished; the answer names the next one."""
+        rq, sel = served(project_id)
+        store.finish(project_id, rq.name, record_at(sel, position).id)
+        return status(project_id, rq, sel)
+
+    return router
+
+
+__all__ = ["Estimate", "RecordQueue", "Selection", "create_router", "estimated_recall"]
