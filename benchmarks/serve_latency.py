@@ -14,6 +14,12 @@ of memory (PSS: a page both map counts half in each), the physical memory they u
 
     python benchmarks/serve_latency.py --project runs/hybrid-full [--requests 1000]
     python benchmarks/serve_latency.py --project P --requests 200 --warmup 0 --clients 0 --mmap
+
+``--train-records 3000`` first trains (or reuses) a default hybrid on that many train records
+sampled with ``--train-seed`` (issue 23: single-record latency of a small project, the
+figure first measured at 13.4 ms p95):
+
+    python benchmarks/serve_latency.py --train-records 3000 --requests 300 --clients 0
 """
 
 from __future__ import annotations
@@ -32,8 +38,32 @@ from pathlib import Path
 import httpx
 import numpy as np
 
-from _common import DATA, process_memory_mib, serve_process
+from _common import DATA, add_data_args, process_memory_mib, serve_process
 from tagalign.records import read_records
+
+RUNS = Path(__file__).resolve().parents[1] / "runs" / "serve-latency"
+
+
+def trained_project(args) -> Path:
+    """A default hybrid on ``--train-records`` train records sampled with ``--train-seed``,
+    trained once into runs/serve-latency/ and reused by later runs."""
+    from tagalign.project import Project
+    from tagalign.vocab import load_vocabulary
+
+    path = args.project or RUNS / f"hybrid-{args.train_records}-seed{args.train_seed}"
+    if (path / "model").exists():
+        print(f"project: reusing {path}", file=sys.stderr)
+        return path
+    pool = list(read_records(args.train))
+    idx = np.random.default_rng(args.train_seed).choice(len(pool), args.train_records,
+                                                        replace=False)
+    vocab = load_vocabulary(args.vocab)
+    project = Project.create(path, vocab, "hybrid", {})
+    t0 = time.perf_counter()
+    project.train([pool[i] for i in sorted(idx)])
+    print(f"project: hybrid trained on {args.train_records} records (seed "
+          f"{args.train_seed}) in {time.perf_counter() - t0:.0f} s → {path}", file=sys.stderr)
+    return path
 
 
 def drop_page_cache(folder: Path) -> int:
@@ -58,8 +88,14 @@ def fmt(mem: dict[str, float]) -> str:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--project", type=Path, required=True)
-    ap.add_argument("--records", type=Path, default=DATA / "llms4subjects/dev.jsonl.gz")
+    ap.add_argument("--project", type=Path,
+                    help="A trained project (with --train-records: where to train one).")
+    ap.add_argument("--train-records", type=int,
+                    help="Train a default hybrid on this many seeded train records first.")
+    ap.add_argument("--train-seed", type=int, default=0, help="Seed of the train sample.")
+    add_data_args(ap)
+    ap.add_argument("--records", type=Path, default=DATA / "llms4subjects/dev.jsonl.gz",
+                    help="Records to send (default: dev).")
     ap.add_argument("--requests", type=int, default=1000)
     ap.add_argument("--seed", type=int, default=0, help="Seed of the record sample.")
     ap.add_argument("--warmup", type=int, default=20,
@@ -73,6 +109,10 @@ def main() -> None:
                     help="Servers of the same project (memory shared between them; 1 or 2).")
     ap.add_argument("--json", type=Path, help="Append the figures as one JSON line here.")
     args = ap.parse_args()
+    if args.train_records:
+        args.project = trained_project(args)
+    elif args.project is None:
+        ap.error("give --project, or --train-records to train one")
 
     pool = list(read_records(args.records))
     idx = np.random.default_rng(args.seed).choice(len(pool), min(args.requests, len(pool)),

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from tagalign.encode.base import Encoder, Kind, register_encoder
+from tagalign.encode.base import Encoder, Kind, normalise, register_encoder
 from tagalign.encode.transformer import STEncoder
 
 
@@ -30,8 +30,22 @@ class StaticEmbeddingEncoder(STEncoder):
     def encode(self, texts: Sequence[str], *, kind: Kind = "passage", batch_size: int = 512,
                show_progress: bool = False) -> np.ndarray:
         # larger batches than a transformer's: a batch is a bag of token ids, no padding
-        return super().encode(texts, kind=kind, batch_size=batch_size,
-                              show_progress=show_progress)
+        if len(texts) > batch_size or show_progress:
+            return super().encode(texts, kind=kind, batch_size=batch_size,
+                                  show_progress=show_progress)
+        # one batch (a served record): the model's own tokenizer and forward pass, without
+        # the per-call bookkeeping of SentenceTransformer.encode (length sorting, batching,
+        # modality checks), which costs more than the lookup and mean do; the same
+        # computation, so the same vectors
+        if not len(texts):
+            return np.zeros((0, self.dim), np.float32)
+        import torch
+
+        prefix = self.prompts.get(kind, "")
+        with torch.inference_mode():
+            features = self.model.preprocess([prefix + t for t in texts])
+            emb = self.model.forward(features)["sentence_embedding"]
+        return normalise(emb.numpy())
 
     def save(self, path: Path) -> None:
         self.model.save(str(path), safe_serialization=True)

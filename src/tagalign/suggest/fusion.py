@@ -73,6 +73,10 @@ def top_k(rows: np.ndarray, cols: np.ndarray, scores: np.ndarray, n_rows: int, k
     return out
 
 
+#: fewer candidate rows than this are scored on one thread (see `FusionRanker.predict`)
+SMALL_PREDICT = 2_000
+
+
 def blend(p: np.ndarray, prior: np.ndarray, n_sources: np.ndarray, prior_weight: float = 0.0,
           support_weight: float = 0.0) -> np.ndarray:
     """score = σ(logit p + w_prior·prior + w_support·(n_sources − 1)).
@@ -132,7 +136,12 @@ class FusionRanker:
     def predict(self, X: np.ndarray) -> np.ndarray:
         if len(X) == 0:
             return np.zeros(0, np.float32)
-        return self.booster_.predict(X, num_iteration=self.booster_.best_iteration or None)
+        # the rows of one or a few records (a few hundred): LightGBM's OpenMP team costs
+        # more to wake than the trees take, and on a busy machine a descheduled thread
+        # stalls the rest; every row is scored alone, so the scores are the same either way
+        small = {"num_threads": 1} if len(X) < SMALL_PREDICT else {}
+        return self.booster_.predict(X, num_iteration=self.booster_.best_iteration or None,
+                                     **small)
 
     def importance(self) -> dict[str, float]:
         gain = self.booster_.feature_importance("gain")

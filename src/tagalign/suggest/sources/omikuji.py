@@ -74,6 +74,15 @@ def train_omikuji(X: sp.csr_matrix, Y: sp.csr_matrix, *, cluster_k: int = 100,
         os.unlink(tmp)
 
 
+def single_threaded(model: omikuji.Model) -> omikuji.Model:
+    """Predict each row on the calling thread. Omikuji's default pool spreads one row's
+    trees over all cores: waking it costs a single-record suggest more than the trees do,
+    and batches spread their rows over threads of their own (`predict_omikuji`). The trees'
+    scores are summed in tree order either way, so predictions are the same."""
+    model.init_prediction_thread_pool(1)
+    return model
+
+
 def predict_omikuji(model: omikuji.Model, X: sp.csr_matrix, top_k: int, beam_size: int = 10,
                     n_threads: int = 0) -> list[list[tuple[int, float]]]:
     """Top-k (label, score) per row; rows are spread over threads (the native call
@@ -116,8 +125,9 @@ class OmikujiSource(Source):
         for lang, (idx, X) in ctx.tfidf.items():
             if len(idx) < 10:
                 continue
-            self.models_[lang] = train_omikuji(X, ctx.Y[idx], cluster_k=self.cluster_k,
-                                               max_depth=self.max_depth, n_threads=self.n_threads)
+            self.models_[lang] = single_threaded(train_omikuji(
+                X, ctx.Y[idx], cluster_k=self.cluster_k, max_depth=self.max_depth,
+                n_threads=self.n_threads))
 
     def candidates(self, batch: Batch) -> Candidates:
         rows, cols, scores, ranks = [], [], [], []
@@ -143,4 +153,5 @@ class OmikujiSource(Source):
     def load_state(self, path: Path, ctx: Any) -> None:
         with _quiet_native_output():
             for sub in sorted(path.glob("omikuji-*")):
-                self.models_[sub.name.removeprefix("omikuji-")] = omikuji.Model.load(str(sub))
+                self.models_[sub.name.removeprefix("omikuji-")] = single_threaded(
+                    omikuji.Model.load(str(sub)))

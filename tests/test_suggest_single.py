@@ -1,0 +1,135 @@
+"""Single-record suggest (issue 23): the fast paths give the same subjects and scores as the
+general ones they bypass.
+
+The fast paths: the static encoder's own forward pass for one batch (instead of
+`SentenceTransformer.encode`), LightGBM on one thread for a few hundred candidate rows, and
+Omikuji's label trees on a one-thread pool. The reference is the code before them: the
+sentence-transformers call, LightGBM's default threads, Omikuji's default pool.
+
+Model: the default hybrid (all five sources) trained on a seeded sample of 600 training
+records, with a vocabulary cut to their subjects (so the label index is small).
+"""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+import httpx
+import numpy as np
+import pytest
+
+from samples import seeded_sample
+from serving import LiveServer
+from tagalign.encode.static import StaticEmbeddingEncoder
+from tagalign.encode.transformer import STEncoder
+from tagalign.project import Project
+from tagalign.serve.app import create_app
+from tagalign.serve.feedback import FeedbackStore
+from tagalign.suggest.fusion import SMALL_PREDICT, FusionRanker
+from tagalign.vocab import Vocabulary
+from tiny_models import static_model, tiny_records
+
+SMALL = {"embed_vocab_size": 3000, "embed_dim": 32, "embed_batch_size": 128,
+         "embed_label_pairs": False, "ranker_rounds": 60, "holdout_fraction": 0.2,
+         "knn_k": 10}
+
+
+def reference_encode(self, texts, *, kind="passage", batch_size=512, show_progress=False):
+    """The static encoder before the fast path: every call through sentence-transformers."""
+    return STEncoder.encode(self, texts, kind=kind, batch_size=batch_size,
+                            show_progress=show_progress)
+
+
+def reference_predict(self, X):
+    """The ranker before the fast path: LightGBM's default thread count for every batch."""
+    if len(X) == 0:
+        return np.zeros(0, np.float32)
+    return self.booster_.predict(X, num_iteration=self.booster_.best_iteration or None)
+
+
+def test_static_encoder_one_batch_equals_sentence_transformers(tmp_path):
+    enc = StaticEmbeddingEncoder.load(static_model(tmp_path / "m", dim=64))
+    texts = [r.text for r in tiny_records(40)] + ["", "zzz qqq", "Künstliche Intelligenz"]
+    ref = reference_encode(enc, texts)
+    assert np.abs(ref).sum() > 10  # real vectors, not zeros
+    one = np.vstack([enc.encode([t]) for t in texts])
+    assert np.array_equal(one, ref)
+    assert np.array_equal(enc.encode(texts), ref)
+
+
+def test_ranker_scores_small_batches_as_the_threaded_path():
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(3000, 6)).astype(np.float32)
+    X[rng.random(X.shape) < 0.3] = np.nan  # sources that missed a candidate
+    y = (np.nan_to_num(X[:, 0]) + rng.normal(size=3000) > 0).astype(np.float32)
+    ranker = FusionRanker(num_rounds=40, num_threads=2).fit(
+        X, y, np.arange(3000) // 30, [f"f{i}" for i in range(6)])
+    for n in (1, 37, SMALL_PREDICT - 1, SMALL_PREDICT):
+        got = ranker.predict(X[:n])
+        assert np.array_equal(got, reference_predict(ranker, X[:n]))
+    assert len(np.unique(ranker.predict(X[:100]).round(4))) > 20
+
+
+@pytest.fixture(scope="module")
+def data(shared_data, gnd_vocab):
+    train = seeded_sample(shared_data / "llms4subjects/train.jsonl.gz", gnd_vocab, 600, 20000, 3)
+    dev = seeded_sample(shared_data / "llms4subjects/dev.jsonl.gz", gnd_vocab, 40, 4000, 4)
+    used = {s for r in train + dev for s in r.subjects}
+    vocab = Vocabulary(s for s in gnd_vocab.subjects if s.id in used)
+    return vocab, train, dev
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory, data) -> Path:
+    vocab, train, _ = data
+    path = tmp_path_factory.mktemp("single") / "proj"
+    Project.create(path, vocab, "hybrid", SMALL).train(train)
+    return path
+
+
+def reference_project(path: Path, monkeypatch) -> Project:
+    """The project as served before the fast paths."""
+    proj = Project.load(path)
+    pipe = proj.recipe.pipeline_
+    monkeypatch.setattr(pipe.encoder, "encode", reference_encode.__get__(pipe.encoder))
+    monkeypatch.setattr(pipe.ranker, "predict", reference_predict.__get__(pipe.ranker))
+    omikuji = next(s for s in pipe.sources if s.name == "omikuji")
+    for model in omikuji.models_.values():
+        model.init_prediction_thread_pool(0)  # Omikuji's default: threads chosen by rayon
+    return proj
+
+
+def as_tuples(rows):
+    return [[(s.id, s.score, s.reasons) for s in row] for row in rows]
+
+
+def test_single_record_suggestions_equal_the_reference_path(trained, data, monkeypatch):
+    dev = data[2]
+    fast = Project.load(trained)
+    ref = reference_project(trained, monkeypatch)
+    got = [fast.suggest([r], limit=10)[0] for r in dev]
+    want = [ref.suggest([r], limit=10)[0] for r in dev]
+    assert sum(len(row) for row in got) == 10 * len(dev)  # real suggestions
+    assert as_tuples(got) == as_tuples(want)
+    # the batch path of the fast project ranks the same subjects
+    batch = fast.suggest(dev, limit=10)
+    assert [[s.id for s in row] for row in batch] == [[s.id for s in row] for row in got]
+    assert np.allclose([s.score for row in batch for s in row],
+                       [s.score for row in got for s in row], atol=1e-6)
+
+
+def test_served_single_records_carry_the_reference_scores(trained, data, monkeypatch):
+    dev = data[2][:10]
+    ref = reference_project(trained, monkeypatch)
+    want = [ref.suggest([r], limit=10)[0] for r in dev]
+    db = Path(tempfile.mkdtemp()) / "feedback.sqlite"
+    app = create_app({"proj": Project.load(trained)}, FeedbackStore(f"sqlite:///{db}"))
+    with LiveServer(app) as server, httpx.Client(timeout=30) as client:
+        for r, row in zip(dev, want, strict=True):
+            res = client.post(f"{server.url}/tagalign/v1/projects/proj/suggest",
+                              json={"title": r.title, "abstract": r.abstract,
+                                    "language": r.language, "limit": 10})
+            assert res.status_code == 200
+            assert [(x["id"], x["score"]) for x in res.json()["results"]] == \
+                [(s.id, round(s.score, 6)) for s in row]
