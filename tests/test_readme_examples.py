@@ -1,0 +1,67 @@
+"""Every `tagalign …` command in the code blocks of README.md and docs/ names a command and
+options that exist, as written (issue 23: "the README's examples run as written").
+
+Each line is parsed by the real CLI with ``--help`` appended: click reads every option
+first (an unknown command or option fails there), then ``--help`` ends the run before
+anything is loaded, so the check costs milliseconds a line. Running the examples
+themselves needs the shared data and minutes of training; tests/test_cli_*.py run the
+cheap ones on tiny data.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from tagalign.cli import app
+
+ROOT = Path(__file__).resolve().parents[1]
+FENCE = re.compile(r"^```(\w*)\n(.*?)^```", re.M | re.S)
+
+
+def command_lines() -> list[tuple[str, str]]:
+    """(where, line) of every line starting with ``tagalign `` in a bash/sh/no-language
+    fence, continuation lines joined and trailing comments dropped."""
+    out = []
+    for path in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]:
+        text = path.read_text(encoding="utf-8")
+        for match in FENCE.finditer(text):
+            if match.group(1) not in ("", "bash", "sh", "console", "shell"):
+                continue
+            body = match.group(2).replace("\\\n", " ")
+            for line in body.splitlines():
+                line = line.strip().removeprefix("$ ")
+                if line.startswith("tagalign "):
+                    out.append((f"{path.relative_to(ROOT)}", line))
+    return out
+
+
+def argv(line: str) -> list[str]:
+    lexer = shlex.shlex(line, posix=True, punctuation_chars=False)
+    lexer.whitespace_split = True
+    lexer.commenters = "#"
+    words = list(lexer)
+    for stop in ("|", ">", ">>", "&&", ";", "2>"):  # the tagalign part of a pipeline
+        if stop in words:
+            words = words[:words.index(stop)]
+    return words[1:]
+
+
+LINES = command_lines()
+
+
+def test_readme_and_docs_have_examples() -> None:
+    assert sum(where == "README.md" for where, _ in LINES) >= 15
+    assert len(LINES) >= 40
+
+
+@pytest.mark.parametrize(("where", "line"), LINES, ids=[f"{w}:{i}" for i, (w, _) in
+                                                        enumerate(LINES)])
+def test_example_parses_as_written(where: str, line: str) -> None:
+    result = CliRunner().invoke(app, [*argv(line), "--help"])
+    assert result.exit_code == 0, f"{where}: {line}\n{result.output}"
+    assert "Usage:" in result.output
