@@ -71,13 +71,15 @@ def train(
     """
     set_threads(threads)  # 0 leaves the defaults
     params = parse_params(param, config)
-    if vocab is None and (overwrite or not (project_dir / "project.json").exists()):
+    # with --projects, PROJECT_DIR is an id: the table names the folder and vocabulary
+    if projects_file is None and vocab is None and (
+            overwrite or not (project_dir / "project.json").exists()):
         fail("--vocab is needed to create a new project")
     for what, path in (("training records", train_src), ("dev records", dev)):
         if path is not None and not path.exists():
             fail(f"{what} not found: {path}")
     new = overwrite or vocab is not None or not (project_dir / "project.json").exists()
-    if new:  # names and values checked before the vocabulary loads
+    if new and projects_file is None:  # names and values checked before the vocabulary loads
         try:
             get_recipe(recipe).check_params(params)
         except ParamError as exc:
