@@ -21,7 +21,7 @@ from typing import Any
 from tagalign.io import atomic_dir, read_json, versions, write_json_atomic
 from tagalign.recipes import ReadOnlyError, Recipe, get_recipe, read_only_message
 from tagalign.records import EMPTY_WARNING, Record, check_record
-from tagalign.suggest import Suggestion, Tagged
+from tagalign.suggest import Suggestion, Tagged, keep_above
 from tagalign.text import guess_language
 from tagalign.vocab import Vocabulary, normalize_subject_id
 from tagalign.vocab.rules import SubjectRules
@@ -298,13 +298,14 @@ class Project:
                               threshold: float | None = None, exclude: Collection[str] = (),
                               *, fallback_limit: int = DEFAULT_LIMIT
                               ) -> list[tuple[list[Suggestion], str | None]]:
-        """``(suggestions, warning)`` per record (see `tag`)."""
+        """``(suggestions, warning)`` per record (see `tag`; no quality is estimated)."""
         return [(t.suggestions, t.warning) for t in self.tag(
-            records, limit, threshold, exclude, fallback_limit=fallback_limit)]
+            records, limit, threshold, exclude, fallback_limit=fallback_limit,
+            estimate=False)]
 
     def tag(self, records: Sequence[Record], limit: int | None = None,
             threshold: float | None = None, exclude: Collection[str] = (), *,
-            fallback_limit: int = DEFAULT_LIMIT) -> list[Tagged]:
+            fallback_limit: int = DEFAULT_LIMIT, estimate: bool = True) -> list[Tagged]:
         """Suggestions, warning and quality estimate per record. Degenerate records never
         reach the recipe as they are (`tagalign.records.check_record`): empty text gets no
         suggestions, no quality and `EMPTY_WARNING`; text over `MAX_TEXT_CHARS` is cut,
@@ -317,7 +318,8 @@ class Project:
         ``exclude``: subject ids (or GND URIs) never returned for these records, on top of
         the project's rules; the ``limit`` is still filled from the other subjects. A list
         with excluded subjects gets no quality estimate: the estimator learned the score
-        profiles of whole lists."""
+        profiles of whole lists. ``estimate=False``: no quality wanted (the estimator
+        does not run)."""
         if self.recipe is None:
             raise NotTrainedError(f"project {self.path} is not trained yet; run `tagalign "
                                   "train`")
@@ -334,9 +336,9 @@ class Project:
                                   []).append(i)
             for (n, cut), idx in groups.items():
                 recs = [checked[i][0] for i in idx]
-                if banned:
+                if banned or not estimate:
                     for i, row in zip(idx, self._ranked(recs, n, banned), strict=True):
-                        out[i].suggestions = [s for s in row if s.score >= cut]
+                        out[i].suggestions = keep_above(row, cut)
                 else:
                     rows = self.recipe.suggest_with_quality(recs, limit=n, threshold=cut)
                     for i, (row, quality) in zip(idx, rows, strict=True):
@@ -345,7 +347,7 @@ class Project:
 
     def _ranked(self, records: list[Record], limit: int, banned: frozenset[str] | set[str]
                 ) -> list[list[Suggestion]]:
-        """The recipe's top ``limit`` per record with ``banned`` subjects removed.
+        """The recipe's top ``limit`` per record with ``banned`` subjects (if any) removed.
 
         At most ``len(banned)`` of a recipe's candidates can be banned, so asking for
         ``limit + len(banned)`` always leaves ``limit`` allowed ones when there are that
@@ -392,8 +394,10 @@ class Project:
             "trained": self.is_trained,
             "trained_at": c.get("trained_at"),
             "dev_scores": c.get("dev_scores"),
-            "limit": c.get("limit"),
-            "threshold": c.get("threshold"),
+            # what a request without them gets (projects file, else saved; per-language
+            # values, if any, override these)
+            "limit": self.limit if self.limit is not None else c.get("limit"),
+            "threshold": self.threshold if self.threshold is not None else c.get("threshold"),
             "read_only": self.mmap,
             "allow_learn": self.allow_learn,
             "rules": self.rules.describe(),

@@ -24,10 +24,10 @@ import copy
 import importlib
 import threading
 import zlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 import scipy.sparse as sp
@@ -57,6 +57,7 @@ from tagalign.vocab import Vocabulary
 if TYPE_CHECKING:
     from tagalign.train.phases import PhaseRunner
 
+T = TypeVar("T")
 EMBEDDING_SOURCES = {"emb_knn", "labels"}
 #: sources with a candidate count (``top_k``) that may change after training
 TOP_K_SOURCES = ("omikuji", "tfidf_knn", "emb_knn", "labels")
@@ -355,26 +356,25 @@ class HybridRecipe(Recipe):
 
     # -- suggesting ------------------------------------------------------------------------
     def suggest(self, records: Sequence[Record], limit: int = 20) -> list[list[Suggestion]]:
-        if self.pipeline_ is None:
-            raise RuntimeError("hybrid recipe is not trained")
-        bs = self.params["batch_size"]
-        out: list[list[Suggestion]] = []
-        for start in range(0, len(records), bs):
-            out.extend(self.pipeline_.suggest(records[start:start + bs], limit))
-        return out
+        return self._in_batches(records, lambda part: self.pipeline_.suggest(part, limit))
 
     def suggest_with_quality(self, records: Sequence[Record], limit: int = 20,
                              threshold: float = 0.0
                              ) -> list[tuple[list[Suggestion], Quality | None]]:
         """As `suggest`, cut at ``threshold``, with the quality estimate of each list (None
         for a model saved before the hybrid had an estimator, or with ``quality=false``)."""
+        return self._in_batches(records, lambda part: self.pipeline_.suggest_with_quality(
+            part, limit, threshold))
+
+    def _in_batches(self, records: Sequence[Record],
+                    run: Callable[[Sequence[Record]], list[T]]) -> list[T]:
+        """``run`` over ``records`` in pieces of ``batch_size``, results in order."""
         if self.pipeline_ is None:
             raise RuntimeError("hybrid recipe is not trained")
         bs = self.params["batch_size"]
-        out: list[tuple[list[Suggestion], Quality | None]] = []
+        out: list[T] = []
         for start in range(0, len(records), bs):
-            out.extend(self.pipeline_.suggest_with_quality(records[start:start + bs], limit,
-                                                           threshold))
+            out.extend(run(records[start:start + bs]))
         return out
 
     # -- tuning --------------------------------------------------------------------------
