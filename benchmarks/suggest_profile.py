@@ -6,7 +6,7 @@ TF-IDF, encoder, each source, fusion merge, ranker, reasons, the REST layer's re
 building) and serves it with uvicorn in this process on a free localhost port; then sends
 ``--requests`` seeded dev records one at a time to ``/tagalign/v1`` (title + abstract,
 ``--limit``) and prints the median and p95 of each stage per request. ``http + pydantic``
-is what the client waited for beyond `Project.suggest_with_warnings`: uvicorn, FastAPI's
+is what the client waited for beyond `Project.tag` (the call the endpoint makes): uvicorn, FastAPI's
 request parsing and validation, the response model and JSON, the socket.
 
     python benchmarks/suggest_profile.py --project runs/serve-latency/hybrid-3000-seed0
@@ -66,7 +66,11 @@ def instrument(project: Project) -> None:
         src.candidates = timed(f"source {src.name}", src.candidates)
     pipe.ranker.predict = timed("fusion: ranker predict", pipe.ranker.predict)
     pipe._suggestions = timed("reasons (suggestions)", pipe._suggestions)
-    project.suggest_with_warnings = timed("Project.suggest", project.suggest_with_warnings)
+    if pipe.quality is not None:
+        pipe.quality.predict = timed("quality estimate", pipe.quality.predict)
+    project.recipe.suggest_with_quality = timed("recipe (pipeline)",
+                                                project.recipe.suggest_with_quality)
+    project.tag = timed("Project.tag", project.tag)
     app_module._out = timed("response objects (_out)", app_module._out)
 
 
@@ -119,7 +123,7 @@ def main() -> None:
             res.raise_for_status()
             if n >= args.warmup:
                 row = dict(SPENT)
-                row["http + pydantic"] = total - SPENT["Project.suggest"]
+                row["http + pydantic"] = total - SPENT["Project.tag"]
                 row["total (client)"] = total
                 rows.append(row)
     server.should_exit = True

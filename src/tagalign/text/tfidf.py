@@ -16,6 +16,43 @@ def _identity(tokens: list[str]) -> list[str]:
     return tokens
 
 
+def _tfidf_rows(vec: TfidfVectorizer, docs: Sequence[list[str]]) -> sp.csr_matrix:
+    """``vec.transform(docs)`` for a fitted vectorizer over token lists, without
+    scikit-learn's per-call validation and configuration work, which costs about 1.3 ms
+    a call: a single-record suggest paid it once per request (issue 23). The same steps
+    as scikit-learn's: counts of known tokens, sorted indices, 1 + log(tf) when sublinear,
+    times idf, rows L2-normalised (squares summed in double, like its Cython kernel);
+    tests/test_tfidf.py checks the output against ``vec.transform``."""
+    vocab = vec.vocabulary_
+    indptr = [0]
+    indices: list[int] = []
+    counts: list[int] = []
+    for doc in docs:
+        row: dict[int, int] = {}
+        for token in doc:
+            j = vocab.get(token)
+            if j is not None:
+                row[j] = row.get(j, 0) + 1
+        for j in sorted(row):
+            indices.append(j)
+            counts.append(row[j])
+        indptr.append(len(indices))
+    data = np.asarray(counts, dtype=np.float32)
+    ind = np.asarray(indices, dtype=np.int32)
+    if vec.sublinear_tf:
+        np.log(data, data)
+        data += 1.0
+    data *= vec.idf_[ind]
+    ptr = np.asarray(indptr, dtype=np.int64)
+    lengths = np.diff(ptr)
+    rows = np.repeat(np.arange(len(docs)), lengths)
+    norms = np.sqrt(np.bincount(rows, weights=(data * data).astype(np.float64),
+                                minlength=len(docs)))
+    norms[norms == 0] = 1.0
+    data = (data / np.repeat(norms, lengths)).astype(np.float32)
+    return sp.csr_matrix((data, ind, ptr), shape=(len(docs), len(vocab)))
+
+
 def _vectorizer(min_df: int | float, max_df: float, sublinear_tf: bool) -> TfidfVectorizer:
     return TfidfVectorizer(analyzer=_identity, sublinear_tf=sublinear_tf, min_df=min_df,
                            max_df=max_df, dtype=np.float32)
@@ -58,7 +95,7 @@ class TfidfFeaturizer:
         for lang, vec in self.vectorizers_.items():
             idx = np.flatnonzero(routed == lang)
             if len(idx):
-                out[lang] = (idx, vec.transform([tokens[i] for i in idx]).tocsr())
+                out[lang] = (idx, _tfidf_rows(vec, [tokens[i] for i in idx]))
         return out
 
     def save(self, path: Path) -> None:

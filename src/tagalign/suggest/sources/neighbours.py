@@ -30,29 +30,45 @@ from tagalign.suggest.sources.base import (
     Source,
     ranks_of,
     register_source,
-    topk_per_row,
 )
 
 
 def vote(nbr: np.ndarray, sims: np.ndarray, Y: sp.csr_matrix, power: float, top_k: int,
          prefix: str) -> tuple[Candidates, np.ndarray]:
-    """Turn (n × K) neighbour positions/similarities into top-k voted subjects + features."""
+    """Turn (n × K) neighbour positions/similarities into top-k voted subjects + features.
+
+    The votes are summed with NumPy over each neighbour's gold subjects, not as the sparse
+    products W·Y: for one record scipy's per-call work (two products, a copy, fancy
+    indexing, a per-row top-k loop) cost more than the arithmetic, and a batch's per-row
+    loop goes too. Scores are the same sums (float32); ties are broken by subject
+    position, as `topk_per_row` does (tests/test_vote.py compares with the sparse form)."""
     n, k = nbr.shape
-    valid = (nbr >= 0) & (sims > 0)
-    rows = np.repeat(np.arange(n), k)[valid.ravel()]
-    cols = nbr.ravel()[valid.ravel()]
-    w = np.power(sims.ravel()[valid.ravel()], power)
-    W = sp.csr_matrix((w, (rows, cols)), shape=(n, Y.shape[0]))
-    S = (W @ Y).tocsr()
-    Wb = W.copy()
-    Wb.data[:] = 1.0
-    C = (Wb @ Y).tocsr()
-    r, c, v = topk_per_row(S, top_k)
-    counts = np.asarray(C[r, c]).ravel() if len(r) else np.zeros(0, np.float32)
-    total = np.asarray(W.sum(axis=1)).ravel()
+    valid = ((nbr >= 0) & (sims > 0)).ravel()
+    rows = np.repeat(np.arange(n), k)[valid]
+    cols = nbr.ravel()[valid]
+    w = np.power(sims.ravel()[valid], power)
+    starts, lens = Y.indptr[cols], np.diff(Y.indptr)[cols]
+    offsets = np.cumsum(lens) - lens
+    pos = np.repeat(starts - offsets, lens) + np.arange(int(lens.sum()))
+    subj = Y.indices[pos].astype(np.int64)
+    y = Y.data[pos].astype(np.float64)
+    key = np.repeat(rows, lens).astype(np.int64) * Y.shape[1] + subj
+    keys, inv = np.unique(key, return_inverse=True)
+    score = np.bincount(inv, weights=np.repeat(w.astype(np.float64), lens) * y,
+                        minlength=len(keys)).astype(np.float32)
+    count = np.bincount(inv, weights=y, minlength=len(keys)).astype(np.float32)
+    krow, kcol = keys // Y.shape[1], keys % Y.shape[1]
+    keep = score != 0  # as the sparse product, which stores no explicit zeros here
+    order = np.lexsort((kcol, -score, krow))
+    order = order[keep[order]]
+    r, c, v, counts = krow[order], kcol[order], score[order], count[order]
+    rank = ranks_of(r)
+    top = rank <= top_k
+    r, c, v, counts, rank = r[top], c[top], v[top], counts[top], rank[top]
+    total = np.bincount(rows, weights=w.astype(np.float64), minlength=n).astype(np.float32)
     norm = v / np.maximum(total[r], 1e-9)
     top1 = sims[:, 0] if k else np.zeros(n)
-    feats = np.column_stack([v, norm, counts, ranks_of(r), top1[r]]).astype(np.float32)
+    feats = np.column_stack([v, norm, counts, rank, top1[r]]).astype(np.float32)
     return Candidates(r, c, feats, _names(prefix)), nbr
 
 
