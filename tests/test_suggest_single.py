@@ -133,3 +133,22 @@ def test_served_single_records_carry_the_reference_scores(trained, data, monkeyp
             assert res.status_code == 200
             assert [(x["id"], x["score"]) for x in res.json()["results"]] == \
                 [(s.id, round(s.score, 6)) for s in row]
+
+
+def test_small_batches_on_threads_equal_the_serial_path(trained, data, monkeypatch):
+    import tagalign.suggest.pipeline as pipeline_module
+
+    dev = data[2]
+    proj = Project.load(trained)
+    pool = pipeline_module._pool()
+    assert pool is not None  # 2 threads allowed here: the threaded path is the one tested
+    submitted = []
+    monkeypatch.setattr(pool, "submit", lambda fn, *a, _s=pool.submit: submitted.append(fn)
+                        or _s(fn, *a))
+    got = [proj.suggest([r], limit=10)[0] for r in dev] + proj.suggest(dev[:5], limit=10)
+    # per small batch: the encoder and all but the first of the five sources went to threads
+    assert len(submitted) == (len(dev) + 1) * 5
+    monkeypatch.setattr(pipeline_module, "_pool", lambda: None)
+    want = [proj.suggest([r], limit=10)[0] for r in dev] + proj.suggest(dev[:5], limit=10)
+    assert sum(len(row) for row in got) == 10 * (len(dev) + 5)
+    assert as_tuples(got) == as_tuples(want)

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from tagalign.records import Record
+from tagalign.runtime import threads
 from tagalign.suggest.fusion import FusionRanker, blend, merge, top_k
 from tagalign.suggest.quality import CandidateProfile, QualityEstimator
 from tagalign.suggest.sources.base import Batch, Candidates, Source
@@ -20,6 +23,27 @@ from tagalign.vocab import Vocabulary
 
 TYPES = ["Book", "Thesis", "Conference", "Report", "Article"]
 EXTRA_FEATURES = ["prior", "is_en", "rec_type", "n_tokens", "n_sources"]
+#: batches up to this size run the encoder beside the TF-IDF work and the sources side by
+#: side on threads (`_pool`); larger batches keep one thread of control and let each
+#: library use its own threads on the whole batch
+SMALL_BATCH = 8
+_POOL: ThreadPoolExecutor | None = None
+_POOL_LOCK = threading.Lock()
+
+
+def _pool() -> ThreadPoolExecutor | None:
+    """The threads a small batch's independent steps share, or None when one thread is all
+    the process may use (`tagalign.runtime.threads`). Worth it because those steps spend
+    their time in code that releases the GIL (the tokenizer, torch, faiss, Omikuji,
+    LightGBM): a single record's encoder and neighbour searches then overlap the TF-IDF
+    sources instead of waiting for them (issue 23: single-record latency)."""
+    global _POOL
+    if threads(default=2) < 2:
+        return None
+    with _POOL_LOCK:
+        if _POOL is None:
+            _POOL = ThreadPoolExecutor(max_workers=2, thread_name_prefix="tagalign-suggest")
+    return _POOL
 
 
 @dataclass
@@ -45,14 +69,27 @@ class HybridPipeline:
         titles = [self.analyzer.tokens(r.title, lg) for r, lg in zip(records, langs,
                                                                       strict=True)]
         batch = Batch(records, langs, tokens, titles)
+        pool = _pool() if len(records) <= SMALL_BATCH else None
+        encoded: Future | None = None
+        if self.encoder is not None and pool is not None:
+            encoded = pool.submit(self.encoder.encode, [r.text for r in records])
         batch.tfidf = self.featurizer.transform(tokens, langs)
-        if self.encoder is not None:
+        if encoded is not None:
+            batch.embeddings = encoded.result()
+        elif self.encoder is not None:
             batch.embeddings = self.encoder.encode([r.text for r in records])
         return batch
 
     def candidates(self, batch: Batch) -> list[Candidates]:
-        """Each source's candidates, in the order of ``sources``."""
-        return [s.candidates(batch) for s in self.sources]
+        """Each source's candidates, in the order of ``sources`` (a small batch's on
+        threads: the sources only read the batch, each writes its own evidence key)."""
+        pool = _pool() if len(batch) <= SMALL_BATCH and len(self.sources) > 1 else None
+        if pool is None:
+            return [s.candidates(batch) for s in self.sources]
+        # the first source runs here, the others on the pool's threads
+        futures = [pool.submit(s.candidates, batch) for s in self.sources[1:]]
+        first = self.sources[0].candidates(batch)
+        return [first, *(f.result() for f in futures)]
 
     def features(self, batch: Batch, cands: list[Candidates] | None = None
                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[str], np.ndarray]:
