@@ -48,7 +48,7 @@ $(ANNIF_OPENAPI): | $(STAMP)
 	$(PY) -c "import zipfile; zipfile.ZipFile('.whl/annif-1.4.3-py3-none-any.whl').extract('annif/openapi/annif.yaml', '.whl/annif-1.4.3')"
 
 test: $(STAMP) browser postgres $(ANNIF_OPENAPI)
-	OMP_NUM_THREADS=2 $(VENV)/bin/pytest -q -p no:cacheprovider
+	OMP_NUM_THREADS=2 $(VENV)/bin/pytest -q -p no:cacheprovider --durations=25
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check src tests benchmarks
