@@ -28,7 +28,8 @@ class LabelMatcher(Source):
         self.max_ngram = max_ngram
         # key "lang|tok tok" -> list of (subject position, is_pref)
         self.table_: dict[str, list[tuple[int, int]]] = {}
-        self._prefixes: set[str] = set()  # proper prefixes of keys: stop scanning early
+        self._grams: dict[str, dict[str, list[tuple[int, int]]]] = {}
+        self._prefixes: dict[str, set[str]] = {}  # proper prefixes of labels: stop early
 
     def fit(self, ctx: Any) -> None:
         analyzer, vocab = ctx.analyzer, ctx.vocab
@@ -51,52 +52,68 @@ class LabelMatcher(Source):
         self._index_prefixes()
 
     def _index_prefixes(self) -> None:
-        prefixes = set()
-        for key in self.table_:
-            parts = key.split(" ")
+        """Per language: stemmed label → its subjects, and the proper prefixes of labels
+        (a scan stops at an n-gram that is neither). Keyed by language so the scan looks
+        grams up without building ``lang|gram`` strings (the saved table keeps its keys)."""
+        grams: dict[str, dict[str, list[tuple[int, int]]]] = {}
+        prefixes: dict[str, set[str]] = {}
+        for key, hits in self.table_.items():
+            lang, gram = key.split("|", 1)
+            grams.setdefault(lang, {})[gram] = hits
+            parts = gram.split(" ")
+            known = prefixes.setdefault(lang, set())
             for m in range(1, len(parts)):
-                prefixes.add(" ".join(parts[:m]))
-        self._prefixes = prefixes
+                known.add(" ".join(parts[:m]))
+        self._grams, self._prefixes = grams, prefixes
 
     def _label_of(self, key: str) -> str:
         return key.split("|", 1)[1]
 
     def candidates(self, batch: Batch) -> Candidates:
+        # the scan is plain Python over each record's tokens (n-grams grown one token at a
+        # time, one dict lookup each): the hybrid's costliest source per record before
+        # issue 23 joined slices and prefixed keys for every lookup
         rows, cols, feats = [], [], []
         matches: list[dict[int, str]] = []
         batch.evidence[self.name] = matches
+        max_m = self.max_ngram
         for r, (toks, ttoks, lang) in enumerate(zip(batch.tokens, batch.title_tokens,
                                                     batch.languages, strict=True)):
+            lg = lang if lang in ("de", "en") else "de"
+            grams = self._grams.get(lg, {})
+            prefixes = self._prefixes.get(lg, set())
             found: dict[int, list[float]] = {}
             keys: dict[int, str] = {}
             n = len(toks)
             title_set = set()
             for i in range(len(ttoks)):
-                for m in range(1, self.max_ngram + 1):
-                    if i + m > len(ttoks):
-                        break
-                    title_set.add(" ".join(ttoks[i:i + m]))
-            prefix = (lang if lang in ("de", "en") else "de") + "|"
+                gram = ttoks[i]
+                title_set.add(gram)
+                for j in range(i + 1, min(i + max_m, len(ttoks))):
+                    gram = gram + " " + ttoks[j]
+                    title_set.add(gram)
             for i in range(n):
-                for m in range(1, self.max_ngram + 1):
-                    if i + m > n:
+                gram = toks[i]
+                m = 1
+                while True:
+                    hits = grams.get(gram)
+                    if hits:
+                        in_title, nhits, first = float(gram in title_set), float(len(hits)), \
+                            i / max(n, 1)
+                        for pos, pref in hits:
+                            f = found.get(pos)
+                            if f is None:
+                                found[pos] = [1.0, in_title, float(m), first, float(pref), nhits]
+                                keys[pos] = gram
+                            else:
+                                f[0] += 1.0
+                                f[4] = max(f[4], float(pref))
+                    elif gram not in prefixes:
                         break
-                    gram = " ".join(toks[i:i + m])
-                    key = prefix + gram
-                    hits = self.table_.get(key)
-                    if not hits:
-                        if key not in self._prefixes:
-                            break
-                        continue
-                    for pos, pref in hits:
-                        f = found.get(pos)
-                        if f is None:
-                            found[pos] = [1.0, float(gram in title_set), float(m), i / max(n, 1),
-                                          float(pref), float(len(hits))]
-                            keys[pos] = gram
-                        else:
-                            f[0] += 1.0
-                            f[4] = max(f[4], float(pref))
+                    m += 1
+                    if m > max_m or i + m > n:
+                        break
+                    gram = gram + " " + toks[i + m - 1]
             for pos, f in found.items():
                 rows.append(r)
                 cols.append(pos)
