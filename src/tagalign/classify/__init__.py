@@ -5,7 +5,7 @@ metrics. The CLI (`tagalign classify`) is a thin layer over `get_classifier` /
 `load_classifier`.
 """
 
-from tagalign.classify import label_contrastive, linear  # noqa: F401 - recipe registration
+from tagalign.classify import label_contrastive, linear, ngrams  # noqa: F401 - registration
 from tagalign.classify.base import (
     CLASSIFIERS,
     Classifier,
