@@ -162,7 +162,8 @@ def score(name: str, probs: np.ndarray, ydev: np.ndarray, dev, labels, args, **e
     from tagalign.classify.metrics import report
     from tagalign.classify.thresholds import decide, tune
 
-    perm = np.random.default_rng(args.seed).permutation(len(ydev))
+    perm = (np.arange(len(ydev)) if args.seed is None  # already in the seeded order
+            else np.random.default_rng(args.seed).permutation(len(ydev)))
     t_idx, e_idx = perm[: args.n_tune], perm[args.n_tune:]
     found = tune(probs[t_idx], ydev[t_idx])
     rep = report(ydev[e_idx], decide(probs[e_idx], np.asarray(found["per_class"])),
@@ -179,6 +180,24 @@ def score(name: str, probs: np.ndarray, ydev: np.ndarray, dev, labels, args, **e
     return r
 
 
+def with_row(args, ydev, dev, labels, variant: str, row_probs: Path, n_tune: int,
+             n_eval: int) -> None:
+    """A variant beside (and averaged with) a `benchmarks/domains.py` row whose cached dev
+    scores (``probs-full-ROW-seedS-TUNE-EVAL.npy``: its first TUNE records tune, the next
+    EVAL are scored, in the same seeded order as here) are given: all three scored on the
+    row's protocol."""
+    perm = np.random.default_rng(args.seed).permutation(len(ydev))[: n_tune + n_eval]
+    mine = np.load(args.out / f"probs-{variant}-nall.npy")[perm]
+    row = np.load(row_probs)
+    assert row.shape == mine.shape, (row.shape, mine.shape)
+    sub = argparse.Namespace(**{**vars(args), "n_tune": n_tune, "seed": None})
+    sub_dev = [dev[i] for i in perm]
+    for name, probs in ((variant, mine), (row_probs.stem, row),
+                        (f"avg({variant}, {row_probs.stem})", (mine + row) / 2)):
+        score(f"{name} [{n_tune}/{n_eval}]", probs, ydev[perm], sub_dev, labels, sub,
+              protocol=f"domains.py seed {args.seed}: {n_tune} tune / {n_eval} scored")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--train", type=Path, default=DATA / "llms4subjects/train.jsonl.gz")
@@ -189,6 +208,9 @@ def main() -> None:
     ap.add_argument("--average", default="",
                     help="averages to score: a+b;c+d@n10000 (cached probabilities; "
                     "@nN: the variant trained on N records, default this run's)")
+    ap.add_argument("--with-row", type=Path, default=None,
+                    help="cached scores of a domains.py row (probs-full-ROW-seed0-T-E.npy) "
+                    "to score the variant of --variants-nall beside and averaged with")
     ap.add_argument("--n-train", type=int, default=0, help="seeded train sample (0: all)")
     ap.add_argument("--n-tune", type=int, default=4000)
     ap.add_argument("--emb-chars", type=int, default=300)
@@ -206,6 +228,10 @@ def main() -> None:
           flush=True)
     tag = f"n{args.n_train or 'all'}"
     variants = [v for v in args.variants.split(",") if v]
+    if args.with_row:  # probabilities cached: nothing to train
+        n_tune, n_eval = (int(x) for x in args.with_row.stem.split("-")[-2:])
+        with_row(args, ydev, dev, labels, variants[0], args.with_row, n_tune, n_eval)
+        return
     if "best" in variants or "best" in args.average:
         best = best_variant(args.out, len(train))
         variants = [best if v == "best" else v for v in variants]

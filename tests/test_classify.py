@@ -298,6 +298,9 @@ def test_linear_learns_the_tiny_domains(recipe):
 
 
 def test_linear_ngrams_features_and_a_label_without_examples():
+    from tagalign.classify import DEFAULT_RECIPE
+
+    assert DEFAULT_RECIPE == "linear-ngrams"
     examples = domain_examples(60)
     clf = get_classifier("linear-ngrams", char_chars=30, char_ngrams=[3, 4])
     clf.fit(examples, labels=["arc", "bau", "bio", "inf", "lit", "phi", "soz", "zzz"])

@@ -39,7 +39,7 @@ def with_bigrams(tokens: list[str]) -> list[str]:
 @register_classifier
 class NgramLinearClassifier(LinearClassifier):
     name = "linear-ngrams"
-    defaults: dict[str, Any] = {"C": 8.0, "min_df": 2, "max_df": 0.5, "max_iter": 1000,
+    defaults: dict[str, Any] = {"C": 4.0, "min_df": 2, "max_df": 0.5, "max_iter": 1000,
                                 "word_ngrams": 2, "char_chars": 200, "char_ngrams": [2, 5],
                                 "class_weight": None, "limit_train": None, "seed": 0,
                                 "threads": 0}
