@@ -271,6 +271,7 @@ def test_decide_gives_every_record_a_label_and_metrics_by_hand():
 def test_save_load_identical_predictions_and_label_set_check(bert, tmp_path):
     examples = domain_examples(96)
     for name, clf in [("linear", get_classifier("linear")),
+                      ("ngrams", get_classifier("linear-ngrams", char_chars=40)),
                       ("mcpt", mcpt(bert, epochs_head=2, epochs_contrastive=1,
                                     epochs_post=1, per_language=True))]:
         clf.fit(examples[:72], examples[72:])
@@ -287,12 +288,30 @@ def test_save_load_identical_predictions_and_label_set_check(bert, tmp_path):
             load_classifier(tmp_path / name, labels=clf.labels_.labels + ["xyz"])
 
 
-def test_linear_learns_the_tiny_domains():
+@pytest.mark.parametrize("recipe", ["linear", "linear-ngrams"])
+def test_linear_learns_the_tiny_domains(recipe):
     examples = domain_examples(200)
-    clf = get_classifier("linear").fit(examples[:150], examples[150:])
+    clf = get_classifier(recipe).fit(examples[:150], examples[150:])
     test = domain_examples(60, seed=9)
     pred = clf.decide(clf.predict_proba(test))
     assert micro_f1(clf.labels_.matrix(test), pred) > 0.9
+
+
+def test_linear_ngrams_features_and_a_label_without_examples():
+    from tagalign.classify import DEFAULT_RECIPE
+
+    assert DEFAULT_RECIPE == "linear-ngrams"
+    examples = domain_examples(60)
+    clf = get_classifier("linear-ngrams", char_chars=30, char_ngrams=[3, 4])
+    clf.fit(examples, labels=["arc", "bau", "bio", "inf", "lit", "phi", "soz", "zzz"])
+    words = set(clf.tfidf_.vectorizers_["words"].vocabulary_)
+    chars = set(clf.chars_.vectorizers_["chars"].vocabulary_)
+    assert any(" " in t for t in words)  # bigrams of stemmed tokens
+    assert chars and all(3 <= len(t) <= 4 for t in chars)
+    probs = clf.predict_proba(examples[:5])
+    assert probs.shape == (5, 8) and (probs[:, 7] < 1e-6).all()  # never seen: never likely
+    with pytest.raises(ValueError, match="word_ngrams"):
+        get_classifier("linear-ngrams", word_ngrams=3)
 
 
 # -- input ------------------------------------------------------------------------------

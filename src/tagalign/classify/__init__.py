@@ -1,11 +1,11 @@
 """Multi-label text classification (record domains and other label sets).
 
-data → model (recipes `label-contrastive` (mCPT, R5) and `linear`) → thresholds →
-metrics. The CLI (`tagalign classify`) is a thin layer over `get_classifier` /
-`load_classifier`.
+data → model (recipes `linear-ngrams` (the default), `linear` and `label-contrastive`
+(mCPT, R5)) → thresholds → metrics. The CLI (`tagalign classify`) is a thin layer over
+`get_classifier` / `load_classifier`.
 """
 
-from tagalign.classify import label_contrastive, linear  # noqa: F401 - recipe registration
+from tagalign.classify import label_contrastive, linear, ngrams  # noqa: F401 - registration
 from tagalign.classify.base import (
     CLASSIFIERS,
     Classifier,
@@ -16,7 +16,7 @@ from tagalign.classify.base import (
 )
 from tagalign.classify.data import Example, LabelSet, read_examples
 
-DEFAULT_RECIPE = "linear"
+DEFAULT_RECIPE = "linear-ngrams"
 
 __all__ = ["CLASSIFIERS", "DEFAULT_RECIPE", "Classifier", "Example", "LabelSet",
            "LabelSetMismatch", "get_classifier", "load_classifier", "read_examples",

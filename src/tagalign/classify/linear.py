@@ -61,7 +61,6 @@ class LinearClassifier(Classifier):
         from sklearn.linear_model import LogisticRegression
         from sklearn.multiclass import OneVsRestClassifier
 
-
         p = self.params
         if p["limit_train"]:
             rng = np.random.default_rng(p["seed"])
@@ -77,7 +76,11 @@ class LinearClassifier(Classifier):
                                                      random_state=p["seed"]))
         ovr.fit(x, y.astype(int))
         self._tick("logistic regression", 1, 1)
-        coef = np.zeros((y.shape[1], x.shape[1]), np.float32)
+        self._keep_coefficients(ovr, x.shape[1], y)
+
+    def _keep_coefficients(self, ovr, n_features: int, y: np.ndarray) -> None:
+        """``coef_``/``intercept_`` from a fitted one-vs-rest model."""
+        coef = np.zeros((y.shape[1], n_features), np.float32)
         intercept = np.zeros(y.shape[1], np.float32)
         for j, est in enumerate(ovr.estimators_):
             if hasattr(est, "coef_"):

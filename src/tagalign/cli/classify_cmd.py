@@ -25,7 +25,9 @@ classify_app = typer.Typer(
     no_args_is_help=True)
 app.add_typer(classify_app, name="classify")
 
-RECIPES = "label-contrastive (mCPT) or linear (TF-IDF + logistic regression)"
+RECIPES = ("linear-ngrams (TF-IDF word uni+bigrams and character n-grams + logistic "
+           "regression), linear (TF-IDF words + logistic regression) or label-contrastive "
+           "(mCPT)")
 
 
 def _examples(path: Path, label_field: str, *, strict: bool, require_labels: bool,

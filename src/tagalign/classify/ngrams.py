@@ -1,0 +1,142 @@
+"""`linear-ngrams`: the `linear` baseline with richer features — the default of
+`tagalign classify` (the best dev micro-F1 measured, `benchmarks/domains_variants.py`).
+
+Features, each L2-normalised TF-IDF (sublinear tf) and stacked side by side:
+
+- words: the project's stemmed tokens (`tagalign.text.Analyzer`, each record in its own
+  language, both languages in one space) and, with ``word_ngrams=2``, their bigrams;
+- characters: ``char_ngrams`` (min, max) character n-grams within words (scikit-learn's
+  ``char_wb``) of the first ``char_chars`` characters of the text (the title and the
+  opening of the abstract; ``char_chars=0`` turns them off) — word parts that stemming
+  misses (compounds such as *Werkstoff*/*Werkstoffprüfung*).
+
+One-vs-rest logistic regression (liblinear, ``C``, optional ``class_weight="balanced"``),
+thresholds tuned like every recipe. Saved as two TF-IDF vocabularies/idf (JSON + npy) and
+the coefficient matrix (npy), no pickle.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from tagalign.classify.base import register_classifier
+from tagalign.classify.data import Example
+from tagalign.classify.linear import LinearClassifier
+from tagalign.text.tfidf import TfidfFeaturizer
+
+WORDS, CHARS = "words", "chars"
+
+
+def with_bigrams(tokens: list[str]) -> list[str]:
+    """Tokens plus their adjacent pairs (``"a b"``)."""
+    return tokens + [f"{a} {b}" for a, b in zip(tokens, tokens[1:], strict=False)]
+
+
+@register_classifier
+class NgramLinearClassifier(LinearClassifier):
+    name = "linear-ngrams"
+    defaults: dict[str, Any] = {"C": 4.0, "min_df": 2, "max_df": 0.5, "max_iter": 1000,
+                                "word_ngrams": 2, "char_chars": 200, "char_ngrams": [2, 5],
+                                "class_weight": None, "limit_train": None, "seed": 0,
+                                "threads": 0}
+
+    @classmethod
+    def check_params(cls, params: dict[str, Any]) -> None:
+        super().check_params(params)
+        if params.get("word_ngrams", 1) not in (1, 2):
+            raise ValueError("recipe 'linear-ngrams': word_ngrams must be 1 or 2")
+        lo_hi = params.get("char_ngrams", [2, 5])
+        if not (isinstance(lo_hi, list | tuple) and len(lo_hi) == 2
+                and 1 <= int(lo_hi[0]) <= int(lo_hi[1])):
+            raise ValueError("recipe 'linear-ngrams': char_ngrams must be [min, max], "
+                             "1 <= min <= max")
+        if params.get("char_chars", 0) < 0:
+            raise ValueError("recipe 'linear-ngrams': char_chars must be >= 0")
+        if params.get("class_weight") not in (None, "balanced"):
+            raise ValueError("recipe 'linear-ngrams': class_weight must be null or "
+                             "'balanced'")
+
+    def __init__(self, **params: Any):
+        super().__init__(**params)
+        self.chars_ = None
+
+    def _char_tokens(self, examples: Sequence[Example]) -> list[list[str]]:
+        from sklearn.feature_extraction.text import TfidfVectorizer
+
+        lo, hi = self.params["char_ngrams"]
+        grams = TfidfVectorizer(analyzer="char_wb", ngram_range=(int(lo), int(hi)),
+                                lowercase=True).build_analyzer()
+        n = self.params["char_chars"]
+        return [grams(ex.text[:n]) for ex in examples]
+
+    def _word_tokens(self, examples: Sequence[Example]) -> list[list[str]]:
+        tokens = self._features(examples)
+        return [with_bigrams(t) for t in tokens] if self.params["word_ngrams"] == 2 \
+            else tokens
+
+    def _stack(self, examples: Sequence[Example], fit: bool):
+        import scipy.sparse as sp
+
+        parts = []
+        spaces = [(WORDS, self._word_tokens)]
+        if self.params["char_chars"]:
+            spaces.append((CHARS, self._char_tokens))
+        for space, make in spaces:
+            tokens = make(examples)
+            if fit:
+                featurizer = TfidfFeaturizer([space], min_df=self.params["min_df"],
+                                             max_df=self.params["max_df"])
+                featurizer.fit(tokens, [space] * len(tokens))
+                if space == WORDS:
+                    self.tfidf_ = featurizer
+                else:
+                    self.chars_ = featurizer
+            featurizer = self.tfidf_ if space == WORDS else self.chars_
+            routed = featurizer.transform(tokens, [space] * len(tokens))
+            parts.append(routed[space][1] if space in routed else
+                         sp.csr_matrix((len(tokens), featurizer.n_features(space)),
+                                       dtype=np.float32))
+        x = sp.hstack(parts).tocsr()
+        x.sum_duplicates()
+        x.sort_indices()
+        return x
+
+    def _fit(self, train: Sequence[Example], y: np.ndarray) -> None:
+        from joblib import parallel_backend
+        from sklearn.linear_model import LogisticRegression
+        from sklearn.multiclass import OneVsRestClassifier
+
+        from tagalign.runtime import threads
+
+        p = self.params
+        if p["limit_train"]:
+            rng = np.random.default_rng(p["seed"])
+            keep = np.sort(rng.permutation(len(train))[: p["limit_train"]])
+            train, y = [train[i] for i in keep], y[keep]
+        x = self._stack(train, fit=True)
+        self._tick("logistic regression", 0, 1)
+        ovr = OneVsRestClassifier(LogisticRegression(
+            C=p["C"], solver="liblinear", max_iter=p["max_iter"],
+            class_weight=p["class_weight"], random_state=p["seed"]))
+        # one binary problem per label, in threads (liblinear releases the GIL)
+        with parallel_backend("threading", n_jobs=p["threads"] or threads()):
+            ovr.fit(x, y.astype(int))
+        self._tick("logistic regression", 1, 1)
+        self._keep_coefficients(ovr, x.shape[1], y)
+
+    def _matrix(self, examples: Sequence[Example]):
+        return self._stack(examples, fit=False)
+
+    def _save_state(self, folder: Path) -> None:
+        super()._save_state(folder)
+        if self.chars_ is not None:
+            self.chars_.save(folder / "tfidf-chars")
+
+    def _load_state(self, folder: Path) -> None:
+        super()._load_state(folder)
+        if self.params["char_chars"]:
+            self.chars_ = TfidfFeaturizer.load(folder / "tfidf-chars")
