@@ -420,6 +420,37 @@ def test_training_restores_exactly_the_best_epochs_weights(tiny_st, tmp_path, mo
     assert scorer.thresholds.cuts_ == expected.cuts_
 
 
+def test_markers_train_when_train_layers_freezes_the_embeddings(tiny_st, tmp_path):
+    """train_layers=1 freezes the embedding matrix with the lower layer: the two marker rows
+    still move (a parameter of their own, folded back after training), every other row and
+    the frozen layer stay byte for byte, and the folded model saves without extra keys."""
+    import torch
+
+    from tagalign.pairs.model import MARKERS, PairScorer, train
+
+    write_comedi(tmp_path / "data" / "en", n_uses=6, seed=0)
+    write_comedi(tmp_path / "dev" / "en", n_uses=6, seed=1)
+    scorer = PairScorer.build(tiny_params(tiny_st, train_layers=1, lr=1e-2), device="cpu")
+    body = scorer.model[0].auto_model
+    emb = body.get_input_embeddings()
+    ids = scorer.model.tokenizer.convert_tokens_to_ids(list(MARKERS))
+    before = emb.weight.detach().clone()
+    lower = body.encoder.layer[0].attention.self.query.weight.detach().clone()
+    train(scorer, load_comedi(tmp_path / "data"), load_comedi(tmp_path / "dev"),
+          tmp_path / "work")
+    after = emb.weight.detach()
+    others = torch.ones(len(after), dtype=torch.bool)
+    others[ids] = False
+    assert torch.equal(after[others], before[others])
+    assert all(not torch.equal(after[i], before[i]) for i in ids)
+    assert torch.equal(body.encoder.layer[0].attention.self.query.weight, lower)
+    assert [n for n, _ in emb.named_parameters()] == ["weight"] and not emb._forward_hooks
+    scorer.save(tmp_path / "model")
+    loaded = PairScorer.load(tmp_path / "model", device="cpu")
+    assert torch.equal(loaded.model[0].auto_model.get_input_embeddings().weight[ids],
+                       after[ids])
+
+
 def test_load_refuses_a_folder_without_markers(tiny_st, tmp_path):
     from tagalign.pairs.model import PairScorer
 
