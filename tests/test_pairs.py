@@ -134,6 +134,26 @@ def test_wic_jsonl_maps_binary_labels(tmp_path):
     assert [m.split(": ")[0] for m in report.skipped] == [f"{path}:3", f"{path}:4"]
 
 
+def _wic_rows(labels: list) -> str:
+    return "".join(json.dumps({"sentence1": "a bank loan", "sentence2": "my bank account",
+                               "start1": 2, "end1": 6, "start2": 3, "end2": 7, "label": x})
+                   + "\n" for x in labels)
+
+
+def test_wic_jsonl_keeps_a_graded_file_and_refuses_another_scale(tmp_path):
+    graded = tmp_path / "graded.jsonl"
+    graded.write_text(_wic_rows([1, 2.5, 4, 3]), "utf-8")
+    assert [p.label for p in load_wic_jsonl(graded)] == [1.0, 2.5, 4.0, 3.0]
+    binary = tmp_path / "binary.jsonl"
+    binary.write_text(_wic_rows([1, 0, True, 1]), "utf-8")
+    assert [p.label for p in load_wic_jsonl(binary)] == [4.0, 2.0, 4.0, 4.0]
+    for labels, scale in (([0, 1, 5], "0..5"), ([0, 2, 3], "0..3"), ([-1, 1], "-1..1")):
+        other = tmp_path / "other.jsonl"
+        other.write_text(_wic_rows(labels), "utf-8")
+        with pytest.raises(ValueError, match=rf"scale of {scale} .*neither binary"):
+            load_wic_jsonl(other)
+
+
 # -- metrics and cut points -------------------------------------------------------------
 def _alpha_by_hand(a: list[int], b: list[int]) -> float:
     """Krippendorff's ordinal alpha from the coincidence matrix (two coders, no gaps)."""
