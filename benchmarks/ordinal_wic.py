@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -43,9 +44,17 @@ ANCHORS = [("XL-DURel (XLM-R-large, WiC+CoMeDi, AnglE, GPU)", 0.667),
            ("best CoMeDi shared-task system", 0.656),
            ("XL-LEXEME off the shelf", 0.580),
            ("untuned SBERT", 0.086)]
-ROWS = {"floor": ("angle", 0), "angle": ("angle", None), "cosent": ("cosent", None),
-        "contrastive": ("contrastive", None), "cosine": ("cosine", None),
-        "angle-target": ("angle", None)}
+LOSSES = ("angle", "cosent", "contrastive", "cosine")
+#: a row is ``floor`` (no training) or a loss, ``-target`` for target pooling
+ROWS = ("floor", *LOSSES, *(f"{x}-target" for x in LOSSES))
+
+
+def row_settings(row: str) -> tuple[str, int | None, str]:
+    """(loss, epochs or None for ``--epochs``, pooling) of a row name."""
+    if row == "floor":
+        return "angle", 0, "mean"
+    loss, _, pooling = row.partition("-")
+    return loss, None, pooling or "mean"
 
 
 def split_dev(pairs: list, dev_pairs: int, seed: int) -> tuple[list, list]:
@@ -91,9 +100,8 @@ def run_row(args: argparse.Namespace) -> dict:
     from tagalign.runtime import set_threads
 
     set_threads(args.threads)
-    loss, epochs = ROWS[args.row]
-    params = {"base_model": args.base_model, "loss": loss,
-              "pooling": "target" if args.row.endswith("-target") else "mean",
+    loss, epochs, pooling = row_settings(args.row)
+    params = {"base_model": args.base_model, "loss": loss, "pooling": pooling,
               "epochs": args.epochs if epochs is None else epochs,
               "max_seq_length": args.max_seq_length, "lr": args.lr,
               "batch_size": args.batch_size, "seed": args.seed,
@@ -119,7 +127,8 @@ def run_row(args: argparse.Namespace) -> dict:
             "lr": args.lr, "alpha": {k: v["alpha"] for k, v in result["languages"].items()},
             "mean_alpha": result["mean_alpha"], "spearman": result["spearman"],
             "train_s": train_s, "pairs_per_s": pps, "peak_rss_gb": peak_rss_gb(),
-            "device": scorer.model.device.type, "history": scorer.history}
+            "device": scorer.model.device.type, "history": scorer.history,
+            "markers": "trained", "load_1min": os.getloadavg()[0]}
 
 
 def print_table(rows: list[dict]) -> None:
