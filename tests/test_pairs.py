@@ -535,3 +535,48 @@ def test_cli_train_predict_eval_round_trip(tiny_st, tmp_path):
     assert json.loads(out.stdout)["mean_alpha"] == pytest.approx(1.0)
     out = runner.invoke(app, ["pairs", "eval", str(tmp_path / "dev"), str(tmp_path / "nope")])
     assert out.exit_code == 1 and "not found" in out.output
+
+
+def test_cli_train_fit_split_reports_alpha_on_the_held_out_dev_pairs(tiny_st, tmp_path):
+    """--fit-split 0.5: half of each language's dev pairs (seeded) picks the epoch and fits
+    the cut points; the alpha printed and kept in config.json is that of the other half,
+    the same figure `pairs predict` + `evaluate` give on those pairs with the saved model."""
+    from typer.testing import CliRunner
+
+    from tagalign.cli import app, pairs_cmd  # noqa: F401 - registers `tagalign pairs`
+    from tagalign.pairs.model import PairScorer, split_dev
+
+    for lang, seed in (("english", 0), ("german", 1)):
+        write_comedi(tmp_path / "train" / lang, n_uses=6, seed=seed)
+        write_comedi(tmp_path / "dev" / lang, n_uses=8, seed=seed + 10)
+    dev = load_comedi(tmp_path / "dev")
+    fit, held = split_dev(dev, 0.5, seed=0)
+    assert {(p.language, p.key) for p in fit}.isdisjoint({(p.language, p.key) for p in held})
+    assert len(fit) + len(held) == len(dev)
+    for lang in ("english", "german"):
+        n = sum(p.language == lang for p in dev)
+        assert sum(p.language == lang for p in fit) == n // 2
+    assert [p.key for p in split_dev(dev, 0.5, seed=0)[1]] == [p.key for p in held]
+    out = CliRunner().invoke(app, ["pairs", "train", str(tmp_path / "model"), "--train",
+                                   str(tmp_path / "train"), "--dev", str(tmp_path / "dev"),
+                                   "--base-model", f"st:{tiny_st}", "--loss", "cosent",
+                                   "--param", "epochs=1", "--param", "max_seq_length=32",
+                                   "--param", "lr=0.001",
+                                   "--param", "batch_size=8", "--device", "cpu",
+                                   "--fit-split", "0.5"])
+    assert out.exit_code == 0, out.output
+    text = " ".join(out.output.split())  # rich wraps long lines
+    assert f"{len(fit)} pairs fit" in text and f"{len(held)} held out" in text
+    config = json.loads((tmp_path / "model" / "config.json").read_text())
+    figure = config["history"][-1]["held_out_dev"]
+    assert figure["pairs"] == len(held) and figure["fit_split"] == 0.5
+    assert f"mean alpha {figure['mean_alpha']:.4f}" in text
+    assert "Computing widget examples" not in out.output  # one progress display (issue 23)
+    labels, scores = PairScorer.load(tmp_path / "model", device="cpu").predict(held)
+    again = evaluate([p.label for p in held], labels, [p.language for p in held], scores)
+    assert figure["mean_alpha"] == pytest.approx(again["mean_alpha"], abs=1e-9)
+    assert figure["spearman"] == pytest.approx(again["spearman"], abs=1e-6)
+    bad = CliRunner().invoke(app, ["pairs", "train", str(tmp_path / "m2"), "--train",
+                                   str(tmp_path / "train"), "--dev", str(tmp_path / "dev"),
+                                   "--fit-split", "1.5"])
+    assert bad.exit_code == 2 and "strictly between 0 and 1" in bad.output

@@ -10,7 +10,8 @@ from tagalign.params import ParamSpec
 
 DEFAULTS: dict[str, Any] = {"base_model": "e5-small", "loss": "angle", "pooling": "mean",
                             "lr": 1e-5, "batch_size": 32, "epochs": 10, "max_seq_length": 128,
-                            "train_layers": None, "limit_pairs": None, "seed": 0,
+                            "train_layers": None, "train_markers": True,
+                            "limit_pairs": None, "seed": 0,
                             "warmup": 0.1, "encode_batch_size": 64}
 POOLINGS = ("mean", "target")
 

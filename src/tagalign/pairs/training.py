@@ -48,7 +48,8 @@ def fit_model(scorer: PairScorer, train_pairs: Sequence[Pair], dev: Sequence[Pai
     markers = None
     if p["train_layers"] is not None:
         freeze_lower_layers(model, int(p["train_layers"]))
-        markers = MarkerRows.attach(scorer)  # the markers learn even so
+        if p["train_markers"]:  # the markers learn even so (False: the old, faster way)
+            markers = MarkerRows.attach(scorer)
     data = Dataset.from_dict(training_columns(scorer, train_pairs)).shuffle(seed=p["seed"])
     if len(data) == 0:
         raise ValueError("no training pairs left after mapping labels to the loss's targets")
