@@ -44,13 +44,13 @@ ANCHORS = [("XL-DURel (XLM-R-large, WiC+CoMeDi, AnglE, GPU)", 0.667),
            ("untuned SBERT", 0.086)]
 LOSSES = ("angle", "cosent", "contrastive", "cosine")
 #: a row is ``floor`` (no training) or a loss, ``-target`` for target pooling
-ROWS = ("floor", *LOSSES, *(f"{x}-target" for x in LOSSES))
+ROWS = ("floor", "floor-target", *LOSSES, *(f"{x}-target" for x in LOSSES))
 
 
 def row_settings(row: str) -> tuple[str, int | None, str]:
     """(loss, epochs or None for ``--epochs``, pooling) of a row name."""
-    if row == "floor":
-        return "angle", 0, "mean"
+    if row.startswith("floor"):
+        return "angle", 0, "target" if row.endswith("-target") else "mean"
     loss, _, pooling = row.partition("-")
     return loss, None, pooling or "mean"
 
