@@ -580,3 +580,12 @@ def test_cli_train_fit_split_reports_alpha_on_the_held_out_dev_pairs(tiny_st, tm
                                    str(tmp_path / "train"), "--dev", str(tmp_path / "dev"),
                                    "--fit-split", "1.5"])
     assert bad.exit_code == 2 and "strictly between 0 and 1" in bad.output
+
+
+def test_pairs_params_allow_epochs_zero_for_the_untuned_floor():
+    from tagalign.pairs.params import check_params
+    from tagalign.params import ParamError
+
+    check_params({"epochs": 0})  # the benchmark's floor row: no training, cut points only
+    with pytest.raises(ParamError, match="epochs=-1"):
+        check_params({"epochs": -1})

@@ -3,7 +3,9 @@ torch (so `tagalign pairs train` refuses a bad value before loading anything).""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
+
+from pydantic import Field
 
 from tagalign.pairs.losses import get_loss
 from tagalign.params import ParamSpec
@@ -23,7 +25,8 @@ def check_params(params: dict[str, Any]) -> None:
     if unknown:
         raise ValueError(f"unknown parameter(s) {', '.join(unknown)}; "
                          f"known: {', '.join(sorted(DEFAULTS))}")
-    ParamSpec("pairs", DEFAULTS).check(params)
+    # epochs=0: the untuned encoder with fitted cut points (the benchmark's floor row)
+    ParamSpec("pairs", DEFAULTS, epochs=Annotated[int, Field(ge=0)]).check(params)
     pooling = params.get("pooling", DEFAULTS["pooling"])
     if pooling not in POOLINGS:
         raise ValueError(f"pooling must be one of {POOLINGS}, got {pooling!r}")
