@@ -27,14 +27,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import tempfile
 import time
 from collections import Counter
 from pathlib import Path
-
-import numpy as np
 
 from _common import DATA, peak_rss_gb
 
@@ -43,25 +42,26 @@ ANCHORS = [("XL-DURel (XLM-R-large, WiC+CoMeDi, AnglE, GPU)", 0.667),
            ("best CoMeDi shared-task system", 0.656),
            ("XL-LEXEME off the shelf", 0.580),
            ("untuned SBERT", 0.086)]
-ROWS = {"floor": ("angle", 0), "angle": ("angle", None), "cosent": ("cosent", None),
-        "contrastive": ("contrastive", None), "cosine": ("cosine", None),
-        "angle-target": ("angle", None)}
+LOSSES = ("angle", "cosent", "contrastive", "cosine")
+#: a row is ``floor`` (no training) or a loss, ``-target`` for target pooling
+ROWS = ("floor", "floor-target", *LOSSES, *(f"{x}-target" for x in LOSSES))
+
+
+def row_settings(row: str) -> tuple[str, int | None, str]:
+    """(loss, epochs or None for ``--epochs``, pooling) of a row name."""
+    if row.startswith("floor"):
+        return "angle", 0, "target" if row.endswith("-target") else "mean"
+    loss, _, pooling = row.partition("-")
+    return loss, None, pooling or "mean"
 
 
 def split_dev(pairs: list, dev_pairs: int, seed: int) -> tuple[list, list]:
     """A seeded sample of dev, halved per language (A: fit, B: report)."""
     from tagalign.pairs.model import sample_pairs
+    from tagalign.pairs.model import split_dev as halves  # `pairs train --fit-split 0.5`
 
     pairs = sample_pairs([p for p in pairs if p.label is not None], dev_pairs or None, seed)
-    rng = np.random.default_rng(seed + 1)
-    a, b = [], []
-    for lang in sorted({p.language for p in pairs}):
-        mine = [p for p in pairs if p.language == lang]
-        order = rng.permutation(len(mine))
-        half = len(mine) // 2
-        a += [mine[i] for i in order[:half]]
-        b += [mine[i] for i in order[half:]]
-    return a, b
+    return halves(pairs, 0.5, seed)
 
 
 def describe(name: str, pairs: list) -> str:
@@ -91,14 +91,13 @@ def run_row(args: argparse.Namespace) -> dict:
     from tagalign.runtime import set_threads
 
     set_threads(args.threads)
-    loss, epochs = ROWS[args.row]
-    params = {"base_model": args.base_model, "loss": loss,
-              "pooling": "target" if args.row.endswith("-target") else "mean",
+    loss, epochs, pooling = row_settings(args.row)
+    params = {"base_model": args.base_model, "loss": loss, "pooling": pooling,
               "epochs": args.epochs if epochs is None else epochs,
               "max_seq_length": args.max_seq_length, "lr": args.lr,
               "batch_size": args.batch_size, "seed": args.seed,
               "train_layers": None if args.train_layers < 0 else args.train_layers,
-              "limit_pairs": None}
+              "limit_pairs": None, "train_markers": not args.frozen_markers}
     train_pairs, dev_a, dev_b = load_data(args)
     scorer = PairScorer.build(params, device=args.device)
     t0 = time.perf_counter()
@@ -119,12 +118,14 @@ def run_row(args: argparse.Namespace) -> dict:
             "lr": args.lr, "alpha": {k: v["alpha"] for k, v in result["languages"].items()},
             "mean_alpha": result["mean_alpha"], "spearman": result["spearman"],
             "train_s": train_s, "pairs_per_s": pps, "peak_rss_gb": peak_rss_gb(),
-            "device": scorer.model.device.type, "history": scorer.history}
+            "device": scorer.model.device.type, "history": scorer.history,
+            "markers": "trained" if params["train_markers"] or params["train_layers"] is None
+            else "frozen", "load_1min": os.getloadavg()[0]}
 
 
 def print_table(rows: list[dict]) -> None:
     langs = sorted({k for r in rows for k in r["alpha"]})
-    head = ["row", "model", "loss", "pool", "ep", "pairs", "seq", "layers"] + \
+    head = ["row", "model", "loss", "pool", "ep", "pairs", "seq", "layers", "markers"] + \
         [x[:3] for x in langs] + ["mean α", "ρ", "train s", "pairs/s", "RSS GB"]
     print("| " + " | ".join(head) + " |")
     print("|" + "---|" * len(head))
@@ -132,7 +133,8 @@ def print_table(rows: list[dict]) -> None:
         cells = [r["row"], r["base_model"], r["loss"], r["pooling"], str(r["epochs"]),
                  str(r["train_pairs"]), str(r["max_seq_length"]),
                  "-" if not r["epochs"] else
-                 "all" if r["train_layers"] is None else str(r["train_layers"])]
+                 "all" if r["train_layers"] is None else str(r["train_layers"]),
+                 "-" if not r["epochs"] else r.get("markers", "frozen")]
         cells += [f"{r['alpha'].get(x, float('nan')):.3f}" for x in langs]
         cells += [f"**{r['mean_alpha']:.3f}**", f"{r['spearman']:.3f}", f"{r['train_s']:.0f}",
                   f"{r['pairs_per_s']:.1f}", f"{r['peak_rss_gb']:.2f}"]
@@ -157,6 +159,8 @@ def main() -> None:
     ap.add_argument("--max-seq-length", type=int, default=96)
     ap.add_argument("--train-layers", type=int, default=3, help="-1: all layers")
     ap.add_argument("--lr", type=float, default=5e-5)
+    ap.add_argument("--frozen-markers", action="store_true",
+                    help="train_markers=false: markers keep their resize-time rows")
     ap.add_argument("--batch-size", type=int, default=32)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--threads", type=int, default=2)
@@ -183,6 +187,7 @@ def main() -> None:
                    "--max-seq-length", str(args.max_seq_length), "--lr", str(args.lr),
                    "--train-layers", str(args.train_layers), "--seed", str(args.seed),
                    "--batch-size", str(args.batch_size), "--threads", str(args.threads)]
+            cmd += ["--frozen-markers"] if args.frozen_markers else []
             cmd += ["--device", args.device] if args.device else []
             proc = subprocess.run(cmd, capture_output=True, text=True)
             sys.stderr.write(proc.stderr[-2000:] if proc.returncode else "")

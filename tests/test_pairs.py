@@ -134,6 +134,26 @@ def test_wic_jsonl_maps_binary_labels(tmp_path):
     assert [m.split(": ")[0] for m in report.skipped] == [f"{path}:3", f"{path}:4"]
 
 
+def _wic_rows(labels: list) -> str:
+    return "".join(json.dumps({"sentence1": "a bank loan", "sentence2": "my bank account",
+                               "start1": 2, "end1": 6, "start2": 3, "end2": 7, "label": x})
+                   + "\n" for x in labels)
+
+
+def test_wic_jsonl_keeps_a_graded_file_and_refuses_another_scale(tmp_path):
+    graded = tmp_path / "graded.jsonl"
+    graded.write_text(_wic_rows([1, 2.5, 4, 3]), "utf-8")
+    assert [p.label for p in load_wic_jsonl(graded)] == [1.0, 2.5, 4.0, 3.0]
+    binary = tmp_path / "binary.jsonl"
+    binary.write_text(_wic_rows([1, 0, True, 1]), "utf-8")
+    assert [p.label for p in load_wic_jsonl(binary)] == [4.0, 2.0, 4.0, 4.0]
+    for labels, scale in (([0, 1, 5], "0..5"), ([0, 2, 3], "0..3"), ([-1, 1], "-1..1")):
+        other = tmp_path / "other.jsonl"
+        other.write_text(_wic_rows(labels), "utf-8")
+        with pytest.raises(ValueError, match=rf"scale of {scale} .*neither binary"):
+            load_wic_jsonl(other)
+
+
 # -- metrics and cut points -------------------------------------------------------------
 def _alpha_by_hand(a: list[int], b: list[int]) -> float:
     """Krippendorff's ordinal alpha from the coincidence matrix (two coders, no gaps)."""
@@ -420,6 +440,37 @@ def test_training_restores_exactly_the_best_epochs_weights(tiny_st, tmp_path, mo
     assert scorer.thresholds.cuts_ == expected.cuts_
 
 
+def test_markers_train_when_train_layers_freezes_the_embeddings(tiny_st, tmp_path):
+    """train_layers=1 freezes the embedding matrix with the lower layer: the two marker rows
+    still move (a parameter of their own, folded back after training), every other row and
+    the frozen layer stay byte for byte, and the folded model saves without extra keys."""
+    import torch
+
+    from tagalign.pairs.model import MARKERS, PairScorer, train
+
+    write_comedi(tmp_path / "data" / "en", n_uses=6, seed=0)
+    write_comedi(tmp_path / "dev" / "en", n_uses=6, seed=1)
+    scorer = PairScorer.build(tiny_params(tiny_st, train_layers=1, lr=1e-2), device="cpu")
+    body = scorer.model[0].auto_model
+    emb = body.get_input_embeddings()
+    ids = scorer.model.tokenizer.convert_tokens_to_ids(list(MARKERS))
+    before = emb.weight.detach().clone()
+    lower = body.encoder.layer[0].attention.self.query.weight.detach().clone()
+    train(scorer, load_comedi(tmp_path / "data"), load_comedi(tmp_path / "dev"),
+          tmp_path / "work")
+    after = emb.weight.detach()
+    others = torch.ones(len(after), dtype=torch.bool)
+    others[ids] = False
+    assert torch.equal(after[others], before[others])
+    assert all(not torch.equal(after[i], before[i]) for i in ids)
+    assert torch.equal(body.encoder.layer[0].attention.self.query.weight, lower)
+    assert [n for n, _ in emb.named_parameters()] == ["weight"] and not emb._forward_hooks
+    scorer.save(tmp_path / "model")
+    loaded = PairScorer.load(tmp_path / "model", device="cpu")
+    assert torch.equal(loaded.model[0].auto_model.get_input_embeddings().weight[ids],
+                       after[ids])
+
+
 def test_load_refuses_a_folder_without_markers(tiny_st, tmp_path):
     from tagalign.pairs.model import PairScorer
 
@@ -484,3 +535,57 @@ def test_cli_train_predict_eval_round_trip(tiny_st, tmp_path):
     assert json.loads(out.stdout)["mean_alpha"] == pytest.approx(1.0)
     out = runner.invoke(app, ["pairs", "eval", str(tmp_path / "dev"), str(tmp_path / "nope")])
     assert out.exit_code == 1 and "not found" in out.output
+
+
+def test_cli_train_fit_split_reports_alpha_on_the_held_out_dev_pairs(tiny_st, tmp_path):
+    """--fit-split 0.5: half of each language's dev pairs (seeded) picks the epoch and fits
+    the cut points; the alpha printed and kept in config.json is that of the other half,
+    the same figure `pairs predict` + `evaluate` give on those pairs with the saved model."""
+    from typer.testing import CliRunner
+
+    from tagalign.cli import app, pairs_cmd  # noqa: F401 - registers `tagalign pairs`
+    from tagalign.pairs.model import PairScorer, split_dev
+
+    for lang, seed in (("english", 0), ("german", 1)):
+        write_comedi(tmp_path / "train" / lang, n_uses=6, seed=seed)
+        write_comedi(tmp_path / "dev" / lang, n_uses=8, seed=seed + 10)
+    dev = load_comedi(tmp_path / "dev")
+    fit, held = split_dev(dev, 0.5, seed=0)
+    assert {(p.language, p.key) for p in fit}.isdisjoint({(p.language, p.key) for p in held})
+    assert len(fit) + len(held) == len(dev)
+    for lang in ("english", "german"):
+        n = sum(p.language == lang for p in dev)
+        assert sum(p.language == lang for p in fit) == n // 2
+    assert [p.key for p in split_dev(dev, 0.5, seed=0)[1]] == [p.key for p in held]
+    out = CliRunner().invoke(app, ["pairs", "train", str(tmp_path / "model"), "--train",
+                                   str(tmp_path / "train"), "--dev", str(tmp_path / "dev"),
+                                   "--base-model", f"st:{tiny_st}", "--loss", "cosent",
+                                   "--param", "epochs=1", "--param", "max_seq_length=32",
+                                   "--param", "lr=0.001",
+                                   "--param", "batch_size=8", "--device", "cpu",
+                                   "--fit-split", "0.5"])
+    assert out.exit_code == 0, out.output
+    text = " ".join(out.output.split())  # rich wraps long lines
+    assert f"{len(fit)} pairs fit" in text and f"{len(held)} held out" in text
+    config = json.loads((tmp_path / "model" / "config.json").read_text())
+    figure = config["history"][-1]["held_out_dev"]
+    assert figure["pairs"] == len(held) and figure["fit_split"] == 0.5
+    assert f"mean alpha {figure['mean_alpha']:.4f}" in text
+    assert "Computing widget examples" not in out.output  # one progress display (issue 23)
+    labels, scores = PairScorer.load(tmp_path / "model", device="cpu").predict(held)
+    again = evaluate([p.label for p in held], labels, [p.language for p in held], scores)
+    assert figure["mean_alpha"] == pytest.approx(again["mean_alpha"], abs=1e-9)
+    assert figure["spearman"] == pytest.approx(again["spearman"], abs=1e-6)
+    bad = CliRunner().invoke(app, ["pairs", "train", str(tmp_path / "m2"), "--train",
+                                   str(tmp_path / "train"), "--dev", str(tmp_path / "dev"),
+                                   "--fit-split", "1.5"])
+    assert bad.exit_code == 2 and "strictly between 0 and 1" in bad.output
+
+
+def test_pairs_params_allow_epochs_zero_for_the_untuned_floor():
+    from tagalign.pairs.params import check_params
+    from tagalign.params import ParamError
+
+    check_params({"epochs": 0})  # the benchmark's floor row: no training, cut points only
+    with pytest.raises(ParamError, match="epochs=-1"):
+        check_params({"epochs": -1})

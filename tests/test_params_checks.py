@@ -51,7 +51,7 @@ def test_param_spec_names_parameter_value_and_range():
 
 
 @pytest.mark.parametrize("param, message", [
-    ("epochs=-1", "parameter epochs=-1: must be >= 1"),
+    ("epochs=-1", "parameter epochs=-1: must be >= 0"),  # 0: the untuned floor
     ("batch_size=0", "parameter batch_size=0: must be >= 1"),
     ("max_seq_length=-5", "parameter max_seq_length=-5: must be >= 1")])
 def test_pairs_train_refuses_a_bad_value_before_loading(comedi, tmp_path, monkeypatch,

@@ -40,14 +40,17 @@ def train(
     dev_path: Path = typer.Option(..., "--dev", help="Labelled dev pairs, same formats: checkpoint choice and cut points."),
     loss: str = typer.Option("angle", "--loss", help="angle (published best), cosent, cosine or contrastive."),
     base_model: str = typer.Option("e5-small", "--base-model", help="e5-small, minilm or st:<name|folder>."),
-    param: list[str] = typer.Option(None, "--param", help="key=value (JSON): lr, batch_size, epochs, max_seq_length, train_layers, limit_pairs, pooling (mean|target), seed."),
+    param: list[str] = typer.Option(None, "--param", help="key=value (JSON): lr, batch_size, epochs, max_seq_length, train_layers, train_markers (true: the <t>/</t> rows train even when train_layers freezes the embeddings), limit_pairs, pooling (mean|target), seed."),
     config: Path = typer.Option(None, "--config", help="JSON file of parameters."),
     device: str = typer.Option(None, "--device", help="cpu or cuda (default: cuda when present)."),
     threads: int = typer.Option(0, "--threads", help="CPU threads for torch (0 = all)."),
+    fit_split: float = typer.Option(None, "--fit-split", help="Fit the epoch choice and cut points on this seeded fraction of dev (per language) and report alpha/Spearman on the rest, e.g. 0.5 for the benchmark's dev halves."),
     strict: bool = typer.Option(False, "--strict", help="Stop at the first malformed line."),
 ) -> None:
     """Fine-tune a bi-encoder on ordinal pairs, keep the epoch of best dev Spearman, fit
     per-language cut points on dev and save one folder (model, thresholds.json, config.json).
+    With --fit-split, only that seeded fraction of dev picks the epoch and fits the cut
+    points; alpha is then reported on the held-out rest (and kept in config.json).
 
     Example: tagalign pairs train wic-model --train comedi/train --dev comedi/dev
     --param epochs=1 --param limit_pairs=2000 --param train_layers=3 --param max_seq_length=96
@@ -62,6 +65,8 @@ def train(
     for what, path in (("--train", train_path), ("--dev", dev_path)):
         if not path.exists():
             fail(f"{what} {path} not found")
+    if fit_split is not None and not 0 < fit_split < 1:
+        fail(f"--fit-split must lie strictly between 0 and 1, got {fit_split}", code=2)
     try:  # before the ~20 s of loading torch and the model
         check_params(params)
     except ParamError as exc:
@@ -72,6 +77,14 @@ def train(
 
     train_pairs = _load(train_path, strict, "train")
     dev_pairs = _load(dev_path, strict, "dev")
+    held_out = []
+    if fit_split is not None:
+        dev_pairs, held_out = pm.split_dev(dev_pairs, fit_split,
+                                           int(params.get("seed", pm.DEFAULTS["seed"])))
+        if not dev_pairs or not held_out:
+            fail(f"--fit-split {fit_split} leaves no labelled dev pairs on one side")
+        console.log(f"dev split per language (seeded): {len(dev_pairs)} pairs fit the "
+                    f"epoch choice and cut points, {len(held_out)} held out")
     try:
         scorer = pm.PairScorer.build(params, device=device)
     except (ValueError, OSError) as exc:
@@ -84,11 +97,20 @@ def train(
                       "cut points fitted on dev)")
 
     with progress() as bar, tempfile.TemporaryDirectory() as work:
+        bars = PhaseBars(bar, remove_done=True, keep=("training",))
         try:
-            pm.train(scorer, train_pairs, dev_pairs, Path(work), progress=PhaseBars(bar, remove_done=True, keep=("training",)),
+            pm.train(scorer, train_pairs, dev_pairs, Path(work), progress=bars,
                      on_epoch=epoch_line)
         except ValueError as exc:
             fail(str(exc))
+        if held_out:
+            m = pm.held_out_metrics(scorer, held_out, bars)
+            scorer.history.append({"held_out_dev": {"fit_split": fit_split, **m}})
+    if held_out:
+        alphas = " ".join(f"{k[:3]} {v:.3f}" for k, v in m["alpha"].items())
+        console.print(f"held-out dev ({m['pairs']} pairs, not used for the epoch choice or "
+                      f"the cut points): mean alpha {m['mean_alpha']:.4f} ({alphas}) · "
+                      f"Spearman {m['spearman']:.4f}")
     scorer.save(model_dir)
     console.print(f"saved {model_dir} (cut points for "
                   f"{', '.join(sorted(k for k in scorer.thresholds.cuts_ if k != '*'))})")

@@ -6,8 +6,10 @@ standard CSV quoting (doubled inner quotes); ``instances.tsv`` names the pairs
 (``identifier1, identifier2, lemma``); ``labels.tsv`` (optional: test data has none) adds
 ``median_cleaned`` on the ordinal scale 1 (unrelated) … 4 (identical).
 
-WiC JSONL: ``{"sentence1", "sentence2", "start1", "end1", "start2", "end2", "label"}`` with a
-binary label mapped 0 → 2 and 1 → 4 (methods.md, R4).
+WiC JSONL: ``{"sentence1", "sentence2", "start1", "end1", "start2", "end2", "label"}``. The
+file's labels decide its scale: all 0/1 (or true/false) is binary WiC, mapped 0 → 2 and
+1 → 4 (methods.md, R4); labels within 1 … 4 with one above 1 are graded and kept; any other
+scale is refused, naming it.
 
 Malformed lines are reported through `InputReport` as ``path:line`` and skipped.
 """
@@ -16,8 +18,9 @@ from __future__ import annotations
 
 import csv
 import json
+import math
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from tagalign.io import PARSE_ERRORS, LineReader
@@ -171,10 +174,12 @@ def load_comedi(root: Path, report: InputReport | None = None) -> list[Pair]:
 
 def load_wic_jsonl(path: Path, language: str = "wic", report: InputReport | None = None
                    ) -> list[Pair]:
-    """WiC-style JSONL pairs; binary labels 0 → 2, 1 → 4, graded 1..4 kept as they are."""
+    """WiC-style JSONL pairs: a binary file's labels 0 → 2, 1 → 4; a graded file's 1..4
+    kept as they are (`wic_scale`); ValueError naming the scale for any other."""
     report = report or InputReport()
     path = Path(path)
     pairs: list[Pair] = []
+    raw_labels: list[float | None] = []
     for number, text in _lines(path, report):
         where = f"{path}:{number}"
         try:
@@ -188,26 +193,35 @@ def load_wic_jsonl(path: Path, language: str = "wic", report: InputReport | None
             report.bad(where, "target offsets fall outside the sentence")
             continue
         raw = obj.get("label")
-        label = _wic_label(raw)
-        if raw is not None and label is None:
-            report.bad(where, f"label {raw!r} is neither 0/1 (binary) nor 2..4 (graded)")
+        if raw is not None and (not isinstance(raw, (int, float)) or not math.isfinite(raw)):
+            report.bad(where, f"label {raw!r} is not a number")
             continue
         ident = str(obj.get("id", number))
         lemma = str(obj.get("lemma", s1[spans[0]:spans[1]]))
         pairs.append(Pair(Use(f"{ident}-1", lemma, s1, spans[0], spans[1]),
                           Use(f"{ident}-2", lemma, s2, spans[2], spans[3]),
-                          lemma, str(obj.get("language", language)), label))
+                          lemma, str(obj.get("language", language))))
+        raw_labels.append(None if raw is None else float(raw))
         report.records_read += 1
-    return pairs
+    if wic_scale([x for x in raw_labels if x is not None], path) == "binary":
+        raw_labels = [None if x is None else WIC_LABELS[int(x)] for x in raw_labels]
+    return [replace(p, label=x) for p, x in zip(pairs, raw_labels, strict=True)]
 
 
-def _wic_label(raw: object) -> float | None:
-    """Binary WiC 0/1 → 2/4 (methods.md); graded 2..4 kept (1 reads as binary "same")."""
-    if isinstance(raw, bool) or raw in (0, 1):
-        return WIC_LABELS[int(raw)]  # type: ignore[call-overload]
-    if isinstance(raw, (int, float)) and 2 <= raw <= 4:
-        return float(raw)
-    return None
+def wic_scale(labels: list[float], path: Path | str = "WiC file") -> str:
+    """``binary`` when every label is 0 or 1, ``graded`` when all lie in 1..4 (so a graded
+    1 is not read as binary "same"), ``none`` without labels; ValueError naming the scale
+    of any other file."""
+    if not labels:
+        return "none"
+    values = set(labels)
+    if values <= {0.0, 1.0}:
+        return "binary"
+    if all(1.0 <= x <= 4.0 for x in values):
+        return "graded"
+    shown = ", ".join(f"{x:g}" for x in sorted(values)[:8]) + (", ..." if len(values) > 8 else "")
+    raise ValueError(f"{path}: labels on a scale of {min(values):g}..{max(values):g} "
+                     f"({shown}) are neither binary 0/1 (mapped to 2/4) nor graded 1..4")
 
 
 def load_pairs(source: Path, report: InputReport | None = None) -> list[Pair]:

@@ -259,6 +259,38 @@ def sample_pairs(pairs: Sequence[Pair], limit: int | None, seed: int) -> list[Pa
     return [pairs[i] for i in idx]
 
 
+def split_dev(pairs: Sequence[Pair], fraction: float, seed: int) -> tuple[list[Pair], list[Pair]]:
+    """Labelled ``pairs`` split per language by a seeded permutation (numpy
+    ``default_rng(seed + 1)``): the first ``fraction`` of each language picks the epoch and
+    fits the cut points, the rest is held out for an honest alpha (the benchmark's dev
+    halves at ``fraction=0.5``)."""
+    if not 0 < fraction < 1:
+        raise ValueError(f"fit split must lie strictly between 0 and 1, got {fraction}")
+    labelled = [p for p in pairs if p.label is not None]
+    rng = np.random.default_rng(seed + 1)
+    fit, held = [], []
+    for lang in sorted({p.language for p in labelled}):
+        mine = [p for p in labelled if p.language == lang]
+        order = rng.permutation(len(mine))
+        cut = int(len(mine) * fraction)
+        fit += [mine[i] for i in order[:cut]]
+        held += [mine[i] for i in order[cut:]]
+    return fit, held
+
+
+def held_out_metrics(scorer: PairScorer, pairs: Sequence[Pair],
+                     progress: ProgressCallback | None = None) -> dict[str, Any]:
+    """Alpha per language and mean, Spearman of the cosine, on labelled pairs the cut points
+    were not fitted on."""
+    labelled = [p for p in pairs if p.label is not None]
+    labels, scores = scorer.predict(labelled, progress)
+    result = evaluate([p.label for p in labelled], labels, [p.language for p in labelled],
+                      scores)
+    return {"pairs": len(labelled), "mean_alpha": result["mean_alpha"],
+            "spearman": result["spearman"],
+            "alpha": {k: v["alpha"] for k, v in result["languages"].items()}}
+
+
 def train(scorer: PairScorer, train_pairs: Sequence[Pair], dev_pairs: Sequence[Pair],
           workdir: Path, progress: ProgressCallback | None = None,
           on_epoch: Callable[[dict[str, Any]], None] | None = None) -> PairScorer:

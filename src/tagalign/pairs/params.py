@@ -3,14 +3,17 @@ torch (so `tagalign pairs train` refuses a bad value before loading anything).""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
+
+from pydantic import Field
 
 from tagalign.pairs.losses import get_loss
 from tagalign.params import ParamSpec
 
 DEFAULTS: dict[str, Any] = {"base_model": "e5-small", "loss": "angle", "pooling": "mean",
                             "lr": 1e-5, "batch_size": 32, "epochs": 10, "max_seq_length": 128,
-                            "train_layers": None, "limit_pairs": None, "seed": 0,
+                            "train_layers": None, "train_markers": True,
+                            "limit_pairs": None, "seed": 0,
                             "warmup": 0.1, "encode_batch_size": 64}
 POOLINGS = ("mean", "target")
 
@@ -22,7 +25,8 @@ def check_params(params: dict[str, Any]) -> None:
     if unknown:
         raise ValueError(f"unknown parameter(s) {', '.join(unknown)}; "
                          f"known: {', '.join(sorted(DEFAULTS))}")
-    ParamSpec("pairs", DEFAULTS).check(params)
+    # epochs=0: the untuned encoder with fitted cut points (the benchmark's floor row)
+    ParamSpec("pairs", DEFAULTS, epochs=Annotated[int, Field(ge=0)]).check(params)
     pooling = params.get("pooling", DEFAULTS["pooling"])
     if pooling not in POOLINGS:
         raise ValueError(f"pooling must be one of {POOLINGS}, got {pooling!r}")

@@ -45,11 +45,11 @@ def fit_model(scorer: PairScorer, train_pairs: Sequence[Pair], dev: Sequence[Pai
 
     p, model = scorer.params, scorer.model
     torch.manual_seed(p["seed"])
+    markers = None
     if p["train_layers"] is not None:
-        # embeddings (the markers' too) stay frozen with the lower layers: training the two
-        # marker rows alone would still need backward through every layer and Adam state
-        # for the whole 250k-row matrix, which is what the budget knob avoids
         freeze_lower_layers(model, int(p["train_layers"]))
+        if p["train_markers"]:  # the markers learn even so (False: the old, faster way)
+            markers = MarkerRows.attach(scorer)
     data = Dataset.from_dict(training_columns(scorer, train_pairs)).shuffle(seed=p["seed"])
     if len(data) == 0:
         raise ValueError("no training pairs left after mapping labels to the loss's targets")
@@ -86,11 +86,72 @@ def fit_model(scorer: PairScorer, train_pairs: Sequence[Pair], dev: Sequence[Pai
     trainer = quiet_trainer_class()(model=model, args=args, train_dataset=data,
                                     loss=get_loss(p["loss"]).build(model), callbacks=[Watch()])
     quiet_trainer(trainer)  # progress goes through `progress`, the caller's display
-    trainer.train()
-    if best["state"] is not None:
-        with torch.no_grad():
-            params = dict(model.named_parameters())
-            for name, value in best["state"].items():
-                params[name].copy_(value)
-        scorer.history.append({"best_epoch": best["epoch"], "spearman": best["spearman"]})
+    try:
+        trainer.train()
+        if best["state"] is not None:
+            with torch.no_grad():
+                params = dict(model.named_parameters())
+                for name, value in best["state"].items():
+                    params[name].copy_(value)
+            scorer.history.append({"best_epoch": best["epoch"], "spearman": best["spearman"]})
+    finally:
+        if markers is not None:
+            markers.fold()  # the best epoch's rows into the embedding matrix, hook removed
     return best.get("scores")
+
+
+class MarkerRows:
+    """The ``<t>``/``</t>`` rows trained while the embedding matrix stays frozen (the
+    ``train_layers`` budget knob freezes it with the lower layers; without this the markers
+    keep their resize-time random values).
+
+    The two rows are a parameter of their own, registered on the embedding module (so the
+    trainer optimises it and the best-epoch snapshot holds it); a forward hook puts them in
+    place of the frozen rows wherever a marker id occurs. Not a gradient mask on the whole
+    matrix: that would still make the trainer keep a dense gradient and two Adam moments
+    for every row (250k × 384 for multilingual e5-small, ~1.1 GB) and update them all at
+    every step, and any weight decay would shrink rows that are meant to stay as they are;
+    here Adam state and decay touch 2 × d values. Backward now runs down to the
+    embeddings (through the frozen layers too, without their weight gradients): the price
+    of trained markers. `fold` writes the rows into the matrix and removes the hook, so
+    the saved model is a plain sentence-transformers model."""
+
+    NAME = "tagalign_marker_rows"
+
+    def __init__(self, embedding, ids: tuple[int, int]):
+        import torch
+
+        self.embedding, self.ids = embedding, ids
+        rows = embedding.weight.detach()[list(ids)].clone()
+        embedding.register_parameter(self.NAME, torch.nn.Parameter(rows))
+        self.handle = embedding.register_forward_hook(self._substitute)
+
+    @classmethod
+    def attach(cls, scorer: PairScorer) -> MarkerRows | None:
+        """Marker rows on ``scorer``'s embedding layer when its matrix is frozen (a model
+        whose embeddings still train needs none)."""
+        from tagalign.pairs.model import MARKERS
+
+        body = getattr(scorer.model[0], "auto_model", None)
+        embedding = body.get_input_embeddings() if body is not None else None
+        if embedding is None or embedding.weight.requires_grad:
+            return None
+        ids = scorer.model.tokenizer.convert_tokens_to_ids(list(MARKERS))
+        return cls(embedding, (int(ids[0]), int(ids[1])))
+
+    def _substitute(self, module, args, output):
+        import torch
+
+        ids = args[0]
+        is_open, is_close = ids == self.ids[0], ids == self.ids[1]
+        rows = getattr(module, self.NAME)[is_close.long()].to(output.dtype)
+        return torch.where((is_open | is_close).unsqueeze(-1), rows, output)
+
+    def fold(self) -> None:
+        import torch
+
+        self.handle.remove()
+        rows = getattr(self.embedding, self.NAME)
+        with torch.no_grad():
+            self.embedding.weight[list(self.ids)] = rows.detach().to(self.embedding.weight.dtype)
+        delattr(self.embedding, self.NAME)
