@@ -63,7 +63,11 @@ class NBFRecipe(DenseRecipe):
                                 "scheduler": "cosine", "t_max": 20, "eta_min": 1e-6,
                                 "step_size": 5, "gamma": 0.5,  # used by scheduler="step"
                                 "batch_size": 4, "epochs": 20, **HEAD_RUNTIME,
-                                **HEAD_OPTIONS, "attention_dropout": 0.03}
+                                # issue 21's departures, R2's defaults: the residual start
+                                # (1 epoch on a seeded 5k, dev 1k: 0.2290 avg R@5..20 vs the
+                                # raw encoder's 0.2080; the published head stays at ~0.002)
+                                # and no attention-weight dropout (3.5 × faster steps)
+                                **HEAD_OPTIONS, "residual": True, "attention_dropout": 0.0}
 
     def __init__(self, vocab, **params: Any):
         super().__init__(vocab, **params)
