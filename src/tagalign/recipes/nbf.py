@@ -1,6 +1,7 @@
 """`nbf-attention` (R2) — NBF: frozen embeddings + dimension-as-token attention + MLP.
 
-Published defaults (the recipe's defaults): 15 random negatives, margin 0.2 with cosine
+Published defaults (the recipe's defaults, but for issue 21's ``residual`` start and
+``attention_dropout`` 0, below): 15 random negatives, margin 0.2 with cosine
 distance, AdamW lr 1e-4 without weight decay, CosineAnnealingLR(T_max 20, eta_min 1e-6),
 batch 4, 20 epochs. Record and subject embeddings come from the frozen encoder once (through
 the embedding cache); records are matched by cosine in a FAISS index.
