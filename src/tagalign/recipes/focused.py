@@ -27,7 +27,7 @@ from tagalign.index import VectorIndex
 from tagalign.io import load_npy, read_json, save_npy_atomic, write_json_atomic
 from tagalign.recipes.base import register_recipe
 from tagalign.recipes.dense import DENSE_DEFAULTS
-from tagalign.recipes.nbf import HEAD_RUNTIME, NBFRecipe
+from tagalign.recipes.nbf import HEAD_OPTIONS, HEAD_RUNTIME, NBFRecipe
 from tagalign.records import Record
 from tagalign.suggest import Suggestion
 
@@ -49,7 +49,7 @@ class FocusedRecipe(NBFRecipe):
                                 # ranked above fixed in both modes (seeded 20k/2k sample,
                                 # avg R@5..20 per-language 0.2724 vs 0.2483, bilingual
                                 # 0.2690 vs 0.2521; README), so it is R3's default
-                                "subject_space": "siamese"}
+                                "subject_space": "siamese", **HEAD_OPTIONS}
 
     def __init__(self, vocab, **params: Any):
         super().__init__(vocab, **params)
@@ -58,7 +58,7 @@ class FocusedRecipe(NBFRecipe):
         self.models_: dict[str, tuple[Head, VectorIndex]] = {}
 
     def new_head(self, dim: int) -> Head:
-        return FocusedEmbTransform(dim, self.params["hidden"])
+        return FocusedEmbTransform(dim, self.params["hidden"], residual=self.params["residual"])
 
     def groups(self, records: Sequence[Record]) -> dict[str, list[int]]:
         """Which records train which model: all together, or one group per language
@@ -85,7 +85,8 @@ class FocusedRecipe(NBFRecipe):
         for key, idx in self.groups(records).items():
             vectors = self.encode_subjects(self.positions_, "de" if key == "all" else key)
             head, losses = self._train_on([records[i] for i in idx], emb[idx],
-                                          self.positions_, vectors, f"training {key} head")
+                                          self.positions_, vectors, f"training {key} head",
+                                          Path(workdir) / f"head-{key}-checkpoint")
             self.losses_ += losses
             index = VectorIndex(self.params["index"])
             self.models_[key] = (head, index.build(_normalised(

@@ -46,6 +46,13 @@ def resolve_device(device: str) -> torch.device:
         device = "cuda" if torch.cuda.is_available() else "cpu"
     return torch.device(device)
 
+def zero_last_layer(mlp: nn.Sequential) -> None:
+    """Start the last Linear of ``mlp`` at zero: a residual head begins as the identity."""
+    last = [m for m in mlp if isinstance(m, nn.Linear)][-1]
+    nn.init.zeros_(last.weight)
+    nn.init.zeros_(last.bias)
+
+
 class Head(nn.Module):
     config_keys: tuple[str, ...] = ()
 
