@@ -136,12 +136,16 @@ def test_served_single_records_carry_the_reference_scores(trained, data, monkeyp
 
 
 def test_small_batches_on_threads_equal_the_serial_path(trained, data, monkeypatch):
+    import tagalign.runtime
     import tagalign.suggest.pipeline as pipeline_module
 
     dev = data[2]
     proj = Project.load(trained)
+    # 2 threads allowed (an earlier test may have pinned the process to 1), so the
+    # threaded path is the one tested
+    monkeypatch.setattr(tagalign.runtime, "_THREADS", 2)
     pool = pipeline_module._pool()
-    assert pool is not None  # 2 threads allowed here: the threaded path is the one tested
+    assert pool is not None
     submitted = []
     monkeypatch.setattr(pool, "submit", lambda fn, *a, _s=pool.submit: submitted.append(fn)
                         or _s(fn, *a))
