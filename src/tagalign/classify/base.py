@@ -43,6 +43,16 @@ def get_classifier(name: str, **params: Any) -> Classifier:
 HOLDOUT_FRACTION = 0.1
 
 
+def limit_examples(train: Sequence[Example], y: np.ndarray, limit: int | None, seed: int
+                   ) -> tuple[list[Example], np.ndarray]:
+    """A seeded sample of ``limit`` training examples (their label rows with them), in file
+    order; all of them when ``limit`` is None or 0."""
+    if not limit:
+        return list(train), y
+    keep = np.sort(np.random.default_rng(seed).permutation(len(train))[:limit])
+    return [train[i] for i in keep], y[keep]
+
+
 def holdout(train: list[Example], seed: int) -> tuple[list[Example], list[Example]]:
     """``(rest, held_out)``: a seeded `HOLDOUT_FRACTION` of ``train``, in input order."""
     n_out = max(1, round(len(train) * HOLDOUT_FRACTION))

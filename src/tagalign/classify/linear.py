@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from tagalign.classify.base import Classifier, register_classifier
+from tagalign.classify.base import Classifier, limit_examples, register_classifier
 from tagalign.classify.data import Example
 from tagalign.io import load_npy, save_npy_atomic
 from tagalign.text.analyzer import Analyzer, guess_language
@@ -62,10 +62,7 @@ class LinearClassifier(Classifier):
         from sklearn.multiclass import OneVsRestClassifier
 
         p = self.params
-        if p["limit_train"]:
-            rng = np.random.default_rng(p["seed"])
-            keep = np.sort(rng.permutation(len(train))[: p["limit_train"]])
-            train, y = [train[i] for i in keep], y[keep]
+        train, y = limit_examples(train, y, p["limit_train"], p["seed"])
         tokens = self._features(train)
         self.tfidf_ = TfidfFeaturizer([SPACE], min_df=p["min_df"], max_df=p["max_df"])
         self.tfidf_.fit(tokens, [SPACE] * len(tokens))

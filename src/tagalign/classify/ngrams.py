@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from tagalign.classify.base import register_classifier
+from tagalign.classify.base import limit_examples, register_classifier
 from tagalign.classify.data import Example
 from tagalign.classify.linear import LinearClassifier
 from tagalign.text.tfidf import TfidfFeaturizer
@@ -113,10 +113,7 @@ class NgramLinearClassifier(LinearClassifier):
         from tagalign.runtime import threads
 
         p = self.params
-        if p["limit_train"]:
-            rng = np.random.default_rng(p["seed"])
-            keep = np.sort(rng.permutation(len(train))[: p["limit_train"]])
-            train, y = [train[i] for i in keep], y[keep]
+        train, y = limit_examples(train, y, p["limit_train"], p["seed"])
         x = self._stack(train, fit=True)
         self._tick("logistic regression", 0, 1)
         ovr = OneVsRestClassifier(LogisticRegression(
