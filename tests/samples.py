@@ -16,3 +16,21 @@ def seeded_sample(path: Path, vocab, n: int, limit: int, seed: int) -> list[Reco
     recs = [r for r in read_records(path, vocab=vocab, limit=limit) if r.subjects]
     idx = np.random.default_rng(seed).choice(len(recs), n, replace=False)
     return [recs[i] for i in sorted(idx)]
+
+
+#: a default hybrid shrunk for tests (small encoder vocabulary and dimension, few ranker
+#: rounds): trains on a few hundred records in seconds
+SMALL_HYBRID = {"embed_vocab_size": 3000, "embed_dim": 32, "embed_batch_size": 128,
+                "embed_label_pairs": False, "ranker_rounds": 60, "holdout_fraction": 0.2,
+                "knn_k": 10}
+
+
+def small_hybrid_case(shared_data: Path, gnd_vocab, n_dev: int):
+    """(vocabulary cut to the sample's subjects, 600 train records, ``n_dev`` dev records),
+    both seeded; the cut keeps the label index small."""
+    from tagalign.vocab import Vocabulary
+
+    train = seeded_sample(shared_data / "llms4subjects/train.jsonl.gz", gnd_vocab, 600, 20000, 3)
+    dev = seeded_sample(shared_data / "llms4subjects/dev.jsonl.gz", gnd_vocab, n_dev, 4000, 4)
+    used = {s for r in train + dev for s in r.subjects}
+    return Vocabulary(s for s in gnd_vocab.subjects if s.id in used), train, dev

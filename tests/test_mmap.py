@@ -17,35 +17,27 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from samples import seeded_sample
+from samples import SMALL_HYBRID, small_hybrid_case
 from serving import LiveServer
 from tagalign.batch.tasks import SuggestTask
 from tagalign.index import VectorIndex
 from tagalign.project import Project, ReadOnlyError
 from tagalign.serve.app import create_app
 from tagalign.serve.feedback import FeedbackStore
-from tagalign.vocab import Vocabulary
 
-SMALL = {"embed_vocab_size": 3000, "embed_dim": 32, "embed_batch_size": 128,
-         "embed_label_pairs": False, "ranker_rounds": 60, "holdout_fraction": 0.2,
-         "knn_k": 10}
 READ_ONLY = "was loaded with --mmap: read-only; reload without it to learn"
 
 
 @pytest.fixture(scope="module")
 def data(shared_data, gnd_vocab):
-    train = seeded_sample(shared_data / "llms4subjects/train.jsonl.gz", gnd_vocab, 600, 20000, 3)
-    dev = seeded_sample(shared_data / "llms4subjects/dev.jsonl.gz", gnd_vocab, 60, 4000, 4)
-    used = {s for r in train + dev for s in r.subjects}
-    vocab = Vocabulary(s for s in gnd_vocab.subjects if s.id in used)
-    return vocab, train, dev
+    return small_hybrid_case(shared_data, gnd_vocab, 60)
 
 
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory, data) -> Path:
     vocab, train, _ = data
     path = tmp_path_factory.mktemp("mmap") / "proj"
-    Project.create(path, vocab, "hybrid", SMALL).train(train)
+    Project.create(path, vocab, "hybrid", SMALL_HYBRID).train(train)
     return path
 
 

@@ -19,7 +19,7 @@ import httpx
 import numpy as np
 import pytest
 
-from samples import seeded_sample
+from samples import SMALL_HYBRID, small_hybrid_case
 from serving import LiveServer
 from tagalign.encode.static import StaticEmbeddingEncoder
 from tagalign.encode.transformer import STEncoder
@@ -27,12 +27,7 @@ from tagalign.project import Project
 from tagalign.serve.app import create_app
 from tagalign.serve.feedback import FeedbackStore
 from tagalign.suggest.fusion import SMALL_PREDICT, FusionRanker
-from tagalign.vocab import Vocabulary
 from tiny_models import static_model, tiny_records
-
-SMALL = {"embed_vocab_size": 3000, "embed_dim": 32, "embed_batch_size": 128,
-         "embed_label_pairs": False, "ranker_rounds": 60, "holdout_fraction": 0.2,
-         "knn_k": 10}
 
 
 def reference_encode(self, texts, *, kind="passage", batch_size=512, show_progress=False):
@@ -73,18 +68,14 @@ def test_ranker_scores_small_batches_as_the_threaded_path():
 
 @pytest.fixture(scope="module")
 def data(shared_data, gnd_vocab):
-    train = seeded_sample(shared_data / "llms4subjects/train.jsonl.gz", gnd_vocab, 600, 20000, 3)
-    dev = seeded_sample(shared_data / "llms4subjects/dev.jsonl.gz", gnd_vocab, 40, 4000, 4)
-    used = {s for r in train + dev for s in r.subjects}
-    vocab = Vocabulary(s for s in gnd_vocab.subjects if s.id in used)
-    return vocab, train, dev
+    return small_hybrid_case(shared_data, gnd_vocab, 40)
 
 
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory, data) -> Path:
     vocab, train, _ = data
     path = tmp_path_factory.mktemp("single") / "proj"
-    Project.create(path, vocab, "hybrid", SMALL).train(train)
+    Project.create(path, vocab, "hybrid", SMALL_HYBRID).train(train)
     return path
 
 
