@@ -36,7 +36,7 @@ from typing import Any
 
 import numpy as np
 
-from tagalign.classify.base import Classifier, register_classifier
+from tagalign.classify.base import Classifier, limit_examples, register_classifier
 from tagalign.classify.data import Example
 from tagalign.classify.head import ClassifierHead
 from tagalign.classify.losses import herocon
@@ -211,10 +211,7 @@ class LabelContrastiveClassifier(Classifier):
 
         p = self.params
         torch.manual_seed(p["seed"])
-        if p["limit_train"] and p["limit_train"] < len(train):
-            keep = np.sort(np.random.default_rng(p["seed"]).permutation(len(train))
-                           [: p["limit_train"]])
-            train, y = [train[i] for i in keep], y[keep]
+        train, y = limit_examples(train, y, p["limit_train"], p["seed"])
         body = self._base()
         head = ClassifierHead(body.get_embedding_dimension(), y.shape[1], p["hidden"],
                               p["dropout"]).to(self.device_)
