@@ -66,9 +66,6 @@ class LabelMatcher(Source):
                 known.add(" ".join(parts[:m]))
         self._grams, self._prefixes = grams, prefixes
 
-    def _label_of(self, key: str) -> str:
-        return key.split("|", 1)[1]
-
     def candidates(self, batch: Batch) -> Candidates:
         # the scan is plain Python over each record's tokens (n-grams grown one token at a
         # time, one dict lookup each): the hybrid's costliest source per record before
