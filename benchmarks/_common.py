@@ -84,3 +84,14 @@ def serve_process(project: Path, *extra: str, stop_timeout: float = 30
     finally:
         server.terminate()
         server.wait(stop_timeout)
+
+
+def seeded_sample(records: list, size: int | None, seed: int) -> list:
+    """``size`` records drawn with ``seed``, in file order (all when size is None or
+    larger): never a file prefix, since the data files are sorted by language and type."""
+    if not size or size >= len(records):
+        return list(records)
+    import numpy as np
+
+    idx = np.random.default_rng(seed).choice(len(records), size, replace=False)
+    return [records[i] for i in sorted(idx)]
