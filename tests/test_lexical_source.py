@@ -34,7 +34,8 @@ def test_matches_and_features_of_a_worked_example():
     toks, ttoks = an.tokens(rec.text, "de"), an.tokens(rec.title, "de")
     batch = Batch([rec], ["de"], [toks], [ttoks])
     c = m.candidates(batch)
-    feats = {int(col): f.tolist() for col, f in zip(c.cols, c.feats, strict=True)}
+    assert np.isnan(c.feats[:, 6]).all()  # lex_prec: no training counts without records
+    feats = {int(col): f[:6].tolist() for col, f in zip(c.cols, c.feats, strict=True)}
     n = len(toks)
     # lex_count, lex_in_title, lex_ntokens, lex_first, lex_pref, lex_ambiguity
     assert feats[0] == [2.0, 1.0, 1.0, 0.0, 1.0, 1.0]  # "Geschichte" twice, first token
@@ -53,3 +54,37 @@ def test_english_and_unknown_languages():
                   [an.tokens(r.title, r.language) for r in recs])
     c = m.candidates(batch)
     assert list(zip(c.rows.tolist(), c.cols.tolist(), strict=True)) == [(0, 2), (1, 2)]
+
+
+def test_lex_prec_counts_found_and_gold_training_texts(tmp_path):
+    """Fitting on records counts, per subject, the texts where a label is found and those
+    where it is also gold: lex_prec = (gold + 1) / (found + 2), NaN if never found."""
+    import scipy.sparse as sp
+
+    _, an = matcher()
+    vocab = Vocabulary([Subject("s0", {"de": "Geschichte"}), Subject("s1", {"de": "Epos"}),
+                        Subject("s2", {"de": "Halbleiter"})])
+    texts = ["Geschichte des Epos", "Geschichte der Stadt", "Zur Geschichte", "Ein Epos"]
+    gold = [[0, 1], [], [], [1]]
+    recs = [Record(id=str(i), title=t, language="de") for i, t in enumerate(texts)]
+    Y = sp.csr_matrix(([1.0] * 3, ([0, 0, 3], [0, 1, 1])), shape=(4, 3))
+    assert [sorted(Y[i].indices.tolist()) for i in range(4)] == gold
+    m = LabelMatcher()
+    m.fit(SimpleNamespace(analyzer=an, vocab=vocab, records=recs, Y=Y,
+                          tokens=[an.tokens(t, "de") for t in texts],
+                          memory=SimpleNamespace(languages=["de"] * 4)))
+    assert m.found_.tolist() == [3.0, 2.0, 0.0] and m.gold_.tolist() == [1.0, 2.0, 0.0]
+    rec = Record(id="q", title="Epos und Geschichte", language="de")
+    c = m.candidates(Batch([rec], ["de"], [an.tokens(rec.title, "de")],
+                           [an.tokens(rec.title, "de")]))
+    prec = dict(zip(c.cols.tolist(), c.feats[:, 6].tolist(), strict=True))
+    assert prec == {0: np.float32(2 / 5), 1: np.float32(3 / 4)}
+    m.save(tmp_path)
+    loaded = LabelMatcher()
+    loaded.load_state(tmp_path, None)
+    assert np.array_equal(loaded._prec, m._prec, equal_nan=True)
+    (tmp_path / "found.npy").unlink()  # a model saved before the counts: NaN, still loads
+    (tmp_path / "gold.npy").unlink()
+    old = LabelMatcher()
+    old.load_state(tmp_path, None)
+    assert old._prec is None

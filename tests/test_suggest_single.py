@@ -36,10 +36,12 @@ def reference_encode(self, texts, *, kind="passage", batch_size=512, show_progre
                             show_progress=show_progress)
 
 
-def reference_predict(self, X):
+def reference_predict(self, X, names=None):
     """The ranker before the fast path: LightGBM's default thread count for every batch."""
     if len(X) == 0:
         return np.zeros(0, np.float32)
+    if names is not None and (cols := self.columns(names)) is not None:
+        X = X[:, cols]
     return self.booster_.predict(X, num_iteration=self.booster_.best_iteration or None)
 
 
@@ -147,3 +149,35 @@ def test_small_batches_on_threads_equal_the_serial_path(trained, data, monkeypat
     want = [proj.suggest([r], limit=10)[0] for r in dev] + proj.suggest(dev[:5], limit=10)
     assert sum(len(row) for row in got) == 10 * (len(dev) + 5)
     assert as_tuples(got) == as_tuples(want)
+
+
+def test_large_batches_in_parts_equal_the_serial_path(trained, data, monkeypatch):
+    """Issue 18: a batch split into parts on threads, each calling its libraries with one
+    thread, returns what one serial pass returns (suggestions, reasons, quality)."""
+    import tagalign.runtime
+    import tagalign.suggest.pipeline as pipeline_module
+
+    dev = data[2]
+    proj = Project.load(trained)
+    monkeypatch.setattr(tagalign.runtime, "_THREADS", 2)
+    monkeypatch.setattr(pipeline_module, "MIN_PART", 8)
+    pool, n = pipeline_module._parts_pool(len(dev))
+    assert n == 2
+    parts = []
+
+    def recording_map(fn, it, _map=pool.map):
+        it = list(it)
+        parts.append([len(p) for p in it])
+        return _map(fn, it)
+
+    monkeypatch.setattr(pool, "map", recording_map)
+    got = proj.suggest(dev, limit=10)
+    got_q = proj.recipe.suggest_with_quality(dev, limit=10, threshold=0.1)
+    assert parts == [[20, 20], [20, 20]]  # each call split once into two parts
+    monkeypatch.setattr(pipeline_module, "MIN_PART", 10_000)
+    want = proj.suggest(dev, limit=10)
+    want_q = proj.recipe.suggest_with_quality(dev, limit=10, threshold=0.1)
+    assert sum(len(row) for row in got) == 10 * len(dev)
+    assert as_tuples(got) == as_tuples(want)
+    assert [(as_tuples([r]), q) for r, q in got_q] == [(as_tuples([r]), q) for r, q in want_q]
+    assert any(q is not None for _, q in got_q)

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Callable
 
 _THREADS = 0  # 0: not pinned
+#: set in threads that each run one part of a batch (`single_threaded_part`)
+_LOCAL = threading.local()
 
 
 def set_threads(n: int) -> None:
@@ -37,6 +40,21 @@ def threads(default: int = 1) -> int:
         return _THREADS
     env = os.environ.get("OMP_NUM_THREADS", "")
     return int(env) if env.isdigit() and int(env) > 0 else default
+
+
+def single_threaded_part() -> None:
+    """Mark the calling thread as one of several that split a batch between them: the
+    libraries it calls should then use one thread each (`in_part`), so that two parts on two
+    cores do not start four OpenMP teams. faiss's (OpenMP) setting is per calling thread."""
+    _LOCAL.part = True
+    import faiss
+
+    faiss.omp_set_num_threads(1)
+
+
+def in_part() -> bool:
+    """Whether the calling thread runs one part of a split batch (`single_threaded_part`)."""
+    return getattr(_LOCAL, "part", False)
 
 
 def quiet_libraries() -> None:

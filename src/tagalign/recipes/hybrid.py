@@ -34,7 +34,7 @@ import scipy.sparse as sp
 from rich.progress import track
 
 from tagalign.encode.static import StaticEmbeddingEncoder
-from tagalign.io import read_json, save_npy_atomic, write_json_atomic
+from tagalign.io import load_csr, read_json, save_csr_atomic, save_npy_atomic, write_json_atomic
 from tagalign.recipes.base import (
     ReadOnlyError,
     Recipe,
@@ -45,6 +45,7 @@ from tagalign.recipes.base import (
 )
 from tagalign.records import Record
 from tagalign.suggest import Quality, Suggestion
+from tagalign.suggest.agreement import CoAssignment
 from tagalign.suggest.fusion import FusionRanker, top_k
 from tagalign.suggest.pipeline import HybridPipeline
 from tagalign.suggest.quality import CandidateProfile, QualityEstimator, cross_fitted_scores
@@ -158,6 +159,12 @@ class HybridRecipe(Recipe):
         "embed_lr": 0.05,
         "embed_label_pairs": True,
         "ranker_rounds": 500,
+        # agreement features: co-assignment with the record's `agreement_top_m` strongest
+        # candidates (`tagalign.suggest.agreement`; issue 18)
+        "agreement": True,
+        "agreement_top_m": 10,
+        # German labels of subjects without an English one, looked for in English texts
+        "lexical_cross_language": False,
         # the per-record quality estimate, cross-fitted on split B (see the module docstring)
         "quality": True,
         "quality_folds": 3,
@@ -202,7 +209,7 @@ class HybridRecipe(Recipe):
             "emb_knn": {"k": p["knn_k"], "power": p["knn_power"], "top_k": k,
                         "index": p["ann_index"]},
             "labels": {"top_k": k, "index": p["ann_index"]},
-            "lexical": {},
+            "lexical": {"cross_language": p["lexical_cross_language"]},
             "domains": {"labels": p["domain_labels"], "limit_train": p["domain_limit_train"],
                         "seed": p["seed"]},
         }
@@ -252,6 +259,8 @@ class HybridRecipe(Recipe):
         if self.params["refit_full"] and "omikuji" in self.params["sources"]:
             self._refit_omikuji(pipe, runner, stage)
         pipe.prior = subject_prior(pipe.memory.Y)
+        if pipe.co is not None:  # suggesting: co-assignments of all training records
+            pipe.co = CoAssignment.from_labels(pipe.memory.Y)
         pipe.prior_weight = self.params["prior_weight"]
         pipe.support_weight = self.params["support_weight"]
         self.pipeline_ = pipe
@@ -303,6 +312,9 @@ class HybridRecipe(Recipe):
                 lambda d, s=src: (s.load_state(d, ctx), s)[1]))
         pipe = HybridPipeline(self.vocab, analyzer, featurizer, ctx.memory, sources, encoder,
                               prior=subject_prior(ctx.Y))
+        if p["agreement"]:  # from split A only: the ranker's records are not in it
+            pipe.co = CoAssignment.from_labels(ctx.Y)
+            pipe.co_top_m = p["agreement_top_m"]
         return Stage(pipe, [records[i] for i in idx_b], records, tokens, langs)
 
     def _refit_omikuji(self, pipe: HybridPipeline, runner: PhaseRunner, stage: Stage) -> None:
@@ -419,8 +431,9 @@ class HybridRecipe(Recipe):
                 cut = [c.truncate(p.get(f"candidates_{s.name}") or p["candidates_per_source"])
                        if s.name in TOP_K_SOURCES else c
                        for s, c in zip(pipe.sources, cands, strict=True)]
-                rows, cols, X, _, support = pipe.features(batch, cut)
-                scores = pipe.score(cols, X, support, p["prior_weight"], p["support_weight"])
+                rows, cols, X, names, support = pipe.features(batch, cut)
+                scores = pipe.score(cols, X, support, p["prior_weight"], p["support_weight"],
+                                    names)
                 out.extend([[(self.vocab.subjects[c].id, s) for c, s, _ in row]
                             for row in top_k(rows, cols, scores, len(batch), depth)])
             return out
@@ -436,6 +449,11 @@ class HybridRecipe(Recipe):
         if pipe.quality is not None:
             pipe.quality.save(path / "quality")
         save_npy_atomic(path / "prior.npy", pipe.prior)
+        if pipe.co is not None:
+            (path / "co").mkdir(parents=True, exist_ok=True)
+            save_csr_atomic(path / "co", "cond", pipe.co.cond)
+            write_json_atomic(path / "co" / "co.json", {"shape": list(pipe.co.cond.shape),
+                                                        "top_m": pipe.co_top_m})
         if pipe.encoder is not None:
             pipe.encoder.save(path / "encoder")
         for src in pipe.sources:
@@ -467,6 +485,11 @@ class HybridRecipe(Recipe):
             vocab, ctx.analyzer, TfidfFeaturizer.load(path / "tfidf"), memory, sources, encoder,
             FusionRanker.load(path / "ranker"), np.load(path / "prior.npy", allow_pickle=False),
             prior_weight=self.params["prior_weight"], support_weight=self.params["support_weight"])
+        if (path / "co").exists():  # models saved before issue 18 have no agreement features
+            meta_co = read_json(path / "co" / "co.json")
+            self.pipeline_.co = CoAssignment(load_csr(path / "co", "cond",
+                                                      tuple(meta_co["shape"]), mmap=mmap))
+            self.pipeline_.co_top_m = meta_co["top_m"]
         if (path / "quality").exists():  # models saved before the estimator load without it
             self.pipeline_.quality = QualityEstimator.load(path / "quality")
         self.timings_ = meta.get("timings", {})

@@ -16,6 +16,7 @@ import lightgbm as lgb
 import numpy as np
 
 from tagalign.io import read_json, write_bytes_atomic, write_json_atomic
+from tagalign.runtime import in_part
 from tagalign.suggest.sources.base import Candidates
 
 
@@ -108,6 +109,13 @@ DEFAULT_LGB = {
 }
 
 
+def _groups(rows: np.ndarray) -> np.ndarray:
+    """Sizes of the runs of equal ``rows`` (candidates come grouped by record, `merge`)."""
+    if len(rows) == 0:
+        return np.zeros(0, np.int64)
+    return np.diff(np.r_[0, np.flatnonzero(np.diff(rows)) + 1, len(rows)])
+
+
 class FusionRanker:
     def __init__(self, num_rounds: int = 400, early_stopping: int = 30, **lgb_params):
         self.num_rounds = num_rounds
@@ -124,22 +132,44 @@ class FusionRanker:
         uniq = np.unique(rows)
         val_rows = rng.choice(uniq, size=max(1, int(len(uniq) * valid_fraction)), replace=False)
         is_val = np.isin(rows, val_rows)
+        ranking = self.lgb_params["objective"] == "lambdarank"
         dtrain = lgb.Dataset(X[~is_val], y[~is_val], feature_name=self.feature_names_,
+                             group=_groups(rows[~is_val]) if ranking else None,
                              free_raw_data=True)
-        dval = lgb.Dataset(X[is_val], y[is_val], reference=dtrain)
+        dval = lgb.Dataset(X[is_val], y[is_val], reference=dtrain,
+                           group=_groups(rows[is_val]) if ranking else None)
         self.booster_ = lgb.train(
             self.lgb_params, dtrain, num_boost_round=self.num_rounds, valid_sets=[dval],
             callbacks=[lgb.early_stopping(self.early_stopping, verbose=False)],
         )
         return self
 
-    def predict(self, X: np.ndarray) -> np.ndarray:
+    def columns(self, names: list[str]) -> np.ndarray | None:
+        """Positions in ``names`` of the features this ranker learned from, in its order
+        (None: the same list). A ranker saved before a source or the pipeline gained
+        features ignores the new columns; one that needs a column the pipeline no longer
+        makes is refused with a message to retrain."""
+        if names == self.feature_names_:
+            return None
+        missing = [n for n in self.feature_names_ if n not in names]
+        if missing:
+            raise ValueError(f"this model's ranker needs features {missing} that this version "
+                             "of tagalign no longer computes: retrain the project "
+                             "(tagalign train)")
+        return np.array([names.index(n) for n in self.feature_names_])
+
+    def predict(self, X: np.ndarray, names: list[str] | None = None) -> np.ndarray:
+        """Scores of the candidate rows ``X``; ``names``: X's columns, when they may differ
+        from the ones the ranker learned from (see `columns`)."""
         if len(X) == 0:
             return np.zeros(0, np.float32)
+        cols = None if names is None else self.columns(names)
+        if cols is not None:
+            X = X[:, cols]
         # the rows of one or a few records (a few hundred): LightGBM's OpenMP team costs
         # more to wake than the trees take, and on a busy machine a descheduled thread
         # stalls the rest; every row is scored alone, so the scores are the same either way
-        small = {"num_threads": 1} if len(X) < SMALL_PREDICT else {}
+        small = {"num_threads": 1} if len(X) < SMALL_PREDICT or in_part() else {}
         return self.booster_.predict(X, num_iteration=self.booster_.best_iteration or None,
                                      **small)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -11,7 +12,8 @@ from typing import Any
 import numpy as np
 
 from tagalign.records import Record
-from tagalign.runtime import threads
+from tagalign.runtime import in_part, single_threaded_part, threads
+from tagalign.suggest.agreement import AGREEMENT_FEATURES, CoAssignment, rrf
 from tagalign.suggest.fusion import FusionRanker, blend, merge, top_k
 from tagalign.suggest.quality import CandidateProfile, QualityEstimator
 from tagalign.suggest.sources.base import Batch, Candidates, Source
@@ -27,7 +29,11 @@ EXTRA_FEATURES = ["prior", "is_en", "rec_type", "n_tokens", "n_sources"]
 #: side on threads (`_pool`); larger batches keep one thread of control and let each
 #: library use its own threads on the whole batch
 SMALL_BATCH = 8
+#: batches of at least twice this many records are split into parts that run side by side,
+#: one per thread the process may use (`_parts_pool`; issue 18: batch speed on 2 cores)
+MIN_PART = 64
 _POOL: ThreadPoolExecutor | None = None
+_PARTS: ThreadPoolExecutor | None = None
 _POOL_LOCK = threading.Lock()
 
 
@@ -46,6 +52,31 @@ def _pool() -> ThreadPoolExecutor | None:
     return _POOL
 
 
+def _parts_pool(n_records: int) -> tuple[ThreadPoolExecutor | None, int]:
+    """The pool that runs a large batch's parts, and how many parts (1: no split).
+
+    A batch's work is mostly in code that releases the GIL (Omikuji, the TF-IDF product and
+    the neighbour top-k, faiss, LightGBM), but much of it runs on one thread (scipy's
+    product, NumPy) and the rest starts its own thread team per call. Splitting the batch
+    into parts, one per core, each calling its libraries with one thread
+    (`tagalign.runtime.single_threaded_part`), keeps both cores busy throughout. Nested
+    calls (a part's own sources) never split again."""
+    global _PARTS
+    n = min(threads(default=os.cpu_count() or 1), n_records // MIN_PART)
+    if n < 2 or in_part():
+        return None, 1
+    with _POOL_LOCK:
+        if _PARTS is None or _PARTS._max_workers < n:  # noqa: SLF001 - grow on demand
+            _PARTS = ThreadPoolExecutor(max_workers=n, thread_name_prefix="tagalign-part",
+                                        initializer=single_threaded_part)
+    return _PARTS, n
+
+
+def _split(records: Sequence[Record], n: int) -> list[Sequence[Record]]:
+    bounds = np.linspace(0, len(records), n + 1).astype(int)
+    return [records[a:b] for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
+
+
 @dataclass
 class HybridPipeline:
     vocab: Vocabulary
@@ -61,6 +92,10 @@ class HybridPipeline:
     #: suggest-time score corrections (`tagalign.suggest.fusion.blend`); 0: the ranker's own
     prior_weight: float = 0.0
     support_weight: float = 0.0
+    #: co-assignment of subjects in training (None: no agreement features, as models
+    #: saved before issue 18) and how many of a record's candidates are its anchors
+    co: CoAssignment | None = None
+    co_top_m: int = 10
 
     def prepare(self, records: Sequence[Record]) -> Batch:
         langs = [r.language if r.language in ("de", "en") else guess_language(r.text)
@@ -110,15 +145,20 @@ class HybridPipeline:
         prior = self.prior[cols] if len(self.prior) else np.zeros(len(cols), np.float32)
         extra = np.column_stack([prior, is_en[rows], rtype[rows], ntok[rows], n_sources])
         X = np.hstack([X, extra.astype(np.float32)])
-        return rows, cols, X, names + EXTRA_FEATURES, support
+        names = names + EXTRA_FEATURES
+        if self.co is not None:
+            agree = self.co.features(rows, cols, rrf(X, names), len(batch), self.co_top_m)
+            X = np.hstack([X, agree])
+            names = names + AGREEMENT_FEATURES
+        return rows, cols, X, names, support
 
     def score(self, cols: np.ndarray, X: np.ndarray, support: np.ndarray,
-              prior_weight: float | None = None, support_weight: float | None = None
-              ) -> np.ndarray:
+              prior_weight: float | None = None, support_weight: float | None = None,
+              names: list[str] | None = None) -> np.ndarray:
         """The ranker's probabilities, corrected by `blend` (weights: the pipeline's unless
-        given, as tuning trials do)."""
+        given, as tuning trials do); ``names``: X's columns (`FusionRanker.columns`)."""
         prior = self.prior[cols] if len(self.prior) else np.zeros(len(cols), np.float32)
-        return blend(self.ranker.predict(X), prior, support.sum(1),
+        return blend(self.ranker.predict(X, names), prior, support.sum(1),
                      self.prior_weight if prior_weight is None else prior_weight,
                      self.support_weight if support_weight is None else support_weight)
 
@@ -128,7 +168,7 @@ class HybridPipeline:
         quality estimate for that list after ``threshold`` (None: no estimate wanted)."""
         rows, cols, X, feat_names, support = self.features(batch)
         names = [s.name for s in self.sources]
-        scores = self.score(cols, X, support)
+        scores = self.score(cols, X, support, names=feat_names)
         ranked = top_k(rows, cols, scores, len(batch), limit)
         qualities: list[Quality | None] = [None] * len(batch)
         if threshold is not None and self.quality is not None:
@@ -138,6 +178,10 @@ class HybridPipeline:
                  for c, s, i in row] for row in ranked], qualities
 
     def suggest(self, records: Sequence[Record], limit: int = 20) -> list[list[Suggestion]]:
+        pool, n = _parts_pool(len(records))
+        if pool is not None:
+            return [row for part in pool.map(lambda p: self.suggest(p, limit),
+                                             _split(records, n)) for row in part]
         batch = self.prepare(records)
         ranked, _ = self.rank(batch, limit)
         return [self._suggestions(batch, i, row) for i, row in enumerate(ranked)]
@@ -146,6 +190,11 @@ class HybridPipeline:
                              threshold: float = 0.0
                              ) -> list[tuple[list[Suggestion], Quality | None]]:
         """Suggestions scoring ≥ ``threshold`` and the estimated quality of that list."""
+        pool, n = _parts_pool(len(records))
+        if pool is not None:
+            return [row for part in pool.map(
+                lambda p: self.suggest_with_quality(p, limit, threshold), _split(records, n))
+                for row in part]
         batch = self.prepare(records)
         ranked, qualities = self.rank(batch, limit, threshold)
         return [(keep_above(self._suggestions(batch, i, row), threshold), q)

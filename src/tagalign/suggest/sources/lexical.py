@@ -4,6 +4,13 @@ Labels (preferred and alternate, German and English) are stemmed with their lang
 Snowball stemmer and stop words are dropped on both sides, so "Geschichte der Philosophie"
 matches "…zur Geschichte der Philosophie…". Like Annif's MLLM, but the fusion ranker, not
 hand rules, decides what a match is worth.
+
+Fitting also scans the training records once and counts, per subject, in how many texts one
+of its labels was found and in how many of those it was a gold subject: ``lex_prec``, the
+smoothed share (gold + 1) / (found + 2), says whether a label found in a text is usually a
+subject of it ("Geschichte" is found everywhere and rarely assigned; "Epos" is assigned
+when found). Issue 18: how often a label occurs in text at all. NaN for a subject never
+found, and for models saved before the counts existed.
 """
 
 from __future__ import annotations
@@ -12,7 +19,9 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from tagalign.io import read_json, write_json_atomic
+import numpy as np
+
+from tagalign.io import read_json, save_npy_atomic, write_json_atomic
 from tagalign.suggest.sources.base import Batch, Candidates, Source, register_source
 from tagalign.text.analyzer import _STOP
 
@@ -21,15 +30,23 @@ from tagalign.text.analyzer import _STOP
 class LabelMatcher(Source):
     name = "lexical"
     features = ["lex_count", "lex_in_title", "lex_ntokens", "lex_first", "lex_pref",
-                "lex_ambiguity"]
+                "lex_ambiguity", "lex_prec"]
 
-    def __init__(self, max_ngram: int = 5, **params: Any):
-        super().__init__(max_ngram=max_ngram, **params)
+    def __init__(self, max_ngram: int = 5, cross_language: bool = False, **params: Any):
+        super().__init__(max_ngram=max_ngram, cross_language=cross_language, **params)
         self.max_ngram = max_ngram
+        #: subjects without an English label are also looked for in English texts under
+        #: their German labels, stemmed as English (names of places, people, bodies and many
+        #: technical terms are written alike); such matches have ``lex_pref`` -1
+        self.cross_language = cross_language
         # key "lang|tok tok" -> list of (subject position, is_pref)
         self.table_: dict[str, list[tuple[int, int]]] = {}
         self._grams: dict[str, dict[str, list[tuple[int, int]]]] = {}
         self._prefixes: dict[str, set[str]] = {}  # proper prefixes of labels: stop early
+        #: per subject: training texts where a label was found, and of those, gold ones
+        self.found_: np.ndarray | None = None
+        self.gold_: np.ndarray | None = None
+        self._prec: np.ndarray | None = None
 
     def fit(self, ctx: Any) -> None:
         analyzer, vocab = ctx.analyzer, ctx.vocab
@@ -48,8 +65,37 @@ class LabelMatcher(Source):
                     if key not in seen:
                         seen.add(key)
                         table[key].append((pos, pref))
+            if self.cross_language and "en" not in subj.labels:
+                for label in [subj.labels.get("de"), *subj.alt_labels.get("de", [])]:
+                    toks = [t for t in analyzer.words(label or "") if t not in _STOP["en"]]
+                    if not toks or len(toks) > self.max_ngram:
+                        continue
+                    key = "en|" + " ".join(analyzer.stem(toks, "en"))
+                    if key not in seen:
+                        seen.add(key)
+                        table[key].append((pos, -1))
         self.table_ = dict(table)
         self._index_prefixes()
+        if getattr(ctx, "tokens", None) is not None:  # training records given: count
+            self._count_found(Batch(ctx.records, list(ctx.memory.languages), ctx.tokens,
+                                    [[] for _ in ctx.tokens]), ctx.Y, len(vocab))
+
+    def _count_found(self, batch: Batch, Y: Any, n_subjects: int) -> None:
+        """`found_` / `gold_` over the training records of ``batch`` (gold: rows of ``Y``)."""
+        c = self.candidates(batch)
+        batch.evidence.pop(self.name, None)
+        found = np.bincount(c.cols, minlength=n_subjects).astype(np.float32)
+        hit = np.asarray(Y[c.rows, c.cols]).ravel() > 0
+        gold = np.bincount(c.cols[hit], minlength=n_subjects).astype(np.float32)
+        self.found_, self.gold_ = found, gold
+        self._set_precision()
+
+    def _set_precision(self) -> None:
+        if self.found_ is None:
+            self._prec = None
+            return
+        self._prec = np.where(self.found_ > 0, (self.gold_ + 1) / (self.found_ + 2),
+                              np.nan).astype(np.float32)
 
     def _index_prefixes(self) -> None:
         """Per language: stemmed label → its subjects, and the proper prefixes of labels
@@ -71,6 +117,7 @@ class LabelMatcher(Source):
         # time, one dict lookup each): the hybrid's costliest source per record before
         # issue 23 joined slices and prefixed keys for every lookup
         rows, cols, feats = [], [], []
+        prec = self._prec
         matches: list[dict[int, str]] = []
         batch.evidence[self.name] = matches
         max_m = self.max_ngram
@@ -100,7 +147,8 @@ class LabelMatcher(Source):
                         for pos, pref in hits:
                             f = found.get(pos)
                             if f is None:
-                                found[pos] = [1.0, in_title, float(m), first, float(pref), nhits]
+                                found[pos] = [1.0, in_title, float(m), first, float(pref), nhits,
+                                              float("nan") if prec is None else prec[pos]]
                                 keys[pos] = gram
                             else:
                                 f[0] += 1.0
@@ -120,9 +168,18 @@ class LabelMatcher(Source):
 
     def save(self, path: Path) -> None:
         write_json_atomic(path / "lexical.json", {"max_ngram": self.max_ngram,
+                                                  "cross_language": self.cross_language,
                                                   "table": self.table_})
+        if self.found_ is not None:
+            save_npy_atomic(path / "found.npy", self.found_)
+            save_npy_atomic(path / "gold.npy", self.gold_)
 
     def load_state(self, path: Path, ctx: Any) -> None:
         data = read_json(path / "lexical.json")
         self.table_ = {k: [tuple(x) for x in v] for k, v in data["table"].items()}
+        self.cross_language = data.get("cross_language", False)
         self._index_prefixes()
+        if (path / "found.npy").exists():  # models saved before issue 18 have no counts
+            self.found_ = np.load(path / "found.npy", allow_pickle=False)
+            self.gold_ = np.load(path / "gold.npy", allow_pickle=False)
+        self._set_precision()

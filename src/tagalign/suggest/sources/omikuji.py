@@ -19,6 +19,7 @@ import numpy as np
 import omikuji
 import scipy.sparse as sp
 
+from tagalign.runtime import in_part
 from tagalign.suggest.sources.base import Batch, Candidates, Source, register_source
 
 
@@ -98,7 +99,7 @@ def predict_omikuji(model: omikuji.Model, X: sp.csr_matrix, top_k: int, beam_siz
         return out
 
     n = X.shape[0]
-    workers = min(n_threads or os.cpu_count() or 1, max(1, n // 64))
+    workers = 1 if in_part() else min(n_threads or os.cpu_count() or 1, max(1, n // 64))
     if workers <= 1:
         return run(0, n)
     bounds = np.linspace(0, n, workers + 1).astype(int)

@@ -1,0 +1,178 @@
+#!/usr/bin/env python
+"""Issue 18: ranker variants of the hybrid on the stacking stage of `hybrid_ceiling.py`.
+
+Protocol: `benchmarks/hybrid_ceiling.py` fits the sources on split A of train and caches
+the wide candidates of split B (the ranker's records) and of a seeded dev sample. Here each
+variant's ranker learns from split B only (early stopping on a seeded 10 % of B's records)
+and is scored on the dev sample; dev trains nothing. Variants: the objective (binary vs
+LightGBM lambdarank, grouped by record), candidates per source, and new features
+(co-assignment agreement with the record's other strong candidates, subject specificity,
+how often a label found in a text is a gold subject). Prints avg R@5..20, R@20, F1@5, and
+avg R for English, German and Thesis records, and the ranker's fit time.
+
+    python benchmarks/hybrid_ranker.py [--workdir runs/h18-stage] [--variants a,b]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+
+from _common import add_data_args, seeded_sample
+from hybrid_ceiling import load_candidates
+from tagalign.evaluate import evaluate
+from tagalign.recipes.hybrid import HybridRecipe
+from tagalign.records import Record, read_records
+from tagalign.suggest.agreement import AGREEMENT_FEATURES, CoAssignment, rrf
+from tagalign.suggest.fusion import FusionRanker, top_k
+from tagalign.suggest.sources.base import Batch, Candidates
+from tagalign.suggest.sources.lexical import LabelMatcher
+from tagalign.suggest.sources.memory import label_matrix
+from tagalign.text import guess_language
+from tagalign.train.phases import PhaseRunner
+from tagalign.vocab import load_vocabulary
+
+KS = [5, 10, 15, 20]
+
+
+def subset(cands: list[Candidates], rows: np.ndarray) -> list[Candidates]:
+    """The candidates of records ``rows`` (sorted positions), renumbered 0..len-1."""
+    out = []
+    for c in cands:
+        keep = np.isin(c.rows, rows)
+        out.append(Candidates(np.searchsorted(rows, c.rows[keep]), c.cols[keep],
+                              c.feats[keep], c.names))
+    return out
+
+
+def batch_of(pipe, records: list[Record]) -> Batch:
+    langs = [r.language if r.language in ("de", "en") else guess_language(r.text)
+             for r in records]
+    an = pipe.analyzer
+    return Batch(records, langs, [an.tokens(r.text, lg) for r, lg in zip(records, langs,
+                                                                          strict=True)],
+                 [an.tokens(r.title, lg) for r, lg in zip(records, langs, strict=True)])
+
+
+def table(pipe, records, cands, k, extras):
+    cut = [c.truncate(k) for c in cands]
+    if "lexical" in extras:  # another lexical source's candidates (see main)
+        cut = [extras["lexical"] if c.names[0] == "lex_count" else c for c in cut]
+    batch = batch_of(pipe, records)
+    rows, cols, X, names, support = pipe.features(batch, cut)
+    cols_extra, names_extra = [], []
+    if "agree" in extras:
+        proxy = rrf(X, names)
+        cols_extra.append(extras["agree"].features(rows, cols, proxy, len(records),
+                                                   extras.get("top_m", 10)))
+        names_extra += AGREEMENT_FEATURES
+    if "spec" in extras:
+        cols_extra.append(extras["spec"][cols][:, None])
+        names_extra += ["label_words"]
+    if cols_extra:
+        X = np.hstack([X, *cols_extra]).astype(np.float32)
+        names = names + names_extra
+    y = np.asarray(label_matrix(records, pipe.vocab)[rows, cols]).ravel()
+    return rows, cols, X, y, names
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_data_args(ap)
+    ap.add_argument("--workdir", type=Path, default=Path("runs/h18-stage"))
+    ap.add_argument("--widest", type=int, default=100)
+    ap.add_argument("--limit-train", type=int, help="as given to hybrid_ceiling.py")
+    ap.add_argument("--seed", type=int, default=0, help="as given to hybrid_ceiling.py")
+    ap.add_argument("--variants", default="")
+    ap.add_argument("--out", type=Path, help="append each variant's figures (JSON lines)")
+    args = ap.parse_args()
+
+    vocab = load_vocabulary(args.vocab)
+    train = seeded_sample(list(read_records(args.train, vocab=vocab)), args.limit_train,
+                          args.seed)
+    by_id = {r.id: r for r in read_records(args.dev, vocab=vocab)}
+    dev = [by_id[i] for i in json.loads((args.workdir / "dev-ids.json").read_text())]
+    # agreement features are added per variant here, not by the pipeline
+    stage = HybridRecipe(vocab, agreement=False).stack(train, PhaseRunner(args.workdir,
+                                                                          quiet=True))
+    pipe = stage.pipeline
+    B = stage.ranker_records
+    _, cb = load_candidates(args.workdir / f"candidates-B-{args.widest}.npz")
+    _, cd = load_candidates(args.workdir / f"candidates-dev-{args.widest}.npz")
+    b_ids = {r.id for r in B}
+    rec_a = [r for r in stage.records if r.id not in b_ids]
+    t0 = time.perf_counter()
+    co = CoAssignment.from_labels(pipe.memory.Y)
+    print(f"co-assignment of split A: {time.perf_counter() - t0:.1f} s, "
+          f"{co.cond.nnz:,} pairs")
+    words = np.array([len(s.label("de").split()) for s in vocab.subjects], np.float32)
+    # the lexical source as trained now (with lex_prec counts over split A) and with
+    # German labels looked for in English texts; their candidates for B and dev
+    a_tokens = [pipe.analyzer.tokens(r.text, lg) for r, lg in zip(rec_a, pipe.memory.languages,
+                                                                   strict=True)]
+    ctx = SimpleNamespace(analyzer=pipe.analyzer, vocab=vocab, records=rec_a, Y=pipe.memory.Y,
+                          tokens=a_tokens, memory=pipe.memory)
+    lex = {}
+    for name, cross in (("new", False), ("cross", True)):
+        t0 = time.perf_counter()
+        src = LabelMatcher(cross_language=cross)
+        src.fit(ctx)
+        lex[name] = (src.candidates(batch_of(pipe, B)), src.candidates(batch_of(pipe, dev)))
+        print(f"lexical {name}: fit with counts over split A in "
+              f"{time.perf_counter() - t0:.0f} s")
+
+    variants = {
+        "base k30 binary": (30, {}, "binary"),
+        "+ lex_prec": (30, {"lexical": "new"}, "binary"),
+        "+ lex_prec + agreement": (30, {"lexical": "new", "agree": co}, "binary"),
+        "+ lex_prec + agr + words": (30, {"lexical": "new", "agree": co, "spec": words},
+                                     "binary"),
+        "+ lex_prec + agr, cross-lang": (30, {"lexical": "cross", "agree": co}, "binary"),
+        "+ lex_prec + agr, k50": (50, {"lexical": "new", "agree": co}, "binary"),
+        "+ lex_prec + agr, lambdarank": (30, {"lexical": "new", "agree": co}, "lambdarank"),
+        "base lambdarank": (30, {}, "lambdarank"),
+        "+ agreement": (30, {"agree": co}, "binary"),
+    }
+    chosen = [v.strip() for v in args.variants.split(",") if v.strip()] or list(variants)
+    print(f"\n{'variant':<34}{'avgR':>7}{'R@20':>7}{'F1@5':>7}{'en':>7}{'de':>7}"
+          f"{'Thesis':>8}{'fit s':>7}{'rows/rec':>9}")
+    for name in chosen:
+        k, extras, objective = variants[name]
+        lex_b, lex_d = lex.get(extras.get("lexical"), (None, None))
+        rb, cb_, Xb, yb, names = table(pipe, B, cb, k, {**extras, "lexical": lex_b}
+                                       if lex_b else extras)
+        rd, cd_, Xd, _, _ = table(pipe, dev, cd, k, {**extras, "lexical": lex_d}
+                                  if lex_d else extras)
+        params = {"objective": objective}
+        if objective == "lambdarank":
+            params.update({"metric": "ndcg", "eval_at": [20]})
+        t0 = time.perf_counter()
+        ranker = FusionRanker(num_rounds=500, **params).fit(Xb, yb, rb, names)
+        fit_s = time.perf_counter() - t0
+        s = ranker.predict(Xd)
+        ranked = top_k(rd, cd_, s, len(dev), 20)
+        preds = {r.id: [vocab.subjects[p].id for p, _, _ in row]
+                 for r, row in zip(dev, ranked, strict=True)}
+        m = evaluate(dev, preds, ks=KS)
+        o = m["overall"]
+        lang, typ = m["by_language"], m["by_type"]
+        print(f"{name:<34}{o['avg_recall']:7.4f}{o['recall@20']:7.4f}{o['f1@5']:7.4f}"
+              f"{lang['en']['avg_recall']:7.4f}{lang['de']['avg_recall']:7.4f}"
+              f"{typ['Thesis']['avg_recall']:8.4f}{fit_s:7.0f}{len(rd) / len(dev):9.0f}",
+              flush=True)
+        if args.out:
+            with args.out.open("a") as f:
+                f.write(json.dumps({"variant": name, "overall": o, "en": lang["en"],
+                                    "de": lang["de"], "thesis": typ["Thesis"],
+                                    "fit_s": fit_s,
+                                    "importance": ranker.importance()}) + "\n")
+
+
+if __name__ == "__main__":
+    main()

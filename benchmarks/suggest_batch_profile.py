@@ -1,0 +1,97 @@
+#!/usr/bin/env python
+"""Where a batch suggest spends its time (issue 18), stage by stage, and records/s.
+
+Loads a trained hybrid project and a seeded sample of dev records (``--limit-dev``, seed
+``--seed``; never a file prefix: dev is sorted by language and type), then runs the
+pipeline's stages one after another on batches of ``--batch`` records, one thread of
+control (the serial path, parts off), timing each stage's wall and process CPU seconds:
+the analyzer, TF-IDF, the encoder, each source, feature building (merge + agreement),
+the ranker, top k and the reasons. Last, the same records through `Project.suggest` as a
+user calls it (large batches split into parts on threads) for the records/s figure.
+
+    python benchmarks/suggest_batch_profile.py --project runs/hybrid-full [--limit-dev 2000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from collections import Counter, defaultdict
+from pathlib import Path
+
+from _common import DATA, seeded_sample
+from tagalign.project import Project
+from tagalign.records import read_records
+from tagalign.suggest.fusion import top_k
+from tagalign.suggest.sources.base import Batch
+from tagalign.text import guess_language
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--project", type=Path, required=True)
+    ap.add_argument("--dev", type=Path, default=DATA / "llms4subjects/dev.jsonl.gz")
+    ap.add_argument("--limit-dev", type=int, default=2000)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--batch", type=int, default=1000)
+    args = ap.parse_args()
+
+    project = Project.load(args.project)
+    dev = seeded_sample(list(read_records(args.dev, vocab=project.vocab)), args.limit_dev,
+                        args.seed)
+    print(f"dev: {len(dev)} records (seed {args.seed}): " + ", ".join(
+        f"{k} {n}" for k, n in Counter(f"{r.language}/{r.type}" for r in dev).most_common()))
+    pipe = project.recipe.pipeline_
+    project.suggest(dev[:200], limit=20)  # warm-up
+    wall: dict[str, float] = defaultdict(float)
+    cpu: dict[str, float] = defaultdict(float)
+
+    def timed(name, fn, *a):
+        w, c = time.perf_counter(), time.process_time()
+        out = fn(*a)
+        wall[name] += time.perf_counter() - w
+        cpu[name] += time.process_time() - c
+        return out
+
+    an = pipe.analyzer
+    src = [s.name for s in pipe.sources]
+    n_rows = 0
+    t0, c0 = time.perf_counter(), time.process_time()
+    for start in range(0, len(dev), args.batch):
+        recs = dev[start:start + args.batch]
+        langs = timed("language", lambda r=recs: [
+            x.language if x.language in ("de", "en") else guess_language(x.text) for x in r])
+        toks = timed("analyzer", lambda r=recs, lg=langs: (
+            [an.tokens(x.text, g) for x, g in zip(r, lg, strict=True)],
+            [an.tokens(x.title, g) for x, g in zip(r, lg, strict=True)]))
+        batch = Batch(recs, langs, *toks)
+        batch.tfidf = timed("tfidf", pipe.featurizer.transform, toks[0], langs)
+        if pipe.encoder is not None:
+            batch.embeddings = timed("encoder", pipe.encoder.encode, [x.text for x in recs])
+        cands = [timed(f"source {s.name}", s.candidates, batch) for s in pipe.sources]
+        rows, cols, X, names, support = timed("features", pipe.features, batch, cands)
+        scores = timed("ranker", pipe.score, cols, X, support, None, None, names)
+        ranked = timed("top k", top_k, rows, cols, scores, len(batch), 20)
+        timed("reasons", lambda b=batch, rk=ranked, sp=support: [
+            pipe._suggestions(b, i, [(c, s, [n for n, on in zip(src, sp[j], strict=True)
+                                             if on]) for c, s, j in row])
+            for i, row in enumerate(rk)])
+        n_rows += len(rows)
+    total_w, total_c = time.perf_counter() - t0, time.process_time() - c0
+    print(f"\nserial path, batches of {args.batch}: {len(dev) / total_w:.0f} records/s, "
+          f"{n_rows / len(dev):.0f} candidates per record")
+    print(f"{'stage':<20}{'wall s':>8}{'share':>7}{'cpu s':>8}{'ms/rec':>8}")
+    for name in wall:
+        print(f"{name:<20}{wall[name]:8.2f}{wall[name] / total_w:7.0%}{cpu[name]:8.2f}"
+              f"{1000 * wall[name] / len(dev):8.2f}")
+    print(f"{'total':<20}{total_w:8.2f}{1:7.0%}{total_c:8.2f}{1000 * total_w / len(dev):8.2f}")
+    t0, c0 = time.perf_counter(), time.process_time()
+    project.suggest(dev, limit=20)
+    w, c = time.perf_counter() - t0, time.process_time() - c0
+    print(f"\nProject.suggest (parts on threads): {len(dev)} records in {w:.1f} s = "
+          f"{len(dev) / w:.0f} records/s, cpu {c:.1f} s")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,70 @@
+"""Agreement features (issue 18): co-assignment of a candidate with its record's anchors,
+checked against their definition written out pair by pair; and a ranker saved before new
+features existed still scores (by name), while one needing a lost feature is refused."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tagalign.suggest.agreement import CoAssignment, rrf
+from tagalign.suggest.fusion import FusionRanker
+
+
+def brute(Y: np.ndarray, rows, cols, proxy, top_m):
+    count = Y.sum(0)
+    C = Y.T @ Y
+    out = []
+    for r, c in zip(rows, cols, strict=True):
+        mine = [i for i in range(len(rows)) if rows[i] == r]
+        # anchors: the top_m of the record by proxy, ties by position (lexsort is stable)
+        order = sorted(mine, key=lambda i: -proxy[i])[:top_m]
+        anchors = [cols[i] for i in order if cols[i] != c]
+        cond = [C[a, c] / count[a] if count[a] else 0.0 for a in anchors]
+        out.append([sum(cond), sum(1 for a in anchors if C[a, c] > 0), max(cond, default=0.0)])
+    return np.array(out, np.float32).reshape(-1, 3)
+
+
+@settings(max_examples=60, deadline=None, derandomize=True)
+@given(st.integers(0, 10_000), st.integers(1, 4))
+def test_agreement_features_match_their_definition(seed, top_m):
+    rng = np.random.default_rng(seed)
+    n_subj, n_train, n_rows = 8, 30, 3
+    Y = (rng.random((n_train, n_subj)) < 0.3).astype(np.float32)
+    co = CoAssignment.from_labels(sp.csr_matrix(Y))
+    pairs = sorted({(int(r), int(c)) for r, c in zip(rng.integers(0, n_rows, 12),
+                                                    rng.integers(0, n_subj, 12), strict=True)})
+    rows = np.array([p[0] for p in pairs])
+    cols = np.array([p[1] for p in pairs])
+    proxy = rng.permutation(len(rows)).astype(np.float64)  # distinct: no tie questions
+    got = co.features(rows, cols, proxy, n_rows, top_m)
+    np.testing.assert_allclose(got, brute(Y, rows, cols, proxy, top_m), rtol=1e-5, atol=1e-6)
+
+
+def test_worked_example_and_rrf():
+    # s0 and s1 are assigned together twice, s2 alone once
+    Y = sp.csr_matrix(np.array([[1, 1, 0], [1, 1, 0], [0, 0, 1], [1, 0, 0]], np.float32))
+    co = CoAssignment.from_labels(Y)
+    assert co.cond[0, 1] == pytest.approx(2 / 3) and co.cond[1, 0] == 1.0
+    # one record, candidates s0 (anchor), s1, s2; top_m=1 keeps s0 only
+    X = np.array([[1.0, np.nan], [np.nan, 2.0], [3.0, np.nan]], np.float32)
+    proxy = rrf(X, ["a_rank", "b_rank"])
+    assert proxy.tolist() == pytest.approx([1 / 61, 1 / 62, 1 / 63])
+    got = co.features(np.zeros(3, np.int64), np.arange(3), proxy, 1, top_m=1)
+    assert got.tolist() == [[0, 0, 0], [pytest.approx(2 / 3), 1, pytest.approx(2 / 3)],
+                            [0, 0, 0]]
+
+
+def test_ranker_scores_by_feature_name_and_refuses_a_lost_feature():
+    rng = np.random.default_rng(0)
+    X = rng.random((400, 2)).astype(np.float32)
+    y = (X[:, 0] > 0.5).astype(np.float32)
+    rows = np.repeat(np.arange(40), 10)
+    ranker = FusionRanker(num_rounds=20, num_threads=1).fit(X, y, rows, ["a", "b"])
+    wider = np.column_stack([X[:, 1], rng.random(400), X[:, 0]]).astype(np.float32)
+    np.testing.assert_array_equal(ranker.predict(wider, ["b", "new", "a"]), ranker.predict(X))
+    with pytest.raises(ValueError, match="retrain"):
+        ranker.predict(X[:, :1], ["a"])
