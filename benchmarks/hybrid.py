@@ -9,16 +9,25 @@ the cost of each training phase (time, RSS), suggest records/s and peak RSS, and
 (measured at the stacking stage: sources fit on split A, ranker on split B).
 
     python benchmarks/hybrid.py [--train ...] [--dev ...] [--limit-train N] [--ablation]
+
+Issue 18's figures, each beside the figure when the issue was filed and its target, close
+the output (full train, full dev: the issue's protocol). With ``--save-project P
+--serve-check N`` the saved project is also served by `tagalign serve` in its own process
+(`serve_latency.py`, N seeded single-record requests) for the REST p95 and the server's RSS.
+``--limit-train``/``--limit-dev`` draw seeded samples (``--seed``), never a file prefix.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import subprocess
+import sys
+import tempfile
 import time
 from pathlib import Path
 
-from _common import add_data_args, peak_rss_gb
+from _common import add_data_args, peak_rss_gb, seeded_sample
 from tagalign.evaluate import evaluate
 from tagalign.recipes.hybrid import HybridRecipe, feature_table
 from tagalign.recipes.lexical import rule_score
@@ -121,6 +130,44 @@ def ablation(recipe: HybridRecipe, train, dev, workdir: Path) -> None:
     print_table("Ablation at the stacking stage (sources on split A, ranker on split B)", rows)
 
 
+#: issue 18: (figure, the README's figure when the issue was filed, target, higher is better)
+ISSUE18 = [
+    ("avg R@5..20", "0.666–0.669", 0.70, True),
+    ("F1@5", "0.376", 0.40, True),
+    ("English avg R@5..20", "about 0.65", None, True),  # target: German − 0.02
+    ("Thesis avg R@5..20", "about 0.54", 0.60, True),
+    ("training s (all 90,452)", "816 idle", 900, False),
+    ("suggest records/s", "179 (2,000); 144", 400, True),
+    ("peak RSS train GB", "4.3", 4.5, False),
+    ("serve RSS GB", "1.8", 1.8, False),
+    ("REST p95 ms", "24–27", 20, False),
+]
+
+
+def issue18_table(now: dict[str, float | None]) -> None:
+    print("\nIssue 18 figures (today = when the issue was filed; 'met' only for a figure "
+          "measured here)")
+    print(f"{'figure':<26}{'today':>20}{'now':>10}{'target':>10}  met")
+    for name, today, target, higher in ISSUE18:
+        value = now.get(name)
+        if name.startswith("English"):
+            german = now.get("German avg R@5..20")
+            target = None if german is None else round(german - 0.02, 4)
+        met = "" if value is None or target is None else \
+            ("yes" if (value >= target if higher else value <= target) else "no")
+        shown = "–" if value is None else f"{value:.4g}"
+        print(f"{name:<26}{today:>20}{shown:>10}{'–' if target is None else target:>10}  {met}")
+
+
+def serve_check(project: Path, requests: int) -> dict:
+    """REST p95 and server RSS of the saved project (`serve_latency.py`, own process)."""
+    out = Path(tempfile.mkdtemp()) / "serve.jsonl"
+    subprocess.run([sys.executable, str(Path(__file__).with_name("serve_latency.py")),
+                    "--project", str(project), "--requests", str(requests), "--clients", "0",
+                    "--json", str(out)], check=True)
+    return json.loads(out.read_text().splitlines()[-1])
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -134,11 +181,15 @@ def main() -> None:
     ap.add_argument("--json", type=Path, help="also write all figures to this JSON file")
     ap.add_argument("--save-project", type=Path,
                     help="save the trained hybrid as a project here (for serve benchmarks)")
+    ap.add_argument("--serve-check", type=int, default=0, metavar="N",
+                    help="with --save-project: serve it and send N single-record requests")
+    ap.add_argument("--seed", type=int, default=0, help="seed of the --limit-* samples")
     args = ap.parse_args()
 
     vocab = load_vocabulary(args.vocab)
-    train = list(read_records(args.train, vocab=vocab, limit=args.limit_train))
-    dev = list(read_records(args.dev, vocab=vocab, limit=args.limit_dev))
+    train = seeded_sample(list(read_records(args.train, vocab=vocab)), args.limit_train,
+                          args.seed)
+    dev = seeded_sample(list(read_records(args.dev, vocab=vocab)), args.limit_dev, args.seed)
     print(f"train {len(train)} records, dev {len(dev)} records, vocabulary {len(vocab)}")
     params = dict(p.split("=", 1) for p in args.param)
     recipe = HybridRecipe(vocab, **{k: json.loads(v) for k, v in params.items()})
@@ -181,6 +232,18 @@ def main() -> None:
         project.save_model(recipe)
         project.set_scores(hybrid["overall"])
         print(f"project saved to {args.save_project}")
+    serve = serve_check(args.save_project, args.serve_check) \
+        if args.save_project and args.serve_check else {}
+    lang, typ = hybrid["by_language"], hybrid["by_type"]
+    issue18_table({
+        "avg R@5..20": hybrid["overall"]["avg_recall"], "F1@5": hybrid["overall"]["f1@5"],
+        "English avg R@5..20": lang.get("en", {}).get("avg_recall"),
+        "German avg R@5..20": lang.get("de", {}).get("avg_recall"),
+        "Thesis avg R@5..20": typ.get("Thesis", {}).get("avg_recall"),
+        "training s (all 90,452)": train_s, "suggest records/s": len(dev) / suggest_s,
+        "peak RSS train GB": train_rss,
+        "serve RSS GB": serve["rss_queries"]["rss"] / 1024 if serve else None,
+        "REST p95 ms": serve.get("p95_ms")})
     if args.ablation:
         ablation(recipe, train, dev, args.workdir)
 
