@@ -61,8 +61,10 @@ def batch_of(pipe, records: list[Record]) -> Batch:
 
 def table(pipe, records, cands, k, extras):
     cut = [c.truncate(k) for c in cands]
-    if "lexical" in extras:  # another lexical source's candidates (see main)
+    if extras.get("lexical") is not None:  # another lexical source's candidates (see main)
         cut = [extras["lexical"] if c.names[0] == "lex_count" else c for c in cut]
+    if "drop" in extras:  # a source left out (its candidates and features)
+        cut = [c for c in cut if c.names[0] != extras["drop"]]
     batch = batch_of(pipe, records)
     rows, cols, X, names, support = pipe.features(batch, cut)
     cols_extra, names_extra = [], []
@@ -146,6 +148,12 @@ def main() -> None:
         "+ lex_prec + agr, leaves 127": (30, {"lexical": "new", "agree": co,
                                               "lgb": {"num_leaves": 127,
                                                       "min_data_in_leaf": 100}}, "binary"),
+        "+ lex_prec + agr, lr 0.1": (30, {"lexical": "new", "agree": co,
+                                          "lgb": {"learning_rate": 0.1}}, "binary"),
+        "+ lex_prec + agr, no tfidf_knn": (30, {"lexical": "new", "agree": co,
+                                                "drop": "tknn_vote"}, "binary"),
+        "+ lex_prec + agr, no omikuji": (30, {"lexical": "new", "agree": co,
+                                              "drop": "omikuji_score"}, "binary"),
         "base lambdarank": (30, {}, "lambdarank"),
         "+ agreement": (30, {"agree": co}, "binary"),
     }

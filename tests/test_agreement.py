@@ -68,3 +68,35 @@ def test_ranker_scores_by_feature_name_and_refuses_a_lost_feature():
     np.testing.assert_array_equal(ranker.predict(wider, ["b", "new", "a"]), ranker.predict(X))
     with pytest.raises(ValueError, match="retrain"):
         ranker.predict(X[:, :1], ["a"])
+
+
+def test_compiled_ranker_gives_lightgbm_scores(tmp_path, monkeypatch):
+    """Issue 18: batches are scored by the trees compiled with lleaves (cached by the
+    model's hash); the scores are LightGBM's, NaNs included."""
+    monkeypatch.setenv("TAGALIGN_CACHE", str(tmp_path))
+    monkeypatch.setenv("TAGALIGN_COMPILE_RANKER", "1")
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(3000, 5)).astype(np.float32)
+    X[rng.random(X.shape) < 0.3] = np.nan
+    y = (np.nan_to_num(X[:, 0]) - np.nan_to_num(X[:, 1]) + rng.normal(size=3000) > 0)
+    ranker = FusionRanker(num_rounds=30, num_threads=1).fit(
+        X, y.astype(np.float32), np.arange(3000) // 30, [f"f{i}" for i in range(5)])
+    want = ranker.booster_.predict(X, num_iteration=ranker.booster_.best_iteration or None)
+    assert ranker.predict(X) is not None and ranker._compiled is None  # off unless asked
+    ranker.compile = True
+    got = ranker.predict(X)
+    assert ranker._compiled is not None
+    assert len(list(tmp_path.glob("ranker-*.so"))) == 1
+    np.testing.assert_allclose(got, want, rtol=0, atol=1e-12)
+    assert len(np.unique(got.round(3))) > 50
+    # a second ranker of the same model loads the cached object instead of compiling
+    again = FusionRanker.load(_saved(ranker, tmp_path / "r"))
+    again.compile = True
+    np.testing.assert_allclose(again.predict(X), want, rtol=0, atol=1e-12)
+    assert len(list(tmp_path.glob("ranker-*.so"))) == 1
+
+
+def _saved(ranker, path):
+    path.mkdir()
+    ranker.save(path)
+    return path

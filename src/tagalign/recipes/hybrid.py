@@ -246,6 +246,7 @@ class HybridRecipe(Recipe):
 
         pipe.ranker = runner.run("ranker", lambda: self._fit_ranker(table()),
                                  lambda r, d: r.save(d), FusionRanker.load)
+        pipe.ranker.compile = True  # the ranker that suggests: compiled trees for batches
         if self.params["quality"]:  # before B joins the memory: B's features stay held-out
             pipe.quality = runner.run(
                 "quality", lambda: self._fit_quality(table(), stage.ranker_records),
@@ -488,6 +489,7 @@ class HybridRecipe(Recipe):
             FusionRanker.load(path / "ranker"), np.load(path / "prior.npy", allow_pickle=False),
             prior_weight=self.params["prior_weight"], support_weight=self.params["support_weight"],
             label_cos=self.params["label_cos"])
+        self.pipeline_.ranker.compile = True
         if (path / "co").exists():  # models saved before issue 18 have no agreement features
             meta_co = read_json(path / "co" / "co.json")
             self.pipeline_.co = CoAssignment(load_csr(path / "co", "cond",
