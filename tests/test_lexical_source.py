@@ -74,6 +74,10 @@ def test_lex_prec_counts_found_and_gold_training_texts(tmp_path):
                           tokens=[an.tokens(t, "de") for t in texts],
                           memory=SimpleNamespace(languages=["de"] * 4)))
     assert m.found_.tolist() == [3.0, 2.0, 0.0] and m.gold_.tolist() == [1.0, 2.0, 0.0]
+    # scanned a record at a time (chunks bound the scan's memory): the same counts
+    m._count_found(Batch(recs, ["de"] * 4, [an.tokens(t, "de") for t in texts], [[]] * 4),
+                   Y, 3, chunk=1)
+    assert m.found_.tolist() == [3.0, 2.0, 0.0] and m.gold_.tolist() == [1.0, 2.0, 0.0]
     rec = Record(id="q", title="Epos und Geschichte", language="de")
     c = m.candidates(Batch([rec], ["de"], [an.tokens(rec.title, "de")],
                            [an.tokens(rec.title, "de")]))

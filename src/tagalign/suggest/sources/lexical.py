@@ -80,13 +80,20 @@ class LabelMatcher(Source):
             self._count_found(Batch(ctx.records, list(ctx.memory.languages), ctx.tokens,
                                     [[] for _ in ctx.tokens]), ctx.Y, len(vocab))
 
-    def _count_found(self, batch: Batch, Y: Any, n_subjects: int) -> None:
-        """`found_` / `gold_` over the training records of ``batch`` (gold: rows of ``Y``)."""
-        c = self.candidates(batch)
-        batch.evidence.pop(self.name, None)
-        found = np.bincount(c.cols, minlength=n_subjects).astype(np.float32)
-        hit = np.asarray(Y[c.rows, c.cols]).ravel() > 0
-        gold = np.bincount(c.cols[hit], minlength=n_subjects).astype(np.float32)
+    def _count_found(self, batch: Batch, Y: Any, n_subjects: int, chunk: int = 2000) -> None:
+        """`found_` / `gold_` over the training records of ``batch`` (gold: rows of ``Y``),
+        scanned ``chunk`` records at a time: the scan's Python lists for all 90k training
+        records at once would hold about a gigabyte."""
+        found = np.zeros(n_subjects, np.float32)
+        gold = np.zeros(n_subjects, np.float32)
+        for start in range(0, len(batch), chunk):
+            stop = min(start + chunk, len(batch))
+            c = self.candidates(Batch(batch.records[start:stop], batch.languages[start:stop],
+                                      batch.tokens[start:stop],
+                                      batch.title_tokens[start:stop]))
+            found += np.bincount(c.cols, minlength=n_subjects)
+            hit = np.asarray(Y[c.rows + start, c.cols]).ravel() > 0
+            gold += np.bincount(c.cols[hit], minlength=n_subjects)
         self.found_, self.gold_ = found, gold
         self._set_precision()
 
