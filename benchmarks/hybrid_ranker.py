@@ -10,7 +10,7 @@ LightGBM lambdarank, grouped by record), candidates per source, and new features
 how often a label found in a text is a gold subject). Prints avg R@5..20, R@20, F1@5, and
 avg R for English, German and Thesis records, and the ranker's fit time.
 
-    python benchmarks/hybrid_ranker.py [--workdir runs/h18-stage] [--variants a,b]
+    python benchmarks/hybrid_ranker.py [--workdir runs/h18-stage] [--variants "a;b"]
 """
 
 from __future__ import annotations
@@ -96,7 +96,7 @@ def main() -> None:
     ap.add_argument("--widest", type=int, default=100)
     ap.add_argument("--limit-train", type=int, help="as given to hybrid_ceiling.py")
     ap.add_argument("--seed", type=int, default=0, help="as given to hybrid_ceiling.py")
-    ap.add_argument("--variants", default="")
+    ap.add_argument("--variants", default="", help="variant names separated by ;")
     ap.add_argument("--out", type=Path, help="append each variant's figures (JSON lines)")
     args = ap.parse_args()
 
@@ -158,7 +158,7 @@ def main() -> None:
         "+ agreement": (30, {"agree": co}, "binary"),
     }
     emb = (pipe.encoder.encode([r.text for r in B]), pipe.encoder.encode([r.text for r in dev]))
-    chosen = [v.strip() for v in args.variants.split(",") if v.strip()] or list(variants)
+    chosen = [v.strip() for v in args.variants.split(";") if v.strip()] or list(variants)
     print(f"\n{'variant':<34}{'avgR':>7}{'R@20':>7}{'F1@5':>7}{'en':>7}{'de':>7}"
           f"{'Thesis':>8}{'fit s':>7}{'rows/rec':>9}")
     for name in chosen:
