@@ -73,11 +73,6 @@ def table(pipe, records, cands, k, extras):
         cols_extra.append(extras["agree"].features(rows, cols, proxy, len(records),
                                                    extras.get("top_m", 10)))
         names_extra += AGREEMENT_FEATURES
-    if extras.get("sim") is not None:  # cosine of record and subject label vectors, every candidate
-        M = next(s for s in pipe.sources if s.name == "labels").matrix_
-        E = extras["sim"]
-        cols_extra.append(np.einsum("ij,ij->i", E[rows], M[cols])[:, None])
-        names_extra += ["sim_all"]
     if "spec" in extras:
         cols_extra.append(extras["spec"][cols][:, None])
         names_extra += ["label_words"]
@@ -143,8 +138,6 @@ def main() -> None:
         "+ lex_prec + agr, cross-lang": (30, {"lexical": "cross", "agree": co}, "binary"),
         "+ lex_prec + agr, k50": (50, {"lexical": "new", "agree": co}, "binary"),
         "+ lex_prec + agr, lambdarank": (30, {"lexical": "new", "agree": co}, "lambdarank"),
-        "+ lex_prec + agr + sim_all": (30, {"lexical": "new", "agree": co, "sim": "emb"},
-                                       "binary"),
         "+ lex_prec + agr, leaves 127": (30, {"lexical": "new", "agree": co,
                                               "lgb": {"num_leaves": 127,
                                                       "min_data_in_leaf": 100}}, "binary"),
@@ -157,17 +150,15 @@ def main() -> None:
         "base lambdarank": (30, {}, "lambdarank"),
         "+ agreement": (30, {"agree": co}, "binary"),
     }
-    emb = (pipe.encoder.encode([r.text for r in B]), pipe.encoder.encode([r.text for r in dev]))
     chosen = [v.strip() for v in args.variants.split(";") if v.strip()] or list(variants)
     print(f"\n{'variant':<34}{'avgR':>7}{'R@20':>7}{'F1@5':>7}{'en':>7}{'de':>7}"
           f"{'Thesis':>8}{'fit s':>7}{'rows/rec':>9}")
     for name in chosen:
         k, extras, objective = variants[name]
         lex_b, lex_d = lex.get(extras.get("lexical"), (None, None))
-        eb, ed = emb if "sim" in extras else (None, None)
-        rb, cb_, Xb, yb, names = table(pipe, B, cb, k, {**extras, "lexical": lex_b, "sim": eb}
+        rb, cb_, Xb, yb, names = table(pipe, B, cb, k, {**extras, "lexical": lex_b}
                                        if lex_b else extras)
-        rd, cd_, Xd, _, _ = table(pipe, dev, cd, k, {**extras, "lexical": lex_d, "sim": ed}
+        rd, cd_, Xd, _, _ = table(pipe, dev, cd, k, {**extras, "lexical": lex_d}
                                   if lex_d else extras)
         params = {"objective": objective, **extras.get("lgb", {})}
         if objective == "lambdarank":

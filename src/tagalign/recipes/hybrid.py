@@ -163,8 +163,6 @@ class HybridRecipe(Recipe):
         # candidates (`tagalign.suggest.agreement`; issue 18)
         "agreement": True,
         "agreement_top_m": 10,
-        # feature label_cos: record-to-label cosine for every candidate (not only `labels`')
-        "label_cos": False,
         # German labels of subjects without an English one, looked for in English texts
         "lexical_cross_language": False,
         # the per-record quality estimate, cross-fitted on split B (see the module docstring)
@@ -314,7 +312,7 @@ class HybridRecipe(Recipe):
                 f"source-{name}", lambda s=src: (s.fit(ctx), s)[1], lambda s, d: s.save(d),
                 lambda d, s=src: (s.load_state(d, ctx), s)[1]))
         pipe = HybridPipeline(self.vocab, analyzer, featurizer, ctx.memory, sources, encoder,
-                              prior=subject_prior(ctx.Y), label_cos=p["label_cos"])
+                              prior=subject_prior(ctx.Y))
         if p["agreement"]:  # from split A only: the ranker's records are not in it
             pipe.co = CoAssignment.from_labels(ctx.Y)
             pipe.co_top_m = p["agreement_top_m"]
@@ -487,8 +485,7 @@ class HybridRecipe(Recipe):
         self.pipeline_ = HybridPipeline(
             vocab, ctx.analyzer, TfidfFeaturizer.load(path / "tfidf"), memory, sources, encoder,
             FusionRanker.load(path / "ranker"), np.load(path / "prior.npy", allow_pickle=False),
-            prior_weight=self.params["prior_weight"], support_weight=self.params["support_weight"],
-            label_cos=self.params["label_cos"])
+            prior_weight=self.params["prior_weight"], support_weight=self.params["support_weight"])
         self.pipeline_.ranker.compile = True
         if (path / "co").exists():  # models saved before issue 18 have no agreement features
             meta_co = read_json(path / "co" / "co.json")

@@ -96,9 +96,6 @@ class HybridPipeline:
     #: saved before issue 18) and how many of a record's candidates are its anchors
     co: CoAssignment | None = None
     co_top_m: int = 10
-    #: feature ``label_cos`` for every candidate: cosine of the record's vector and the
-    #: subject's label vector (the `labels` source's matrix), not only for its own top k
-    label_cos: bool = False
 
     def prepare(self, records: Sequence[Record]) -> Batch:
         langs = [r.language if r.language in ("de", "en") else guess_language(r.text)
@@ -149,12 +146,6 @@ class HybridPipeline:
         extra = np.column_stack([prior, is_en[rows], rtype[rows], ntok[rows], n_sources])
         X = np.hstack([X, extra.astype(np.float32)])
         names = names + EXTRA_FEATURES
-        labels = next((s for s in self.sources if s.name == "labels"), None)
-        if self.label_cos and labels is not None and batch.embeddings is not None:
-            M = labels.matrix_
-            cos = np.einsum("ij,ij->i", batch.embeddings[rows], M[cols]).astype(np.float32)
-            X = np.hstack([X, cos[:, None]])
-            names = names + ["label_cos"]
         if self.co is not None:
             agree = self.co.features(rows, cols, rrf(X, names), len(batch), self.co_top_m)
             X = np.hstack([X, agree])
