@@ -23,8 +23,9 @@ from tagalign.vocab import Vocabulary
 
 
 def rule_score(feats: np.ndarray) -> np.ndarray:
-    """1 − exp(−evidence); evidence grows with count, title match and label length."""
-    count, in_title, ntok, first, pref, ambig = feats.T
+    """1 − exp(−evidence); evidence grows with count, title match and label length (the
+    lexical source's first six features; ``lex_prec`` and later ones are the ranker's)."""
+    count, in_title, ntok, first, pref, ambig = feats[:, :6].T
     evidence = (0.3 * np.log1p(count) + 0.5 * in_title + 0.25 * ntok + 0.2 * (1 - first)
                 + 0.1 * pref) / np.maximum(ambig, 1)
     return 1 - np.exp(-evidence)
