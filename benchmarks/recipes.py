@@ -249,8 +249,9 @@ def run_one(label: str, recipe: str, params: dict, also: tuple[str, ...], vocab:
     and parameters) and score the top 50 on dev; then on each ``also`` candidate set.
     Each row is written to WORKDIR/<label>.row.json as soon as it is scored; with ``reuse``
     the rows already there are kept and only the missing candidate sets are scored (one
-    model can be scored on a costly set in a later run). Train time of a reused project
-    is the one recorded when it was trained."""
+    model can be scored on a costly set in a later run), and a training that was
+    interrupted resumes from its checkpoints. Train time of a reused project is the one
+    recorded when it was trained."""
     params = {**params, "cache_dir": str(cache)}
     folder = workdir / slug(label)
     row_file = folder.with_suffix(".row.json")
@@ -264,7 +265,9 @@ def run_one(label: str, recipe: str, params: dict, also: tuple[str, ...], vocab:
         train_s, losses = done[main_set]["train_s"], done[main_set]["losses"]
     else:
         t0 = time.perf_counter()
-        project.train(train, resume=False)
+        # with reuse, a training interrupted earlier continues from its per-epoch
+        # checkpoints in the project's work/ (train_s then counts this run's part only)
+        project.train(train, resume=reuse)
         train_s = time.perf_counter() - t0
         losses = [round(x, 4) for x in getattr(project.recipe, "losses_", [])][:40]
     history = getattr(project.recipe, "history_", {})  # early stopping's scores, if any
