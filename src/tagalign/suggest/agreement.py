@@ -15,7 +15,8 @@ model. For a candidate c and the anchors A (without c itself):
 * ``co_max``  = max_{a∈A} P(c | a), 0 when none co-occurs (with the ``prior`` feature, the
   log frequency of c, the trees have the best anchor's PMI: log P(c | a) / P(c))
 
-Computed as sparse products (anchors × co-assignment matrix), not per pair in Python.
+Computed with NumPy over the anchors' co-assignment lists (`CoAssignment.features`), not
+per pair in Python.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
-from tagalign.suggest.sources.base import ranks_of
+from tagalign.suggest.sources.base import ranks_of, row_entries
 
 AGREEMENT_FEATURES = ["co_sum", "co_hits", "co_max"]
 RRF_K = 60.0
@@ -81,22 +82,18 @@ class CoAssignment:
         rank[order] = ranks_of(rows[order])
         top = rank <= top_m
         a_rows, a_subj = rows[top], cols[top]
-        ptr, ind, data = self.cond.indptr, self.cond.indices, self.cond.data
-        lens = (ptr[a_subj + 1] - ptr[a_subj]).astype(np.int64)
-        total = int(lens.sum())
+        pos, lens = row_entries(self.cond.indptr, a_subj)
         out = np.zeros((n, len(AGREEMENT_FEATURES)), np.float32)
-        if total == 0:
+        if len(pos) == 0:
             return out
-        offsets = np.cumsum(lens) - lens
-        pos = np.repeat(ptr[a_subj].astype(np.int64) - offsets, lens) + np.arange(total)
         n_subj = np.int64(self.cond.shape[1])
-        keys = np.repeat(a_rows.astype(np.int64), lens) * n_subj + ind[pos]
+        keys = np.repeat(a_rows.astype(np.int64), lens) * n_subj + self.cond.indices[pos]
         q = rows.astype(np.int64) * n_subj + cols
         q_order = np.argsort(q)
         q_sorted = q[q_order]
         i = np.minimum(np.searchsorted(q_sorted, keys), n - 1)
         hit = q_sorted[i] == keys
-        i, vals = q_order[i[hit]], data[pos[hit]]
+        i, vals = q_order[i[hit]], self.cond.data[pos[hit]]
         out[:, 0] = np.bincount(i, weights=vals, minlength=n)
         out[:, 1] = np.bincount(i, minlength=n)
         np.maximum.at(out[:, 2], i, vals)

@@ -30,6 +30,7 @@ from tagalign.suggest.sources.base import (
     Source,
     ranks_of,
     register_source,
+    row_entries,
 )
 
 
@@ -47,9 +48,7 @@ def vote(nbr: np.ndarray, sims: np.ndarray, Y: sp.csr_matrix, power: float, top_
     rows = np.repeat(np.arange(n), k)[valid]
     cols = nbr.ravel()[valid]
     w = np.power(sims.ravel()[valid], power)
-    starts, lens = Y.indptr[cols], np.diff(Y.indptr)[cols]
-    offsets = np.cumsum(lens) - lens
-    pos = np.repeat(starts - offsets, lens) + np.arange(int(lens.sum()))
+    pos, lens = row_entries(Y.indptr, cols)
     subj = Y.indices[pos].astype(np.int64)
     y = Y.data[pos].astype(np.float64)
     key = np.repeat(rows, lens).astype(np.int64) * Y.shape[1] + subj
