@@ -144,8 +144,9 @@ def main() -> None:
     for k in KS:
         cut = [c.truncate(k) for c in cands]
         per = {name: held(c, gold, n) for name, c in zip(names, cut, strict=True)}
-        per["union"] = held(union(cut), gold, n)
-        size = len(np.unique(union(cut).rows * n + union(cut).cols)) / len(dev)
+        every = union(cut)
+        per["union"] = held(every, gold, n)
+        size = len(np.unique(every.rows * n + every.cols)) / len(dev)
         for g, m in groups(dev).items():
             table.append({"k": k, "group": g, "n": int(m.sum()), "union_size": size,
                           **{name: float(h[m].sum() / max(n_gold[m].sum(), 1))

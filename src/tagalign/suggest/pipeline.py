@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -23,6 +23,7 @@ from tagalign.text import Analyzer, guess_language
 from tagalign.text.tfidf import TfidfFeaturizer
 from tagalign.vocab import Vocabulary
 
+T = TypeVar("T")
 TYPES = ["Book", "Thesis", "Conference", "Report", "Article"]
 EXTRA_FEATURES = ["prior", "is_en", "rec_type", "n_tokens", "n_sources"]
 #: batches up to this size run the encoder beside the TF-IDF work and the sources side by
@@ -72,9 +73,16 @@ def _parts_pool(n_records: int) -> tuple[ThreadPoolExecutor | None, int]:
     return _PARTS, n
 
 
-def _split(records: Sequence[Record], n: int) -> list[Sequence[Record]]:
+def _in_parts(records: Sequence[Record], run: Callable[[Sequence[Record]], list[T]]
+              ) -> list[T] | None:
+    """``run`` over ``records`` split into parts on `_parts_pool`'s threads, results in
+    order; None when the batch is not split (``run`` is then the caller's to do)."""
+    pool, n = _parts_pool(len(records))
+    if pool is None:
+        return None
     bounds = np.linspace(0, len(records), n + 1).astype(int)
-    return [records[a:b] for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
+    parts = [records[a:b] for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
+    return [row for part in pool.map(run, parts) for row in part]
 
 
 @dataclass
@@ -178,10 +186,9 @@ class HybridPipeline:
                  for c, s, i in row] for row in ranked], qualities
 
     def suggest(self, records: Sequence[Record], limit: int = 20) -> list[list[Suggestion]]:
-        pool, n = _parts_pool(len(records))
-        if pool is not None:
-            return [row for part in pool.map(lambda p: self.suggest(p, limit),
-                                             _split(records, n)) for row in part]
+        parted = _in_parts(records, lambda p: self.suggest(p, limit))
+        if parted is not None:
+            return parted
         batch = self.prepare(records)
         ranked, _ = self.rank(batch, limit)
         return [self._suggestions(batch, i, row) for i, row in enumerate(ranked)]
@@ -190,11 +197,9 @@ class HybridPipeline:
                              threshold: float = 0.0
                              ) -> list[tuple[list[Suggestion], Quality | None]]:
         """Suggestions scoring ≥ ``threshold`` and the estimated quality of that list."""
-        pool, n = _parts_pool(len(records))
-        if pool is not None:
-            return [row for part in pool.map(
-                lambda p: self.suggest_with_quality(p, limit, threshold), _split(records, n))
-                for row in part]
+        parted = _in_parts(records, lambda p: self.suggest_with_quality(p, limit, threshold))
+        if parted is not None:
+            return parted
         batch = self.prepare(records)
         ranked, qualities = self.rank(batch, limit, threshold)
         return [(keep_above(self._suggestions(batch, i, row), threshold), q)
