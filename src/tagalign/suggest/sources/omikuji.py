@@ -10,6 +10,7 @@ import contextlib
 import os
 import sys
 import tempfile
+import threading
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -18,6 +19,9 @@ from typing import Any
 import numpy as np
 import omikuji
 import scipy.sparse as sp
+from omikuji import _ThreadPoolHandle
+from omikuji._libomikuji import ffi as _ffi
+from omikuji._libomikuji import lib as _lib
 
 from tagalign.runtime import in_part
 from tagalign.suggest.sources.base import Batch, Candidates, Source, register_source
@@ -84,27 +88,63 @@ def single_threaded(model: omikuji.Model) -> omikuji.Model:
     return model
 
 
+_LOCAL = threading.local()
+
+
+def _own_pool() -> Any:
+    """The calling thread's own one-thread Omikuji pool. A model's pool runs every call on
+    its one worker, so threads that shared it waited for each other: two parts of a batch
+    ran their trees one after the other (issue 18 profile: Omikuji was a third of each
+    part's wall time). Pools are per thread and reused; a fork makes a new one."""
+    handle = getattr(_LOCAL, "pool", None)
+    if handle is None:
+        handle = _LOCAL.pool = _ThreadPoolHandle(1, initialize=True)
+    return handle.ptr
+
+
+def _predict_rows(model: omikuji.Model, X: sp.csr_matrix, lo: int, hi: int, top_k: int,
+                  beam_size: int) -> list[list[tuple[int, float]]]:
+    """Rows ``lo:hi`` of ``X`` through Omikuji's C call, as `omikuji.Model.predict` makes
+    it (same arguments, same results: tests/test_omikuji_source.py) but on the calling
+    thread's pool (`_own_pool`) and from the CSR arrays themselves: the wrapper copies
+    each feature into the C arrays one by one in Python, under the GIL."""
+    ind = X.indices.astype(np.uint32, copy=False)
+    val = X.data.astype(np.float32, copy=False)
+    labels = np.empty(top_k, np.uint32)
+    scores = np.empty(top_k, np.float32)
+    out_l = _ffi.from_buffer("uint32_t[]", labels)
+    out_s = _ffi.from_buffer("float[]", scores)
+    pool = _own_pool()
+    out: list[list[tuple[int, float]]] = []
+    for i in range(lo, hi):
+        a, b = int(X.indptr[i]), int(X.indptr[i + 1])
+        if a == b:
+            out.append([])
+            continue
+        n = _lib.omikuji_predict(model._model_ptr, beam_size, b - a,  # noqa: SLF001
+                                 _ffi.from_buffer("uint32_t[]", ind[a:b]),
+                                 _ffi.from_buffer("float[]", val[a:b]), top_k, out_l, out_s,
+                                 pool)
+        out.append(list(zip(labels[:n].tolist(), scores[:n].tolist(), strict=True)))
+    return out
+
+
 def predict_omikuji(model: omikuji.Model, X: sp.csr_matrix, top_k: int, beam_size: int = 10,
                     n_threads: int = 0) -> list[list[tuple[int, float]]]:
     """Top-k (label, score) per row; rows are spread over threads (the native call
-    releases the GIL), which matters on small machines."""
+    releases the GIL, and each thread has its own pool: `_own_pool`), which matters on
+    small machines."""
     X = X.tocsr()
-
-    def run(lo: int, hi: int) -> list[list[tuple[int, float]]]:
-        out = []
-        for i in range(lo, hi):
-            a, b = X.indptr[i], X.indptr[i + 1]
-            pairs = list(zip(X.indices[a:b].tolist(), X.data[a:b].tolist(), strict=True))
-            out.append(model.predict(pairs, beam_size=beam_size, top_k=top_k) if pairs else [])
-        return out
-
+    if not X.has_sorted_indices:  # Omikuji wants each row's features in order
+        X = X.sorted_indices()
     n = X.shape[0]
     workers = 1 if in_part() else min(n_threads or os.cpu_count() or 1, max(1, n // 64))
     if workers <= 1:
-        return run(0, n)
+        return _predict_rows(model, X, 0, n, top_k, beam_size)
     bounds = np.linspace(0, n, workers + 1).astype(int)
     with ThreadPoolExecutor(workers) as pool:
-        parts = pool.map(run, bounds[:-1], bounds[1:])
+        parts = pool.map(lambda lo, hi: _predict_rows(model, X, lo, hi, top_k, beam_size),
+                         bounds[:-1], bounds[1:])
     return [row for part in parts for row in part]
 
 
@@ -131,20 +171,22 @@ class OmikujiSource(Source):
                 n_threads=self.n_threads))
 
     def candidates(self, batch: Batch) -> Candidates:
-        rows, cols, scores, ranks = [], [], [], []
+        rows, preds = [], []
         for lang, (idx, X) in batch.tfidf.items():
             model = self.models_.get(lang)
             if model is None:
                 continue
             preds_all = predict_omikuji(model, X, self.top_k, n_threads=self.n_threads)
-            for r, preds in zip(idx, preds_all, strict=True):
-                for rank, (label, score) in enumerate(preds, 1):
-                    rows.append(r)
-                    cols.append(label)
-                    scores.append(score)
-                    ranks.append(rank)
-        return Candidates.from_lists(rows, cols, np.column_stack([scores, ranks]),
-                                     self.features)
+            rows.append(np.repeat(np.asarray(idx, np.int64), [len(p) for p in preds_all]))
+            preds += preds_all
+        flat = np.array([pair for p in preds for pair in p], np.float64).reshape(-1, 2)
+        lens = np.array([len(p) for p in preds], np.int64)
+        ranks = np.arange(len(flat)) - np.repeat(np.cumsum(lens) - lens, lens) + 1
+        if not len(flat):
+            return Candidates.empty(self.features)
+        return Candidates(np.concatenate(rows), flat[:, 0].astype(np.int64),
+                          np.column_stack([flat[:, 1], ranks]).astype(np.float32),
+                          self.features)
 
     def save(self, path: Path) -> None:
         with _quiet_native_output():
