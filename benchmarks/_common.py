@@ -95,3 +95,11 @@ def seeded_sample(records: list, size: int | None, seed: int) -> list:
 
     idx = np.random.default_rng(seed).choice(len(records), size, replace=False)
     return [records[i] for i in sorted(idx)]
+
+
+def seeded_records(path: Path, vocab, size: int | None, seed: int) -> list:
+    """`seeded_sample` of the records in ``path`` that have gold subjects."""
+    from tagalign.records import read_records
+
+    return seeded_sample([r for r in read_records(path, vocab=vocab) if r.subjects], size,
+                         seed)

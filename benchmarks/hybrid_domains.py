@@ -30,11 +30,11 @@ from pathlib import Path
 
 import numpy as np
 
-from _common import add_data_args, peak_rss_gb
+from _common import add_data_args, peak_rss_gb, seeded_records
 from tagalign.evaluate import SubjectEvaluator
 from tagalign.evaluate.metrics import hits_matrix
 from tagalign.recipes.hybrid import HybridRecipe
-from tagalign.records import Record, read_records
+from tagalign.records import Record
 from tagalign.vocab import load_vocabulary
 
 KS20 = [5, 10, 15, 20]
@@ -56,14 +56,6 @@ def make_up(name: str, records: list[Record]) -> None:
     print("  " + f"{'':<6}" + "".join(f"{t:>12}" for t in types))
     for lg in sorted(langs):
         print("  " + f"{lg:<6}" + "".join(f"{cells[(lg, t)]:>12}" for t in types))
-
-
-def sample(path: Path, vocab, n: int, seed: int) -> list[Record]:
-    recs = [r for r in read_records(path, vocab=vocab) if r.subjects]
-    if n >= len(recs):
-        return recs
-    idx = np.random.default_rng(seed).choice(len(recs), n, replace=False)
-    return [recs[i] for i in sorted(idx)]
 
 
 def per_record_recall(records: list[Record], rankings: list[list[str]], ks: list[int]
@@ -114,8 +106,8 @@ def sample_args(doc: str | None, workdir: str) -> argparse.ArgumentParser:
 def load_samples(args: argparse.Namespace) -> tuple:
     """vocabulary, train sample, dev sample (their make-ups printed)."""
     vocab = load_vocabulary(args.vocab)
-    train = sample(args.train, vocab, args.n_train, args.seed)
-    dev = sample(args.dev, vocab, args.n_dev, args.seed)
+    train = seeded_records(args.train, vocab, args.n_train, args.seed)
+    dev = seeded_records(args.dev, vocab, args.n_dev, args.seed)
     make_up(f"train sample (default_rng({args.seed}))", train)
     make_up(f"dev sample (default_rng({args.seed}))", dev)
     return vocab, train, dev

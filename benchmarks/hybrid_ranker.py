@@ -27,13 +27,12 @@ from _common import add_data_args, seeded_sample
 from hybrid_ceiling import load_candidates
 from tagalign.evaluate import evaluate
 from tagalign.recipes.hybrid import HybridRecipe
-from tagalign.records import Record, read_records
+from tagalign.records import read_records
 from tagalign.suggest.agreement import AGREEMENT_FEATURES, CoAssignment, rrf
 from tagalign.suggest.fusion import FusionRanker, top_k
 from tagalign.suggest.sources.base import Batch, Candidates
 from tagalign.suggest.sources.lexical import LabelMatcher
 from tagalign.suggest.sources.memory import label_matrix
-from tagalign.text import guess_language
 from tagalign.train.phases import PhaseRunner
 from tagalign.vocab import load_vocabulary
 
@@ -50,22 +49,13 @@ def subset(cands: list[Candidates], rows: np.ndarray) -> list[Candidates]:
     return out
 
 
-def batch_of(pipe, records: list[Record]) -> Batch:
-    langs = [r.language if r.language in ("de", "en") else guess_language(r.text)
-             for r in records]
-    an = pipe.analyzer
-    return Batch(records, langs, [an.tokens(r.text, lg) for r, lg in zip(records, langs,
-                                                                          strict=True)],
-                 [an.tokens(r.title, lg) for r, lg in zip(records, langs, strict=True)])
-
-
 def table(pipe, records, cands, k, extras):
     cut = [c.truncate(k) for c in cands]
     if extras.get("lexical") is not None:  # another lexical source's candidates (see main)
         cut = [extras["lexical"] if c.names[0] == "lex_count" else c for c in cut]
     if "drop" in extras:  # a source left out (its candidates and features)
         cut = [c for c in cut if c.names[0] != extras["drop"]]
-    batch = batch_of(pipe, records)
+    batch = Batch.tokenised(records, pipe.analyzer)
     rows, cols, X, names, support = pipe.features(batch, cut)
     cols_extra, names_extra = [], []
     if "agree" in extras:
@@ -76,11 +66,35 @@ def table(pipe, records, cands, k, extras):
     if "spec" in extras:
         cols_extra.append(extras["spec"][cols][:, None])
         names_extra += ["label_words"]
+    if "group_prior" in extras:  # P(subject | record type) and P(subject | language), split A
+        types, by_type, langs, by_lang = extras["group_prior"]
+        t = np.array([types.get(r.type or "", 0) for r in records])[rows]
+        lg = np.array([langs.get(r.language or "", 0) for r in records])[rows]
+        cols_extra += [by_type[t, cols][:, None], by_lang[lg, cols][:, None]]
+        names_extra += ["prior_type", "prior_lang"]
+    if "has_en" in extras:  # whether the subject has an English label at all
+        cols_extra.append(extras["has_en"][cols][:, None])
+        names_extra += ["has_en_label"]
     if cols_extra:
         X = np.hstack([X, *cols_extra]).astype(np.float32)
         names = names + names_extra
     y = np.asarray(label_matrix(records, pipe.vocab)[rows, cols]).ravel()
     return rows, cols, X, y, names
+
+
+def priors_by_group(records, Y) -> tuple:
+    """Smoothed subject frequency among split A's records of each type and language."""
+    out = []
+    for key in (lambda r: r.type or "", lambda r: r.language or ""):
+        names = sorted({key(r) for r in records})
+        index = {n: i for i, n in enumerate(names)}
+        g = np.array([index[key(r)] for r in records])
+        table = np.zeros((len(names), Y.shape[1]), np.float32)
+        for i in range(len(names)):
+            sel = Y[g == i]
+            table[i] = (np.asarray(sel.sum(0)).ravel() + 0.1) / (sel.shape[0] + 1)
+        out += [index, table]
+    return tuple(out)
 
 
 def main() -> None:
@@ -114,6 +128,8 @@ def main() -> None:
     print(f"co-assignment of split A: {time.perf_counter() - t0:.1f} s, "
           f"{co.cond.nnz:,} pairs")
     words = np.array([len(s.label("de").split()) for s in vocab.subjects], np.float32)
+    has_en = np.array([bool(s.labels.get("en")) for s in vocab.subjects], np.float32)
+    group_prior = priors_by_group(rec_a, pipe.memory.Y)
     # the lexical source as trained now (with lex_prec counts over split A) and with
     # German labels looked for in English texts; their candidates for B and dev
     a_tokens = [pipe.analyzer.tokens(r.text, lg) for r, lg in zip(rec_a, pipe.memory.languages,
@@ -125,7 +141,8 @@ def main() -> None:
         t0 = time.perf_counter()
         src = LabelMatcher(cross_language=cross)
         src.fit(ctx)
-        lex[name] = (src.candidates(batch_of(pipe, B)), src.candidates(batch_of(pipe, dev)))
+        lex[name] = (src.candidates(Batch.tokenised(B, pipe.analyzer)),
+                     src.candidates(Batch.tokenised(dev, pipe.analyzer)))
         print(f"lexical {name}: fit with counts over split A in "
               f"{time.perf_counter() - t0:.0f} s")
 
@@ -147,6 +164,13 @@ def main() -> None:
                                                 "drop": "tknn_vote"}, "binary"),
         "+ lex_prec + agr, no omikuji": (30, {"lexical": "new", "agree": co,
                                               "drop": "omikuji_score"}, "binary"),
+        "+ lex_prec + agr + group priors": (30, {"lexical": "new", "agree": co,
+                                                 "group_prior": group_prior}, "binary"),
+        "+ lex_prec + agr + has_en": (30, {"lexical": "new", "agree": co, "has_en": has_en},
+                                      "binary"),
+        "+ lex_prec + agr + group priors + has_en": (
+            30, {"lexical": "new", "agree": co, "group_prior": group_prior, "has_en": has_en},
+            "binary"),
         "base lambdarank": (30, {}, "lambdarank"),
         "+ agreement": (30, {"agree": co}, "binary"),
     }

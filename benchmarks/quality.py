@@ -20,12 +20,9 @@ import tempfile
 import time
 from pathlib import Path
 
-import numpy as np
-
-from _common import add_data_args
+from _common import add_data_args, seeded_records
 from tagalign.evaluate.quality import quality_report
 from tagalign.project import Project
-from tagalign.records import read_records
 from tagalign.vocab import load_vocabulary
 
 LIMITS = (20, 5)  # the task's submission size, and the k of the release curve's F1@5
@@ -33,14 +30,6 @@ SHARES = (0.25, 0.5, 0.75, 1.0)
 #: qualle (ZBW; Toepfer & Seifert, TPDL 2018) reports recall gains of filtered subsets and
 #: explained variation, not a correlation we could find in the stored texts
 QUALLE = "qualle: no correlation figure found in its README or paper abstract"
-
-
-def sample(path: Path, vocab, n: int, seed: int) -> list:
-    recs = [r for r in read_records(path, vocab=vocab) if r.subjects]
-    if n >= len(recs):
-        return recs
-    idx = np.random.default_rng(seed).choice(len(recs), n, replace=False)
-    return [recs[i] for i in sorted(idx)]
 
 
 def describe(name: str, recs: list) -> str:
@@ -68,8 +57,8 @@ def main() -> None:
     args = ap.parse_args()
 
     vocab = load_vocabulary(args.vocab)
-    train = sample(args.train, vocab, args.train_n, seed=20)
-    dev = sample(args.dev, vocab, args.dev_n, seed=21)
+    train = seeded_records(args.train, vocab, args.train_n, seed=20)
+    dev = seeded_records(args.dev, vocab, args.dev_n, seed=21)
     print(describe("train sample (seed 20)", train))
     print(describe("dev sample (seed 21)", dev))
     params = {"threads": args.threads}

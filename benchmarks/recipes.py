@@ -52,7 +52,7 @@ from pathlib import Path
 
 import numpy as np
 
-from _common import add_data_args, peak_rss_gb
+from _common import add_data_args, peak_rss_gb, seeded_sample
 from tagalign.encode import EmbeddingCache
 from tagalign.evaluate import evaluate
 from tagalign.project import Project
@@ -146,13 +146,6 @@ PRESETS: dict[str, list[tuple[str, str, dict, tuple[str, ...]]]] = {
           "train_layers": 4, "max_train_records": 2000}, ("labelled:en", "all")),
     ],
 }
-
-
-def seeded_sample(records: list[Record], size: int, seed: int) -> list[Record]:
-    """``size`` records drawn without replacement by default_rng(seed), in file order."""
-    pick = np.sort(np.random.default_rng(seed).choice(len(records), min(size, len(records)),
-                                                      replace=False))
-    return [records[i] for i in pick]
 
 
 def make_up(records: list[Record]) -> str:

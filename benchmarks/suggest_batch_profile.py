@@ -5,9 +5,10 @@ Loads a trained hybrid project and a seeded sample of dev records (``--limit-dev
 ``--seed``; never a file prefix: dev is sorted by language and type), then runs the
 pipeline's stages one after another on batches of ``--batch`` records, one thread of
 control (the serial path, parts off), timing each stage's wall and process CPU seconds:
-the analyzer, TF-IDF, the encoder, each source, feature building (merge + agreement),
-the ranker, top k and the reasons. Last, the same records through `Project.suggest` as a
-user calls it (large batches split into parts on threads) for the records/s figure.
+the language guess with the analyzer, TF-IDF, the encoder, each source, feature building
+(merge + agreement), the ranker, top k and the reasons. Last, the same records through
+`Project.suggest` as a user calls it (large batches split into parts on threads) for the
+records/s figure.
 
     python benchmarks/suggest_batch_profile.py --project runs/hybrid-full [--limit-dev 2000]
 """
@@ -24,7 +25,6 @@ from tagalign.project import Project
 from tagalign.records import read_records
 from tagalign.suggest.fusion import top_k
 from tagalign.suggest.sources.base import Batch
-from tagalign.text import guess_language
 
 
 def main() -> None:
@@ -60,13 +60,9 @@ def main() -> None:
     t0, c0 = time.perf_counter(), time.process_time()
     for start in range(0, len(dev), args.batch):
         recs = dev[start:start + args.batch]
-        langs = timed("language", lambda r=recs: [
-            x.language if x.language in ("de", "en") else guess_language(x.text) for x in r])
-        toks = timed("analyzer", lambda r=recs, lg=langs: (
-            [an.tokens(x.text, g) for x, g in zip(r, lg, strict=True)],
-            [an.tokens(x.title, g) for x, g in zip(r, lg, strict=True)]))
-        batch = Batch(recs, langs, *toks)
-        batch.tfidf = timed("tfidf", pipe.featurizer.transform, toks[0], langs)
+        batch = timed("language + analyzer", Batch.tokenised, recs, an)
+        langs = batch.languages
+        batch.tfidf = timed("tfidf", pipe.featurizer.transform, batch.tokens, langs)
         if pipe.encoder is not None:
             batch.embeddings = timed("encoder", pipe.encoder.encode, [x.text for x in recs])
         cands = [timed(f"source {s.name}", s.candidates, batch) for s in pipe.sources]

@@ -20,14 +20,10 @@ from tagalign.evaluate.selection import ScoredHits
 from tagalign.io import atomic_text
 from tagalign.project import Project
 from tagalign.records import Record
-from tagalign.text import guess_language
+from tagalign.suggest.sources.base import record_languages
 
 DEPTH = max(LIMITS)
 out = Console()  # results on stdout; progress and logs go to `console` (stderr)
-
-
-def _language(rec: Record) -> str:
-    return rec.language if rec.language in ("de", "en") else guess_language(rec.text)
 
 
 def _scored(project: Project, records: list[Record]) -> ScoredHits:
@@ -78,7 +74,7 @@ def optimize(
     sh = _scored(project, records)
     groups: dict[str | None, np.ndarray] = {None: np.arange(len(records))}
     if per_language:
-        langs = np.array([_language(r) for r in records])
+        langs = np.array(record_languages(records))
         groups = {lang: np.flatnonzero(langs == lang) for lang in sorted(set(langs))}
     results = {}
     for lang, rows in groups.items():

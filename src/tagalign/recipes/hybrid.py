@@ -51,8 +51,9 @@ from tagalign.suggest.fusion import FusionRanker, top_k
 from tagalign.suggest.pipeline import HybridPipeline
 from tagalign.suggest.quality import CandidateProfile, QualityEstimator, cross_fitted_scores
 from tagalign.suggest.sources import SOURCES, Source
+from tagalign.suggest.sources.base import record_languages
 from tagalign.suggest.sources.memory import RecordMemory, label_matrix
-from tagalign.text import Analyzer, guess_language
+from tagalign.text import Analyzer
 from tagalign.text.tfidf import TfidfFeaturizer
 from tagalign.vocab import Vocabulary
 
@@ -274,8 +275,7 @@ class HybridRecipe(Recipe):
         p = self.params
         analyzer = Analyzer()
         records = [r for r in records if r.subjects]
-        langs = [r.language if r.language in ("de", "en") else guess_language(r.text)
-                 for r in records]
+        langs = record_languages(records)
         hold = np.array([in_holdout(r.id, p["holdout_fraction"], p["seed"]) for r in records])
         idx_b = np.flatnonzero(hold)[: p["max_ranker_records"]]
         idx_a = np.setdiff1d(np.arange(len(records)), idx_b)

@@ -18,7 +18,7 @@ from tagalign.records import Record
 from tagalign.suggest import Suggestion
 from tagalign.suggest.sources.base import Batch
 from tagalign.suggest.sources.lexical import LabelMatcher
-from tagalign.text import Analyzer, guess_language
+from tagalign.text import Analyzer
 from tagalign.vocab import Vocabulary
 
 
@@ -50,13 +50,8 @@ class LexicalRecipe(Recipe):
         self.matcher_.fit(self._context())
 
     def suggest(self, records: Sequence[Record], limit: int = 20) -> list[list[Suggestion]]:
-        langs = [r.language if r.language in ("de", "en") else guess_language(r.text)
-                 for r in records]
-        batch = Batch(records, langs,
-                      [self.analyzer.tokens(r.text, lg) for r, lg in zip(records, langs,
-                                                                         strict=True)],
-                      [self.analyzer.tokens(r.title, lg) for r, lg in zip(records, langs,
-                                                                          strict=True)])
+        batch = Batch.tokenised(records, self.analyzer)
+        langs = batch.languages
         cands = self.matcher_.candidates(batch)
         scores = rule_score(cands.feats) if len(cands.rows) else np.zeros(0)
         out: list[list[Suggestion]] = [[] for _ in records]

@@ -19,7 +19,7 @@ from tagalign.suggest.quality import CandidateProfile, QualityEstimator
 from tagalign.suggest.sources.base import Batch, Candidates, Source
 from tagalign.suggest.sources.memory import RecordMemory
 from tagalign.suggest.suggestion import Quality, Suggestion, keep_above
-from tagalign.text import Analyzer, guess_language
+from tagalign.text import Analyzer
 from tagalign.text.tfidf import TfidfFeaturizer
 from tagalign.vocab import Vocabulary
 
@@ -106,12 +106,8 @@ class HybridPipeline:
     co_top_m: int = 10
 
     def prepare(self, records: Sequence[Record]) -> Batch:
-        langs = [r.language if r.language in ("de", "en") else guess_language(r.text)
-                 for r in records]
-        tokens = [self.analyzer.tokens(r.text, lg) for r, lg in zip(records, langs, strict=True)]
-        titles = [self.analyzer.tokens(r.title, lg) for r, lg in zip(records, langs,
-                                                                      strict=True)]
-        batch = Batch(records, langs, tokens, titles)
+        batch = Batch.tokenised(records, self.analyzer)
+        tokens, langs = batch.tokens, batch.languages
         pool = _pool() if len(records) <= SMALL_BATCH else None
         encoded: Future | None = None
         if self.encoder is not None and pool is not None:

@@ -18,6 +18,7 @@ import scipy.sparse as sp
 
 from tagalign.records import Record
 from tagalign.registry import Registry
+from tagalign.text import Analyzer, guess_language
 
 SOURCES: Registry[type[Source]] = Registry("source")
 register_source = SOURCES.register
@@ -41,6 +42,22 @@ class Batch:
 
     def __len__(self) -> int:
         return len(self.records)
+
+    @classmethod
+    def tokenised(cls, records: Sequence[Record], analyzer: Analyzer) -> Batch:
+        """The records with their languages and the analyzer's text and title tokens: what
+        every source reads (TF-IDF rows and embeddings are the pipeline's to add)."""
+        langs = record_languages(records)
+        return cls(records, langs,
+                   [analyzer.tokens(r.text, lg) for r, lg in zip(records, langs, strict=True)],
+                   [analyzer.tokens(r.title, lg) for r, lg in zip(records, langs, strict=True)])
+
+
+def record_languages(records: Sequence[Record]) -> list[str]:
+    """Each record's language as the sources know them: its own when German or English,
+    else the one its text reads as."""
+    return [r.language if r.language in ("de", "en") else guess_language(r.text)
+            for r in records]
 
 
 @dataclass
