@@ -171,6 +171,10 @@ def main() -> None:
         "+ lex_prec + agr + group priors + has_en": (
             30, {"lexical": "new", "agree": co, "group_prior": group_prior, "has_en": has_en},
             "binary"),
+        "+ lex_prec + agr, B 25 %": (30, {"lexical": "new", "agree": co, "b_share": 0.25},
+                                     "binary"),
+        "+ lex_prec + agr, B 50 %": (30, {"lexical": "new", "agree": co, "b_share": 0.5},
+                                     "binary"),
         "base lambdarank": (30, {}, "lambdarank"),
         "+ agreement": (30, {"agree": co}, "binary"),
     }
@@ -184,6 +188,11 @@ def main() -> None:
                                        if lex_b else extras)
         rd, cd_, Xd, _, _ = table(pipe, dev, cd, k, {**extras, "lexical": lex_d}
                                   if lex_d else extras)
+        if "b_share" in extras:  # a learning curve: a seeded share of B's records only
+            keep = np.random.default_rng(0).permutation(len(B))[:round(extras["b_share"]
+                                                                       * len(B))]
+            sel = np.isin(rb, keep)
+            rb, Xb, yb = np.searchsorted(np.sort(keep), rb[sel]), Xb[sel], yb[sel]
         params = {"objective": objective, **extras.get("lgb", {})}
         if objective == "lambdarank":
             params.update({"metric": "ndcg", "eval_at": [20]})
