@@ -247,7 +247,7 @@ def main() -> None:
             knn.X_[lang], knn.rows_[lang] = X[:size], rows[:size]
             batch = Batch(dev, dev_langs, dev_tokens, dev_tokens)
             batch.tfidf = {lang: dev_tfidf[lang]} if lang in dev_tfidf else {}
-            knn._transposed(lang)  # built once at load in the product, not per query
+            knn._search_index(lang)  # built once at load in the product, not per query
             t1 = time.perf_counter()
             knn.neighbours(batch)
             key = 10 if size < len(rows) else 1

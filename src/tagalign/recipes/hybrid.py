@@ -149,6 +149,10 @@ class HybridRecipe(Recipe):
         "seed": 13,
         "knn_k": 30,
         "knn_power": 2.0,
+        # TF-IDF neighbours: terms in more than this share of the records leave the product
+        # and come back for the `knn_rescore` best (`TfidfNeighbours`; 0: exact search)
+        "knn_prune_df": 0.05,
+        "knn_rescore": 300,
         "ann_index": "ivf",
         "candidates_per_source": 30,
         "omikuji_cluster_k": 100,
@@ -207,7 +211,8 @@ class HybridRecipe(Recipe):
         kwargs: dict[str, dict[str, Any]] = {
             "omikuji": {"top_k": k, "cluster_k": p["omikuji_cluster_k"],
                         "max_depth": p["omikuji_max_depth"], "n_threads": p["threads"]},
-            "tfidf_knn": {"k": p["knn_k"], "power": p["knn_power"], "top_k": k},
+            "tfidf_knn": {"k": p["knn_k"], "power": p["knn_power"], "top_k": k,
+                          "prune_df": p["knn_prune_df"], "rescore": p["knn_rescore"]},
             "emb_knn": {"k": p["knn_k"], "power": p["knn_power"], "top_k": k,
                         "index": p["ann_index"]},
             "labels": {"top_k": k, "index": p["ann_index"]},
