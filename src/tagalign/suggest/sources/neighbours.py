@@ -25,6 +25,7 @@ from tagalign.io import (
     save_npy_atomic,
     write_json_atomic,
 )
+from tagalign.runtime import release_free_memory
 from tagalign.suggest.sources.base import (
     Batch,
     Candidates,
@@ -129,8 +130,9 @@ class TfidfNeighbours(Source):
     misses a neighbour only when common terms alone would have lifted it into the top k.
     On 1,000 seeded dev records, with a 5 % cut and 300 rescored, the neighbours found hold
     99.9 % (German) and 99.4 % (English) of the exact search's vote weight (similarity²),
-    and the search takes 0.72 s instead of 1.36 (`benchmarks/tfidf_search.py`). ``prune_df=0`` is the exact search, and so is every
-    model saved before this option (see `load_state`)."""
+    and the search takes 0.72 s instead of 1.36 (`benchmarks/tfidf_search.py`).
+    ``prune_df=0`` is the exact search, and so is every model saved before this option
+    (see `load_state`)."""
 
     name = "tfidf_knn"
     features = _names("tknn")
@@ -210,6 +212,8 @@ class TfidfNeighbours(Source):
                 XT.eliminate_zeros()
             cached = _SearchIndex(X, XT, common, Xc)
             self._index[lang] = cached
+            if len(common):
+                release_free_memory()  # the unpruned transpose's pages
         return cached
 
     def candidates(self, batch: Batch) -> Candidates:
