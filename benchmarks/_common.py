@@ -103,3 +103,28 @@ def seeded_records(path: Path, vocab, size: int | None, seed: int) -> list:
 
     return seeded_sample([r for r in read_records(path, vocab=vocab) if r.subjects], size,
                          seed)
+
+
+def add_project_dev_args(ap: argparse.ArgumentParser, limit_dev: int) -> None:
+    """A trained project and a seeded dev sample (`project_and_dev`)."""
+    ap.add_argument("--project", type=Path, required=True)
+    ap.add_argument("--dev", type=Path, default=DATA / "llms4subjects/dev.jsonl.gz")
+    ap.add_argument("--limit-dev", type=int, default=limit_dev)
+    ap.add_argument("--seed", type=int, default=0)
+
+
+def project_and_dev(args: argparse.Namespace) -> tuple:
+    """The project of ``--project`` and ``--limit-dev`` dev records drawn with ``--seed``
+    (`seeded_sample`); prints the sample's make-up by language and type."""
+    from collections import Counter
+
+    from tagalign.project import Project
+    from tagalign.records import read_records
+
+    project = Project.load(args.project)
+    dev = seeded_sample(list(read_records(args.dev, vocab=project.vocab)), args.limit_dev,
+                        args.seed)
+    print(f"dev: {len(dev)} records (seed {args.seed}): " + ", ".join(
+        f"{k} {n}" for k, n in Counter(f"{r.language}/{r.type}" for r in dev).most_common()))
+    return project, dev
+

@@ -17,12 +17,9 @@ from __future__ import annotations
 
 import argparse
 import time
-from collections import Counter, defaultdict
-from pathlib import Path
+from collections import defaultdict
 
-from _common import DATA, seeded_sample
-from tagalign.project import Project
-from tagalign.records import read_records
+from _common import add_project_dev_args, project_and_dev
 from tagalign.suggest.fusion import top_k
 from tagalign.suggest.sources.base import Batch
 
@@ -30,18 +27,11 @@ from tagalign.suggest.sources.base import Batch
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--project", type=Path, required=True)
-    ap.add_argument("--dev", type=Path, default=DATA / "llms4subjects/dev.jsonl.gz")
-    ap.add_argument("--limit-dev", type=int, default=2000)
-    ap.add_argument("--seed", type=int, default=0)
+    add_project_dev_args(ap, limit_dev=2000)
     ap.add_argument("--batch", type=int, default=1000)
     args = ap.parse_args()
 
-    project = Project.load(args.project)
-    dev = seeded_sample(list(read_records(args.dev, vocab=project.vocab)), args.limit_dev,
-                        args.seed)
-    print(f"dev: {len(dev)} records (seed {args.seed}): " + ", ".join(
-        f"{k} {n}" for k, n in Counter(f"{r.language}/{r.type}" for r in dev).most_common()))
+    project, dev = project_and_dev(args)
     pipe = project.recipe.pipeline_
     project.suggest(dev[:200], limit=20)  # warm-up
     wall: dict[str, float] = defaultdict(float)

@@ -15,33 +15,22 @@ from __future__ import annotations
 
 import argparse
 import time
-from collections import Counter
-from pathlib import Path
 
 import numpy as np
 
-from _common import DATA, seeded_sample
-from tagalign.project import Project
-from tagalign.records import read_records
+from _common import add_project_dev_args, project_and_dev
 from tagalign.suggest.sources.neighbours import TfidfNeighbours
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--project", type=Path, required=True)
-    ap.add_argument("--dev", type=Path, default=DATA / "llms4subjects/dev.jsonl.gz")
-    ap.add_argument("--limit-dev", type=int, default=1000)
-    ap.add_argument("--seed", type=int, default=0)
+    add_project_dev_args(ap, limit_dev=1000)
     ap.add_argument("--settings", default="0.05:300,0.05:200,0.03:300",
                     help="prune_df:rescore pairs, comma-separated")
     args = ap.parse_args()
 
-    project = Project.load(args.project)
-    dev = seeded_sample(list(read_records(args.dev, vocab=project.vocab)), args.limit_dev,
-                        args.seed)
-    print(f"dev: {len(dev)} records (seed {args.seed}): " + ", ".join(
-        f"{k} {n}" for k, n in Counter(f"{r.language}/{r.type}" for r in dev).most_common()))
+    project, dev = project_and_dev(args)
     pipe = project.recipe.pipeline_
     trained = next(s for s in pipe.sources if s.name == "tfidf_knn")
     batch = pipe.prepare(dev)
