@@ -23,7 +23,7 @@ def _data(seed: int = 0) -> tuple[sp.csr_matrix, sp.csr_matrix]:
 
 def _model() -> tuple[om.omikuji.Model, sp.csr_matrix]:
     X, Y = _data()
-    model = om.single_threaded(om.train_omikuji(X, Y, cluster_k=2, max_depth=2, n_threads=1))
+    model = om.train_omikuji(X, Y, cluster_k=2, max_depth=2, n_threads=1)
     return model, X
 
 

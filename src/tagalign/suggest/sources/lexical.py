@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from tagalign.io import read_json, save_npy_atomic, write_json_atomic
+from tagalign.io import load_npy, read_json, save_npy_atomic, write_json_atomic
 from tagalign.suggest.sources.base import Batch, Candidates, Source, register_source
 from tagalign.text.analyzer import _STOP
 
@@ -187,6 +187,6 @@ class LabelMatcher(Source):
         self.cross_language = data.get("cross_language", False)
         self._index_prefixes()
         if (path / "found.npy").exists():  # models saved before issue 18 have no counts
-            self.found_ = np.load(path / "found.npy", allow_pickle=False)
-            self.gold_ = np.load(path / "gold.npy", allow_pickle=False)
+            self.found_ = load_npy(path / "found.npy")
+            self.gold_ = load_npy(path / "gold.npy")
         self._set_precision()

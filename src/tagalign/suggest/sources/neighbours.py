@@ -184,11 +184,13 @@ class TfidfNeighbours(Source):
         else:
             m = max(min(self.rescore, S.shape[1]), kk)
             cand = np.argpartition(-S, m - 1, axis=1)[:, :m]
-            G = index.Xc[cand.ravel()]  # each candidate's weights on the common terms
-            pair = np.repeat(np.arange(G.shape[0]), np.diff(G.indptr))
+            # each candidate's weights on the common terms, against its query's
+            pos, lens = row_entries(index.Xc.indptr, cand.ravel())
+            pair = np.repeat(np.arange(cand.size), lens)
             qc = q[:, index.common].toarray()
-            common = np.bincount(pair, weights=G.data * qc[pair // m, G.indices],
-                                 minlength=G.shape[0]).reshape(cand.shape)
+            common = np.bincount(pair, weights=index.Xc.data[pos]
+                                 * qc[pair // m, index.Xc.indices[pos]],
+                                 minlength=cand.size).reshape(cand.shape)
             full = (np.take_along_axis(S, cand, 1) + common).astype(np.float32)
             best = np.argpartition(-full, kk - 1, axis=1)[:, :kk]
             top = np.take_along_axis(cand, best, 1)

@@ -24,7 +24,13 @@ from omikuji._libomikuji import ffi as _ffi
 from omikuji._libomikuji import lib as _lib
 
 from tagalign.runtime import in_part
-from tagalign.suggest.sources.base import Batch, Candidates, Source, register_source
+from tagalign.suggest.sources.base import (
+    Batch,
+    Candidates,
+    Source,
+    ranks_of,
+    register_source,
+)
 
 
 def write_omikuji_data(path: Path, X: sp.csr_matrix, Y: sp.csr_matrix) -> None:
@@ -79,15 +85,6 @@ def train_omikuji(X: sp.csr_matrix, Y: sp.csr_matrix, *, cluster_k: int = 100,
         os.unlink(tmp)
 
 
-def single_threaded(model: omikuji.Model) -> omikuji.Model:
-    """Predict each row on the calling thread. Omikuji's default pool spreads one row's
-    trees over all cores: waking it costs a single-record suggest more than the trees do,
-    and batches spread their rows over threads of their own (`predict_omikuji`). The trees'
-    scores are summed in tree order either way, so predictions are the same."""
-    model.init_prediction_thread_pool(1)
-    return model
-
-
 _LOCAL = threading.local()
 
 
@@ -106,8 +103,9 @@ def _predict_rows(model: omikuji.Model, X: sp.csr_matrix, lo: int, hi: int, top_
                   beam_size: int) -> list[list[tuple[int, float]]]:
     """Rows ``lo:hi`` of ``X`` through Omikuji's C call, as `omikuji.Model.predict` makes
     it (same arguments, same results: tests/test_omikuji_source.py) but on the calling
-    thread's pool (`_own_pool`) and from the CSR arrays themselves: the wrapper copies
-    each feature into the C arrays one by one in Python, under the GIL."""
+    thread's pool (`_own_pool`; the model's own pool is never started) and from the CSR
+    arrays themselves: the wrapper copies each feature into the C arrays one by one in
+    Python, under the GIL."""
     ind = X.indices.astype(np.uint32, copy=False)
     val = X.data.astype(np.float32, copy=False)
     labels = np.empty(top_k, np.uint32)
@@ -166,9 +164,9 @@ class OmikujiSource(Source):
         for lang, (idx, X) in ctx.tfidf.items():
             if len(idx) < 10:
                 continue
-            self.models_[lang] = single_threaded(train_omikuji(
+            self.models_[lang] = train_omikuji(
                 X, ctx.Y[idx], cluster_k=self.cluster_k, max_depth=self.max_depth,
-                n_threads=self.n_threads))
+                n_threads=self.n_threads)
 
     def candidates(self, batch: Batch) -> Candidates:
         rows, preds = [], []
@@ -180,12 +178,11 @@ class OmikujiSource(Source):
             rows.append(np.repeat(np.asarray(idx, np.int64), [len(p) for p in preds_all]))
             preds += preds_all
         flat = np.array([pair for p in preds for pair in p], np.float64).reshape(-1, 2)
-        lens = np.array([len(p) for p in preds], np.int64)
-        ranks = np.arange(len(flat)) - np.repeat(np.cumsum(lens) - lens, lens) + 1
         if not len(flat):
             return Candidates.empty(self.features)
-        return Candidates(np.concatenate(rows), flat[:, 0].astype(np.int64),
-                          np.column_stack([flat[:, 1], ranks]).astype(np.float32),
+        rows_all = np.concatenate(rows)  # each record's predictions together, best first
+        return Candidates(rows_all, flat[:, 0].astype(np.int64),
+                          np.column_stack([flat[:, 1], ranks_of(rows_all)]).astype(np.float32),
                           self.features)
 
     def save(self, path: Path) -> None:
@@ -196,5 +193,4 @@ class OmikujiSource(Source):
     def load_state(self, path: Path, ctx: Any) -> None:
         with _quiet_native_output():
             for sub in sorted(path.glob("omikuji-*")):
-                self.models_[sub.name.removeprefix("omikuji-")] = single_threaded(
-                    omikuji.Model.load(str(sub)))
+                self.models_[sub.name.removeprefix("omikuji-")] = omikuji.Model.load(str(sub))
