@@ -1,0 +1,71 @@
+"""The one error base of tagalign (as Annif's single ``AnnifException``).
+
+Every error the package raises on purpose is a `TagalignError`, subclassed by meaning, not
+by module: the CLI maps them to one exit code and message each (`tagalign.cli.app`), both
+REST APIs to one HTTP status each (`tagalign.serve`). A module defines its own subclass
+only when callers need to tell it apart; the meaning (``exit_code``, ``http_status``) comes
+from the base it picks here.
+
+The bases also derive from the built-in exception a caller would expect (`ValueError` for
+bad input, `PermissionError` for a refusal, ...), so code written against the built-ins
+keeps working.
+"""
+
+from __future__ import annotations
+
+
+class TagalignError(Exception):
+    """Base of every error tagalign raises on purpose; ``str(exc)`` is the message a user
+    reads (what went wrong and what to do)."""
+
+    #: the CLI's exit code for this kind of error (2: bad input or usage, as argparse)
+    exit_code: int = 1
+    #: the HTTP status both REST APIs answer with
+    http_status: int = 500
+
+
+class InputError(TagalignError, ValueError):
+    """Bad input from the user: a file, a record, an option or a parameter value."""
+
+    exit_code = 2
+    http_status = 400
+
+
+class NotFoundError(TagalignError, LookupError):
+    """Something named does not exist (a project, a file, a queue item)."""
+
+    exit_code = 2
+    http_status = 404
+
+
+class NotTrainedError(TagalignError):
+    """A project or model was asked for predictions before it was trained."""
+
+    exit_code = 3
+    http_status = 503
+
+    def __init__(self, what: object = "the project", hint: str = "run `tagalign train`"):
+        super().__init__(f"{what} is not trained yet; {hint}")
+
+
+class ModelFormatError(TagalignError):
+    """A saved model was written by another, incompatible format version of tagalign (or
+    is incomplete): the model must be retrained. Worded like scikit-learn's
+    ``InconsistentVersionWarning``: which version saved it, which this one reads."""
+
+    exit_code = 3
+    http_status = 503
+
+
+class PermissionDeniedError(TagalignError, PermissionError):
+    """The action is not allowed (learning switched off, a read-only model, a token)."""
+
+    exit_code = 4
+    http_status = 403
+
+
+class ConflictError(TagalignError):
+    """The action clashes with what is there (an existing project or output, a lock)."""
+
+    exit_code = 5
+    http_status = 409
