@@ -39,8 +39,7 @@ class OverlapRecipe(Recipe):
         self.records_: list[tuple[str, set[str], list[str]]] = []
         self._lock = threading.Lock()
 
-    def fit(self, records: Sequence[Record], *, workdir: Path,
-            dev: Sequence[Record] | None = None) -> None:
+    def fit(self, records: Sequence[Record], *, workdir: Path) -> None:
         self.records_ = [(r.id, tokens(r.text), list(r.subjects)) for r in records]
 
     def suggest(self, records: Sequence[Record], limit: int = 20) -> list[list[Suggestion]]:

@@ -18,9 +18,11 @@ from collections.abc import Collection, Sequence
 from pathlib import Path
 from typing import Any
 
+from tagalign.errors import ModelFormatError
 from tagalign.io import atomic_dir, read_json, versions, write_json_atomic
 from tagalign.recipes import ReadOnlyError, Recipe, get_recipe, read_only_message
 from tagalign.records import EMPTY_WARNING, Record, check_record
+from tagalign.runtime import Runtime
 from tagalign.suggest import Suggestion, Tagged, keep_above
 from tagalign.text import guess_language
 from tagalign.vocab import Vocabulary, normalize_subject_id
@@ -36,6 +38,11 @@ DEFAULT_LIMIT = 20
 BY_LANGUAGE = "defaults_by_language"
 #: names of the parameters `set_params` changed after training (`tagalign hyperopt --save`)
 TUNED = "tuned_params"
+#: the saved model's format (``format`` in ``model/recipe.json``); a model without the key
+#: is format 1 (saved before it existed); this version reads `READ_FORMATS` and refuses
+#: others with the message to retrain (as scikit-learn's ``InconsistentVersionWarning``)
+MODEL_FORMAT = 2
+READ_FORMATS = (1, 2)
 
 
 class ProjectError(RuntimeError):
@@ -69,13 +76,16 @@ def _now() -> str:
 
 class Project:
     def __init__(self, path: Path, config: dict[str, Any], vocab: Vocabulary,
-                 recipe: Recipe | None = None, mmap: bool = False):
+                 recipe: Recipe | None = None, mmap: bool = False,
+                 runtime: Runtime | None = None):
         self.path = Path(path)
         self.config = config
         self.vocab = vocab
         self.recipe = recipe
         #: loaded memory-mapped: suggests as usual, never learns (`learn` refuses)
         self.mmap = mmap
+        #: threads and the compiled-ranker choice, handed to the recipe
+        self.runtime = runtime or Runtime()
         # serving settings (a projects file sets them; none is saved in project.json):
         #: learning through the REST APIs allowed (Annif's ``allow_learn``, default off)
         self.allow_learn = False
@@ -128,13 +138,16 @@ class Project:
 
     @classmethod
     def load(cls, path: Path | str, vocab: Vocabulary | None = None, *,
-             mmap: bool = False) -> Project:
+             mmap: bool = False, runtime: Runtime | None = None) -> Project:
         """Load a trained (or just created) project; refuses a mismatched vocabulary.
 
         ``mmap``: the recipe maps its large arrays (the hybrid: its vector indexes, record
         matrices and label lists) from the files instead of reading them into memory — less
         memory, shared by processes on one machine, the first queries read from disk — and
-        the project is read-only: `learn` raises `ReadOnlyError`."""
+        the project is read-only: `learn` raises `ReadOnlyError`. ``runtime``: threads and
+        whether the ranker runs compiled (`tagalign.runtime.Runtime`; default its defaults).
+        A model saved in a format this version does not read is refused
+        (`ModelFormatError`, saying to retrain)."""
         path = Path(path)
         cfg_path = path / CONFIG_NAME
         if not cfg_path.exists():
@@ -145,7 +158,7 @@ class Project:
             vocab = Vocabulary.load(path)
         vocab.check(config["vocabulary"]["fingerprint"], config["vocabulary"]["size"],
                     f"project {path}")
-        project = cls(path, config, vocab, mmap=mmap)
+        project = cls(path, config, vocab, mmap=mmap, runtime=runtime)
         if (path / MODEL_DIR).exists():
             project.recipe = project._load_model()
         return project
@@ -155,10 +168,27 @@ class Project:
         meta = read_json(model / "recipe.json")
         self.vocab.check(meta["vocabulary"]["fingerprint"], meta["vocabulary"]["size"],
                          f"model {model}")
+        fmt = meta.get("format", 1)
+        if fmt not in READ_FORMATS:
+            saved_by = meta.get("versions", {}).get("tagalign", "another version")
+            raise ModelFormatError(
+                f"model {model} was saved by tagalign {saved_by} in model format {fmt}; this "
+                f"version ({versions().get('tagalign')}) reads formats "
+                f"{', '.join(map(str, READ_FORMATS))}: retrain the project (tagalign train) "
+                "or use the tagalign that saved it")
         recipe_cls = get_recipe(meta["recipe"])
-        if self.mmap:  # only then: recipes registered by others may predate the keyword
-            return recipe_cls.load(model, self.vocab, meta["params"], mmap=True)
-        return recipe_cls.load(model, self.vocab, meta["params"])
+        try:
+            if self.mmap:  # only then: recipes registered by others may predate the keyword
+                recipe = recipe_cls.load(model, self.vocab, meta["params"], mmap=True)
+            else:
+                recipe = recipe_cls.load(model, self.vocab, meta["params"])
+        except (FileNotFoundError, KeyError) as exc:
+            raise ModelFormatError(
+                f"model {model} is incomplete or was saved by an older tagalign "
+                f"({type(exc).__name__}: {exc}): retrain the project (tagalign train)"
+            ) from exc
+        recipe.set_runtime(self.runtime)
+        return recipe
 
     # -- training ----------------------------------------------------------------------
     @property
@@ -168,8 +198,7 @@ class Project:
     def new_recipe(self) -> Recipe:
         return get_recipe(self.config["recipe"])(self.vocab, **self.config["params"])
 
-    def train(self, records: Sequence[Record], dev: Sequence[Record] | None = None,
-              resume: bool = True) -> Recipe:
+    def train(self, records: Sequence[Record], resume: bool = True) -> Recipe:
         """Fit the configured recipe and save it atomically into ``model/``.
 
         Finished phases are kept in ``work/``; with ``resume`` a rerun skips them.
@@ -179,7 +208,8 @@ class Project:
             shutil.rmtree(work)
         work.mkdir(parents=True, exist_ok=True)
         recipe = self.new_recipe()
-        recipe.fit(records, workdir=work, dev=dev)
+        recipe.set_runtime(self.runtime)
+        recipe.fit(records, workdir=work)
         self.save_model(recipe)
         shutil.rmtree(work, ignore_errors=True)
         return recipe
@@ -188,6 +218,7 @@ class Project:
         with atomic_dir(self.path / MODEL_DIR) as tmp:
             recipe.save(tmp)
             write_json_atomic(tmp / "recipe.json", {
+                "format": MODEL_FORMAT,
                 "recipe": recipe.name,
                 "params": recipe.params,
                 "vocabulary": {"size": len(self.vocab), "fingerprint": self.vocab.fingerprint},

@@ -1,4 +1,10 @@
-"""Process-wide runtime settings (threads): on 2 cores an extra thread halves speed."""
+"""Runtime settings made once from the CLI or serve options and passed down: threads, the
+thread pools a pipeline uses, and whether a ranker runs as compiled trees.
+
+On 2 cores an extra thread halves speed, so every place that may start threads reads
+them from one `Runtime` (a pipeline's batch carries its count to the sources), never from
+a global default of its own.
+"""
 
 from __future__ import annotations
 
@@ -6,24 +12,28 @@ import contextlib
 import os
 import threading
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
 
-_THREADS = 0  # 0: not pinned
-#: set in threads that each run one part of a batch (`single_threaded_part`)
-_LOCAL = threading.local()
+_THREADS = 0  # what `set_threads` pinned (0: not pinned); BLAS settings are per process
 
 
 def set_threads(n: int) -> None:
-    """Pin numpy/BLAS, torch, faiss and the NumPy-only encoders to ``n`` threads.
+    """Pin BLAS/OpenMP (through threadpoolctl), torch, faiss and the NumPy-only encoders to
+    ``n`` threads for the whole process; 0 leaves the defaults.
 
-    0 leaves the defaults. BLAS reads its environment variables when it starts, so call this
-    before the first heavy NumPy work; torch and faiss follow at once.
-    """
+    BLAS libraries not loaded yet read their environment variables when they start, so
+    those are set too; loaded ones are limited by threadpoolctl at once."""
     global _THREADS
     if n <= 0:
         return
     _THREADS = n
     for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
         os.environ[var] = str(n)
+    from threadpoolctl import threadpool_limits
+
+    threadpool_limits(limits=n)
     try:
         import torch
 
@@ -43,19 +53,81 @@ def threads(default: int = 1) -> int:
     return int(env) if env.isdigit() and int(env) > 0 else default
 
 
-def single_threaded_part() -> None:
-    """Mark the calling thread as one of several that split a batch between them: the
-    libraries it calls should then use one thread each (`in_part`), so that two parts on two
-    cores do not start four OpenMP teams. faiss's (OpenMP) setting is per calling thread."""
-    _LOCAL.part = True
+def _one_thread_part() -> None:
+    """Initializer of a parts pool's threads: faiss's OpenMP setting is per calling thread,
+    so a part's searches use one thread (two parts on two cores, not four teams)."""
     import faiss
 
     faiss.omp_set_num_threads(1)
 
 
-def in_part() -> bool:
-    """Whether the calling thread runs one part of a split batch (`single_threaded_part`)."""
-    return getattr(_LOCAL, "part", False)
+@dataclass
+class Runtime:
+    """How a process runs models: made once (`tagalign.cli` from ``--threads`` and
+    ``--compile-ranker``; the Python API's default is this class's defaults) and handed to
+    `Project.load`, which hands it to the recipe and its pipeline.
+
+    ``threads``: threads a batch may use (0: `threads` — what `set_threads` pinned, else
+    ``OMP_NUM_THREADS``, else the machine's cores). ``compile_ranker``: a loaded ranker
+    runs as native code compiled by lleaves (`tagalign.suggest.fusion.compile_trees`,
+    scores equal to LightGBM's within 1e-12) for every batch, decided at load; off, LightGBM
+    predicts. ``cache_dir``: where compiled rankers are kept (default
+    ``$TAGALIGN_CACHE``, else ``~/.cache/tagalign``, read when the runtime is made).
+
+    The runtime owns its thread pools (made on first use, ended by `close`): ``pool`` runs
+    the independent steps of a small batch side by side, ``parts_pool`` the parts of a large
+    batch, one per thread, each part calling its libraries with one thread."""
+
+    threads: int = 0
+    compile_ranker: bool = False
+    cache_dir: Path = field(default_factory=lambda: Path(
+        os.environ.get("TAGALIGN_CACHE") or Path.home() / ".cache" / "tagalign"))
+    _pool: ThreadPoolExecutor | None = field(default=None, init=False, repr=False)
+    _parts: ThreadPoolExecutor | None = field(default=None, init=False, repr=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.threads < 0:
+            raise ValueError(f"threads must be >= 0, got {self.threads}")
+
+    @property
+    def n_threads(self) -> int:
+        """The thread count in force (``threads``, or the process's when 0)."""
+        return self.threads or threads(default=os.cpu_count() or 1)
+
+    def apply(self) -> Runtime:
+        """Pin the process's libraries to ``threads`` (`set_threads`); returns self."""
+        set_threads(self.threads)
+        return self
+
+    def pool(self) -> ThreadPoolExecutor | None:
+        """Threads for a small batch's independent steps (None: one thread in force)."""
+        if self.n_threads < 2:
+            return None
+        with self._lock:
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(max_workers=self.n_threads,
+                                                thread_name_prefix="tagalign-suggest")
+        return self._pool
+
+    def parts_pool(self) -> ThreadPoolExecutor | None:
+        """Threads for a large batch's parts, one per thread in force (None: one)."""
+        if self.n_threads < 2:
+            return None
+        with self._lock:
+            if self._parts is None:
+                self._parts = ThreadPoolExecutor(max_workers=self.n_threads,
+                                                 thread_name_prefix="tagalign-part",
+                                                 initializer=_one_thread_part)
+        return self._parts
+
+    def close(self) -> None:
+        """End the pools (a closed runtime makes new ones if used again)."""
+        with self._lock:
+            pools, self._pool, self._parts = (self._pool, self._parts), None, None
+        for p in pools:
+            if p is not None:
+                p.shutdown(wait=True)
 
 
 def quiet_libraries() -> None:

@@ -23,7 +23,7 @@ is refused.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -42,7 +42,7 @@ from tagalign.io import (
 )
 from tagalign.records import Record
 from tagalign.suggest.fusion import PairFeatures
-from tagalign.suggest.sources.base import Batch, Candidates, Source, register_source
+from tagalign.suggest.sources.base import Batch, Candidates, FitContext, Source, register_source
 from tagalign.suggest.sources.memory import label_matrix
 
 TUNE_SAMPLE = 2000  # thresholds are not used here; tuning them on a sample keeps fit cheap
@@ -79,10 +79,15 @@ class DomainSource(Source):
         self.vocab_: Any = None
         self.notations_: sp.csr_matrix | None = None
 
+    @classmethod
+    def from_params(cls, params: Mapping[str, Any], top_k: int) -> DomainSource:
+        return cls(labels=params["domain_labels"], limit_train=params["domain_limit_train"],
+                   seed=params["seed"])
+
     # -- learning --------------------------------------------------------------------------
-    def fit(self, ctx: Any) -> None:
+    def fit(self, ctx: FitContext) -> None:
         records: Sequence[Record] = ctx.records
-        tokens = getattr(ctx, "tokens", None) or [None] * len(records)
+        tokens = ctx.tokens or [None] * len(records)
         allowed = set(self.expected) if self.expected else None
         examples = [Example(r.id, r.text, [d for d in r.domains if allowed is None or d in allowed],
                             r.language, tok) for r, tok in zip(records, tokens, strict=True)]
@@ -106,7 +111,7 @@ class DomainSource(Source):
         self.vocab_ = ctx.vocab
         self._refresh()
 
-    def learn(self, batch: Batch, labels: Any) -> None:
+    def learn(self, batch: Batch, rows: np.ndarray) -> None:
         """Confirmed records' gold domains join the profiles of their subjects."""
         if self.counts_ is None or self.vocab_ is None:
             return
@@ -191,7 +196,7 @@ class DomainSource(Source):
                                                   "shape": list(self.counts_.shape),
                                                   "params": self.params})
 
-    def load_state(self, path: Path, ctx: Any) -> None:
+    def load_state(self, path: Path, ctx: FitContext) -> None:
         meta = read_json(path / "domains.json")
         labels = list(meta["labels"])
         if self.expected is not None and sorted(labels) != self.expected:

@@ -114,7 +114,7 @@ def train(
                                description="dev records") if dev else None
     t0 = time.perf_counter()
     try:
-        project.train(records, dev=dev_records, resume=resume)
+        project.train(records, resume=resume)
     except ValueError as exc:
         fail(str(exc))
     console.log(f"[bold green]trained[/] {project.config['recipe']} in "

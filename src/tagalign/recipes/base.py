@@ -15,6 +15,7 @@ from typing import Any, ClassVar
 from tagalign.params import ParamSpec
 from tagalign.records import Record
 from tagalign.registry import Registry
+from tagalign.runtime import Runtime
 from tagalign.suggest import Quality, Suggestion, keep_above
 from tagalign.vocab import Vocabulary
 
@@ -73,12 +74,14 @@ class Recipe(ABC):
 
     #: Ranges of parameters not in `tagalign.params.RANGES` (names → `Annotated` types).
     ranges: ClassVar[dict[str, Any]] = {}
+    #: Parameters the recipe once had: dropped from saved configs when they load
+    retired: ClassVar[frozenset[str]] = frozenset()
 
     @classmethod
     def check_params(cls, params: dict[str, Any]) -> None:
         """Refuse unknown names (ValueError) and bad values (`ParamError`: name, value,
         allowed range), before any data or model is loaded."""
-        unknown = set(params) - set(cls.defaults)
+        unknown = set(params) - set(cls.defaults) - cls.retired
         if unknown:
             raise ValueError(f"recipe {cls.name!r} has no parameter(s) {sorted(unknown)}; "
                              f"known: {sorted(cls.defaults)}")
@@ -87,13 +90,20 @@ class Recipe(ABC):
     def __init__(self, vocab: Vocabulary, **params: Any):
         self.check_params(params)
         self.vocab = vocab
-        self.params: dict[str, Any] = {**self.defaults, **params}
+        self.params: dict[str, Any] = {**self.defaults, **{
+            k: v for k, v in params.items() if k not in self.retired}}
         #: loaded with ``mmap``: arrays mapped from the files, so `learn` refuses
         self.read_only = False
+        #: threads and the compiled-ranker choice (`set_runtime`; the defaults until then)
+        self.runtime = Runtime()
+
+    def set_runtime(self, runtime: Runtime) -> None:
+        """Run with ``runtime`` from now on (`tagalign.project.Project` passes the one the
+        CLI or server made); recipes with something to decide at load override it."""
+        self.runtime = runtime
 
     @abstractmethod
-    def fit(self, records: Sequence[Record], *, workdir: Path,
-            dev: Sequence[Record] | None = None) -> None:
+    def fit(self, records: Sequence[Record], *, workdir: Path) -> None:
         """Learn from ``records``; ``workdir`` holds finished phases so a rerun resumes."""
 
     @abstractmethod

@@ -77,8 +77,7 @@ class FocusedRecipe(NBFRecipe):
             return record.language
         return "de" if "de" in self.models_ else next(iter(self.models_))
 
-    def fit(self, records: Sequence[Record], *, workdir: Path,
-            dev: Sequence[Record] | None = None) -> None:
+    def fit(self, records: Sequence[Record], *, workdir: Path) -> None:
         records = self._training_records(records)
         emb = self.encode_records(records, progress=True)
         self.losses_ = []

@@ -16,16 +16,20 @@ import numpy as np
 from tagalign.recipes.base import Recipe, register_recipe
 from tagalign.records import Record
 from tagalign.suggest import Suggestion
-from tagalign.suggest.sources.base import Batch
+from tagalign.suggest.sources.base import Batch, Candidates, FitContext
 from tagalign.suggest.sources.lexical import LabelMatcher
 from tagalign.text import Analyzer
 from tagalign.vocab import Vocabulary
 
+#: the lexical source's features the rule reads (``lex_prec`` is the ranker's)
+RULE_FEATURES = ["lex_count", "lex_in_title", "lex_ntokens", "lex_first", "lex_pref",
+                 "lex_ambiguity"]
 
-def rule_score(feats: np.ndarray) -> np.ndarray:
-    """1 − exp(−evidence); evidence grows with count, title match and label length (the
-    lexical source's first six features; ``lex_prec`` and later ones are the ranker's)."""
-    count, in_title, ntok, first, pref, ambig = feats[:, :6].T
+
+def rule_score(cands: Candidates) -> np.ndarray:
+    """1 − exp(−evidence); evidence grows with count, title match and label length."""
+    cols = [cands.names.index(name) for name in RULE_FEATURES]
+    count, in_title, ntok, first, pref, ambig = cands.feats[:, cols].T
     evidence = (0.3 * np.log1p(count) + 0.5 * in_title + 0.25 * ntok + 0.2 * (1 - first)
                 + 0.1 * pref) / np.maximum(ambig, 1)
     return 1 - np.exp(-evidence)
@@ -41,11 +45,11 @@ class LexicalRecipe(Recipe):
         self.analyzer = Analyzer()
         self.matcher_: LabelMatcher | None = None
 
-    def _context(self) -> Any:
-        return type("Ctx", (), {"analyzer": self.analyzer, "vocab": self.vocab})
+    def _context(self) -> FitContext:
+        """The vocabulary alone: this recipe learns from no records."""
+        return FitContext(self.vocab, self.analyzer)
 
-    def fit(self, records: Sequence[Record], *, workdir: Path,
-            dev: Sequence[Record] | None = None) -> None:
+    def fit(self, records: Sequence[Record], *, workdir: Path) -> None:
         self.matcher_ = LabelMatcher(max_ngram=self.params["max_ngram"])
         self.matcher_.fit(self._context())
 
@@ -53,7 +57,7 @@ class LexicalRecipe(Recipe):
         batch = Batch.tokenised(records, self.analyzer)
         langs = batch.languages
         cands = self.matcher_.candidates(batch)
-        scores = rule_score(cands.feats) if len(cands.rows) else np.zeros(0)
+        scores = rule_score(cands) if len(cands.rows) else np.zeros(0)
         out: list[list[Suggestion]] = [[] for _ in records]
         for r, c, s in sorted(zip(cands.rows.tolist(), cands.cols.tolist(), scores.tolist(),
                                   strict=True), key=lambda x: (x[0], -x[2])):
@@ -72,5 +76,5 @@ class LexicalRecipe(Recipe):
              mmap: bool = False) -> LexicalRecipe:  # nothing large to map
         self = cls(vocab, **params)
         self.matcher_ = LabelMatcher(max_ngram=self.params["max_ngram"])
-        self.matcher_.load_state(path, None)
+        self.matcher_.load_state(path, self._context())
         return self

@@ -126,8 +126,7 @@ class NBFRecipe(DenseRecipe):
         self.positions_ = self.subject_positions(records)
         return records[: self.params["max_train_records"]]
 
-    def fit(self, records: Sequence[Record], *, workdir: Path,
-            dev: Sequence[Record] | None = None) -> None:
+    def fit(self, records: Sequence[Record], *, workdir: Path) -> None:
         records = self._training_records(records)
         subject_vectors = self.encode_subjects(self.positions_)
         emb = self.encode_records(records, progress=True)

@@ -95,8 +95,7 @@ class YNURecipe(DenseRecipe):
                 cols["negative"].append(p + neg)
         return cols
 
-    def fit(self, records: Sequence[Record], *, workdir: Path,
-            dev: Sequence[Record] | None = None) -> None:
+    def fit(self, records: Sequence[Record], *, workdir: Path) -> None:
         import torch
         from datasets import Dataset
         from sentence_transformers import (

@@ -14,7 +14,6 @@ from tagalign.records import Record
 class ZeroShotRecipe(DenseRecipe):
     name = "zero-shot"
 
-    def fit(self, records: Sequence[Record], *, workdir: Path,
-            dev: Sequence[Record] | None = None) -> None:
+    def fit(self, records: Sequence[Record], *, workdir: Path) -> None:
         self.positions_ = self.subject_positions(records)
         self.build_index(self.encode_subjects(self.positions_))

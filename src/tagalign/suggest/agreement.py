@@ -22,10 +22,12 @@ per pair in Python.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import scipy.sparse as sp
 
+from tagalign.io import load_csr, read_json, save_csr_atomic, write_json_atomic
 from tagalign.suggest.sources.base import ranks_of, row_entries
 
 AGREEMENT_FEATURES = ["co_sum", "co_hits", "co_max"]
@@ -51,9 +53,11 @@ class CoAssignment:
 
     #: P(c | a) as CSR, row a, column c (the diagonal is dropped)
     cond: sp.csr_matrix
+    #: how many of a record's strongest candidates are its anchors
+    top_m: int = 10
 
     @classmethod
-    def from_labels(cls, Y: sp.csr_matrix) -> CoAssignment:
+    def from_labels(cls, Y: sp.csr_matrix, top_m: int = 10) -> CoAssignment:
         Y = sp.csr_matrix(Y, dtype=np.float32)
         Y.data[:] = 1.0
         C = (Y.T @ Y).tocsr()
@@ -64,10 +68,20 @@ class CoAssignment:
         C.data = (C.data / count[rows]).astype(np.float32)
         C.indices = C.indices.astype(np.int32)
         C.indptr = C.indptr.astype(np.int64)
-        return cls(C)
+        return cls(C, top_m)
+
+    def save(self, path: Path) -> None:
+        path.mkdir(parents=True, exist_ok=True)
+        save_csr_atomic(path, "cond", self.cond)
+        write_json_atomic(path / "co.json", {"shape": list(self.cond.shape), "top_m": self.top_m})
+
+    @classmethod
+    def load(cls, path: Path, mmap: bool = False) -> CoAssignment:
+        meta = read_json(path / "co.json")
+        return cls(load_csr(path, "cond", tuple(meta["shape"]), mmap=mmap), meta["top_m"])
 
     def features(self, rows: np.ndarray, cols: np.ndarray, proxy: np.ndarray, n_rows: int,
-                 top_m: int = 10) -> np.ndarray:
+                 top_m: int | None = None) -> np.ndarray:
         """(n, 3) `AGREEMENT_FEATURES` of the candidates (rows, cols), anchors by ``proxy``.
 
         NumPy over the anchors' co-assignment lists, not sparse products: each anchor's
@@ -80,7 +94,7 @@ class CoAssignment:
         order = np.lexsort((-proxy, rows))
         rank = np.empty(n, np.float32)
         rank[order] = ranks_of(rows[order])
-        top = rank <= top_m
+        top = rank <= (self.top_m if top_m is None else top_m)
         a_rows, a_subj = rows[top], cols[top]
         pos, lens = row_entries(self.cond.indptr, a_subj)
         out = np.zeros((n, len(AGREEMENT_FEATURES)), np.float32)

@@ -9,10 +9,10 @@ candidate is a gold subject: a threshold of 0.3 means "about 30 % of these are r
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
 import tempfile
 import threading
-import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,8 +22,9 @@ import lightgbm as lgb
 import numpy as np
 
 from tagalign.io import read_json, write_bytes_atomic, write_json_atomic
-from tagalign.runtime import in_part, threads
 from tagalign.suggest.sources.base import Candidates
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -123,32 +124,30 @@ def _groups(rows: np.ndarray) -> np.ndarray:
 
 
 _COMPILE_LOCK = threading.Lock()
-_COMPILE_WARNED: list[str] = []
+#: the largest difference between the compiled trees' scores and LightGBM's own that the
+#: tests accept (both sum the same trees in double precision; tests/test_agreement.py)
+COMPILED_TOLERANCE = 1e-12
 
 
-def compile_trees(model_str: str) -> Any | None:
+def compile_trees(model_str: str, cache_dir: Path) -> Any | None:
     """The trees of a LightGBM model compiled to native code by lleaves (Boehm et al.), or
-    None when compiling is off (``TAGALIGN_COMPILE_RANKER=0``) or fails (a warning once).
+    None when compiling fails (logged; LightGBM then predicts).
 
     Issue 18: LightGBM's own predict was a fifth of a batch suggest (about 1.9 ms of CPU per
     record for ~180 candidate rows); the compiled trees take about 0.2 ms and give the same
-    scores (double precision, the same NaN routing; tests/test_agreement.py). Compiling
-    takes seconds, so the shared object is cached under ``TAGALIGN_CACHE`` (default
-    ~/.cache/tagalign), named by the model's hash: it is built on this machine from the
-    model's text, never shipped with a model, and only the first batch after training
-    (or on a new machine) pays for it."""
-    if os.environ.get("TAGALIGN_COMPILE_RANKER", "1") == "0":
-        return None
+    scores within `COMPILED_TOLERANCE` (double precision, the same NaN routing). Compiling
+    takes seconds, so the shared object is cached in ``cache_dir``, named by the model's
+    hash: it is built on this machine from the model's text, never shipped with a model,
+    and only the first load after training (or on a new machine) pays for it."""
     try:
         from importlib.metadata import version
 
         import lleaves
 
         digest = hashlib.sha256(model_str.encode("utf-8")).hexdigest()[:24]
-        cache = Path(os.environ.get("TAGALIGN_CACHE") or Path.home() / ".cache" / "tagalign")
-        cache.mkdir(parents=True, exist_ok=True)
-        target = cache / f"ranker-{digest}-lleaves{version('lleaves')}.so"
-        with _COMPILE_LOCK, tempfile.TemporaryDirectory(dir=cache) as tmp:
+        cache_dir.mkdir(parents=True, exist_ok=True)
+        target = cache_dir / f"ranker-{digest}-lleaves{version('lleaves')}.so"
+        with _COMPILE_LOCK, tempfile.TemporaryDirectory(dir=cache_dir) as tmp:
             text = Path(tmp) / "model.txt"
             text.write_text(model_str, "utf-8")
             model = lleaves.Model(model_file=str(text))
@@ -160,10 +159,7 @@ def compile_trees(model_str: str) -> Any | None:
                 os.replace(part, target)
         return model
     except Exception as exc:  # noqa: BLE001 - any failure falls back to LightGBM itself
-        if not _COMPILE_WARNED:
-            _COMPILE_WARNED.append(str(exc))
-            warnings.warn(f"ranker not compiled ({exc}); LightGBM predicts instead",
-                          stacklevel=2)
+        log.warning("ranker not compiled (%s); LightGBM predicts instead", exc)
         return None
 
 
@@ -174,11 +170,16 @@ class FusionRanker:
         self.lgb_params = {**DEFAULT_LGB, **lgb_params}
         self.booster_: lgb.Booster | None = None
         self.feature_names_: list[str] = []
-        #: batches of at least `SMALL_PREDICT` rows use the compiled trees (`compile_trees`;
-        #: set for a pipeline's own ranker, not for the rankers training fits and drops)
-        self.compile = False
-        self._compiled: Any = None
-        self._compile_tried = False
+        #: the trees compiled by `compile` (None: LightGBM predicts); scores are the same
+        #: within `COMPILED_TOLERANCE` for every batch, whatever its size
+        self.compiled_: Any = None
+
+    def compile(self, cache_dir: Path) -> bool:
+        """Score every later batch with the trees compiled to native code (`compile_trees`;
+        decided once, at load, by `tagalign.runtime.Runtime.compile_ranker`). False when
+        compiling failed and LightGBM goes on predicting."""
+        self.compiled_ = compile_trees(self.booster_.model_to_string(), cache_dir)
+        return self.compiled_ is not None
 
     def fit(self, X: np.ndarray, y: np.ndarray, rows: np.ndarray, names: list[str],
             valid_fraction: float = 0.1, seed: int = 13) -> FusionRanker:
@@ -214,35 +215,23 @@ class FusionRanker:
                              "(tagalign train)")
         return np.array([names.index(n) for n in self.feature_names_])
 
-    def predict(self, X: np.ndarray, names: list[str] | None = None) -> np.ndarray:
-        """Scores of the candidate rows ``X``; ``names``: X's columns, when they may differ
-        from the ones the ranker learned from (see `columns`)."""
+    def predict(self, X: np.ndarray, names: list[str] | None = None, threads: int = 1
+                ) -> np.ndarray:
+        """Scores of the candidate rows ``X`` on up to ``threads`` threads; ``names``: X's
+        columns, when they may differ from the ones the ranker learned from (`columns`)."""
         if len(X) == 0:
             return np.zeros(0, np.float32)
         cols = None if names is None else self.columns(names)
         if cols is not None:
             X = X[:, cols]
-        compiled = self._compiled_trees(len(X))
-        if compiled is not None:
-            return compiled.predict(np.asarray(X, np.float64),
-                                    n_jobs=1 if in_part() else max(threads(default=1), 1))
-        # the rows of one or a few records (a few hundred): LightGBM's OpenMP team costs
-        # more to wake than the trees take, and on a busy machine a descheduled thread
-        # stalls the rest; every row is scored alone, so the scores are the same either way
-        small = {"num_threads": 1} if len(X) < SMALL_PREDICT or in_part() else {}
+        # the rows of one or a few records (a few hundred): a thread team costs more to wake
+        # than the trees take, and on a busy machine a descheduled thread stalls the rest;
+        # every row is scored alone, so the scores are the same either way
+        n = max(threads, 1) if len(X) >= SMALL_PREDICT else 1
+        if self.compiled_ is not None:
+            return self.compiled_.predict(np.asarray(X, np.float64), n_jobs=n)
         return self.booster_.predict(X, num_iteration=self.booster_.best_iteration or None,
-                                     **small)
-
-    def _compiled_trees(self, n_rows: int) -> Any:
-        """The compiled trees, compiled on the first batch of `SMALL_PREDICT` rows or more
-        (a single record never waits for the compiler; it uses them once they exist)."""
-        if self.compile and not self._compile_tried and n_rows >= SMALL_PREDICT:
-            with _COMPILE_LOCK:
-                tried = self._compile_tried
-                self._compile_tried = True
-            if not tried:
-                self._compiled = compile_trees(self.booster_.model_to_string())
-        return self._compiled
+                                     num_threads=n)
 
     def importance(self) -> dict[str, float]:
         gain = self.booster_.feature_importance("gain")

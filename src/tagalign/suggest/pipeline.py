@@ -2,22 +2,32 @@
 
 from __future__ import annotations
 
-import os
-import threading
-from collections.abc import Callable, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from collections.abc import Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, TypeVar
 
 import numpy as np
 
+from tagalign.encode.static import StaticEmbeddingEncoder
+from tagalign.errors import ModelFormatError
+from tagalign.io import load_npy, read_json, save_npy_atomic, write_json_atomic
 from tagalign.records import Record
-from tagalign.runtime import in_part, single_threaded_part, threads
+from tagalign.runtime import Runtime
 from tagalign.suggest.agreement import AGREEMENT_FEATURES, CoAssignment, rrf
 from tagalign.suggest.fusion import FusionRanker, blend, merge, top_k
 from tagalign.suggest.quality import CandidateProfile, QualityEstimator
-from tagalign.suggest.sources.base import Batch, Candidates, Source
-from tagalign.suggest.sources.memory import RecordMemory
+from tagalign.suggest.sources.base import (
+    MAX_REASON_ITEMS,
+    SOURCES,
+    Batch,
+    Candidates,
+    Encoder,
+    FitContext,
+    Source,
+)
+from tagalign.suggest.sources.memory import RecordMemory, label_matrix
 from tagalign.suggest.suggestion import Quality, Suggestion, keep_above
 from tagalign.text import Analyzer
 from tagalign.text.tfidf import TfidfFeaturizer
@@ -27,92 +37,67 @@ T = TypeVar("T")
 TYPES = ["Book", "Thesis", "Conference", "Report", "Article"]
 EXTRA_FEATURES = ["prior", "is_en", "rec_type", "n_tokens", "n_sources"]
 #: batches up to this size run the encoder beside the TF-IDF work and the sources side by
-#: side on threads (`_pool`); larger batches keep one thread of control and let each
-#: library use its own threads on the whole batch
+#: side on the runtime's pool; larger batches keep one thread of control and let each
+#: library use the batch's threads on the whole batch
 SMALL_BATCH = 8
 #: batches of at least twice this many records are split into parts that run side by side,
-#: one per thread the process may use (`_parts_pool`; issue 18: batch speed on 2 cores)
+#: one per thread of the runtime, each calling its libraries with one thread (issue 18:
+#: batch speed on 2 cores): a batch's work is mostly in code that releases the GIL
+#: (Omikuji, the TF-IDF product and top-k, faiss, LightGBM), but much of it runs on one
+#: thread (scipy's product, NumPy) and the rest starts its own thread team per call
 MIN_PART = 64
-_POOL: ThreadPoolExecutor | None = None
-_PARTS: ThreadPoolExecutor | None = None
-_POOL_LOCK = threading.Lock()
 
 
-def _pool() -> ThreadPoolExecutor | None:
-    """The threads a small batch's independent steps share, or None when one thread is all
-    the process may use (`tagalign.runtime.threads`). Worth it because those steps spend
-    their time in code that releases the GIL (the tokenizer, torch, faiss, Omikuji,
-    LightGBM): a single record's encoder and neighbour searches then overlap the TF-IDF
-    sources instead of waiting for them (issue 23: single-record latency)."""
-    global _POOL
-    if threads(default=2) < 2:
-        return None
-    with _POOL_LOCK:
-        if _POOL is None:
-            _POOL = ThreadPoolExecutor(max_workers=2, thread_name_prefix="tagalign-suggest")
-    return _POOL
+@dataclass
+class Ranked:
+    """A batch's candidates, features and final scores (`HybridPipeline.ranked`), and each
+    record's top ``limit`` as (subject position, score, candidate index), best first."""
 
-
-def _parts_pool(n_records: int) -> tuple[ThreadPoolExecutor | None, int]:
-    """The pool that runs a large batch's parts, and how many parts (1: no split).
-
-    A batch's work is mostly in code that releases the GIL (Omikuji, the TF-IDF product and
-    the neighbour top-k, faiss, LightGBM), but much of it runs on one thread (scipy's
-    product, NumPy) and the rest starts its own thread team per call. Splitting the batch
-    into parts, one per core, each calling its libraries with one thread
-    (`tagalign.runtime.single_threaded_part`), keeps both cores busy throughout. Nested
-    calls (a part's own sources) never split again."""
-    global _PARTS
-    n = min(threads(default=os.cpu_count() or 1), n_records // MIN_PART)
-    if n < 2 or in_part():
-        return None, 1
-    with _POOL_LOCK:
-        if _PARTS is None or _PARTS._max_workers < n:  # noqa: SLF001 - grow on demand
-            _PARTS = ThreadPoolExecutor(max_workers=n, thread_name_prefix="tagalign-part",
-                                        initializer=single_threaded_part)
-    return _PARTS, n
-
-
-def _in_parts(records: Sequence[Record], run: Callable[[Sequence[Record]], list[T]]
-              ) -> list[T] | None:
-    """``run`` over ``records`` split into parts on `_parts_pool`'s threads, results in
-    order; None when the batch is not split (``run`` is then the caller's to do)."""
-    pool, n = _parts_pool(len(records))
-    if pool is None:
-        return None
-    bounds = np.linspace(0, len(records), n + 1).astype(int)
-    parts = [records[a:b] for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
-    return [row for part in pool.map(run, parts) for row in part]
+    rows: np.ndarray
+    cols: np.ndarray
+    X: np.ndarray
+    names: list[str]
+    support: np.ndarray
+    scores: np.ndarray
+    top: list[list[tuple[int, float, int]]]
 
 
 @dataclass
 class HybridPipeline:
+    """Records → shared batch → each source's candidates → features → the ranker's scores
+    (corrected by `blend`) → each record's top subjects with reasons and a quality estimate.
+
+    The pipeline owns its parts and saves them, each into its own folder (`save`/`load`,
+    as sentence-transformers' modules); the `runtime` says how many threads a batch uses."""
+
     vocab: Vocabulary
     analyzer: Analyzer
     featurizer: TfidfFeaturizer
     memory: RecordMemory
     sources: list[Source]
-    encoder: Any = None  # tagalign.encode.static.StaticEmbeddingEncoder or None
+    encoder: Encoder | None = None
     ranker: FusionRanker | None = None
     prior: np.ndarray = field(default_factory=lambda: np.zeros(0, np.float32))
-    #: per-record quality estimator (None: a model trained before it existed, or off)
+    #: per-record quality estimator (None: ``quality=false``)
     quality: QualityEstimator | None = None
     #: suggest-time score corrections (`tagalign.suggest.fusion.blend`); 0: the ranker's own
     prior_weight: float = 0.0
     support_weight: float = 0.0
-    #: co-assignment of subjects in training (None: no agreement features, as models
-    #: saved before issue 18) and how many of a record's candidates are its anchors
+    #: co-assignment of subjects in training (None: ``agreement=false``)
     co: CoAssignment | None = None
-    co_top_m: int = 10
+    runtime: Runtime = field(default_factory=Runtime)
 
-    def prepare(self, records: Sequence[Record]) -> Batch:
-        batch = Batch.tokenised(records, self.analyzer)
-        tokens, langs = batch.tokens, batch.languages
-        pool = _pool() if len(records) <= SMALL_BATCH else None
+    def prepare(self, records: Sequence[Record], threads: int | None = None) -> Batch:
+        """The records' shared batch (tokens, TF-IDF rows, embeddings); ``threads``: what
+        the batch may use (default: the runtime's)."""
+        threads = self.runtime.n_threads if threads is None else threads
+        pool = self.runtime.pool() if threads > 1 else None
+        batch = Batch.tokenised(records, self.analyzer, threads, pool)
+        small = pool if len(records) <= SMALL_BATCH else None
         encoded: Future | None = None
-        if self.encoder is not None and pool is not None:
-            encoded = pool.submit(self.encoder.encode, [r.text for r in records])
-        batch.tfidf = self.featurizer.transform(tokens, langs)
+        if self.encoder is not None and small is not None:
+            encoded = small.submit(self.encoder.encode, [r.text for r in records])
+        batch.tfidf = self.featurizer.transform(batch.tokens, batch.languages)
         if encoded is not None:
             batch.embeddings = encoded.result()
         elif self.encoder is not None:
@@ -120,9 +105,10 @@ class HybridPipeline:
         return batch
 
     def candidates(self, batch: Batch) -> list[Candidates]:
-        """Each source's candidates, in the order of ``sources`` (a small batch's on
-        threads: the sources only read the batch, each writes its own evidence key)."""
-        pool = _pool() if len(batch) <= SMALL_BATCH and len(self.sources) > 1 else None
+        """Each source's candidates, in the order of ``sources`` (a small batch's on the
+        pool's threads: the sources only read the batch, each writes its own evidence key;
+        worth it because they spend their time in code that releases the GIL, issue 23)."""
+        pool = batch.pool if len(batch) <= SMALL_BATCH and len(self.sources) > 1 else None
         if pool is None:
             return [s.candidates(batch) for s in self.sources]
         # the first source runs here, the others on the pool's threads
@@ -151,84 +137,161 @@ class HybridPipeline:
         X = np.hstack([X, extra.astype(np.float32)])
         names = names + EXTRA_FEATURES
         if self.co is not None:
-            agree = self.co.features(rows, cols, rrf(X, names), len(batch), self.co_top_m)
+            agree = self.co.features(rows, cols, rrf(X, names), len(batch))
             X = np.hstack([X, agree])
             names = names + AGREEMENT_FEATURES
         return rows, cols, X, names, support
 
-    def score(self, cols: np.ndarray, X: np.ndarray, support: np.ndarray,
-              prior_weight: float | None = None, support_weight: float | None = None,
-              names: list[str] | None = None) -> np.ndarray:
-        """The ranker's probabilities, corrected by `blend` (weights: the pipeline's unless
-        given, as tuning trials do); ``names``: X's columns (`FusionRanker.columns`)."""
+    def ranked(self, batch: Batch, limit: int, cands: list[Candidates] | None = None,
+               prior_weight: float | None = None, support_weight: float | None = None
+               ) -> Ranked:
+        """The one scoring function (suggesting, tuning trials, quality): features, the
+        ranker's probabilities corrected by `blend` (weights: the pipeline's unless given,
+        as tuning trials do), each record's top ``limit``."""
+        rows, cols, X, names, support = self.features(batch, cands)
         prior = self.prior[cols] if len(self.prior) else np.zeros(len(cols), np.float32)
-        return blend(self.ranker.predict(X, names), prior, support.sum(1),
-                     self.prior_weight if prior_weight is None else prior_weight,
-                     self.support_weight if support_weight is None else support_weight)
+        scores = blend(self.ranker.predict(X, names, batch.threads), prior, support.sum(1),
+                       self.prior_weight if prior_weight is None else prior_weight,
+                       self.support_weight if support_weight is None else support_weight)
+        return Ranked(rows, cols, X, names, support, scores,
+                      top_k(rows, cols, scores, len(batch), limit))
 
     def rank(self, batch: Batch, limit: int, threshold: float | None = None
              ) -> tuple[list[list[tuple[int, float, list[str]]]], list[Quality | None]]:
         """Top ``limit`` (subject position, score, supporting sources) per record, and its
-        quality estimate for that list after ``threshold`` (None: no estimate wanted)."""
-        rows, cols, X, feat_names, support = self.features(batch)
+        quality estimate for that list after ``threshold`` (None: no estimate wanted). The
+        estimator reads the same (blended) scores the list is cut by."""
+        r = self.ranked(batch, limit)
         names = [s.name for s in self.sources]
-        scores = self.score(cols, X, support, names=feat_names)
-        ranked = top_k(rows, cols, scores, len(batch), limit)
         qualities: list[Quality | None] = [None] * len(batch)
         if threshold is not None and self.quality is not None:
-            profile = CandidateProfile.build(rows, scores, X, feat_names, support, len(batch))
-            qualities = list(self.quality.predict(profile, limit, threshold))
-        return [[(c, s, [n for n, on in zip(names, support[i], strict=True) if on])
-                 for c, s, i in row] for row in ranked], qualities
+            profile = CandidateProfile.build(r.rows, r.scores, r.X, r.names, r.support,
+                                             len(batch))
+            qualities = list(self.quality.predict(profile, limit, threshold, batch.threads))
+        return [[(c, s, [n for n, on in zip(names, r.support[i], strict=True) if on])
+                 for c, s, i in row] for row in r.top], qualities
 
     def suggest(self, records: Sequence[Record], limit: int = 20) -> list[list[Suggestion]]:
-        parted = _in_parts(records, lambda p: self.suggest(p, limit))
-        if parted is not None:
-            return parted
-        batch = self.prepare(records)
-        ranked, _ = self.rank(batch, limit)
-        return [self._suggestions(batch, i, row) for i, row in enumerate(ranked)]
+        return [row for row, _ in self._in_parts(records, limit, None)]
 
     def suggest_with_quality(self, records: Sequence[Record], limit: int = 20,
                              threshold: float = 0.0
                              ) -> list[tuple[list[Suggestion], Quality | None]]:
         """Suggestions scoring ≥ ``threshold`` and the estimated quality of that list."""
-        parted = _in_parts(records, lambda p: self.suggest_with_quality(p, limit, threshold))
-        if parted is not None:
-            return parted
-        batch = self.prepare(records)
-        ranked, qualities = self.rank(batch, limit, threshold)
-        return [(keep_above(self._suggestions(batch, i, row), threshold), q)
-                for i, (row, q) in enumerate(zip(ranked, qualities, strict=True))]
+        return [(keep_above(row, threshold), q)
+                for row, q in self._in_parts(records, limit, threshold)]
 
-    # -- reasons ---------------------------------------------------------------------------
-    def _voters(self, batch: Batch, source_name: str, r: int) -> dict[int, list[int]]:
-        """Subject position → memory rows of record ``r``'s neighbours that have it."""
-        nbrs = batch.evidence.get(source_name)
-        out: dict[int, list[int]] = {}
-        if nbrs is None:
-            return out
-        Y = self.memory.Y
-        for n in nbrs[r]:
-            if n >= 0:
-                for pos in Y.indices[Y.indptr[n]:Y.indptr[n + 1]].tolist():
-                    out.setdefault(pos, []).append(int(n))
-        return out
+    def _in_parts(self, records: Sequence[Record], limit: int, threshold: float | None
+                  ) -> list[tuple[list[Suggestion], Quality | None]]:
+        """`_tag` over ``records``; a large batch split into parts on the runtime's parts
+        pool (one per thread, each part's libraries on one thread), results in order."""
+        n = min(self.runtime.n_threads, len(records) // MIN_PART)
+        pool = self.runtime.parts_pool() if n >= 2 else None
+        if pool is None:
+            return self._tag(records, limit, threshold, None)
+        bounds = np.linspace(0, len(records), n + 1).astype(int)
+        futures = [pool.submit(self._tag, records[a:b], limit, threshold, 1)
+                   for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
+        return [row for f in futures for row in f.result()]
+
+    def _tag(self, records: Sequence[Record], limit: int, threshold: float | None,
+             threads: int | None) -> list[tuple[list[Suggestion], Quality | None]]:
+        batch = self.prepare(records, threads)
+        ranked, qualities = self.rank(batch, limit, threshold)
+        return [(self._suggestions(batch, i, row), q)
+                for i, (row, q) in enumerate(zip(ranked, qualities, strict=True))]
 
     def _suggestions(self, batch: Batch, r: int, row: list[tuple[int, float, list[str]]]
                      ) -> list[Suggestion]:
+        """Record ``r``'s subjects with their reasons: the sources that proposed each and
+        what each source says of it (`Source.reasons`; lists joined, `MAX_REASON_ITEMS`)."""
         lang = batch.languages[r]
-        matches = batch.evidence["lexical"][r] if "lexical" in batch.evidence else {}
-        voters = [self._voters(batch, name, r) for name in ("tfidf_knn", "emb_knn")]
+        positions = [pos for pos, _, _ in row]
+        said = [s.reasons(batch, r, positions) for s in self.sources]
         out = []
         for pos, score, sources in row:
             subj = self.vocab.subjects[pos]
             reasons: dict[str, Any] = {"sources": sources}
-            rows = list(dict.fromkeys(n for v in voters for n in v.get(pos, ())))[:3]
-            if rows:
-                reasons["neighbours"] = [{"id": self.memory.ids[n], "title": self.memory.titles[n]}
-                                         for n in rows]
-            if pos in matches:
-                reasons["label_match"] = subj.label(lang)
+            for by_pos in said:
+                for key, value in by_pos.get(pos, {}).items():
+                    if isinstance(value, list):
+                        joined = reasons.get(key, []) + [v for v in value
+                                                         if v not in reasons.get(key, [])]
+                        reasons[key] = joined[:MAX_REASON_ITEMS]
+                    else:
+                        reasons.setdefault(key, value)
             out.append(Suggestion(subj.id, float(score), subj.label(lang), reasons))
         return out
+
+    def learn(self, records: Sequence[Record], batch_size: int = 1024) -> None:
+        """Confirmed records join the record memory, and each source learns them."""
+        for start in range(0, len(records), batch_size):
+            chunk = [r for r in records[start:start + batch_size] if r.subjects]
+            if not chunk:
+                continue
+            batch = self.prepare(chunk)
+            rows = self.memory.append(chunk, batch.languages, label_matrix(chunk, self.vocab))
+            for src in self.sources:
+                src.learn(batch, rows)
+
+    # -- persistence -----------------------------------------------------------------------
+    def save(self, path: Path, meta: dict[str, Any] | None = None) -> None:
+        """Each part into its own folder of ``path``; ``hybrid.json`` names the sources in
+        order (and holds ``meta``, e.g. the training's timings)."""
+        self.featurizer.save(path / "tfidf")
+        self.memory.save(path / "memory")
+        self.ranker.save(path / "ranker")
+        if self.quality is not None:
+            self.quality.save(path / "quality")
+        save_npy_atomic(path / "prior.npy", self.prior)
+        if self.co is not None:
+            self.co.save(path / "co")
+        if self.encoder is not None:
+            self.encoder.save(path / "encoder")
+        for src in self.sources:
+            (path / "sources" / src.name).mkdir(parents=True, exist_ok=True)
+            src.save(path / "sources" / src.name)
+        write_json_atomic(path / "hybrid.json", {"sources": [s.name for s in self.sources],
+                                                 **(meta or {})})
+
+    @classmethod
+    def load(cls, path: Path, vocab: Vocabulary, params: dict[str, Any], *,
+             encoder: bool, quality: bool, agreement: bool,
+             runtime: Runtime, mmap: bool = False) -> HybridPipeline:
+        """What `save` wrote; the sources are built from the recipe's ``params``
+        (`Source.from_params`: candidate counts may have been tuned since training).
+        ``encoder``, ``quality``, ``agreement``: the parts the recipe's parameters say the
+        model has (a part missing from ``path`` is refused: `ModelFormatError`).
+        ``mmap``: the record memory's label lists, the TF-IDF neighbours' record matrices,
+        the vector indexes and the co-assignments are mapped from their files."""
+        def part(name: str) -> Path:
+            if not (path / name).exists():
+                raise ModelFormatError(
+                    f"{path} has no {name!r}, which its parameters say it has: the model was "
+                    "saved by an older tagalign or is incomplete; retrain the project "
+                    "(tagalign train)")
+            return path / name
+
+        meta = read_json(part("hybrid.json"))
+        memory = RecordMemory.load(part("memory"), mmap=mmap)
+        ctx = FitContext(vocab, Analyzer(), memory, Y=memory.Y, mmap=mmap,
+                         encoder=StaticEmbeddingEncoder.load(part("encoder")) if encoder
+                         else None)
+        sources = []
+        for name in meta["sources"]:
+            src = SOURCES.lookup(name).from_params(params, candidate_count(params, name))
+            src.load_state(part(f"sources/{name}"), ctx)
+            sources.append(src)
+        ranker = FusionRanker.load(part("ranker"))
+        if runtime.compile_ranker:
+            ranker.compile(runtime.cache_dir)
+        return cls(vocab, ctx.analyzer, TfidfFeaturizer.load(part("tfidf")), memory, sources,
+                   ctx.encoder, ranker, load_npy(part("prior.npy")),
+                   QualityEstimator.load(part("quality")) if quality else None,
+                   params["prior_weight"], params["support_weight"],
+                   CoAssignment.load(part("co"), mmap=mmap) if agreement else None, runtime)
+
+
+def candidate_count(params: dict[str, Any], name: str) -> int:
+    """Source ``name``'s candidate count: its own tuned one, else ``candidates_per_source``."""
+    return params.get(f"candidates_{name}") or params["candidates_per_source"]

@@ -39,7 +39,6 @@ import lightgbm as lgb
 import numpy as np
 
 from tagalign.io import read_json, write_bytes_atomic, write_json_atomic
-from tagalign.runtime import in_part
 from tagalign.suggest.sources.base import ranks_of
 from tagalign.suggest.suggestion import Quality
 
@@ -213,14 +212,14 @@ class QualityEstimator:
                 callbacks=[lgb.early_stopping(self.early_stopping, verbose=False)])
         return self
 
-    def predict(self, profile: CandidateProfile, limit: int, threshold: float
-                ) -> list[Quality]:
+    def predict(self, profile: CandidateProfile, limit: int, threshold: float,
+                threads: int = 1) -> list[Quality]:
         if profile.feature_names() != self.feature_names_:
             raise ValueError(f"quality features {profile.feature_names()} differ from the "
                              f"trained ones {self.feature_names_}")
         X = profile.features(limit, threshold)
-        one = {"num_threads": 1} if in_part() else {}
-        out = {name: np.clip(b.predict(X, num_iteration=b.best_iteration or None, **one), 0, 1)
+        out = {name: np.clip(b.predict(X, num_iteration=b.best_iteration or None,
+                                       num_threads=threads), 0, 1)
                for name, b in self.boosters_.items()}
         return [Quality(float(r), float(p))
                 for r, p in zip(out["recall"], out["precision"], strict=True)]

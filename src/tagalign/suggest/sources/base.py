@@ -8,17 +8,20 @@ all sources and scores them. Sources are small classes behind the `SOURCES` regi
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Protocol
 
 import numpy as np
 import scipy.sparse as sp
 
 from tagalign.records import Record
 from tagalign.registry import Registry
+from tagalign.suggest.sources.memory import RecordMemory
 from tagalign.text import Analyzer, guess_language
+from tagalign.vocab import Vocabulary
 
 SOURCES: Registry[type[Source]] = Registry("source")
 register_source = SOURCES.register
@@ -39,18 +42,25 @@ class Batch:
     #: per-source evidence kept for reasons (neighbour rows, matched labels); per batch, so
     #: concurrent requests never see each other's evidence
     evidence: dict[str, Any] = field(default_factory=dict)
+    #: threads the sources may use on this batch (`tagalign.runtime.Runtime`; 1 in each
+    #: part of a batch split between threads)
+    threads: int = 1
+    #: threads a source may split its rows over (``threads`` of them at most; None: none)
+    pool: Executor | None = None
 
     def __len__(self) -> int:
         return len(self.records)
 
     @classmethod
-    def tokenised(cls, records: Sequence[Record], analyzer: Analyzer) -> Batch:
+    def tokenised(cls, records: Sequence[Record], analyzer: Analyzer, threads: int = 1,
+                  pool: Executor | None = None) -> Batch:
         """The records with their languages and the analyzer's text and title tokens: what
         every source reads (TF-IDF rows and embeddings are the pipeline's to add)."""
         langs = record_languages(records)
         return cls(records, langs,
                    [analyzer.tokens(r.text, lg) for r, lg in zip(records, langs, strict=True)],
-                   [analyzer.tokens(r.title, lg) for r, lg in zip(records, langs, strict=True)])
+                   [analyzer.tokens(r.title, lg) for r, lg in zip(records, langs, strict=True)],
+                   threads=threads, pool=pool)
 
 
 def record_languages(records: Sequence[Record]) -> list[str]:
@@ -135,8 +145,51 @@ def ranks_of(rows: np.ndarray) -> np.ndarray:
     return (np.arange(len(rows)) - np.repeat(starts, counts) + 1).astype(np.float32)
 
 
+class Encoder(Protocol):
+    """What the sources need of an encoder (`tagalign.encode.static.StaticEmbeddingEncoder`)."""
+
+    dim: int
+
+    def encode(self, texts: Sequence[str], show_progress: bool = False) -> np.ndarray: ...
+
+
+@dataclass
+class FitContext:
+    """What a source learns from (`Source.fit`: one split of the training records,
+    featurised) or loads beside (`Source.load_state`: the vocabulary, the record memory, the
+    encoder; ``tfidf`` and ``Y`` then empty)."""
+
+    vocab: Vocabulary
+    analyzer: Analyzer
+    #: the records neighbour sources vote with (None: a source fitted on the vocabulary
+    #: alone, as the `lexical` recipe's)
+    memory: RecordMemory | None = None
+    #: per language: (row indices into ``records``, L2-normalised TF-IDF rows)
+    tfidf: dict[str, tuple[np.ndarray, sp.csr_matrix]] = field(default_factory=dict)
+    #: gold subjects of ``records`` (records × vocabulary)
+    Y: sp.csr_matrix | None = None
+    embeddings: np.ndarray | None = None
+    encoder: Encoder | None = None
+    #: the split's records and their tokens (lexical counts, the `domains` source)
+    records: Sequence[Record] = ()
+    tokens: list[list[str]] | None = None
+    #: loading only: sources map their large arrays from the files (read-only)
+    mmap: bool = False
+
+
+#: list-valued reasons several sources give for one subject (neighbour records) are
+#: joined and cut to this many
+MAX_REASON_ITEMS = 3
+
+
 class Source(ABC):
-    """A trained candidate generator. ``features`` names the columns it returns."""
+    """A trained candidate generator (as Annif's backends). ``features`` names the columns
+    it returns; the ranker reads them by name, never by position.
+
+    A source builds itself from the recipe's parameters (`from_params`), learns from a
+    `FitContext` (`fit`) or reloads what `save` wrote into its own folder (`load_state`),
+    proposes candidates for a `Batch`, may learn confirmed records at once (`learn`) and
+    says why it proposed a subject (`reasons`)."""
 
     name: ClassVar[str]
     features: ClassVar[list[str]]
@@ -144,21 +197,36 @@ class Source(ABC):
     def __init__(self, **params: Any):
         self.params = params
 
+    @classmethod
+    def from_params(cls, params: Mapping[str, Any], top_k: int) -> Source:
+        """The source as a recipe's parameters configure it; ``top_k``: its candidate
+        count. Sources without settings take none."""
+        return cls()
+
     @abstractmethod
-    def fit(self, ctx: Any) -> None:
-        """Learn from the recipe's training context (records, label matrix, featurisers)."""
+    def fit(self, ctx: FitContext) -> None:
+        """Learn from one split of the training records."""
 
     @abstractmethod
     def candidates(self, batch: Batch) -> Candidates:
-        ...
+        """Proposed (record row, subject) pairs with this source's features; evidence
+        for `reasons` goes into ``batch.evidence[self.name]``."""
 
     @abstractmethod
     def save(self, path: Path) -> None:
-        ...
+        """Write the trained state into the (existing, empty) folder ``path``."""
 
     @abstractmethod
-    def load_state(self, path: Path, ctx: Any) -> None:
-        ...
+    def load_state(self, path: Path, ctx: FitContext) -> None:
+        """Restore what `save` wrote into ``path``."""
 
-    def learn(self, batch: Batch, labels: sp.csr_matrix) -> None:  # noqa: B027 - optional hook
-        """Add confirmed records at once (only neighbour sources do)."""
+    def learn(self, batch: Batch, rows: np.ndarray) -> None:  # noqa: B027 - optional hook
+        """Add confirmed records at once; ``rows``: their positions in the record memory
+        (only neighbour sources do)."""
+
+    def reasons(self, batch: Batch, r: int, positions: Sequence[int]
+                ) -> dict[int, dict[str, Any]]:
+        """Why this source proposed some of ``positions`` (subject positions) for record
+        ``r`` of a batch it saw in `candidates`: subject position → named evidence (a list
+        value is joined with other sources' under the same name). None by default."""
+        return {}

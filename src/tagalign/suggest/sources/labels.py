@@ -6,16 +6,17 @@ once (German preferred label; English label averaged in where the vocabulary has
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from tagalign.index import VectorIndex
-from tagalign.io import load_npy
 from tagalign.suggest.sources.base import (
     Batch,
     Candidates,
+    FitContext,
     Source,
     ranks_of,
     register_source,
@@ -44,12 +45,13 @@ class LabelRetrieval(Source):
         self.index_: VectorIndex | None = None
         self.matrix_: np.ndarray | None = None
 
-    def _build(self) -> None:
-        self.index_ = VectorIndex(self.index_kind).build(self.matrix_)
+    @classmethod
+    def from_params(cls, params: Mapping[str, Any], top_k: int) -> LabelRetrieval:
+        return cls(top_k=top_k, index=params["ann_index"])
 
-    def fit(self, ctx: Any) -> None:
+    def fit(self, ctx: FitContext) -> None:
         self.matrix_ = subject_matrix(ctx.vocab, ctx.encoder)
-        self._build()
+        self.index_ = VectorIndex(self.index_kind).build(self.matrix_)
 
     def candidates(self, batch: Batch) -> Candidates:
         q = np.ascontiguousarray(batch.embeddings, dtype=np.float32)
@@ -65,9 +67,5 @@ class LabelRetrieval(Source):
     def save(self, path: Path) -> None:
         self.index_.save(path / "index")
 
-    def load_state(self, path: Path, ctx: Any) -> None:
-        if (path / "index").exists():
-            self.index_ = VectorIndex.load(path / "index", mmap=getattr(ctx, "mmap", False))
-        else:  # models saved before the index itself was stored
-            self.matrix_ = load_npy(path / "subjects.npy").astype(np.float32)
-            self._build()
+    def load_state(self, path: Path, ctx: FitContext) -> None:
+        self.index_ = VectorIndex.load(path / "index", mmap=ctx.mmap)

@@ -16,14 +16,22 @@ found, and for models saved before the counts existed.
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from tagalign.io import load_npy, read_json, save_npy_atomic, write_json_atomic
-from tagalign.suggest.sources.base import Batch, Candidates, Source, register_source
+from tagalign.suggest.sources.base import (
+    Batch,
+    Candidates,
+    FitContext,
+    Source,
+    register_source,
+)
 from tagalign.text.analyzer import _STOP
+from tagalign.vocab import Vocabulary
 
 
 @register_source
@@ -47,9 +55,15 @@ class LabelMatcher(Source):
         self.found_: np.ndarray | None = None
         self.gold_: np.ndarray | None = None
         self._prec: np.ndarray | None = None
+        self.vocab_: Vocabulary | None = None
 
-    def fit(self, ctx: Any) -> None:
+    @classmethod
+    def from_params(cls, params: Mapping[str, Any], top_k: int) -> LabelMatcher:
+        return cls(cross_language=params["lexical_cross_language"])
+
+    def fit(self, ctx: FitContext) -> None:
         analyzer, vocab = ctx.analyzer, ctx.vocab
+        self.vocab_ = vocab
         table: dict[str, list[tuple[int, int]]] = defaultdict(list)
         for pos, subj in enumerate(vocab.subjects):
             seen = set()
@@ -76,7 +90,7 @@ class LabelMatcher(Source):
                         table[key].append((pos, -1))
         self.table_ = dict(table)
         self._index_prefixes()
-        if getattr(ctx, "tokens", None) is not None:  # training records given: count
+        if ctx.tokens is not None:  # training records given: count
             self._count_found(Batch(ctx.records, list(ctx.memory.languages), ctx.tokens,
                                     [[] for _ in ctx.tokens]), ctx.Y, len(vocab))
 
@@ -173,20 +187,35 @@ class LabelMatcher(Source):
             matches.append(keys)
         return Candidates.from_lists(rows, cols, feats, self.features)
 
+    def reasons(self, batch: Batch, r: int, positions: Sequence[int]
+                ) -> dict[int, dict[str, Any]]:
+        """The subject's label in the record's language, for subjects found in its text."""
+        matches = batch.evidence.get(self.name)
+        if not matches or self.vocab_ is None:
+            return {}
+        lang = batch.languages[r]
+        return {pos: {"label_match": self.vocab_.subjects[pos].label(lang)}
+                for pos in positions if pos in matches[r]}
+
     def save(self, path: Path) -> None:
         write_json_atomic(path / "lexical.json", {"max_ngram": self.max_ngram,
                                                   "cross_language": self.cross_language,
+                                                  "counts": self.found_ is not None,
                                                   "table": self.table_})
         if self.found_ is not None:
             save_npy_atomic(path / "found.npy", self.found_)
             save_npy_atomic(path / "gold.npy", self.gold_)
 
-    def load_state(self, path: Path, ctx: Any) -> None:
+    def load_state(self, path: Path, ctx: FitContext) -> None:
         data = read_json(path / "lexical.json")
         self.table_ = {k: [tuple(x) for x in v] for k, v in data["table"].items()}
-        self.cross_language = data.get("cross_language", False)
+        self.cross_language = data["cross_language"]
+        self.vocab_ = ctx.vocab
         self._index_prefixes()
-        if (path / "found.npy").exists():  # models saved before issue 18 have no counts
+        # "counts": whether training records were counted (the hybrid's, not the lexical
+        # recipe's); format-1 models, saved before the key, had counts exactly when the
+        # files were written
+        if data.get("counts", (path / "found.npy").exists()):
             self.found_ = load_npy(path / "found.npy")
             self.gold_ = load_npy(path / "gold.npy")
         self._set_precision()

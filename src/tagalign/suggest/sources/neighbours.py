@@ -8,14 +8,15 @@ hybrid's bilingual embeddings (across languages).
 from __future__ import annotations
 
 import threading
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import faiss
 import numpy as np
 import scipy.sparse as sp
 
+from tagalign.errors import ModelFormatError
 from tagalign.index import VectorIndex
 from tagalign.io import (
     load_csr,
@@ -27,18 +28,26 @@ from tagalign.io import (
 )
 from tagalign.runtime import release_free_memory
 from tagalign.suggest.sources.base import (
+    MAX_REASON_ITEMS,
     Batch,
     Candidates,
+    FitContext,
     Source,
     ranks_of,
     register_source,
     row_entries,
 )
+from tagalign.suggest.sources.memory import RecordMemory
 
 #: query rows per TF-IDF product: a chunk's similarities are dense (most training records
 #: share a common term with the query), and 64 rows (12 MB for 50,000 records) cost 25 %
 #: less than 256 did, by staying nearer the cache (issue 18 profile)
 QUERY_CHUNK = 64
+
+
+def _names(prefix: str) -> list[str]:
+    return [f"{prefix}_vote", f"{prefix}_share", f"{prefix}_count", f"{prefix}_rank",
+            f"{prefix}_top1"]
 
 
 def vote(nbr: np.ndarray, sims: np.ndarray, Y: sp.csr_matrix, power: float, top_k: int,
@@ -78,24 +87,6 @@ def vote(nbr: np.ndarray, sims: np.ndarray, Y: sp.csr_matrix, power: float, top_
     return Candidates(r, c, feats, _names(prefix)), nbr
 
 
-def keep_top_terms(X: sp.csr_matrix, n: int) -> sp.csr_matrix:
-    """Keep each row's ``n`` heaviest terms: the product's cost grows with query terms,
-    while the light ones barely move the neighbour ranking."""
-    X = X.tocsr(copy=True)
-    for r in range(X.shape[0]):
-        a, b = X.indptr[r], X.indptr[r + 1]
-        if b - a > n:
-            d = X.data[a:b]
-            d[np.argpartition(d, b - a - n)[: b - a - n]] = 0.0
-    X.eliminate_zeros()
-    return X
-
-
-def _names(prefix: str) -> list[str]:
-    return [f"{prefix}_vote", f"{prefix}_share", f"{prefix}_count", f"{prefix}_rank",
-            f"{prefix}_top1"]
-
-
 @dataclass
 class _SearchIndex:
     """One language's query structures, built from its record matrix ``X`` on first use.
@@ -110,6 +101,34 @@ class _SearchIndex:
     Xc: sp.csr_matrix | None
 
 
+class _Voting(Source):
+    """What both neighbour sources share: votes of a `RecordMemory`, and as reasons the
+    neighbours that voted for a subject."""
+
+    memory: RecordMemory | None
+
+    def reasons(self, batch: Batch, r: int, positions: Sequence[int]
+                ) -> dict[int, dict[str, Any]]:
+        """Subject position → the memory's records among record ``r``'s neighbours that
+        have it (id and title, nearest first)."""
+        nbrs = batch.evidence.get(self.name)
+        if nbrs is None or self.memory is None:
+            return {}
+        wanted = set(positions)
+        voters: dict[int, list[int]] = {}
+        Y = self.memory.Y
+        for n in nbrs[r]:
+            if n >= 0:
+                for pos in Y.indices[Y.indptr[n]:Y.indptr[n + 1]].tolist():
+                    if pos in wanted:
+                        voters.setdefault(pos, []).append(int(n))
+        # the pipeline joins both sources' lists and keeps the first MAX_REASON_ITEMS: more
+        # from one source can never be shown
+        voters = {pos: rows[:MAX_REASON_ITEMS] for pos, rows in voters.items()}
+        return {pos: {"neighbours": [{"id": self.memory.ids[n], "title": self.memory.titles[n]}
+                                     for n in rows]} for pos, rows in voters.items()}
+
+
 def common_terms(XT: sp.csr_matrix, prune_df: float) -> np.ndarray:
     """Terms in more than ``prune_df`` of the records (0: none)."""
     if prune_df <= 0:
@@ -118,7 +137,7 @@ def common_terms(XT: sp.csr_matrix, prune_df: float) -> np.ndarray:
 
 
 @register_source
-class TfidfNeighbours(Source):
+class TfidfNeighbours(_Voting):
     """kNN by TF-IDF cosine among training records of the same language.
 
     ``prune_df`` > 0 searches in two steps (issue 18: this product was a third of a batch
@@ -131,26 +150,28 @@ class TfidfNeighbours(Source):
     On 1,000 seeded dev records, with a 5 % cut and 300 rescored, the neighbours found hold
     99.9 % (German) and 99.4 % (English) of the exact search's vote weight (similarity²),
     and the search takes 0.72 s instead of 1.36 (`benchmarks/tfidf_search.py`).
-    ``prune_df=0`` is the exact search, and so is every model saved before this option
-    (see `load_state`)."""
+    ``prune_df=0`` is the exact search."""
 
     name = "tfidf_knn"
     features = _names("tknn")
 
     def __init__(self, k: int = 30, power: float = 2.0, top_k: int = 50,
-                 query_terms: int = 0, prune_df: float = 0.0, rescore: int = 300,
-                 **params: Any):
-        super().__init__(k=k, power=power, top_k=top_k, query_terms=query_terms,
-                         prune_df=prune_df, rescore=rescore, **params)
+                 prune_df: float = 0.0, rescore: int = 300, **params: Any):
+        super().__init__(k=k, power=power, top_k=top_k, prune_df=prune_df, rescore=rescore,
+                         **params)
         self.k, self.power, self.top_k = k, power, top_k
-        self.query_terms = query_terms
         self.prune_df, self.rescore = prune_df, rescore
         self.X_: dict[str, sp.csr_matrix] = {}
         self.rows_: dict[str, np.ndarray] = {}  # memory row of each X_ row
         self._index: dict[str, _SearchIndex] = {}
-        self.memory: Any = None
+        self.memory = None
 
-    def fit(self, ctx: Any) -> None:
+    @classmethod
+    def from_params(cls, params: Mapping[str, Any], top_k: int) -> TfidfNeighbours:
+        return cls(k=params["knn_k"], power=params["knn_power"], top_k=top_k,
+                   prune_df=params["knn_prune_df"], rescore=params["knn_rescore"])
+
+    def fit(self, ctx: FitContext) -> None:
         self.memory = ctx.memory
         for lang, (idx, X) in ctx.tfidf.items():
             self.X_[lang] = X.tocsr()
@@ -164,8 +185,6 @@ class TfidfNeighbours(Source):
             if lang not in self.X_:
                 continue
             index = self._search_index(lang)
-            if self.query_terms:
-                Xq = keep_top_terms(Xq, self.query_terms)
             for start in range(0, len(idx), QUERY_CHUNK):
                 part = idx[start:start + QUERY_CHUNK]
                 top, topv = self._search(index, Xq[start:start + QUERY_CHUNK])
@@ -242,28 +261,24 @@ class TfidfNeighbours(Source):
         write_json_atomic(path / "tknn-search.json",
                           {"prune_df": self.prune_df, "rescore": self.rescore})
 
-    def load_state(self, path: Path, ctx: Any) -> None:
-        """With ``ctx.mmap`` the record matrices stay in their files (a model saved before
-        2026-11 as .npz is read whole); the transposed copy queries use is built in memory
-        on first use either way, so mapping saves the original's share."""
+    def load_state(self, path: Path, ctx: FitContext) -> None:
+        """With ``ctx.mmap`` the record matrices stay in their files; the transposed copy
+        queries use is built in memory on first use either way, so mapping saves the
+        original's share."""
         self.memory = ctx.memory
-        mmap = getattr(ctx, "mmap", False)
-        # the search the ranker learned from; models saved before pruning searched exactly
-        search = read_json(path / "tknn-search.json") if (path / "tknn-search.json").exists() \
-            else {"prune_df": 0.0}
+        # the search the ranker learned from (a later change of the parameters would feed
+        # it other neighbours than it learned on)
+        search = read_json(path / "tknn-search.json")
         self.prune_df = float(search["prune_df"])
-        self.rescore = int(search.get("rescore", self.rescore))
+        self.rescore = int(search["rescore"])
         self.params.update(prune_df=self.prune_df, rescore=self.rescore)
         for lang, shape in read_json(path / "tknn.json").items():
-            if isinstance(shape, int):  # saved before 2026-11 as one .npz (rows only in meta)
-                self.X_[lang] = sp.load_npz(path / f"tknn-{lang}.npz").tocsr()
-            else:
-                self.X_[lang] = load_csr(path, f"tknn-{lang}", tuple(shape), mmap=mmap)
-            self.rows_[lang] = load_npy(path / f"tknn-rows-{lang}.npy", mmap)
+            self.X_[lang] = load_csr(path, f"tknn-{lang}", tuple(shape), mmap=ctx.mmap)
+            self.rows_[lang] = load_npy(path / f"tknn-rows-{lang}.npy", ctx.mmap)
 
 
 @register_source
-class EmbeddingNeighbours(Source):
+class EmbeddingNeighbours(_Voting):
     """kNN by cosine of bilingual record embeddings (across languages).
 
     ``index``: a `VectorIndex` kind; ``ivfsq8`` / ``ivfpq`` compress the record vectors for
@@ -278,10 +293,15 @@ class EmbeddingNeighbours(Source):
         self.k, self.power, self.top_k = k, power, top_k
         self.index_kind = index
         self.index_: VectorIndex | None = None
-        self.memory: Any = None
+        self.memory = None
         self._lock = threading.Lock()  # faiss: no search while `learn` adds vectors
 
-    def fit(self, ctx: Any) -> None:
+    @classmethod
+    def from_params(cls, params: Mapping[str, Any], top_k: int) -> EmbeddingNeighbours:
+        return cls(k=params["knn_k"], power=params["knn_power"], top_k=top_k,
+                   index=params["ann_index"])
+
+    def fit(self, ctx: FitContext) -> None:
         self.memory = ctx.memory
         self.index_ = VectorIndex(self.index_kind).build(ctx.embeddings)
 
@@ -299,17 +319,13 @@ class EmbeddingNeighbours(Source):
     def save(self, path: Path) -> None:
         self.index_.save(path / "index")
 
-    def load_state(self, path: Path, ctx: Any) -> None:
+    def load_state(self, path: Path, ctx: FitContext) -> None:
         self.memory = ctx.memory
-        if (path / "index").exists():
-            dim = ctx.encoder.dim if getattr(ctx, "encoder", None) is not None else None
-            self.index_ = VectorIndex.load(path / "index", dim=dim,
-                                           mmap=getattr(ctx, "mmap", False))
-            if len(self.index_) != len(self.memory):
-                # index rows are memory rows: another memory would vote with wrong labels
-                raise ValueError(f"{path / 'index'}: {len(self.index_)} record vectors, but "
-                                 f"the neighbour memory holds {len(self.memory)} records; "
-                                 "the index belongs to another model")
-        else:  # models saved before VectorIndex: a flat faiss file
-            old = faiss.read_index(str(path / "eknn.faiss"))
-            self.index_ = VectorIndex(self.index_kind).build(old.reconstruct_n(0, old.ntotal))
+        dim = ctx.encoder.dim if ctx.encoder is not None else None
+        self.index_ = VectorIndex.load(path / "index", dim=dim, mmap=ctx.mmap)
+        if len(self.index_) != len(self.memory):
+            # index rows are memory rows: another memory would vote with wrong labels
+            raise ModelFormatError(f"{path / 'index'}: {len(self.index_)} record vectors, but "
+                                   f"the neighbour memory holds {len(self.memory)} records; "
+                                   "the index belongs to another model: retrain the project "
+                                   "(tagalign train)")

@@ -11,8 +11,8 @@ import os
 import sys
 import tempfile
 import threading
-from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Iterator, Mapping
+from concurrent.futures import Executor
 from pathlib import Path
 from typing import Any
 
@@ -23,10 +23,10 @@ from omikuji import _ThreadPoolHandle
 from omikuji._libomikuji import ffi as _ffi
 from omikuji._libomikuji import lib as _lib
 
-from tagalign.runtime import in_part
 from tagalign.suggest.sources.base import (
     Batch,
     Candidates,
+    FitContext,
     Source,
     ranks_of,
     register_source,
@@ -128,22 +128,22 @@ def _predict_rows(model: omikuji.Model, X: sp.csr_matrix, lo: int, hi: int, top_
 
 
 def predict_omikuji(model: omikuji.Model, X: sp.csr_matrix, top_k: int, beam_size: int = 10,
-                    n_threads: int = 0) -> list[list[tuple[int, float]]]:
-    """Top-k (label, score) per row; rows are spread over threads (the native call
-    releases the GIL, and each thread has its own pool: `_own_pool`), which matters on
-    small machines."""
+                    threads: int = 1, pool: Executor | None = None
+                    ) -> list[list[tuple[int, float]]]:
+    """Top-k (label, score) per row; with ``threads`` > 1 and a ``pool``, rows are spread
+    over that many of the pool's threads (the native call releases the GIL, and each
+    thread has its own Omikuji pool: `_own_pool`), which matters on small machines."""
     X = X.tocsr()
     if not X.has_sorted_indices:  # Omikuji wants each row's features in order
         X = X.sorted_indices()
     n = X.shape[0]
-    workers = 1 if in_part() else min(n_threads or os.cpu_count() or 1, max(1, n // 64))
-    if workers <= 1:
+    workers = min(threads, max(1, n // 64))
+    if workers <= 1 or pool is None:
         return _predict_rows(model, X, 0, n, top_k, beam_size)
     bounds = np.linspace(0, n, workers + 1).astype(int)
-    with ThreadPoolExecutor(workers) as pool:
-        parts = pool.map(lambda lo, hi: _predict_rows(model, X, lo, hi, top_k, beam_size),
-                         bounds[:-1], bounds[1:])
-    return [row for part in parts for row in part]
+    futures = [pool.submit(_predict_rows, model, X, lo, hi, top_k, beam_size)
+               for lo, hi in zip(bounds[:-1], bounds[1:], strict=True)]
+    return [row for f in futures for row in f.result()]
 
 
 @register_source
@@ -157,10 +157,17 @@ class OmikujiSource(Source):
         self.top_k = top_k
         self.cluster_k = cluster_k
         self.max_depth = max_depth
+        #: training threads (0: all cores); suggesting takes the batch's
         self.n_threads = n_threads
         self.models_: dict[str, omikuji.Model] = {}
 
-    def fit(self, ctx: Any) -> None:
+    @classmethod
+    def from_params(cls, params: Mapping[str, Any], top_k: int) -> OmikujiSource:
+        return cls(top_k=top_k, cluster_k=params["omikuji_cluster_k"],
+                   max_depth=params["omikuji_max_depth"],
+                   n_threads=params.get("train_threads", 0))
+
+    def fit(self, ctx: FitContext) -> None:
         for lang, (idx, X) in ctx.tfidf.items():
             if len(idx) < 10:
                 continue
@@ -174,7 +181,8 @@ class OmikujiSource(Source):
             model = self.models_.get(lang)
             if model is None:
                 continue
-            preds_all = predict_omikuji(model, X, self.top_k, n_threads=self.n_threads)
+            preds_all = predict_omikuji(model, X, self.top_k, threads=batch.threads,
+                                        pool=batch.pool)
             rows.append(np.repeat(np.asarray(idx, np.int64), [len(p) for p in preds_all]))
             preds += preds_all
         flat = np.array([pair for p in preds for pair in p], np.float64).reshape(-1, 2)
@@ -190,7 +198,7 @@ class OmikujiSource(Source):
             for lang, model in self.models_.items():
                 model.save(str(path / f"omikuji-{lang}"))
 
-    def load_state(self, path: Path, ctx: Any) -> None:
+    def load_state(self, path: Path, ctx: FitContext) -> None:
         with _quiet_native_output():
             for sub in sorted(path.glob("omikuji-*")):
                 self.models_[sub.name.removeprefix("omikuji-")] = omikuji.Model.load(str(sub))

@@ -1,0 +1,216 @@
+"""Training the hybrid by stacking (what `tagalign.recipes.hybrid.HybridRecipe.fit` runs).
+
+The sources learn from split A of train; the LightGBM ranker learns from their candidates
+on the held-out split B (never dev); then B joins the neighbour memory and the label trees
+are refit on A+B. Every phase is saved by a `PhaseRunner`, so an interrupted run resumes.
+
+The quality estimator (`tagalign.suggest.quality`) is cross-fitted on B: B's records are
+split into folds, each fold's candidates are scored by a ranker trained (same settings)
+on the other folds only, and the estimator learns from those out-of-fold scores and B's
+gold subjects — scores a ranker gave records it never trained on, as the final ranker
+does at suggest time.
+"""
+
+from __future__ import annotations
+
+import gc
+import zlib
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import scipy.sparse as sp
+
+from tagalign.encode.static import StaticEmbeddingEncoder
+from tagalign.records import Record
+from tagalign.suggest.agreement import CoAssignment
+from tagalign.suggest.fusion import FusionRanker
+from tagalign.suggest.pipeline import HybridPipeline, candidate_count
+from tagalign.suggest.quality import CandidateProfile, QualityEstimator, cross_fitted_scores
+from tagalign.suggest.sources import SOURCES, Source
+from tagalign.suggest.sources.base import FitContext, record_languages
+from tagalign.suggest.sources.memory import RecordMemory, label_matrix
+from tagalign.text import Analyzer
+from tagalign.text.tfidf import TfidfFeaturizer
+from tagalign.train.phases import PhaseRunner
+from tagalign.vocab import Vocabulary
+
+
+@dataclass
+class Stage:
+    """Sources fitted on split A, and split B kept for the ranker."""
+
+    pipeline: HybridPipeline
+    ranker_records: list[Record]
+    records: list[Record]
+    tokens: list[list[str]]
+    languages: list[str]
+
+
+@dataclass
+class FeatureTable:
+    """Every candidate of some records with its features and gold label (0/1)."""
+
+    rows: np.ndarray
+    cols: np.ndarray
+    X: np.ndarray
+    y: np.ndarray
+    names: list[str]
+    support: np.ndarray
+
+
+def feature_table(pipe: HybridPipeline, records: Sequence[Record], batch_size: int = 512
+                  ) -> FeatureTable:
+    parts = []
+    names: list[str] = []
+    for start in range(0, len(records), batch_size):
+        chunk = records[start:start + batch_size]
+        rows, cols, X, names, support = pipe.features(pipe.prepare(chunk))
+        gold = label_matrix(chunk, pipe.vocab)
+        parts.append((rows + start, cols, X, np.asarray(gold[rows, cols]).ravel(), support))
+    if not parts:
+        raise ValueError("no records to build features from")
+    rows, cols, X, y, support = (np.concatenate([p[i] for p in parts]) for i in range(5))
+    return FeatureTable(rows, cols, X, y, names, support)
+
+
+def in_holdout(record_id: str, fraction: float, seed: int) -> bool:
+    """Stable split by a hash of the id, so reruns and resumes pick the same records."""
+    return zlib.crc32(f"{seed}:{record_id}".encode()) % 10_000 < fraction * 10_000
+
+
+def subject_prior(Y: sp.csr_matrix) -> np.ndarray:
+    """log relative frequency of each subject among training records (feature ``prior``)."""
+    counts = np.asarray(Y.sum(axis=0)).ravel()
+    return np.log((counts + 1.0) / (Y.shape[0] + 1.0)).astype(np.float32)
+
+
+class Stacker:
+    """Fits a `HybridPipeline` from training records by the recipe's parameters ``p``;
+    ``threads``: what training's libraries may use (0: their defaults)."""
+
+    def __init__(self, vocab: Vocabulary, p: dict[str, Any], source_names: list[str],
+                 uses_embeddings: bool, threads: int = 0):
+        self.vocab, self.p, self.source_names = vocab, p, source_names
+        self.uses_embeddings, self.threads = uses_embeddings, threads
+
+    def new_source(self, name: str) -> Source:
+        params = {**self.p, "train_threads": self.threads}
+        return SOURCES.lookup(name).from_params(params, candidate_count(self.p, name))
+
+    def fit(self, records: Sequence[Record], runner: PhaseRunner) -> HybridPipeline:
+        p = self.p
+        stage = self.stack(records, runner)
+        pipe = stage.pipeline
+        tables: list[FeatureTable] = []  # split B's table, built once when a phase needs it
+
+        def table() -> FeatureTable:
+            if not tables:
+                tables.append(feature_table(pipe, stage.ranker_records))
+            return tables[0]
+
+        pipe.ranker = runner.run("ranker", lambda: self.fit_ranker(table()),
+                                 lambda r, d: r.save(d), FusionRanker.load)
+        if p["quality"]:  # before B joins the memory: B's features stay held-out
+            pipe.quality = runner.run(
+                "quality", lambda: self.fit_quality(table(), stage.ranker_records),
+                lambda q, d: q.save(d), QualityEstimator.load)
+            runner.log("quality feature importance (gain, recall): " + ", ".join(
+                f"{k}={v:.3f}" for k, v in sorted(pipe.quality.importance().items(),
+                                                  key=lambda kv: -kv[1])[:8]))
+        runner.log("ranker feature importance (gain): " + ", ".join(
+            f"{k}={v:.3f}" for k, v in sorted(pipe.ranker.importance().items(),
+                                              key=lambda kv: -kv[1])[:12]))
+        runner.step("add held-out records to memory",
+                    lambda: pipe.learn(stage.ranker_records, p["batch_size"]))
+        tables.clear()  # split B's candidate table: the refit below peaks without it
+        if p["refit_full"] and "omikuji" in p["sources"]:
+            self.refit_omikuji(pipe, runner, stage)
+        pipe.prior = subject_prior(pipe.memory.Y)
+        if pipe.co is not None:  # suggesting: co-assignments of all training records
+            pipe.co = CoAssignment.from_labels(pipe.memory.Y, p["agreement_top_m"])
+        pipe.prior_weight, pipe.support_weight = p["prior_weight"], p["support_weight"]
+        return pipe
+
+    def stack(self, records: Sequence[Record], runner: PhaseRunner) -> Stage:
+        """Split train into A/B and fit every source on A (the first half of stacking)."""
+        p = self.p
+        analyzer = Analyzer()
+        records = [r for r in records if r.subjects]
+        langs = record_languages(records)
+        hold = np.array([in_holdout(r.id, p["holdout_fraction"], p["seed"]) for r in records])
+        idx_b = np.flatnonzero(hold)[: p["max_ranker_records"]]
+        idx_a = np.setdiff1d(np.arange(len(records)), idx_b)
+        if len(idx_b) < 20 or len(idx_a) < 20:
+            raise ValueError(f"hybrid needs more training records (got {len(records)})")
+        runner.log(f"{len(idx_a)} records train the sources, {len(idx_b)} the ranker")
+        tokens = runner.step("tokenise", lambda: [
+            analyzer.tokens(r.text, lg) for r, lg in zip(records, langs, strict=True)])
+        rec_a = [records[i] for i in idx_a]
+        featurizer = runner.run(
+            "tfidf", lambda: TfidfFeaturizer().fit([tokens[i] for i in idx_a],
+                                                   [langs[i] for i in idx_a]),
+            lambda f, d: f.save(d), TfidfFeaturizer.load)
+        encoder = None
+        if self.uses_embeddings:
+            from tagalign.train.static_model import train_static_encoder
+
+            encoder = runner.run(
+                "encoder", lambda: train_static_encoder(rec_a, self.vocab,
+                                                        {**p, "threads": self.threads}),
+                lambda e, d: e.save(d), StaticEmbeddingEncoder.load)
+        ctx = FitContext(
+            self.vocab, analyzer,
+            RecordMemory.from_records(rec_a, self.vocab, [langs[i] for i in idx_a]),
+            featurizer.transform([tokens[i] for i in idx_a], [langs[i] for i in idx_a]),
+            Y=label_matrix(rec_a, self.vocab), encoder=encoder, records=rec_a,
+            tokens=[tokens[i] for i in idx_a])
+        if encoder is not None:
+            ctx.embeddings = runner.step("embed records", lambda: encoder.encode(
+                [r.text for r in rec_a], show_progress=True))
+        sources = []
+        for name in self.source_names:
+            src = self.new_source(name)
+            sources.append(runner.run(
+                f"source-{name}", lambda s=src: (s.fit(ctx), s)[1], lambda s, d: s.save(d),
+                lambda d, s=src: (s.load_state(d, ctx), s)[1]))
+        pipe = HybridPipeline(self.vocab, analyzer, featurizer, ctx.memory, sources, encoder,
+                              prior=subject_prior(ctx.Y))
+        if p["agreement"]:  # from split A only: the ranker's records are not in it
+            pipe.co = CoAssignment.from_labels(ctx.Y, p["agreement_top_m"])
+        return Stage(pipe, [records[i] for i in idx_b], records, tokens, langs)
+
+    def refit_omikuji(self, pipe: HybridPipeline, runner: PhaseRunner, stage: Stage) -> None:
+        ctx = FitContext(self.vocab, pipe.analyzer, pipe.memory,
+                         pipe.featurizer.transform(stage.tokens, stage.languages),
+                         label_matrix(stage.records, self.vocab))
+        # the split-A trees go first: the refit peaks (about 0.5 GB of trees in full
+        # training) without them (issue 18: training peak RSS)
+        at = [s.name for s in pipe.sources].index("omikuji")
+        pipe.sources = [s for s in pipe.sources if s.name != "omikuji"]
+        gc.collect()
+        src = self.new_source("omikuji")
+        src = runner.run("source-omikuji-full", lambda: (src.fit(ctx), src)[1],
+                         lambda s, d: s.save(d), lambda d: (src.load_state(d, ctx), src)[1])
+        pipe.sources.insert(at, src)
+
+    def fit_ranker(self, table: FeatureTable, keep: np.ndarray | None = None) -> FusionRanker:
+        """The ranker on the table's candidates (those of ``keep`` only, when given)."""
+        sel = slice(None) if keep is None else keep
+        return FusionRanker(num_rounds=self.p["ranker_rounds"], num_threads=self.threads).fit(
+            table.X[sel], table.y[sel], table.rows[sel], table.names)
+
+    def fit_quality(self, table: FeatureTable, records: Sequence[Record]) -> QualityEstimator:
+        """Cross-fitted: out-of-fold ranker scores on B, then the estimator on all of B."""
+
+        def fit_predict(train: np.ndarray, test: np.ndarray) -> np.ndarray:
+            return self.fit_ranker(table, train).predict(table.X[test])
+
+        scores = cross_fitted_scores(table.rows, self.p["quality_folds"], self.p["seed"],
+                                     fit_predict)
+        profile = CandidateProfile.build(table.rows, scores, table.X, table.names,
+                                         table.support, len(records))
+        n_gold = np.asarray(label_matrix(records, self.vocab).sum(axis=1)).ravel()
+        return QualityEstimator(seed=self.p["seed"], num_threads=self.threads
+                                ).fit(profile, table.y, n_gold)
