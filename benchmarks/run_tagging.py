@@ -61,7 +61,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"vocabulary: {len(vocab)} subjects ({time.perf_counter() - t0:.1f} s)", flush=True)
     report = InputReport()
     train = list(read_records(args.train, vocab=vocab, limit=args.limit_train, report=report))
-    report.print_summary()
+    if (summary := report.end_summary()) is not None:
+        print(summary, file=sys.stderr)
     print(f"training records: {len(train)}", flush=True)
 
     tmp = None

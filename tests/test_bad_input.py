@@ -175,3 +175,40 @@ def test_cut_off_gzip_vocabulary(tmp_path):
     n = len(load_vocabulary(path, report=report))
     assert 1000 < n < 20000
     assert report.skipped == [f"{path}: compressed data ends early after {n} subjects"]
+
+
+def test_the_report_logs_its_warnings_and_returns_its_summary_printing_nothing(
+        capsys, caplog, monkeypatch):
+    import logging
+
+    from tagalign.errors import InputError
+    from tagalign.io import LineError
+    from tagalign.io.report import log
+
+    monkeypatch.setattr(log, "handlers", [])  # the CLI's console handler, if a test set it
+    monkeypatch.setattr(log, "propagate", True)
+    report = InputReport(max_shown=1)
+    assert report.end_summary() is None  # nothing skipped: nothing to say
+    with caplog.at_level(logging.WARNING, logger=log.name):
+        report.bad("f.jsonl:2", "broken")
+        report.bad("f.jsonl:3", "broken")
+    assert caplog.messages == ["skipped f.jsonl:2: broken"]
+    assert capsys.readouterr() == ("", "")
+    assert report.end_summary() == "0 records read; 2 malformed items skipped"
+    for error in (BadInputError, LineError):
+        assert issubclass(error, InputError) and issubclass(error, ValueError)
+
+
+def test_the_cli_shows_the_warnings_and_the_summary_on_stderr(tmp_path):
+    from typer.testing import CliRunner
+
+    from tagalign.cli import app
+
+    path = tmp_path / "mixed.jsonl"
+    path.write_bytes(_mixed_bytes())
+    res = CliRunner().invoke(app, ["records", "stats", str(path)])
+    assert res.exit_code == 0, res.output
+    assert f"warning: skipped {path}:2: " in res.stderr
+    assert f"warning: skipped {path}:3: not valid UTF-8" in res.stderr
+    assert "2 records read; 2 malformed items skipped\n" in res.stderr
+    assert "warning" not in res.stdout

@@ -63,3 +63,44 @@ def test_package_registries_keep_their_names_and_messages(tmp_path):
         assert str(exc.value).startswith(message), str(exc.value)
     with pytest.raises(ValueError, match=r"take an argument\)$"):
         get_encoder("nope")
+
+
+def test_lazy_entries_import_their_module_on_first_lookup(tmp_path, monkeypatch):
+    import sys
+
+    (tmp_path / "lazy_plugin_mod.py").write_text(
+        "from test_registry_lazy_target import REG\n"
+        "@REG.register_as('late')\n"
+        "def late():\n"
+        "    return 'loaded'\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    reg: Registry = Registry("widget", choose="known:", lazy={"late": "lazy_plugin_mod"})
+    target = type(sys)("test_registry_lazy_target")
+    target.REG = reg
+    monkeypatch.setitem(sys.modules, "test_registry_lazy_target", target)
+    monkeypatch.delitem(sys.modules, "lazy_plugin_mod", raising=False)
+
+    reg.register_as("now")(str)
+    assert "late" in reg and reg.names() == ["late", "now"]
+    assert "lazy_plugin_mod" not in sys.modules  # listing or testing a name imports nothing
+    assert set(reg) == {"now"}  # the dict itself holds loaded entries only
+    with pytest.raises(ValueError) as exc:
+        reg.lookup("nope")
+    assert str(exc.value) == "unknown widget 'nope'; known: ['late', 'now']"
+    assert reg.lookup("late")() == "loaded" and "lazy_plugin_mod" in sys.modules
+    assert reg["late"] is reg.get("late") and set(reg) == {"late", "now"}
+
+    reg.add_lazy("broken", "lazy_plugin_mod")  # a module that does not register the name
+    with pytest.raises(KeyError, match="did not register widget 'broken'"):
+        reg.lookup("broken")
+    assert reg.get("missing", 3) == 3
+
+
+def test_recipes_are_a_lazy_registry():
+    from tagalign.recipes import RECIPES, get_recipe, recipe_names
+
+    assert set(RECIPES.lazy) <= set(recipe_names()) and "hybrid" in RECIPES
+    assert get_recipe("lexical").name == "lexical"
+    with pytest.raises(ValueError) as exc:
+        get_recipe("hybird")
+    assert str(exc.value).startswith("unknown recipe 'hybird'; known: ['focused-transform', ")

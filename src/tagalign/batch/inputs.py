@@ -62,7 +62,7 @@ class BadItem:
 
 
 class _CollectingReport(InputReport):
-    """An `InputReport` that queues bad items (in input order) instead of printing them."""
+    """An `InputReport` that queues bad items (in input order) instead of logging them."""
 
     def __init__(self) -> None:
         super().__init__(strict=False)

@@ -19,7 +19,15 @@ import numpy as np
 
 from tagalign.classify.data import Example, LabelSet
 from tagalign.classify.thresholds import decide, tune
-from tagalign.io import atomic_dir, read_json, versions, write_json_atomic, wrong_model_message
+from tagalign.io import (
+    atomic_dir,
+    json_object,
+    read_json,
+    register_kind,
+    versions,
+    write_json_atomic,
+    wrong_model_message,
+)
 from tagalign.params import ParamSpec
 from tagalign.registry import Registry
 from tagalign.runtime import ProgressCallback
@@ -166,6 +174,14 @@ class Classifier(ABC):
     @abstractmethod
     def _load_state(self, folder: Path) -> None:
         ...
+
+
+def _is_classifier(folder: Path) -> bool:
+    config = json_object(folder / "config.json")
+    return config is not None and "labels" in config and "thresholds" in config
+
+
+register_kind("classifier", "a classifier, read by `tagalign classify predict`", _is_classifier)
 
 
 def load_classifier(folder: Path | str, labels: Sequence[str] | None = None) -> Classifier:

@@ -11,6 +11,7 @@ from rich.table import Table
 
 from tagalign.cli.app import app, console, fail, out
 from tagalign.cli.common import PhaseBars, parse_params, progress
+from tagalign.cli.report import print_summary
 from tagalign.predictions import (
     PartialExistsError,
     PredictionStream,
@@ -40,7 +41,7 @@ def _examples(path: Path, label_field: str, *, strict: bool, require_labels: boo
                             require_labels=require_labels)
     except (FileNotFoundError, BadInputError, ValueError) as exc:
         fail(str(exc))
-    report.print_summary()
+    print_summary(report)
     console.log(f"{what}: {len(out)} records from {path}")
     return out
 
@@ -60,7 +61,10 @@ def _label_set(path: Path | None) -> list[str] | None:
 
 def _load(model_dir: Path, label_set: Path | None):
     from tagalign.classify import LabelSetMismatch, load_classifier
+    from tagalign.cli.kinds import wrong_model_message
 
+    if wrong := wrong_model_message(model_dir, "classifier"):
+        fail(wrong)
     expected = _label_set(label_set)
     try:
         return load_classifier(model_dir, labels=expected)
@@ -203,7 +207,7 @@ def eval_(
         predicted = read_label_predictions(pred, rep)
     except BadInputError as exc:
         fail(str(exc))
-    rep.print_summary()
+    print_summary(rep)
     missing = sum(ex.id not in predicted for ex in gold_ex)
     pred_ex = [Example(ex.id, "", predicted.get(ex.id, [])) for ex in gold_ex]
     label_set = LabelSet(sorted({lab for ex in gold_ex + pred_ex for lab in ex.labels}))

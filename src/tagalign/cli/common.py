@@ -20,6 +20,7 @@ from rich.progress import (
 
 from tagalign.batch import DEFAULT_MAX_ERRORS, BatchError, EngineError, get_engine, run_batch
 from tagalign.cli.app import console, fail
+from tagalign.cli.report import print_summary
 from tagalign.records import BadInputError, InputReport, Record, read_records
 
 #: help of ``--mmap`` (serve, suggest): what it does and what it costs
@@ -45,7 +46,7 @@ def iter_records(path: Path, *, vocab=None, strict: bool = False, limit: int | N
         fail(str(exc))
     except (BadInputError, ValueError) as exc:
         fail(str(exc))
-    report.print_summary()
+    print_summary(report)
 
 
 def load_records(path: Path, *, vocab=None, strict: bool = False, limit: int | None = None,

@@ -14,6 +14,7 @@ from rich.table import Table
 
 from tagalign.cli.app import app, console, fail
 from tagalign.cli.common import load_records
+from tagalign.cli.report import print_summary
 from tagalign.evaluate import SubjectEvaluator, check_ks, print_report
 from tagalign.evaluate.quality import format_quality, plot_quality, quality_report
 from tagalign.evaluate.selection import ScoredHits, selection_metrics, subject_results
@@ -84,7 +85,7 @@ def eval_(
     except (OSError, EOFError) as exc:
         fail(f"cannot read predictions {pred}: {exc}")
     report.records_read = len(predictions)
-    report.print_summary()
+    print_summary(report)
     records = load_records(gold, strict=strict, description="reading gold records")
     start = time.perf_counter()
     evaluator = SubjectEvaluator(records, cutoffs)

@@ -10,6 +10,7 @@ import typer
 
 from tagalign.cli.app import app, console, fail, out
 from tagalign.cli.common import PhaseBars, parse_params, progress
+from tagalign.cli.report import print_summary
 from tagalign.records import BadInputError, InputReport
 from tagalign.runtime import set_threads
 
@@ -26,7 +27,7 @@ def _load(path: Path, strict: bool, what: str):
         pairs = load_pairs(path, report)
     except (FileNotFoundError, BadInputError, ValueError) as exc:
         fail(str(exc))
-    report.print_summary()
+    print_summary(report)
     if not pairs:
         fail(f"no {what} pairs in {path}")
     console.log(f"{len(pairs)} {what} pairs from {path}")
@@ -131,7 +132,7 @@ def predict(
 
     Example: tagalign pairs predict wic-model --input comedi/dev --output pred/
     """
-    from tagalign.io import wrong_model_message
+    from tagalign.cli.kinds import wrong_model_message
 
     if not input_path.exists():
         fail(f"--input {input_path} not found")
@@ -179,7 +180,7 @@ def eval_(
         result = score_folders(gold_dir, pred_dir, report)
     except (FileNotFoundError, BadInputError, ValueError) as exc:
         fail(str(exc))
-    report.print_summary()
+    print_summary(report)
     for language, n in result["missing"].items():
         console.log(f"[yellow]{language}: {n} gold pairs have no prediction (left out)[/]")
     if as_json:

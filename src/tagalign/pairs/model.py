@@ -21,7 +21,15 @@ from typing import Any
 import numpy as np
 
 from tagalign.encode.transformer import base_model_path, default_device
-from tagalign.io import atomic_dir, read_json, versions, write_json_atomic, wrong_model_message
+from tagalign.io import (
+    atomic_dir,
+    json_object,
+    read_json,
+    register_kind,
+    versions,
+    write_json_atomic,
+    wrong_model_message,
+)
 from tagalign.pairs.data import Pair, Use
 from tagalign.pairs.metrics import evaluate, spearman
 from tagalign.pairs.params import DEFAULTS, POOLINGS, check_params  # noqa: F401 - re-exported
@@ -32,6 +40,13 @@ from tagalign.runtime import ProgressCallback, quiet_libraries
 MARKERS = ("<t>", "</t>")
 RECIPE = "ordinal-wic"
 
+
+def _is_pairs_model(folder: Path) -> bool:
+    config = json_object(folder / "config.json")
+    return config is not None and ("markers" in config or (folder / "thresholds.json").is_file())
+
+
+register_kind("pairs", "a pairs model, read by `tagalign pairs predict`", _is_pairs_model)
 
 
 def mark(use: Use) -> str:

@@ -6,7 +6,6 @@ records. Constructors only store parameters; `fit` learns; learned state ends in
 
 from __future__ import annotations
 
-import importlib
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -19,41 +18,32 @@ from tagalign.runtime import Runtime
 from tagalign.suggest import Quality, Suggestion, keep_above
 from tagalign.vocab import Vocabulary
 
-RECIPES: Registry[type[Recipe]] = Registry("recipe")
-
-#: parameters `tagalign hyperopt` may tune: name → (low, high, kind), kind "int" or "float"
-SearchSpace = dict[str, tuple[float, float, str]]
-#: rankings of some records under trial parameters: per record, (subject id, score) best first
-TrialRun = Callable[[dict[str, Any]], list[list[tuple[str, float]]]]
-
-#: Built-in recipes by name → the module that registers them (imported on first use).
-BUILTIN: dict[str, str] = {
+#: Recipes by name; the built-in ones are imported on first lookup (their modules register
+#: them), so ``tagalign --help`` does not pay for torch and sentence-transformers.
+RECIPES: Registry[type[Recipe]] = Registry("recipe", choose="known:", lazy={
     "hybrid": "tagalign.recipes.hybrid",
     "lexical": "tagalign.recipes.lexical",
     "zero-shot": "tagalign.recipes.zero_shot",
     "ynu-finetune": "tagalign.recipes.ynu",
     "nbf-attention": "tagalign.recipes.nbf",
     "focused-transform": "tagalign.recipes.focused",
-}
-
-
+})
 register_recipe = RECIPES.register
+
+#: parameters `tagalign hyperopt` may tune: name → (low, high, kind), kind "int" or "float"
+SearchSpace = dict[str, tuple[float, float, str]]
+#: rankings of some records under trial parameters: per record, (subject id, score) best first
+TrialRun = Callable[[dict[str, Any]], list[list[tuple[str, float]]]]
 
 
 def recipe_names() -> list[str]:
     """Every selectable recipe name (built-in and registered), sorted."""
-    return sorted(set(BUILTIN) | set(RECIPES))
+    return RECIPES.names()
 
 
 def get_recipe(name: str) -> type[Recipe]:
-    if name not in RECIPES and name in BUILTIN:
-        importlib.import_module(BUILTIN[name])
-    try:
-        return RECIPES[name]
-    except KeyError:
-        raise ValueError(f"unknown recipe {name!r}; known: {', '.join(recipe_names())}") from None
-
-
+    """The recipe class called ``name`` (a ValueError listing the known names if none)."""
+    return RECIPES.lookup(name)
 
 
 class ReadOnlyError(RuntimeError):

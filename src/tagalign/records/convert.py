@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Iterable
 from pathlib import Path
 
 from tagalign.io import InputReport, atomic_text
 from tagalign.records.loaders import read_records
 from tagalign.records.record import Record
+
+log = logging.getLogger(__name__)
 
 
 def write_jsonl(path: Path, records: Iterable[Record], split: str | None = None) -> int:
@@ -32,5 +35,6 @@ def convert_tree(root: Path, out: Path) -> dict[str, int]:
         report = InputReport()
         counts[name] = write_jsonl(out / f"{name}.jsonl.gz", read_records(split_dir,
                                                                           report=report), name)
-        report.print_summary()
+        if (summary := report.end_summary()) is not None:
+            log.warning(summary)
     return counts

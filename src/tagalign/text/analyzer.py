@@ -73,7 +73,3 @@ class Analyzer:
             stop = _STOP.get(lang or "de", set())
             words = [w for w in words if w not in stop]
         return self.stem(words, lang)
-
-    def label_tokens(self, label: str, lang: str | None) -> tuple[str, ...]:
-        """Stemmed tokens of a subject label, stop words kept (labels are short)."""
-        return tuple(self.stem(self.words(label), lang))

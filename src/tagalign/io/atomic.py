@@ -1,0 +1,158 @@
+"""Atomic, pickle-free persistence: every artifact a user trains is written through here.
+
+A writer fills a temporary sibling, flushes it to disk (``fsync``), renames it over the
+target and then flushes the folder that holds the name: after a crash or a power cut a
+reader finds the old content or the new one, never half of it, and never an empty file
+where the rename reached the disk before the data did.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gzip
+import json
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, TextIO
+
+import numpy as np
+
+
+def _fsync_file(path: str | Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _fsync_dir(path: str | Path) -> None:
+    """Make a rename or a new name in ``path`` durable (POSIX; Windows cannot open a
+    folder for this, and its renames need no such step)."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:  # a file system that cannot sync folders (some network mounts)
+        pass
+    finally:
+        os.close(fd)
+
+
+def _fsync_tree(root: Path) -> None:
+    """Every file and folder below ``root``, then ``root`` itself, flushed to disk."""
+    for folder, _, files in os.walk(root, topdown=False):
+        for name in files:
+            full = os.path.join(folder, name)
+            if not os.path.islink(full):
+                _fsync_file(full)
+        _fsync_dir(folder)
+
+
+@contextlib.contextmanager
+def atomic_path(path: Path) -> Iterator[str]:
+    """A temporary sibling file name to write to; once the block succeeds the file is
+    flushed to disk and replaces ``path`` in one rename, and the rename is flushed too.
+    A failing block removes the file. Readers see the old or the new content, never half."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    os.close(fd)
+    try:
+        yield tmp
+        _fsync_file(tmp)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+    _fsync_dir(path.parent)
+
+
+def write_bytes_atomic(path: Path, data: bytes) -> None:
+    """Write a file so that readers see the old or the new content, never half of it."""
+    with atomic_path(path) as tmp, open(tmp, "wb") as fh:
+        fh.write(data)
+
+
+@contextlib.contextmanager
+def atomic_text(path: Path) -> Iterator[TextIO]:
+    """A text file handle whose content replaces ``path`` only once the block succeeds
+    (gzip-compressed when the name ends in ``.gz``)."""
+    opener = gzip.open if Path(path).suffix == ".gz" else open
+    with atomic_path(path) as tmp, opener(tmp, "wt", encoding="utf-8") as fh:
+        yield fh
+
+
+def write_json_atomic(path: Path, obj: Any) -> None:
+    write_bytes_atomic(path, json.dumps(obj, ensure_ascii=False, indent=2).encode("utf-8"))
+
+
+def read_json(path: Path) -> Any:
+    with open(path, encoding="utf-8") as fh:
+        return json.load(fh)
+
+
+def save_npy_atomic(path: Path, array: np.ndarray) -> None:
+    with atomic_path(path) as tmp, open(tmp, "wb") as fh:
+        np.save(fh, np.ascontiguousarray(array), allow_pickle=False)
+
+
+def load_npy(path: Path, mmap: bool = False) -> np.ndarray:
+    return np.load(path, mmap_mode="r" if mmap else None, allow_pickle=False)
+
+
+def save_csr_atomic(folder: Path, prefix: str, matrix: Any, *, values: bool = True) -> None:
+    """A scipy CSR matrix as ``{prefix}-indptr.npy`` (int64), ``-indices.npy`` (int32) and,
+    with ``values``, ``-data.npy`` (float32), each written atomically and without pickle;
+    the shape is the caller's to keep (beside its other metadata)."""
+    save_npy_atomic(folder / f"{prefix}-indptr.npy", matrix.indptr.astype(np.int64))
+    save_npy_atomic(folder / f"{prefix}-indices.npy", matrix.indices.astype(np.int32))
+    if values:
+        save_npy_atomic(folder / f"{prefix}-data.npy", matrix.data.astype(np.float32))
+
+
+def load_csr(folder: Path, prefix: str, shape: tuple[int, int], *, values: bool = True,
+             mmap: bool = False) -> Any:
+    """The matrix `save_csr_atomic` wrote; without ``values`` every stored entry is 1.0.
+
+    ``mmap``: indices and values stay mapped from their files (scipy keeps them as views);
+    the row pointers are small and converted to the indices' dtype in memory."""
+    import scipy.sparse as sp  # here: importing tagalign.io stays free of scipy
+
+    indices = load_npy(folder / f"{prefix}-indices.npy", mmap)
+    data = load_npy(folder / f"{prefix}-data.npy", mmap) if values else \
+        np.ones(len(indices), np.float32)
+    return sp.csr_matrix((data, indices, load_npy(folder / f"{prefix}-indptr.npy", mmap)),
+                         shape=shape)
+
+
+@contextlib.contextmanager
+def atomic_dir(path: Path) -> Iterator[Path]:
+    """Yield a temporary sibling folder; on success everything in it is flushed to disk and
+    it replaces ``path`` in one rename (flushed too).
+
+    A crash leaves the previous folder (or nothing) in place, never a half-written one.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp"))
+    try:
+        yield tmp
+        _fsync_tree(tmp)
+        old = None
+        if path.exists():
+            old = path.with_name(f".{path.name}.old-{os.getpid()}")
+            os.replace(path, old)
+        os.replace(tmp, path)
+        _fsync_dir(path.parent)
+        if old is not None:
+            shutil.rmtree(old, ignore_errors=True)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
