@@ -35,6 +35,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Callable, Mapping
+from http import HTTPStatus
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
@@ -44,41 +45,51 @@ from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, ConfigDict, Field, StrictStr, TypeAdapter, ValidationError
 from starlette.datastructures import UploadFile
 
-from tagalign.project import (
-    LearningNotAllowedError,
-    NotTrainedError,
-    Project,
-    ReadOnlyError,
-)
+from tagalign.errors import InputError
+from tagalign.project import LearningNotAllowedError, Project, ReadOnlyError
 from tagalign.records import Record
-from tagalign.serve.feedback import Decision, FeedbackStore
+from tagalign.serve.feedback import Decision
+from tagalign.serve.service import (
+    ANNIF_DEFAULT_LIMIT,
+    GND_URI,
+    Service,
+    UnknownProjectError,
+    http_status,
+    subject_id,
+    subject_uri,
+)
 from tagalign.suggest import Suggestion
 from tagalign.text.language import detect_language
 
 PREFIX = "/v1"
-GND_URI = "https://d-nb.info/gnd/"
 ANNIF_API_VERSION = "1.4.3"  # the Annif release whose OpenAPI document this follows
 MAX_BATCH = 32  # Annif's suggest-batch limit
-#: subjects per request when neither it nor the project (`Project.set_defaults`) says (Annif's)
-DEFAULT_LIMIT = 10
-MAX_LIMIT = 1000  # Annif has no upper bound; more than this many results are never useful
 
 
-class Problem(Exception):
+def problem(status: int, title: str, detail: str) -> JSONResponse:
     """An RFC 7807 problem answered as ``application/problem+json``."""
-
-    def __init__(self, status: int, title: str, detail: str):
-        super().__init__(detail)
-        self.status, self.title, self.detail = status, title, detail
-
-    def response(self) -> JSONResponse:
-        return JSONResponse({"type": "about:blank", "title": self.title,
-                             "status": self.status, "detail": self.detail},
-                            self.status, media_type="application/problem+json")
+    return JSONResponse({"type": "about:blank", "title": title, "status": status,
+                         "detail": detail}, status, media_type="application/problem+json")
 
 
-def bad_request(detail: str) -> Problem:
-    return Problem(400, "Bad Request", detail)
+def error_response(exc: Exception, project_id: str | None) -> JSONResponse:
+    """The problem Annif answers for an error of the service (`service.http_status`),
+    with Annif's titles (and its own wording where Annif has one)."""
+    status = http_status(exc)
+    if isinstance(exc, UnknownProjectError):
+        return problem(status, "Project not found", f"Project '{exc.project_id}' not found")
+    if isinstance(exc, LearningNotAllowedError):  # Annif's answer for allow_learn = false
+        return problem(status, "Learning not allowed", f"Project '{project_id}' is not "
+                       "configured to allow learning via API")
+    if isinstance(exc, ReadOnlyError):  # Annif's document: 403 "Operation is not allowed"
+        return problem(status, "Operation is not allowed", str(exc))
+    if status == 503:
+        return problem(status, "Service unavailable", str(exc))
+    return problem(status, HTTPStatus(status).phrase, str(exc))
+
+
+def bad_request(detail: str) -> InputError:
+    return InputError(detail)
 
 
 # -- request bodies (Annif's schemas; extra properties allowed as in Annif's document) --
@@ -121,14 +132,6 @@ def split_text(text: str) -> tuple[str, str]:
     if not lines:
         return "", ""
     return lines[0].strip(), "\n".join(lines[1:]).strip()
-
-
-def subject_id(uri: str) -> str:
-    """``https://d-nb.info/gnd/4015065-3`` (or http://, or the bare id) → ``4015065-3``."""
-    for prefix in (GND_URI, "http://d-nb.info/gnd/", "gnd:"):
-        if uri.startswith(prefix):
-            return uri[len(prefix):]
-    return uri
 
 
 def _validation_detail(exc: ValidationError) -> str:
@@ -196,15 +199,10 @@ def _options(values: Mapping[str, Any]) -> tuple[int | None, float | None, str |
     return limit, threshold, language or None
 
 
-def create_router(projects: Mapping[str, Project], store: FeedbackStore,
-                  on_learn: Callable[[list[Decision]], None] | None = None) -> APIRouter:
-    """The Annif routes; ``on_learn`` sees the decisions learned (neighbour titles)."""
+def create_router(service: Service) -> APIRouter:
+    """The Annif routes over ``service``."""
     router = APIRouter(prefix=PREFIX, include_in_schema=False)
-
-    def project(project_id: str) -> Project:
-        if project_id not in projects:
-            raise Problem(404, "Project not found", f"Project '{project_id}' not found")
-        return projects[project_id]
+    projects = service.projects
 
     def vocab_id(proj: Project) -> str:
         fingerprints = sorted({p.vocab.fingerprint for p in projects.values()})
@@ -227,39 +225,27 @@ def create_router(projects: Mapping[str, Project], store: FeedbackStore,
                 "is_trained": proj.is_trained,
                 "modification_time": proj.config.get("trained_at")}
 
-    def results(proj: Project, rows: list[Suggestion], limit: int | None,
-                threshold: float | None, language: str | None
+    def results(proj: Project, rows: list[Suggestion], language: str | None
                 ) -> dict[str, list[dict[str, Any]]]:
         # labels in the requested language, else the project's (vocab_language), as in Annif
         language = language or label_language(proj) or "de"
-        out = [{"uri": GND_URI + s.id, "label": proj.vocab.label(s.id, language),
-                "notation": None, "score": round(float(s.score), 6)}
-               for s in rows if threshold is None or s.score >= threshold]
-        return {"results": out[:limit]}  # None: Project.suggest cut them already
+        return {"results": [{"uri": subject_uri(s.id), "label": proj.vocab.label(s.id, language),
+                             "notation": None, "score": round(float(s.score), 6)}
+                            for s in rows]}  # limit and threshold: cut by the service
 
-    def suggest_texts(proj: Project, texts: list[str], limit: int | None,
+    def suggest_texts(project_id: str, texts: list[str], limit: int | None,
                       threshold: float | None,
                       language: str | None) -> list[dict[str, list[dict[str, Any]]]]:
+        proj = service.project(project_id)
         if language is not None and language not in proj.vocab.languages:
             raise bad_request(f'language "{language}" not supported by vocabulary')
-        if not proj.is_trained:  # Annif: 503 for a project without a trained model
-            raise Problem(503, "Service unavailable",
-                          "Project is not trained yet; run `tagalign train`")
+        service.require_trained(project_id)  # Annif: 503 for a project without a model
         # no language: the recipes identify it (`tagalign.text.guess_language`)
         recs = [Record(id=str(i), title=t, abstract=a)
                 for i, (t, a) in enumerate(map(split_text, texts))]
-        todo = [i for i, r in enumerate(recs) if r.title or r.abstract]
-        rows: list[list[Suggestion]] = [[] for _ in recs]
-        if todo and (limit is None or limit > 0):
-            try:
-                found = [row for row, _ in proj.suggest_with_warnings(
-                    [recs[i] for i in todo], None if limit is None else min(limit, MAX_LIMIT),
-                    threshold, fallback_limit=DEFAULT_LIMIT)]
-            except NotTrainedError as exc:
-                raise Problem(503, "Service unavailable", str(exc)) from None
-            for i, row in zip(todo, found, strict=True):
-                rows[i] = row
-        return [results(proj, row, limit, threshold, language) for row in rows]
+        tagged = service.suggest(project_id, recs, limit, threshold,
+                                 default_limit=ANNIF_DEFAULT_LIMIT, estimate=False)
+        return [results(proj, t.suggestions, language) for t in tagged]
 
     @router.get("/")
     def show_info() -> dict[str, str]:
@@ -283,7 +269,7 @@ def create_router(projects: Mapping[str, Project], store: FeedbackStore,
 
     @router.get("/projects/{project_id}")
     def show_project(project_id: str) -> dict[str, Any]:
-        return project_dump(project_id, project(project_id))
+        return project_dump(project_id, service.project(project_id))
 
     @router.post("/projects/{project_id}/suggest")
     async def suggest(project_id: str, request: Request) -> dict[str, Any]:
@@ -291,56 +277,28 @@ def create_router(projects: Mapping[str, Project], store: FeedbackStore,
         if "text" not in form:
             raise bad_request("text: field required")
         limit, threshold, language = _options(form)
-        proj = project(project_id)
-        out = await run_in_threadpool(suggest_texts, proj, [form["text"]], limit, threshold,
-                                      language)
+        service.project(project_id)
+        out = await run_in_threadpool(suggest_texts, project_id, [form["text"]], limit,
+                                      threshold, language)
         return out[0]
 
     @router.post("/projects/{project_id}/suggest-batch")
     async def suggest_batch(project_id: str, request: Request) -> list[dict[str, Any]]:
         limit, threshold, language = _options(request.query_params)
         body = _parse(BatchBody.model_validate, await _json(request))
-        proj = project(project_id)
-        out = await run_in_threadpool(suggest_texts, proj, [d.text for d in body.documents],
-                                      limit, threshold, language)
+        service.project(project_id)
+        out = await run_in_threadpool(suggest_texts, project_id,
+                                      [d.text for d in body.documents], limit, threshold,
+                                      language)
         return [{**r, "document_id": d.document_id}
                 for r, d in zip(out, body.documents, strict=True)]
 
     @router.post("/projects/{project_id}/learn", status_code=204)
     async def learn(project_id: str, request: Request) -> Response:
         docs = _parse(LEARN_BODY.validate_python, await _json(request))
-        proj = project(project_id)
-        try:
-            proj.check_learn_allowed()
-            proj.check_learnable()
-        except LearningNotAllowedError:  # Annif's own answer for allow_learn = false
-            raise Problem(403, "Learning not allowed",
-                          f"Project '{project_id}' is not configured to allow learning via "
-                          "API") from None
-        except ReadOnlyError as exc:  # Annif's document: 403 "Operation is not allowed"
-            raise Problem(403, "Operation is not allowed", str(exc)) from None
-        items = []
-        for doc in docs:
-            if not doc.text or not doc.subjects:
-                continue  # Annif skips documents without text or subjects
-            ids = list(dict.fromkeys(subject_id(s.uri) for s in doc.subjects))
-            known = [sid for sid in ids if sid in proj.vocab]
-            if not known:
-                continue
-            title, abstract = split_text(doc.text)
-            rid = "annif:" + hashlib.sha256(doc.text.encode("utf-8")).hexdigest()[:16]
-            items.append(Decision(Record(id=rid, title=title, abstract=abstract,
-                                         subjects=known), known))
-        if items:
-            await run_in_threadpool(_learn, proj, project_id, items)
-            if on_learn:
-                on_learn(items)
+        items = decisions(service.learnable(project_id), docs)
+        await run_in_threadpool(service.learn, project_id, items)
         return Response(status_code=204, headers={"content-type": "application/json"})
-
-    def _learn(proj: Project, project_id: str, items: list[Decision]) -> None:
-        store.add(project_id, items)
-        # a recipe without online learning: stored for the next `tagalign train`
-        proj.learn([d.record for d in items])
 
     @router.post("/detect-language")
     async def detect(request: Request) -> dict[str, Any]:
@@ -356,5 +314,28 @@ def create_router(projects: Mapping[str, Project], store: FeedbackStore,
     return router
 
 
+def decisions(proj: Project, docs: list[IndexedDocument]) -> list[Decision]:
+    """Annif's learn documents as accepted decisions: those without text or without a
+    subject of the vocabulary are skipped, subjects outside it ignored (as Annif does);
+    record id ``annif:`` + the first 16 hex digits of the text's SHA-256."""
+    items = []
+    for doc in docs:
+        if not doc.text or not doc.subjects:
+            continue
+        ids = list(dict.fromkeys(subject_id(s.uri) for s in doc.subjects))
+        known = [sid for sid in ids if sid in proj.vocab]
+        if not known:
+            continue
+        title, abstract = split_text(doc.text)
+        rid = "annif:" + hashlib.sha256(doc.text.encode("utf-8")).hexdigest()[:16]
+        items.append(Decision(Record(id=rid, title=title, abstract=abstract,
+                                     subjects=known), known))
+    return items
+
+
 def is_annif_path(path: str) -> bool:
     return path == PREFIX or path.startswith(PREFIX + "/")
+
+
+__all__ = ["ANNIF_API_VERSION", "GND_URI", "MAX_BATCH", "PREFIX", "create_router",
+           "error_response", "is_annif_path", "problem", "split_text"]
