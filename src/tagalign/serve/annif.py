@@ -21,13 +21,16 @@ them at ``http://HOST:PORT/v1/``. Differences from tagalign's own API
   served with ``--mmap`` is read-only: learn answers 403 (Annif's "Operation is not
   allowed"); both store nothing;
 - a project not trained yet is listed (``is_trained: false``) and suggest answers 503,
-  as Annif does.
+  as Annif does;
+- a request without ``limit`` gets the project's (`Project.defaults`), else Annif's
+  documented 10 (`service.ANNIF_DEFAULT_LIMIT`), not tagalign's 20.
 
-Bodies are parsed and validated here rather than by FastAPI, so that every failure gets
-Annif's status and shape; these routes stay out of tagalign's OpenAPI document (Annif's
-own document describes them). Like Annif, suggest also takes multipart forms, and the
-Annif routes allow cross-origin requests from any origin (CORS), so browser-based
-catalogue plugins work.
+What a request does is the `tagalign.serve.service.Service`'s, as for tagalign's own API;
+this module only translates Annif's shapes. Bodies are parsed and validated here rather
+than by FastAPI, so that every failure gets Annif's status and shape; these routes stay
+out of tagalign's OpenAPI document (Annif's own document describes them). Like Annif,
+suggest also takes multipart forms, and the Annif routes allow cross-origin requests from
+any origin (CORS), so browser-based catalogue plugins work.
 """
 
 from __future__ import annotations
@@ -88,10 +91,6 @@ def error_response(exc: Exception, project_id: str | None) -> JSONResponse:
     return problem(status, HTTPStatus(status).phrase, str(exc))
 
 
-def bad_request(detail: str) -> InputError:
-    return InputError(detail)
-
-
 # -- request bodies (Annif's schemas; extra properties allowed as in Annif's document) --
 class _Open(BaseModel):
     model_config = ConfigDict(extra="allow")
@@ -143,24 +142,24 @@ def _parse(model: Callable[[Any], Any], data: Any) -> Any:
     try:
         return model(data)
     except ValidationError as exc:
-        raise bad_request(_validation_detail(exc)) from None
+        raise InputError(_validation_detail(exc)) from None
 
 
 async def _json(request: Request) -> Any:
     if "json" not in request.headers.get("content-type", ""):
-        raise bad_request("expected a JSON body (Content-Type: application/json)")
+        raise InputError("expected a JSON body (Content-Type: application/json)")
     raw = await request.body()
     try:
         return json.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, ValueError) as exc:
-        raise bad_request(f"body is not valid UTF-8 JSON ({exc})") from None
+        raise InputError(f"body is not valid UTF-8 JSON ({exc})") from None
 
 
 async def _form(request: Request) -> dict[str, str]:
     """A urlencoded form (Annif's document) or multipart form (Annif accepts it too)."""
     kind = request.headers.get("content-type", "")
     if not kind.startswith(("application/x-www-form-urlencoded", "multipart/form-data")):
-        raise bad_request("expected a form body (application/x-www-form-urlencoded)")
+        raise InputError("expected a form body (application/x-www-form-urlencoded)")
     out: dict[str, str] = {}
     async with request.form() as form:  # a malformed multipart body is a 400 (Starlette)
         for key, value in form.multi_items():
@@ -168,7 +167,7 @@ async def _form(request: Request) -> dict[str, str]:
                 try:
                     value = (await value.read()).decode("utf-8")
                 except UnicodeDecodeError:
-                    raise bad_request(f"{key}: not UTF-8 text") from None
+                    raise InputError(f"{key}: not UTF-8 text") from None
             out.setdefault(key, value)
     return out
 
@@ -177,11 +176,11 @@ def _number(value: Any, name: str, kind: type, low: float, high: float | None) -
     try:
         x = kind(value)
     except (TypeError, ValueError):
-        raise bad_request(f"{name}: not {'an integer' if kind is int else 'a number'}: "
+        raise InputError(f"{name}: not {'an integer' if kind is int else 'a number'}: "
                           f"{str(value)[:40]!r}") from None
     if not (x >= low and (high is None or x <= high)):  # also refuses NaN
         bounds = f"between {low} and {high}" if high is not None else f"at least {low}"
-        raise bad_request(f"{name}: must be {bounds}")
+        raise InputError(f"{name}: must be {bounds}")
     return x
 
 
@@ -195,7 +194,7 @@ def _options(values: Mapping[str, Any]) -> tuple[int | None, float | None, str |
         threshold = _number(threshold, "threshold", float, 0.0, 1.0)
     language = values.get("language")
     if language is not None and not isinstance(language, str):
-        raise bad_request("language: not a string")
+        raise InputError("language: not a string")
     return limit, threshold, language or None
 
 
@@ -238,7 +237,7 @@ def create_router(service: Service) -> APIRouter:
                       language: str | None) -> list[dict[str, list[dict[str, Any]]]]:
         proj = service.project(project_id)
         if language is not None and language not in proj.vocab.languages:
-            raise bad_request(f'language "{language}" not supported by vocabulary')
+            raise InputError(f'language "{language}" not supported by vocabulary')
         service.require_trained(project_id)  # Annif: 503 for a project without a model
         # no language: the recipes identify it (`tagalign.text.guess_language`)
         recs = [Record(id=str(i), title=t, abstract=a)
@@ -275,7 +274,7 @@ def create_router(service: Service) -> APIRouter:
     async def suggest(project_id: str, request: Request) -> dict[str, Any]:
         form = await _form(request)
         if "text" not in form:
-            raise bad_request("text: field required")
+            raise InputError("text: field required")
         limit, threshold, language = _options(form)
         service.project(project_id)
         out = await run_in_threadpool(suggest_texts, project_id, [form["text"]], limit,
@@ -304,11 +303,11 @@ def create_router(service: Service) -> APIRouter:
     async def detect(request: Request) -> dict[str, Any]:
         body = _parse(DetectBody.model_validate, await _json(request))
         if any(not 2 <= len(lang) <= 3 for lang in body.languages):
-            raise bad_request("languages: each must be a 2 or 3 letter code")
+            raise InputError("languages: each must be a 2 or 3 letter code")
         try:
             ranked = detect_language(body.text, body.languages)
         except ValueError as exc:
-            raise bad_request(str(exc)) from None
+            raise InputError(str(exc)) from None
         return {"results": [{"language": lang, "score": score} for lang, score in ranked]}
 
     return router

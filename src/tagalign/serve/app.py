@@ -8,9 +8,11 @@ Two APIs side by side on one server:
 - ``/v1/…`` — Annif's REST API to the letter (`tagalign.serve.annif`): give Annif clients
   ``http://HOST:PORT/v1/``.
 
-Thin layer over `Project`; models are loaded once by the caller. Endpoints are plain
-``def`` functions, so FastAPI runs them in its thread pool and requests are served
-concurrently (the heavy parts — numpy, faiss, omikuji, LightGBM — release the GIL).
+Both are thin adapters over one `tagalign.serve.service.Service` (suggest, learn, project
+info) and answer its errors through one handler, each in its own shape; models are loaded
+once by the caller. Endpoints are plain ``def`` functions, so FastAPI runs them in its
+thread pool and requests are served concurrently (the heavy parts — numpy, faiss,
+omikuji, LightGBM — release the GIL).
 """
 
 from __future__ import annotations
