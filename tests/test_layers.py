@@ -31,7 +31,7 @@ def lint(root: Path) -> subprocess.CompletedProcess:
 def test_import_layers_contract_holds() -> None:
     result = lint(ROOT)
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "1 kept, 0 broken" in result.stdout
+    assert "2 kept, 0 broken" in result.stdout
 
 
 def test_contract_catches_an_import_back_up(tmp_path: Path) -> None:
@@ -51,6 +51,25 @@ def test_contract_catches_an_import_back_up(tmp_path: Path) -> None:
                             capture_output=True, text=True, timeout=300)
     assert result.returncode != 0
     assert "tagalign.vocab.subject -> tagalign.recipes" in result.stdout
+
+
+def test_contract_catches_serve_importing_a_recipe(tmp_path: Path) -> None:
+    """The REST layer reaches recipes only through `Project` (even `ReadOnlyError` comes
+    through `tagalign.project`): a `serve` module importing `tagalign.recipes` is refused."""
+    import shutil
+
+    shutil.copytree(ROOT / "src", tmp_path / "src")
+    shutil.copy(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
+    bad = tmp_path / "src/tagalign/serve/service.py"
+    bad.write_text(bad.read_text() + "\n\ndef _recipe():\n    from tagalign.recipes import "
+                   "ReadOnlyError\n    return ReadOnlyError\n")
+    env_code = (f"import sys; sys.path.insert(0, {str(tmp_path / 'src')!r}); "
+                "from importlinter.cli import lint_imports_command; "
+                "sys.exit(lint_imports_command())")
+    result = subprocess.run([sys.executable, "-c", env_code], cwd=tmp_path,
+                            capture_output=True, text=True, timeout=300)
+    assert result.returncode != 0
+    assert "tagalign.serve.service -> tagalign.recipes" in result.stdout
 
 
 @pytest.fixture(scope="module")

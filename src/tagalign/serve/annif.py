@@ -21,13 +21,16 @@ them at ``http://HOST:PORT/v1/``. Differences from tagalign's own API
   served with ``--mmap`` is read-only: learn answers 403 (Annif's "Operation is not
   allowed"); both store nothing;
 - a project not trained yet is listed (``is_trained: false``) and suggest answers 503,
-  as Annif does.
+  as Annif does;
+- a request without ``limit`` gets the project's (`Project.defaults`), else Annif's
+  documented 10 (`service.ANNIF_DEFAULT_LIMIT`), not tagalign's 20.
 
-Bodies are parsed and validated here rather than by FastAPI, so that every failure gets
-Annif's status and shape; these routes stay out of tagalign's OpenAPI document (Annif's
-own document describes them). Like Annif, suggest also takes multipart forms, and the
-Annif routes allow cross-origin requests from any origin (CORS), so browser-based
-catalogue plugins work.
+What a request does is the `tagalign.serve.service.Service`'s, as for tagalign's own API;
+this module only translates Annif's shapes. Bodies are parsed and validated here rather
+than by FastAPI, so that every failure gets Annif's status and shape; these routes stay
+out of tagalign's OpenAPI document (Annif's own document describes them). Like Annif,
+suggest also takes multipart forms, and the Annif routes allow cross-origin requests from
+any origin (CORS), so browser-based catalogue plugins work.
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Callable, Mapping
+from http import HTTPStatus
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
@@ -44,41 +48,47 @@ from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, ConfigDict, Field, StrictStr, TypeAdapter, ValidationError
 from starlette.datastructures import UploadFile
 
-from tagalign.project import (
-    LearningNotAllowedError,
-    NotTrainedError,
-    Project,
-    ReadOnlyError,
-)
+from tagalign.errors import InputError
+from tagalign.project import LearningNotAllowedError, Project, ReadOnlyError
 from tagalign.records import Record
-from tagalign.serve.feedback import Decision, FeedbackStore
+from tagalign.serve.feedback import Decision
+from tagalign.serve.service import (
+    ANNIF_DEFAULT_LIMIT,
+    GND_URI,
+    Service,
+    UnknownProjectError,
+    http_status,
+    subject_id,
+    subject_uri,
+)
 from tagalign.suggest import Suggestion
 from tagalign.text.language import detect_language
 
 PREFIX = "/v1"
-GND_URI = "https://d-nb.info/gnd/"
 ANNIF_API_VERSION = "1.4.3"  # the Annif release whose OpenAPI document this follows
 MAX_BATCH = 32  # Annif's suggest-batch limit
-#: subjects per request when neither it nor the project (`Project.set_defaults`) says (Annif's)
-DEFAULT_LIMIT = 10
-MAX_LIMIT = 1000  # Annif has no upper bound; more than this many results are never useful
 
 
-class Problem(Exception):
+def problem(status: int, title: str, detail: str) -> JSONResponse:
     """An RFC 7807 problem answered as ``application/problem+json``."""
-
-    def __init__(self, status: int, title: str, detail: str):
-        super().__init__(detail)
-        self.status, self.title, self.detail = status, title, detail
-
-    def response(self) -> JSONResponse:
-        return JSONResponse({"type": "about:blank", "title": self.title,
-                             "status": self.status, "detail": self.detail},
-                            self.status, media_type="application/problem+json")
+    return JSONResponse({"type": "about:blank", "title": title, "status": status,
+                         "detail": detail}, status, media_type="application/problem+json")
 
 
-def bad_request(detail: str) -> Problem:
-    return Problem(400, "Bad Request", detail)
+def error_response(exc: Exception, project_id: str | None) -> JSONResponse:
+    """The problem Annif answers for an error of the service (`service.http_status`),
+    with Annif's titles (and its own wording where Annif has one)."""
+    status = http_status(exc)
+    if isinstance(exc, UnknownProjectError):
+        return problem(status, "Project not found", f"Project '{exc.project_id}' not found")
+    if isinstance(exc, LearningNotAllowedError):  # Annif's answer for allow_learn = false
+        return problem(status, "Learning not allowed", f"Project '{project_id}' is not "
+                       "configured to allow learning via API")
+    if isinstance(exc, ReadOnlyError):  # Annif's document: 403 "Operation is not allowed"
+        return problem(status, "Operation is not allowed", str(exc))
+    if status == 503:
+        return problem(status, "Service unavailable", str(exc))
+    return problem(status, HTTPStatus(status).phrase, str(exc))
 
 
 # -- request bodies (Annif's schemas; extra properties allowed as in Annif's document) --
@@ -123,14 +133,6 @@ def split_text(text: str) -> tuple[str, str]:
     return lines[0].strip(), "\n".join(lines[1:]).strip()
 
 
-def subject_id(uri: str) -> str:
-    """``https://d-nb.info/gnd/4015065-3`` (or http://, or the bare id) → ``4015065-3``."""
-    for prefix in (GND_URI, "http://d-nb.info/gnd/", "gnd:"):
-        if uri.startswith(prefix):
-            return uri[len(prefix):]
-    return uri
-
-
 def _validation_detail(exc: ValidationError) -> str:
     return "; ".join(f"{'.'.join(map(str, e['loc'])) or 'body'}: {e['msg']}"
                      for e in exc.errors()[:5])
@@ -140,24 +142,24 @@ def _parse(model: Callable[[Any], Any], data: Any) -> Any:
     try:
         return model(data)
     except ValidationError as exc:
-        raise bad_request(_validation_detail(exc)) from None
+        raise InputError(_validation_detail(exc)) from None
 
 
 async def _json(request: Request) -> Any:
     if "json" not in request.headers.get("content-type", ""):
-        raise bad_request("expected a JSON body (Content-Type: application/json)")
+        raise InputError("expected a JSON body (Content-Type: application/json)")
     raw = await request.body()
     try:
         return json.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, ValueError) as exc:
-        raise bad_request(f"body is not valid UTF-8 JSON ({exc})") from None
+        raise InputError(f"body is not valid UTF-8 JSON ({exc})") from None
 
 
 async def _form(request: Request) -> dict[str, str]:
     """A urlencoded form (Annif's document) or multipart form (Annif accepts it too)."""
     kind = request.headers.get("content-type", "")
     if not kind.startswith(("application/x-www-form-urlencoded", "multipart/form-data")):
-        raise bad_request("expected a form body (application/x-www-form-urlencoded)")
+        raise InputError("expected a form body (application/x-www-form-urlencoded)")
     out: dict[str, str] = {}
     async with request.form() as form:  # a malformed multipart body is a 400 (Starlette)
         for key, value in form.multi_items():
@@ -165,7 +167,7 @@ async def _form(request: Request) -> dict[str, str]:
                 try:
                     value = (await value.read()).decode("utf-8")
                 except UnicodeDecodeError:
-                    raise bad_request(f"{key}: not UTF-8 text") from None
+                    raise InputError(f"{key}: not UTF-8 text") from None
             out.setdefault(key, value)
     return out
 
@@ -174,11 +176,11 @@ def _number(value: Any, name: str, kind: type, low: float, high: float | None) -
     try:
         x = kind(value)
     except (TypeError, ValueError):
-        raise bad_request(f"{name}: not {'an integer' if kind is int else 'a number'}: "
+        raise InputError(f"{name}: not {'an integer' if kind is int else 'a number'}: "
                           f"{str(value)[:40]!r}") from None
     if not (x >= low and (high is None or x <= high)):  # also refuses NaN
         bounds = f"between {low} and {high}" if high is not None else f"at least {low}"
-        raise bad_request(f"{name}: must be {bounds}")
+        raise InputError(f"{name}: must be {bounds}")
     return x
 
 
@@ -192,19 +194,14 @@ def _options(values: Mapping[str, Any]) -> tuple[int | None, float | None, str |
         threshold = _number(threshold, "threshold", float, 0.0, 1.0)
     language = values.get("language")
     if language is not None and not isinstance(language, str):
-        raise bad_request("language: not a string")
+        raise InputError("language: not a string")
     return limit, threshold, language or None
 
 
-def create_router(projects: Mapping[str, Project], store: FeedbackStore,
-                  on_learn: Callable[[list[Decision]], None] | None = None) -> APIRouter:
-    """The Annif routes; ``on_learn`` sees the decisions learned (neighbour titles)."""
+def create_router(service: Service) -> APIRouter:
+    """The Annif routes over ``service``."""
     router = APIRouter(prefix=PREFIX, include_in_schema=False)
-
-    def project(project_id: str) -> Project:
-        if project_id not in projects:
-            raise Problem(404, "Project not found", f"Project '{project_id}' not found")
-        return projects[project_id]
+    projects = service.projects
 
     def vocab_id(proj: Project) -> str:
         fingerprints = sorted({p.vocab.fingerprint for p in projects.values()})
@@ -227,39 +224,27 @@ def create_router(projects: Mapping[str, Project], store: FeedbackStore,
                 "is_trained": proj.is_trained,
                 "modification_time": proj.config.get("trained_at")}
 
-    def results(proj: Project, rows: list[Suggestion], limit: int | None,
-                threshold: float | None, language: str | None
+    def results(proj: Project, rows: list[Suggestion], language: str | None
                 ) -> dict[str, list[dict[str, Any]]]:
         # labels in the requested language, else the project's (vocab_language), as in Annif
         language = language or label_language(proj) or "de"
-        out = [{"uri": GND_URI + s.id, "label": proj.vocab.label(s.id, language),
-                "notation": None, "score": round(float(s.score), 6)}
-               for s in rows if threshold is None or s.score >= threshold]
-        return {"results": out[:limit]}  # None: Project.suggest cut them already
+        return {"results": [{"uri": subject_uri(s.id), "label": proj.vocab.label(s.id, language),
+                             "notation": None, "score": round(float(s.score), 6)}
+                            for s in rows]}  # limit and threshold: cut by the service
 
-    def suggest_texts(proj: Project, texts: list[str], limit: int | None,
+    def suggest_texts(project_id: str, texts: list[str], limit: int | None,
                       threshold: float | None,
                       language: str | None) -> list[dict[str, list[dict[str, Any]]]]:
+        proj = service.project(project_id)
         if language is not None and language not in proj.vocab.languages:
-            raise bad_request(f'language "{language}" not supported by vocabulary')
-        if not proj.is_trained:  # Annif: 503 for a project without a trained model
-            raise Problem(503, "Service unavailable",
-                          "Project is not trained yet; run `tagalign train`")
+            raise InputError(f'language "{language}" not supported by vocabulary')
+        service.require_trained(project_id)  # Annif: 503 for a project without a model
         # no language: the recipes identify it (`tagalign.text.guess_language`)
         recs = [Record(id=str(i), title=t, abstract=a)
                 for i, (t, a) in enumerate(map(split_text, texts))]
-        todo = [i for i, r in enumerate(recs) if r.title or r.abstract]
-        rows: list[list[Suggestion]] = [[] for _ in recs]
-        if todo and (limit is None or limit > 0):
-            try:
-                found = [row for row, _ in proj.suggest_with_warnings(
-                    [recs[i] for i in todo], None if limit is None else min(limit, MAX_LIMIT),
-                    threshold, fallback_limit=DEFAULT_LIMIT)]
-            except NotTrainedError as exc:
-                raise Problem(503, "Service unavailable", str(exc)) from None
-            for i, row in zip(todo, found, strict=True):
-                rows[i] = row
-        return [results(proj, row, limit, threshold, language) for row in rows]
+        tagged = service.suggest(project_id, recs, limit, threshold,
+                                 default_limit=ANNIF_DEFAULT_LIMIT, estimate=False)
+        return [results(proj, t.suggestions, language) for t in tagged]
 
     @router.get("/")
     def show_info() -> dict[str, str]:
@@ -283,78 +268,73 @@ def create_router(projects: Mapping[str, Project], store: FeedbackStore,
 
     @router.get("/projects/{project_id}")
     def show_project(project_id: str) -> dict[str, Any]:
-        return project_dump(project_id, project(project_id))
+        return project_dump(project_id, service.project(project_id))
 
     @router.post("/projects/{project_id}/suggest")
     async def suggest(project_id: str, request: Request) -> dict[str, Any]:
         form = await _form(request)
         if "text" not in form:
-            raise bad_request("text: field required")
+            raise InputError("text: field required")
         limit, threshold, language = _options(form)
-        proj = project(project_id)
-        out = await run_in_threadpool(suggest_texts, proj, [form["text"]], limit, threshold,
-                                      language)
+        service.project(project_id)
+        out = await run_in_threadpool(suggest_texts, project_id, [form["text"]], limit,
+                                      threshold, language)
         return out[0]
 
     @router.post("/projects/{project_id}/suggest-batch")
     async def suggest_batch(project_id: str, request: Request) -> list[dict[str, Any]]:
         limit, threshold, language = _options(request.query_params)
         body = _parse(BatchBody.model_validate, await _json(request))
-        proj = project(project_id)
-        out = await run_in_threadpool(suggest_texts, proj, [d.text for d in body.documents],
-                                      limit, threshold, language)
+        service.project(project_id)
+        out = await run_in_threadpool(suggest_texts, project_id,
+                                      [d.text for d in body.documents], limit, threshold,
+                                      language)
         return [{**r, "document_id": d.document_id}
                 for r, d in zip(out, body.documents, strict=True)]
 
     @router.post("/projects/{project_id}/learn", status_code=204)
     async def learn(project_id: str, request: Request) -> Response:
         docs = _parse(LEARN_BODY.validate_python, await _json(request))
-        proj = project(project_id)
-        try:
-            proj.check_learn_allowed()
-            proj.check_learnable()
-        except LearningNotAllowedError:  # Annif's own answer for allow_learn = false
-            raise Problem(403, "Learning not allowed",
-                          f"Project '{project_id}' is not configured to allow learning via "
-                          "API") from None
-        except ReadOnlyError as exc:  # Annif's document: 403 "Operation is not allowed"
-            raise Problem(403, "Operation is not allowed", str(exc)) from None
-        items = []
-        for doc in docs:
-            if not doc.text or not doc.subjects:
-                continue  # Annif skips documents without text or subjects
-            ids = list(dict.fromkeys(subject_id(s.uri) for s in doc.subjects))
-            known = [sid for sid in ids if sid in proj.vocab]
-            if not known:
-                continue
-            title, abstract = split_text(doc.text)
-            rid = "annif:" + hashlib.sha256(doc.text.encode("utf-8")).hexdigest()[:16]
-            items.append(Decision(Record(id=rid, title=title, abstract=abstract,
-                                         subjects=known), known))
-        if items:
-            await run_in_threadpool(_learn, proj, project_id, items)
-            if on_learn:
-                on_learn(items)
+        items = decisions(service.learnable(project_id), docs)
+        await run_in_threadpool(service.learn, project_id, items)
         return Response(status_code=204, headers={"content-type": "application/json"})
-
-    def _learn(proj: Project, project_id: str, items: list[Decision]) -> None:
-        store.add(project_id, items)
-        # a recipe without online learning: stored for the next `tagalign train`
-        proj.learn([d.record for d in items])
 
     @router.post("/detect-language")
     async def detect(request: Request) -> dict[str, Any]:
         body = _parse(DetectBody.model_validate, await _json(request))
         if any(not 2 <= len(lang) <= 3 for lang in body.languages):
-            raise bad_request("languages: each must be a 2 or 3 letter code")
+            raise InputError("languages: each must be a 2 or 3 letter code")
         try:
             ranked = detect_language(body.text, body.languages)
         except ValueError as exc:
-            raise bad_request(str(exc)) from None
+            raise InputError(str(exc)) from None
         return {"results": [{"language": lang, "score": score} for lang, score in ranked]}
 
     return router
 
 
+def decisions(proj: Project, docs: list[IndexedDocument]) -> list[Decision]:
+    """Annif's learn documents as accepted decisions: those without text or without a
+    subject of the vocabulary are skipped, subjects outside it ignored (as Annif does);
+    record id ``annif:`` + the first 16 hex digits of the text's SHA-256."""
+    items = []
+    for doc in docs:
+        if not doc.text or not doc.subjects:
+            continue
+        ids = list(dict.fromkeys(subject_id(s.uri) for s in doc.subjects))
+        known = [sid for sid in ids if sid in proj.vocab]
+        if not known:
+            continue
+        title, abstract = split_text(doc.text)
+        rid = "annif:" + hashlib.sha256(doc.text.encode("utf-8")).hexdigest()[:16]
+        items.append(Decision(Record(id=rid, title=title, abstract=abstract,
+                                     subjects=known), known))
+    return items
+
+
 def is_annif_path(path: str) -> bool:
     return path == PREFIX or path.startswith(PREFIX + "/")
+
+
+__all__ = ["ANNIF_API_VERSION", "GND_URI", "MAX_BATCH", "PREFIX", "create_router",
+           "error_response", "is_annif_path", "problem", "split_text"]

@@ -8,9 +8,11 @@ Two APIs side by side on one server:
 - ``/v1/…`` — Annif's REST API to the letter (`tagalign.serve.annif`): give Annif clients
   ``http://HOST:PORT/v1/``.
 
-Thin layer over `Project`; models are loaded once by the caller. Endpoints are plain
-``def`` functions, so FastAPI runs them in its thread pool and requests are served
-concurrently (the heavy parts — numpy, faiss, omikuji, LightGBM — release the GIL).
+Both are thin adapters over one `tagalign.serve.service.Service` (suggest, learn, project
+info) and answer its errors through one handler, each in its own shape; models are loaded
+once by the caller. Endpoints are plain ``def`` functions, so FastAPI runs them in its
+thread pool and requests are served concurrently (the heavy parts — numpy, faiss,
+omikuji, LightGBM — release the GIL).
 """
 
 from __future__ import annotations
@@ -29,17 +31,13 @@ from pydantic import BaseModel
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.middleware.cors import CORSMiddleware
 
-from tagalign.project import (
-    LearningNotAllowedError,
-    NotTrainedError,
-    Project,
-    ReadOnlyError,
-)
+from tagalign.project import Project, ReadOnlyError
 from tagalign.records import Record
-from tagalign.serve import MAX_BODY, annif, queue, subjects
+from tagalign.serve import MAX_BODY, annif, queue, service, subjects
 from tagalign.serve import schemas as s
 from tagalign.serve.feedback import Decision, FeedbackStore
-from tagalign.suggest import Quality, Suggestion, Tagged
+from tagalign.serve.service import Service
+from tagalign.suggest import Quality, Suggestion
 
 STATIC = Path(__file__).parent / "static"
 API = "/tagalign/v1"  # tagalign's own API; Annif's is at /v1 (annif.PREFIX)
@@ -150,15 +148,11 @@ def _quality(q: Quality | None) -> s.QualityOut | None:
     return None if q is None else s.QualityOut(**q.to_json())
 
 
-def _tag(proj: Project, recs: list[Record], body: s.SuggestRequest | s.BatchRequest
-         ) -> list[Tagged]:
-    """`Project.tag` (blank text gets no suggestions, text over `MAX_TEXT_CHARS` is cut);
-    limit and threshold default to the project's; 503 for a project not trained yet."""
-    try:
-        return proj.tag(recs, limit=body.limit, threshold=body.threshold, exclude=body.exclude,
-                        fallback_limit=annif.DEFAULT_LIMIT)
-    except NotTrainedError as exc:
-        raise HTTPException(503, str(exc)) from None
+def own_error(exc: Exception) -> JSONResponse:
+    """tagalign's error body for an error of the service (`service.http_status`)."""
+    # a read-only project answers 409 here, as this API documents (Annif's document: 403)
+    status = 409 if isinstance(exc, ReadOnlyError) else service.http_status(exc)
+    return JSONResponse({"detail": str(exc)}, status)
 
 
 def create_app(projects: Mapping[str, Project], store: FeedbackStore,
@@ -172,9 +166,8 @@ def create_app(projects: Mapping[str, Project], store: FeedbackStore,
                               "Annif's REST API is served beside it at /v1 (give Annif "
                               "clients http://HOST:PORT/v1/); this document describes "
                               f"tagalign's own API under {API}.")
-    records = records or {}
-    # neighbour titles for reasons: the records file, then records learned here
-    titles: dict[str, str] = {rid: r.title for rid, r in records.items()}
+    svc = Service(projects, store, records)
+    records, titles = svc.records, svc.titles
     app.add_middleware(BodyLimit, max_body=max_body)
     app.add_middleware(AnnifCors)
 
@@ -186,27 +179,26 @@ def create_app(projects: Mapping[str, Project], store: FeedbackStore,
         return JSONResponse({"detail": "; ".join(f"{e['field']}: {e['msg']}" for e in errors),
                              "errors": errors}, 422)
 
-    @app.exception_handler(annif.Problem)
-    async def annif_problem(_request: Request, exc: annif.Problem):
-        return exc.response()
+    async def service_error(request: Request, exc: Exception):
+        # one handler, each API's own error shape (Annif's: problem+json)
+        if annif.is_annif_path(request.url.path):
+            return annif.error_response(exc, request.path_params.get("project_id"))
+        return own_error(exc)
+
+    for kind in service.ERRORS:
+        app.add_exception_handler(kind, service_error)
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, exc: StarletteHTTPException):
         if annif.is_annif_path(request.url.path):
             if exc.status_code == 413:
                 return _too_large(request.url.path, max_body)
-            return annif.Problem(exc.status_code, "Error", str(exc.detail)).response()
+            return annif.problem(exc.status_code, "Error", str(exc.detail))
         if exc.status_code == 400 and "parsing the body" in str(exc.detail):
             # undecodable bytes are bad JSON too: same status as any other bad JSON
             return JSONResponse({"detail": "body: not valid UTF-8 JSON", "errors": [
                 {"field": "body", "type": "json_invalid", "msg": "not valid UTF-8 JSON"}]}, 422)
         return await http_exception_handler(request, exc)
-
-    def project(project_id: str) -> Project:
-        if project_id not in projects:
-            raise HTTPException(404, f"project {project_id!r} not found; "
-                                     f"known: {', '.join(sorted(projects))}")
-        return projects[project_id]
 
     api = APIRouter(prefix=API, responses={
         404: {"model": s.ErrorOut, "description": "Unknown project or record"},
@@ -219,29 +211,26 @@ def create_app(projects: Mapping[str, Project], store: FeedbackStore,
 
     @api.get("/projects")
     def list_projects() -> dict[str, list[s.ProjectOut]]:
-        return {"projects": [s.ProjectOut(**p.info() | {"id": pid})
-                             for pid, p in projects.items()]}
+        return {"projects": [s.ProjectOut(**svc.info(pid)) for pid in projects]}
 
     @api.get("/projects/{project_id}", response_model=s.ProjectOut)
     def get_project(project_id: str) -> s.ProjectOut:
-        return s.ProjectOut(**project(project_id).info() | {"id": project_id})
+        return s.ProjectOut(**svc.info(project_id))
 
     @api.post("/projects/{project_id}/suggest", response_model=s.SuggestResponse)
     def suggest(project_id: str, body: s.SuggestRequest) -> Response:
-        proj = project(project_id)
         rec = Record(id="request", title=body.title, abstract=body.abstract,
                      language=body.language)
-        tagged = _tag(proj, [rec], body)[0]
+        tagged = svc.suggest(project_id, [rec], body.limit, body.threshold, body.exclude)[0]
         return _json(s.SuggestResponse(results=_out(tagged.suggestions, titles),
                                        warning=tagged.warning,
                                        quality=_quality(tagged.quality)))
 
     @api.post("/projects/{project_id}/suggest-batch", response_model=s.BatchResponse)
     def suggest_batch(project_id: str, body: s.BatchRequest) -> Response:
-        proj = project(project_id)
         recs = [Record(id=r.id or str(i), title=r.title, abstract=r.abstract,
                        language=r.language) for i, r in enumerate(body.records)]
-        tagged = _tag(proj, recs, body)
+        tagged = svc.suggest(project_id, recs, body.limit, body.threshold, body.exclude)
         return _json(s.BatchResponse(results=[_out(t.suggestions, titles) for t in tagged],
                                      warnings=[t.warning for t in tagged],
                                      qualities=[_quality(t.quality) for t in tagged]))
@@ -253,26 +242,10 @@ def create_app(projects: Mapping[str, Project], store: FeedbackStore,
               "description": "Project served read-only (`tagalign serve --mmap`): nothing "
                              "was stored or learned"}})
     def learn(project_id: str, body: s.LearnRequest) -> s.LearnResponse:
-        proj = project(project_id)
-        try:
-            proj.check_learn_allowed()
-            proj.check_learnable()
-        except LearningNotAllowedError as exc:
-            raise HTTPException(403, str(exc)) from None
-        except ReadOnlyError as exc:
-            raise HTTPException(409, str(exc)) from None
-        unknown = sorted({sid for r in body.records for sid in [*r.subjects, *r.rejected]
-                          if sid not in proj.vocab})
-        if unknown:
-            raise HTTPException(
-                422, f"subject ids not in the vocabulary: {', '.join(unknown[:20])}")
         items = [Decision(Record(id=r.id, title=r.title, abstract=r.abstract,
                                  language=r.language, subjects=list(r.subjects)),
                           r.subjects, r.rejected) for r in body.records]
-        stored = store.add(project_id, items)
-        titles.update((d.record.id, d.record.title) for d in items)
-        confirmed = [d.record for d in items if d.record.subjects]
-        learned = proj.learn(confirmed) if confirmed else False
+        stored, learned = svc.learn(project_id, items)
         return s.LearnResponse(stored=stored, learned=learned)
 
     @api.get("/records/{record_id}", response_model=s.RecordOut)
@@ -286,8 +259,8 @@ def create_app(projects: Mapping[str, Project], store: FeedbackStore,
 
     app.include_router(api)
     # the page's subject search and review queue (`serve/subjects.py`, `serve/queue.py`)
-    app.include_router(subjects.create_router(projects, API))
-    app.include_router(queue.create_router(projects, store, review, API))
+    app.include_router(subjects.create_router(svc, API))
+    app.include_router(queue.create_router(svc, review, API))
     subjects.warm(projects)
 
     def openapi() -> dict[str, Any]:
@@ -301,9 +274,7 @@ def create_app(projects: Mapping[str, Project], store: FeedbackStore,
         return app.openapi_schema
 
     app.openapi = openapi
-    app.include_router(annif.create_router(
-        projects, store,
-        on_learn=lambda items: titles.update((d.record.id, d.record.title) for d in items)))
+    app.include_router(annif.create_router(svc))
 
     @app.get("/", include_in_schema=False)
     def index() -> FileResponse:

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from fastapi import APIRouter, HTTPException
@@ -26,8 +26,7 @@ from fastapi import APIRouter, HTTPException
 from tagalign.project import Project
 from tagalign.records import Record
 from tagalign.serve import schemas as s
-from tagalign.serve.feedback import FeedbackStore
-from tagalign.serve.subjects import get_project
+from tagalign.serve.service import Service
 
 # estimated recall of each record's suggestions (None: no estimate for that record)
 Estimate = Callable[[Project, Sequence[Record]], Sequence[float | None]]
@@ -96,18 +95,19 @@ class RecordQueue:
         return Selection(keep, estimated=True, skipped=len(self.records) - len(keep))
 
 
-def create_router(projects: Mapping[str, Project], store: FeedbackStore,
-                  queue: RecordQueue | None, prefix: str) -> APIRouter:
+def create_router(service: Service, queue: RecordQueue | None, prefix: str) -> APIRouter:
     router = APIRouter(prefix=prefix + "/projects/{project_id}/queue", responses={
         404: {"model": s.ErrorOut, "description": "Unknown project or position, or the "
                                                   "server runs without --queue"}})
 
     def served(project_id: str) -> tuple[RecordQueue, Selection]:
-        project = get_project(projects, project_id)
+        project = service.project(project_id)
         if queue is None:
             raise HTTPException(404, "no review queue: start the server with "
                                      "`tagalign serve PROJECT --queue RECORDS`")
         return queue, queue.select(project_id, project)
+
+    store = service.store
 
     def status(project_id: str, rq: RecordQueue, sel: Selection) -> s.QueueOut:
         done = store.finished(project_id, rq.name)
@@ -134,7 +134,7 @@ def create_router(projects: Mapping[str, Project], store: FeedbackStore,
         rq, sel = served(project_id)
         rec = record_at(sel, position)
         decided = store.latest_decisions(project_id, rec.id)
-        vocab = projects[project_id].vocab
+        vocab = service.project(project_id).vocab
         return s.QueueItemOut(
             position=position, size=len(sel.records),
             finished=rec.id in store.finished(project_id, rq.name),

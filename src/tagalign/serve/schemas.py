@@ -6,6 +6,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from tagalign.project import DEFAULT_LIMIT
+
 Language = Literal["de", "en"]
 
 
@@ -27,7 +29,7 @@ EXCLUDE = Field([], max_length=10_000,
 class SuggestRequest(RecordIn):
     limit: int | None = Field(None, ge=1, le=100,
                               description="Most subjects to return (default: the project's "
-                                          "limit, else 10).")
+                                          f"limit, else {DEFAULT_LIMIT}).")
     threshold: float | None = Field(None, ge=0.0, le=1.0,
                                     description="Drop scores below this (default: the "
                                                 "project's threshold, else 0).")

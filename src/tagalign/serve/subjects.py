@@ -9,20 +9,11 @@ from __future__ import annotations
 import threading
 from collections.abc import Mapping
 
-from fastapi import APIRouter, HTTPException, Query
+from fastapi import APIRouter, Query
 
 from tagalign.project import Project
 from tagalign.serve import schemas as s
-
-GND_URI = "https://d-nb.info/gnd/"
-
-
-def get_project(projects: Mapping[str, Project], project_id: str) -> Project:
-    """The served project ``project_id``, or 404 naming the known ones."""
-    if project_id not in projects:
-        raise HTTPException(404, f"project {project_id!r} not found; "
-                                 f"known: {', '.join(sorted(projects))}")
-    return projects[project_id]
+from tagalign.serve.service import Service, subject_uri
 
 
 def warm(projects: Mapping[str, Project]) -> threading.Thread:
@@ -34,7 +25,7 @@ def warm(projects: Mapping[str, Project]) -> threading.Thread:
     return thread
 
 
-def create_router(projects: Mapping[str, Project], prefix: str) -> APIRouter:
+def create_router(service: Service, prefix: str) -> APIRouter:
     router = APIRouter(prefix=prefix)
 
     @router.get("/projects/{project_id}/subjects", response_model=s.SubjectsOut,
@@ -47,14 +38,14 @@ def create_router(projects: Mapping[str, Project], prefix: str) -> APIRouter:
                  ) -> s.SubjectsOut:
         """Subjects of the project's vocabulary whose label starts with ``prefix``: an exact
         match first, then longer labels alphabetically; each subject once."""
-        vocab = get_project(projects, project_id).vocab
+        vocab = service.project(project_id).vocab
         return s.SubjectsOut(subjects=[
             s.SubjectOut(id=m.subject.id, label=m.subject.label(m.language),
                          matched=m.label, language=m.language,
-                         labels=dict(m.subject.labels), uri=GND_URI + m.subject.id)
+                         labels=dict(m.subject.labels), uri=subject_uri(m.subject.id))
             for m in vocab.prefix_index.search(prefix, limit)])
 
     return router
 
 
-__all__ = ["GND_URI", "create_router", "get_project", "warm"]
+__all__ = ["create_router", "warm"]

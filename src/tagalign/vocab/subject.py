@@ -5,8 +5,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+#: the GND's URI prefix: ``GND_URI + id`` is a subject's URI (Annif's results, the web page)
+GND_URI = "https://d-nb.info/gnd/"
 _PREFIXES = (
-    "https://d-nb.info/gnd/",
+    GND_URI,
     "http://d-nb.info/gnd/",
     "gnd:",
 )

@@ -1,0 +1,156 @@
+"""What both REST APIs do, in neither's terms: suggest, learn, describe a project.
+
+tagalign's own API (`tagalign.serve.app`, ``/tagalign/v1``) and Annif's (`tagalign.serve.annif`,
+``/v1``) are adapters over one `Service`: they parse their request shapes, call it and
+shape its answers; everything a served project does happens here (as Annif's ``rest.py``
+over its project objects). Errors are `tagalign.errors.TagalignError` subclasses (or the
+older classes of `Project`, see `http_status`); each API's single exception handler turns
+them into its error body with the status `http_status` gives.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Iterable, Mapping, Sequence
+from typing import Any
+
+from tagalign.errors import InputError, NotFoundError, NotTrainedError, TagalignError
+from tagalign.project import (
+    DEFAULT_LIMIT,
+    LearningNotAllowedError,
+    Project,
+    ReadOnlyError,
+)
+from tagalign.project import NotTrainedError as ProjectNotTrainedError
+from tagalign.records import Record
+from tagalign.serve.feedback import Decision, FeedbackStore
+from tagalign.suggest import Tagged
+from tagalign.vocab import GND_URI, normalize_subject_id
+
+#: subjects per record when neither the request nor the project says, on ``/tagalign/v1``:
+#: the Project's own default, the same as `tagalign suggest` and the Python API
+OWN_DEFAULT_LIMIT = DEFAULT_LIMIT
+#: the same on Annif's ``/v1``: Annif's OpenAPI document gives ``limit`` a default of 10 and
+#: Annif clients rely on it, so this API keeps Annif's (a project's own limit still wins)
+ANNIF_DEFAULT_LIMIT = 10
+MAX_LIMIT = 1000  # Annif has no upper bound; more than this many results are never useful
+
+#: the errors the APIs map to a status (`http_status`); the classes besides `TagalignError`
+#: are those `Project` raises until they derive from it
+ERRORS: tuple[type[Exception], ...] = (TagalignError, LearningNotAllowedError, ReadOnlyError,
+                                       ProjectNotTrainedError)
+
+
+def http_status(exc: Exception) -> int:
+    """The one HTTP status of an error, for both APIs."""
+    if isinstance(exc, TagalignError):
+        return exc.http_status
+    if isinstance(exc, LearningNotAllowedError | ReadOnlyError):
+        return 403  # errors.PermissionDeniedError
+    if isinstance(exc, ProjectNotTrainedError):
+        return 503  # errors.NotTrainedError
+    return 500
+
+
+class UnknownProjectError(NotFoundError):
+    """A request named a project this server does not serve."""
+
+    def __init__(self, project_id: str, known: Iterable[str]):
+        super().__init__(f"project {project_id!r} not found; known: "
+                         f"{', '.join(sorted(known))}")
+        self.project_id = project_id
+
+
+class UnknownSubjectsError(InputError):
+    """Learn named subject ids outside the project's vocabulary."""
+
+    http_status = 422  # a body that does not fit the vocabulary: the status of bad bodies
+
+
+def subject_id(uri: str) -> str:
+    """``https://d-nb.info/gnd/4015065-3`` (``http://``, ``gnd:`` or bare) → ``4015065-3``."""
+    return normalize_subject_id(uri)
+
+
+def subject_uri(sid: str) -> str:
+    return GND_URI + sid
+
+
+class Service:
+    """The served ``projects`` (id → project), their feedback ``store`` and the records
+    file's ``records`` (id → record; reasons name neighbours by these titles)."""
+
+    def __init__(self, projects: Mapping[str, Project], store: FeedbackStore,
+                 records: Mapping[str, Record] | None = None):
+        self.projects = projects
+        self.store = store
+        self.records = records or {}
+        #: neighbour titles for reasons: the records file, then records learned here
+        self.titles: dict[str, str] = {rid: r.title for rid, r in self.records.items()}
+
+    def project(self, project_id: str) -> Project:
+        if project_id not in self.projects:
+            raise UnknownProjectError(project_id, self.projects)
+        return self.projects[project_id]
+
+    def info(self, project_id: str) -> dict[str, Any]:
+        """`Project.info` under the id it is served as."""
+        return self.project(project_id).info() | {"id": project_id}
+
+    # -- suggest -----------------------------------------------------------------------
+    def suggest(self, project_id: str, records: Sequence[Record], limit: int | None = None,
+                threshold: float | None = None, exclude: Collection[str] = (), *,
+                default_limit: int = OWN_DEFAULT_LIMIT, estimate: bool = True
+                ) -> list[Tagged]:
+        """`Project.tag`: suggestions, warning and quality per record, cut there once.
+
+        ``limit``/``threshold`` None: the project's (`Project.defaults`), else
+        ``default_limit`` and 0; a ``limit`` of 0 asks for nothing (Annif allows it); more
+        than `MAX_LIMIT` get `MAX_LIMIT`. Blank text gets no suggestions and a warning."""
+        proj = self.project(project_id)
+        if limit == 0:
+            return [Tagged([]) for _ in records]
+        if limit is not None:
+            limit = min(limit, MAX_LIMIT)
+        return proj.tag(records, limit=limit, threshold=threshold, exclude=exclude,
+                        fallback_limit=default_limit, estimate=estimate)
+
+    def require_trained(self, project_id: str) -> Project:
+        """The project, or `NotTrainedError` when it has no trained model yet (Annif asks
+        this before looking at the texts)."""
+        proj = self.project(project_id)
+        if not proj.is_trained:
+            raise NotTrainedError("Project")
+        return proj
+
+    # -- learn -------------------------------------------------------------------------
+    def learnable(self, project_id: str) -> Project:
+        """The project, if a learn request may change it: learning allowed
+        (`LearningNotAllowedError`) and not read-only (`ReadOnlyError`). Asked before
+        anything is stored, so a refused request leaves no trace."""
+        proj = self.project(project_id)
+        proj.check_learn_allowed()
+        proj.check_learnable()
+        return proj
+
+    def learn(self, project_id: str, items: Sequence[Decision]) -> tuple[int, bool]:
+        """Store the decisions, teach the project their confirmed records and keep their
+        titles for reasons; ``(rows stored, learned online)``. A recipe without online
+        learning returns False: the stored decisions wait for the next `tagalign train`.
+        Subject ids outside the vocabulary: `UnknownSubjectsError`, nothing stored."""
+        proj = self.learnable(project_id)
+        unknown = sorted({sid for d in items for sid in [*d.accepted, *d.rejected]
+                          if sid not in proj.vocab})
+        if unknown:
+            raise UnknownSubjectsError(
+                f"subject ids not in the vocabulary: {', '.join(unknown[:20])}")
+        if not items:
+            return 0, False
+        stored = self.store.add(project_id, items)
+        self.titles.update((d.record.id, d.record.title) for d in items)
+        confirmed = [d.record for d in items if d.record.subjects]
+        return stored, proj.learn(confirmed) if confirmed else False
+
+
+__all__ = ["ANNIF_DEFAULT_LIMIT", "ERRORS", "GND_URI", "MAX_LIMIT", "OWN_DEFAULT_LIMIT",
+           "Service", "UnknownProjectError", "UnknownSubjectsError", "http_status",
+           "subject_id", "subject_uri"]
