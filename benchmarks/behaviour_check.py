@@ -26,7 +26,6 @@ from collections import Counter
 from pathlib import Path
 
 from _common import DATA, seeded_records, seeded_sample
-
 from tagalign.project import Project
 from tagalign.records import read_records
 from tagalign.vocab import load_vocabulary

@@ -29,15 +29,17 @@ from pathlib import Path
 
 from _common import add_data_args, peak_rss_gb, seeded_sample
 from tagalign.evaluate import evaluate
-from tagalign.recipes.hybrid import HybridRecipe, feature_table
+from tagalign.recipes.hybrid import HybridRecipe
 from tagalign.recipes.lexical import rule_score
 from tagalign.records import read_records
 from tagalign.suggest.fusion import FusionRanker, top_k
+from tagalign.suggest.sources.base import Candidates
 from tagalign.suggest.sources.memory import label_matrix
 from tagalign.suggest.sources.omikuji import OmikujiSource
 from tagalign.text import Analyzer
 from tagalign.text.tfidf import TfidfFeaturizer
 from tagalign.train.phases import PhaseRunner
+from tagalign.train.stacking import feature_table
 from tagalign.vocab import load_vocabulary
 
 KS = [5, 10, 15, 20]
@@ -95,9 +97,9 @@ def breakdown(scores: dict, other: dict) -> None:
 
 
 def ablation(recipe: HybridRecipe, train, dev, workdir: Path) -> None:
-    stage = recipe.stack(train, PhaseRunner(workdir, quiet=True))
+    stage = recipe.stacker().stack(train, PhaseRunner(workdir, quiet=True))
     tb = feature_table(stage.pipeline, stage.ranker_records)
-    td = feature_table(stage.pipeline, dev, description="dev candidates")
+    td = feature_table(stage.pipeline, dev)
     names = [s.name for s in stage.pipeline.sources]
     vocab = recipe.vocab
     rows: dict[str, dict] = {}
@@ -108,8 +110,7 @@ def ablation(recipe: HybridRecipe, train, dev, workdir: Path) -> None:
     for j, name in enumerate(names):
         m = td.support[:, j]
         if ALONE[name] is None:
-            first = td.names.index("lex_count")
-            s = rule_score(td.X[m, first:first + 6])
+            s = rule_score(Candidates(td.rows[m], td.cols[m], td.X[m], td.names))
         else:
             s = td.X[m, td.names.index(ALONE[name])]
         rows[f"{name} alone"] = score(dev, ids_of(top_k(td.rows[m], td.cols[m], s,

@@ -57,7 +57,7 @@ def main() -> None:
             batch.embeddings = timed("encoder", pipe.encoder.encode, [x.text for x in recs])
         cands = [timed(f"source {s.name}", s.candidates, batch) for s in pipe.sources]
         rows, cols, X, names, support = timed("features", pipe.features, batch, cands)
-        scores = timed("ranker", pipe.score, cols, X, support, None, None, names)
+        scores = timed("ranker", pipe.ranker.predict, X, names, 1)  # the project's weights: 0
         ranked = timed("top k", top_k, rows, cols, scores, len(batch), 20)
         timed("reasons", lambda b=batch, rk=ranked, sp=support: [
             pipe._suggestions(b, i, [(c, s, [n for n, on in zip(src, sp[j], strict=True)

@@ -55,7 +55,6 @@ def instrument(project: Project) -> None:
     import tagalign.suggest.pipeline as pipeline_module
 
     pipe = project.recipe.pipeline_
-    pipeline_module.guess_language = timed("language guess", pipeline_module.guess_language)
     pipeline_module.merge = timed("fusion: merge", pipeline_module.merge)
     pipeline_module.top_k = timed("fusion: top k", pipeline_module.top_k)
     pipe.analyzer.tokens = timed("analyzer (tokens)", pipe.analyzer.tokens)

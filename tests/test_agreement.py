@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tagalign.suggest.agreement import CoAssignment, rrf
-from tagalign.suggest.fusion import FusionRanker
+from tagalign.suggest.fusion import COMPILED_TOLERANCE, FusionRanker
 
 
 def brute(Y: np.ndarray, rows, cols, proxy, top_m):
@@ -70,11 +70,9 @@ def test_ranker_scores_by_feature_name_and_refuses_a_lost_feature():
         ranker.predict(X[:, :1], ["a"])
 
 
-def test_compiled_ranker_gives_lightgbm_scores(tmp_path, monkeypatch):
+def test_compiled_ranker_gives_lightgbm_scores(tmp_path):
     """Issue 18: batches are scored by the trees compiled with lleaves (cached by the
-    model's hash); the scores are LightGBM's, NaNs included."""
-    monkeypatch.setenv("TAGALIGN_CACHE", str(tmp_path))
-    monkeypatch.setenv("TAGALIGN_COMPILE_RANKER", "1")
+    model's hash); the scores are LightGBM's within `COMPILED_TOLERANCE`, NaNs included."""
     rng = np.random.default_rng(0)
     X = rng.normal(size=(3000, 5)).astype(np.float32)
     X[rng.random(X.shape) < 0.3] = np.nan
@@ -82,17 +80,18 @@ def test_compiled_ranker_gives_lightgbm_scores(tmp_path, monkeypatch):
     ranker = FusionRanker(num_rounds=30, num_threads=1).fit(
         X, y.astype(np.float32), np.arange(3000) // 30, [f"f{i}" for i in range(5)])
     want = ranker.booster_.predict(X, num_iteration=ranker.booster_.best_iteration or None)
-    assert ranker.predict(X) is not None and ranker._compiled is None  # off unless asked
-    ranker.compile = True
+    assert ranker.predict(X) is not None and ranker.compiled_ is None  # off unless asked
+    assert ranker.compile(tmp_path)
     got = ranker.predict(X)
-    assert ranker._compiled is not None
     assert len(list(tmp_path.glob("ranker-*.so"))) == 1
-    np.testing.assert_allclose(got, want, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(got, want, rtol=0, atol=COMPILED_TOLERANCE)
     assert len(np.unique(got.round(3))) > 50
+    # a few rows (one record's candidates) are scored by the compiled trees too
+    np.testing.assert_allclose(ranker.predict(X[:7]), want[:7], rtol=0, atol=COMPILED_TOLERANCE)
     # a second ranker of the same model loads the cached object instead of compiling
     again = FusionRanker.load(_saved(ranker, tmp_path / "r"))
-    again.compile = True
-    np.testing.assert_allclose(again.predict(X), want, rtol=0, atol=1e-12)
+    assert again.compile(tmp_path)
+    np.testing.assert_allclose(again.predict(X), want, rtol=0, atol=COMPILED_TOLERANCE)
     assert len(list(tmp_path.glob("ranker-*.so"))) == 1
 
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import random
 import shutil
-from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -21,6 +20,7 @@ from tagalign.recipes.hybrid import HybridRecipe
 from tagalign.records import Record
 from tagalign.suggest.fusion import PairFeatures, merge
 from tagalign.suggest.sources import Batch, Candidates
+from tagalign.suggest.sources.base import FitContext
 from tagalign.suggest.sources.memory import label_matrix
 from tagalign.text import Analyzer
 from tagalign.vocab import Subject, Vocabulary
@@ -55,7 +55,7 @@ def batch_of(records: list[Record]) -> Batch:
 def fitted(vocab: Vocabulary, n: int = 150, **params) -> DomainSource:
     recs = domain_records(n, seed=0)
     src = DomainSource(**params)
-    src.fit(SimpleNamespace(records=recs, tokens=None, Y=label_matrix(recs, vocab), vocab=vocab))
+    src.fit(FitContext(vocab, Analyzer(), records=recs, Y=label_matrix(recs, vocab)))
     return src
 
 
@@ -119,7 +119,7 @@ def test_saved_source_loads_and_refuses_another_label_set_or_vocabulary(tmp_path
     src = fitted(vocab)
     src.save(tmp_path)
     assert not list(tmp_path.rglob("*.pkl")) and (tmp_path / "classifier/config.json").exists()
-    ctx = SimpleNamespace(vocab=vocab)
+    ctx = FitContext(vocab, Analyzer())
     loaded = DomainSource()
     loaded.load_state(tmp_path, ctx)
     batch = batch_of([LIT_QUERY, INF_QUERY])
@@ -129,8 +129,8 @@ def test_saved_source_loads_and_refuses_another_label_set_or_vocabulary(tmp_path
     with pytest.raises(LabelSetMismatch, match="another label set"):
         DomainSource(labels=["bau", "inf", "lit", "mat"]).load_state(tmp_path, ctx)
     with pytest.raises(ValueError, match="another vocabulary"):
-        DomainSource().load_state(tmp_path, SimpleNamespace(
-            vocab=Vocabulary([*vocab, Subject("9999999-9", {"de": "Neu"})])))
+        DomainSource().load_state(tmp_path, FitContext(
+            Vocabulary([*vocab, Subject("9999999-9", {"de": "Neu"})]), Analyzer()))
     meta = json.loads((tmp_path / "domains.json").read_text())  # classifier ≠ profiles
     (tmp_path / "domains.json").write_text(json.dumps({**meta, "labels": ["bau", "inf", "mat"]}))
     with pytest.raises(LabelSetMismatch):

@@ -5,7 +5,6 @@ file that does not match its config, the encoder or the neighbour memory."""
 from __future__ import annotations
 
 import json
-from types import SimpleNamespace
 
 import faiss
 import numpy as np
@@ -13,8 +12,11 @@ import pytest
 import scipy.sparse as sp
 
 from tagalign.index import VectorIndex
+from tagalign.suggest.sources.base import FitContext
 from tagalign.suggest.sources.memory import RecordMemory
 from tagalign.suggest.sources.neighbours import EmbeddingNeighbours
+from tagalign.text import Analyzer
+from tagalign.vocab import Vocabulary
 
 
 @pytest.fixture(autouse=True)
@@ -92,7 +94,7 @@ def test_emb_knn_saves_the_compressed_index_and_refuses_another_memory(tmp_path)
     vecs = clustered(3, 1200)
     src = EmbeddingNeighbours(k=5, index="ivfsq8")
     src.index_kind = "ivfsq8"
-    ctx = SimpleNamespace(memory=memory(1200), embeddings=vecs, encoder=None)
+    ctx = FitContext(Vocabulary([]), Analyzer(), memory(1200), embeddings=vecs)
     src.index_ = VectorIndex("ivfsq8", nlist=8, min_ivf=0).build(vecs)
     src.memory = ctx.memory
     src.save(tmp_path)
@@ -102,8 +104,8 @@ def test_emb_knn_saves_the_compressed_index_and_refuses_another_memory(tmp_path)
     assert (again.index_.search(vecs[:20], 5)[1] == src.index_.search(vecs[:20], 5)[1]).all()
     with pytest.raises(ValueError, match="1200 record vectors, but the neighbour memory "
                                          "holds 1000 records"):
-        EmbeddingNeighbours(k=5).load_state(tmp_path, SimpleNamespace(
-            memory=memory(1000), encoder=None))
+        EmbeddingNeighbours(k=5).load_state(tmp_path, FitContext(
+            Vocabulary([]), Analyzer(), memory(1000)))
 
 
 @pytest.mark.parametrize("kind", ["flat", "ivfsq8", "ivfpq"])

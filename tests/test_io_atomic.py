@@ -110,18 +110,22 @@ def test_every_atomic_writer_fsyncs_the_data_before_the_rename_and_the_folder_af
         assert events.count("fsync file") >= 1 and events.count("fsync dir") >= 3, events
 
 
-def test_tfidf_neighbours_save_atomically_and_still_load_the_old_npz(tmp_path):
+def test_tfidf_neighbours_save_atomically_and_refuse_the_old_npz(tmp_path):
     """The TF-IDF neighbour source keeps its record matrices as npy parts (atomic, no
-    pickle); a project saved before, with one ``.npz`` per language, still loads."""
-    from types import SimpleNamespace
-
+    pickle); the layout before (one ``.npz`` per language) is refused (issue 29: a project
+    turns that into the message to retrain, tests/test_quality.py)."""
     import scipy.sparse as sp
 
+    from tagalign.suggest.sources.base import FitContext
     from tagalign.suggest.sources.neighbours import TfidfNeighbours
+    from tagalign.text import Analyzer
+    from tagalign.vocab import Vocabulary
+
+    ctx = FitContext(Vocabulary([]), Analyzer())
 
     X = sp.random(40, 25, density=0.2, format="csr", dtype=np.float32, random_state=0)
     src = TfidfNeighbours()
-    src.fit(SimpleNamespace(memory=None, tfidf={"de": (np.arange(40), X)}))
+    src.fit(FitContext(Vocabulary([]), Analyzer(), tfidf={"de": (np.arange(40), X)}))
     new, old = tmp_path / "new", tmp_path / "old"
     for folder in (new, old):
         folder.mkdir()
@@ -129,8 +133,9 @@ def test_tfidf_neighbours_save_atomically_and_still_load_the_old_npz(tmp_path):
     assert not list(new.glob("*.npz")) and not list(new.glob("*.tmp"))
     sp.save_npz(old / "tknn-de.npz", X)  # the layout before: .npz, rows in the meta
     (old / "tknn.json").write_text(json.dumps({"de": 40}))
-    for folder in (new, old):
-        loaded = TfidfNeighbours()
-        loaded.load_state(folder, SimpleNamespace(memory=None))
-        assert (loaded.X_["de"] != X).nnz == 0 and loaded.X_["de"].shape == (40, 25)
-        np.testing.assert_array_equal(loaded.rows_["de"], np.arange(40))
+    loaded = TfidfNeighbours()
+    loaded.load_state(new, ctx)
+    assert (loaded.X_["de"] != X).nnz == 0 and loaded.X_["de"].shape == (40, 25)
+    np.testing.assert_array_equal(loaded.rows_["de"], np.arange(40))
+    with pytest.raises(TypeError):
+        TfidfNeighbours().load_state(old, ctx)

@@ -3,13 +3,12 @@ their features and the stop at grams that begin no label, on a worked example.""
 
 from __future__ import annotations
 
-from types import SimpleNamespace
-
 import numpy as np
 
 from tagalign.records import Record
-from tagalign.suggest.sources.base import Batch
+from tagalign.suggest.sources.base import Batch, FitContext
 from tagalign.suggest.sources.lexical import LabelMatcher
+from tagalign.suggest.sources.memory import RecordMemory
 from tagalign.text import Analyzer
 from tagalign.vocab import Subject, Vocabulary
 
@@ -23,7 +22,7 @@ def matcher() -> tuple[LabelMatcher, Analyzer]:
     ])
     an = Analyzer()
     m = LabelMatcher(max_ngram=5)
-    m.fit(SimpleNamespace(analyzer=an, vocab=vocab))
+    m.fit(FitContext(vocab, an))
     return m, an
 
 
@@ -70,9 +69,8 @@ def test_lex_prec_counts_found_and_gold_training_texts(tmp_path):
     Y = sp.csr_matrix(([1.0] * 3, ([0, 0, 3], [0, 1, 1])), shape=(4, 3))
     assert [sorted(Y[i].indices.tolist()) for i in range(4)] == gold
     m = LabelMatcher()
-    m.fit(SimpleNamespace(analyzer=an, vocab=vocab, records=recs, Y=Y,
-                          tokens=[an.tokens(t, "de") for t in texts],
-                          memory=SimpleNamespace(languages=["de"] * 4)))
+    m.fit(FitContext(vocab, an, RecordMemory.from_records(recs, vocab, ["de"] * 4),
+                     records=recs, Y=Y, tokens=[an.tokens(t, "de") for t in texts]))
     assert m.found_.tolist() == [3.0, 2.0, 0.0] and m.gold_.tolist() == [1.0, 2.0, 0.0]
     # scanned a record at a time (chunks bound the scan's memory): the same counts
     m._count_found(Batch(recs, ["de"] * 4, [an.tokens(t, "de") for t in texts], [[]] * 4),
@@ -85,10 +83,13 @@ def test_lex_prec_counts_found_and_gold_training_texts(tmp_path):
     assert prec == {0: np.float32(2 / 5), 1: np.float32(3 / 4)}
     m.save(tmp_path)
     loaded = LabelMatcher()
-    loaded.load_state(tmp_path, None)
+    loaded.load_state(tmp_path, FitContext(vocab, an))
     assert np.array_equal(loaded._prec, m._prec, equal_nan=True)
-    (tmp_path / "found.npy").unlink()  # a model saved before the counts: NaN, still loads
-    (tmp_path / "gold.npy").unlink()
-    old = LabelMatcher()
-    old.load_state(tmp_path, None)
-    assert old._prec is None
+    # a matcher fitted on the vocabulary alone (the lexical recipe's) has no counts
+    alone = LabelMatcher()
+    alone.fit(FitContext(vocab, an))
+    alone.save(tmp_path / "alone")
+    assert not (tmp_path / "alone/found.npy").exists()
+    again = LabelMatcher()
+    again.load_state(tmp_path / "alone", FitContext(vocab, an))
+    assert again._prec is None

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import scipy.sparse as sp
@@ -34,7 +35,7 @@ def test_c_call_equals_the_library_predict() -> None:
     Xq = Xq.tocsr()
     Xq.eliminate_zeros()
     for beam, k in ((10, 5), (3, 8)):
-        ours = om.predict_omikuji(model, Xq, k, beam_size=beam, n_threads=1)
+        ours = om.predict_omikuji(model, Xq, k, beam_size=beam)
         theirs = []
         for i in range(Xq.shape[0]):
             a, b = Xq.indptr[i], Xq.indptr[i + 1]
@@ -47,7 +48,7 @@ def test_c_call_equals_the_library_predict() -> None:
 
 def test_unsorted_rows_and_threads_give_the_same_predictions() -> None:
     model, X = _model()
-    serial = om.predict_omikuji(model, X, 6, n_threads=1)
+    serial = om.predict_omikuji(model, X, 6)
     # the same rows with each row's features stored in reverse order
     rev = X.copy()
     for i in range(rev.shape[0]):
@@ -55,8 +56,9 @@ def test_unsorted_rows_and_threads_give_the_same_predictions() -> None:
         rev.indices[a:b] = rev.indices[a:b][::-1].copy()
         rev.data[a:b] = rev.data[a:b][::-1].copy()
     rev.has_sorted_indices = False
-    assert om.predict_omikuji(model, rev, 6, n_threads=1) == serial
-    assert om.predict_omikuji(model, X, 6, n_threads=3) == serial  # rows over 3 threads
+    assert om.predict_omikuji(model, rev, 6) == serial
+    with ThreadPoolExecutor(3) as pool:  # rows over 3 threads
+        assert om.predict_omikuji(model, X, 6, threads=3, pool=pool) == serial
 
 
 def test_each_thread_has_its_own_pool() -> None:

@@ -21,9 +21,11 @@ from typer.testing import CliRunner
 
 from serving import LiveServer
 from tagalign.cli import app
+from tagalign.errors import ModelFormatError
 from tagalign.evaluate.quality import quality_report
+from tagalign.io import read_json, write_json_atomic
 from tagalign.predictions import review_path
-from tagalign.project import Project
+from tagalign.project import MODEL_FORMAT, Project
 from tagalign.records import Record
 from tagalign.serve.app import create_app
 from tagalign.serve.feedback import FeedbackStore
@@ -85,22 +87,39 @@ def test_hybrid_estimates_in_unit_range_and_track_true_recall(projects):
     assert all(all(s.score >= 0.5 for s in t.suggestions) for t in cut)
 
 
-def test_saved_estimator_reloads_identically_and_old_models_load_without(projects, tmp_path):
-    """The estimator is saved as LightGBM text + JSON (no pickle); a model saved before the
-    estimator existed (no model/quality) still loads, suggests the same and reports None."""
+def test_saved_estimator_reloads_identically_and_model_formats(projects, tmp_path):
+    """The estimator is saved as LightGBM text + JSON (no pickle). Issue 29: a model of
+    format 1 (saved before the format was written) loads and suggests the same; one
+    missing a part its parameters name (a model saved before the estimator existed), or
+    of a format this version does not read, is refused with the message to retrain."""
     files = sorted(p.name for p in (projects / "hybrid/model/quality").iterdir())
     assert files == ["precision.txt", "quality.json", "recall.txt"]
+    assert read_json(projects / "hybrid/model/recipe.json")["format"] == MODEL_FORMAT
     dev = noisy_records(30, seed=3)
     a = Project.load(projects / "hybrid").tag(dev, limit=5)
     b = Project.load(projects / "hybrid").tag(dev, limit=5)
     assert [t.quality for t in a] == [t.quality for t in b]
-    old = tmp_path / "old"
-    shutil.copytree(projects / "hybrid", old)
-    shutil.rmtree(old / "model/quality")
-    c = Project.load(old).tag(dev, limit=5)
-    assert all(t.quality is None for t in c)
-    assert [[s.id for s in t.suggestions] for t in c] == [[s.id for s in t.suggestions]
-                                                           for t in a]
+    assert any(t.quality is not None for t in a)
+
+    def copy_with(name: str, meta_change) -> Path:
+        folder = tmp_path / name
+        shutil.copytree(projects / "hybrid", folder)
+        meta = read_json(folder / "model/recipe.json")
+        meta_change(meta)
+        write_json_atomic(folder / "model/recipe.json", meta)
+        return folder
+
+    v1 = copy_with("v1", lambda m: m.pop("format"))
+    c = Project.load(v1).tag(dev, limit=5)
+    assert [(t.quality, [(s.id, s.score) for s in t.suggestions]) for t in c] == \
+        [(t.quality, [(s.id, s.score) for s in t.suggestions]) for t in a]
+    no_quality = copy_with("old", lambda m: m.pop("format"))
+    shutil.rmtree(no_quality / "model/quality")
+    with pytest.raises(ModelFormatError, match=r"no 'quality'.*retrain the project"):
+        Project.load(no_quality)
+    newer = copy_with("newer", lambda m: m.update(format=MODEL_FORMAT + 1))
+    with pytest.raises(ModelFormatError, match=rf"model format {MODEL_FORMAT + 1}.*retrain"):
+        Project.load(newer)
 
 
 def test_recipe_without_estimator_reports_none(projects):

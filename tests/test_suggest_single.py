@@ -24,9 +24,10 @@ from serving import LiveServer
 from tagalign.encode.static import StaticEmbeddingEncoder
 from tagalign.encode.transformer import STEncoder
 from tagalign.project import Project
+from tagalign.runtime import Runtime
 from tagalign.serve.app import create_app
 from tagalign.serve.feedback import FeedbackStore
-from tagalign.suggest.fusion import SMALL_PREDICT, FusionRanker
+from tagalign.suggest.fusion import COMPILED_TOLERANCE, SMALL_PREDICT, FusionRanker
 from tiny_models import static_model, tiny_records
 
 
@@ -36,7 +37,7 @@ def reference_encode(self, texts, *, kind="passage", batch_size=512, show_progre
                             show_progress=show_progress)
 
 
-def reference_predict(self, X, names=None):
+def reference_predict(self, X, names=None, threads=1):
     """The ranker before the fast path: LightGBM's default thread count for every batch."""
     if len(X) == 0:
         return np.zeros(0, np.float32)
@@ -128,25 +129,24 @@ def test_served_single_records_carry_the_reference_scores(trained, data, monkeyp
                 [(s.id, round(s.score, 6)) for s in row]
 
 
-def test_small_batches_on_threads_equal_the_serial_path(trained, data, monkeypatch):
-    import tagalign.runtime
-    import tagalign.suggest.pipeline as pipeline_module
-
+def test_small_batches_on_threads_equal_the_serial_path(trained, data):
     dev = data[2]
-    proj = Project.load(trained)
-    # 2 threads allowed (an earlier test may have pinned the process to 1), so the
-    # threaded path is the one tested
-    monkeypatch.setattr(tagalign.runtime, "_THREADS", 2)
-    pool = pipeline_module._pool()
+    # 2 threads, so the threaded path is the one tested; the serial path: one thread
+    proj = Project.load(trained, runtime=Runtime(threads=2))
+    pool = proj.runtime.pool()
     assert pool is not None
     submitted = []
-    monkeypatch.setattr(pool, "submit", lambda fn, *a, _s=pool.submit: submitted.append(fn)
-                        or _s(fn, *a))
-    got = [proj.suggest([r], limit=10)[0] for r in dev] + proj.suggest(dev[:5], limit=10)
+    real_submit = pool.submit
+    pool.submit = lambda fn, *a: submitted.append(fn) or real_submit(fn, *a)
+    try:
+        got = [proj.suggest([r], limit=10)[0] for r in dev] + proj.suggest(dev[:5], limit=10)
+    finally:
+        del pool.submit
     # per small batch: the encoder and all but the first of the five sources went to threads
     assert len(submitted) == (len(dev) + 1) * 5
-    monkeypatch.setattr(pipeline_module, "_pool", lambda: None)
-    want = [proj.suggest([r], limit=10)[0] for r in dev] + proj.suggest(dev[:5], limit=10)
+    serial = Project.load(trained, runtime=Runtime(threads=1))
+    assert serial.runtime.pool() is None
+    want = [serial.suggest([r], limit=10)[0] for r in dev] + serial.suggest(dev[:5], limit=10)
     assert sum(len(row) for row in got) == 10 * (len(dev) + 5)
     assert as_tuples(got) == as_tuples(want)
 
@@ -154,34 +154,44 @@ def test_small_batches_on_threads_equal_the_serial_path(trained, data, monkeypat
 def test_large_batches_in_parts_equal_the_serial_path(trained, data, monkeypatch):
     """Issue 18: a batch split into parts on threads, each calling its libraries with one
     thread, returns what one serial pass returns (suggestions, reasons, quality)."""
-    import tagalign.runtime
     import tagalign.suggest.pipeline as pipeline_module
 
     dev = data[2]
-    # LightGBM scores both paths: the compiled trees (built on the first batch of 2,000
-    # candidate rows, which the whole batch reaches and a part may not) differ from
-    # LightGBM's in the last bits, and this test compares the paths exactly
-    monkeypatch.setenv("TAGALIGN_COMPILE_RANKER", "0")
-    proj = Project.load(trained)
-    monkeypatch.setattr(tagalign.runtime, "_THREADS", 2)
     monkeypatch.setattr(pipeline_module, "MIN_PART", 8)
-    pool, n = pipeline_module._parts_pool(len(dev))
-    assert n == 2
+    proj = Project.load(trained, runtime=Runtime(threads=2))
+    pool = proj.runtime.parts_pool()
     parts = []
-
-    def recording_map(fn, it, _map=pool.map):
-        it = list(it)
-        parts.append([len(p) for p in it])
-        return _map(fn, it)
-
-    monkeypatch.setattr(pool, "map", recording_map)
-    got = proj.suggest(dev, limit=10)
-    got_q = proj.recipe.suggest_with_quality(dev, limit=10, threshold=0.1)
-    assert parts == [[20, 20], [20, 20]]  # each call split once into two parts
-    monkeypatch.setattr(pipeline_module, "MIN_PART", 10_000)
-    want = proj.suggest(dev, limit=10)
-    want_q = proj.recipe.suggest_with_quality(dev, limit=10, threshold=0.1)
+    real_submit = pool.submit
+    pool.submit = lambda fn, recs, *a: parts.append(len(recs)) or real_submit(fn, recs, *a)
+    try:
+        got = proj.suggest(dev, limit=10)
+        got_q = proj.recipe.suggest_with_quality(dev, limit=10, threshold=0.1)
+    finally:
+        del pool.submit
+    assert parts == [20, 20, 20, 20]  # each call split once into two parts
+    serial = Project.load(trained, runtime=Runtime(threads=1))
+    want = serial.suggest(dev, limit=10)
+    want_q = serial.recipe.suggest_with_quality(dev, limit=10, threshold=0.1)
     assert sum(len(row) for row in got) == 10 * len(dev)
     assert as_tuples(got) == as_tuples(want)
     assert [(as_tuples([r]), q) for r, q in got_q] == [(as_tuples([r]), q) for r, q in want_q]
     assert any(q is not None for _, q in got_q)
+
+
+def test_compiled_ranker_is_decided_at_load_and_scores_within_its_tolerance(trained, data,
+                                                                             tmp_path):
+    """Issue 29: the compiled trees score every batch of a project loaded with
+    ``compile_ranker``, whatever ran before, within `COMPILED_TOLERANCE` of LightGBM."""
+    dev = data[2]
+    plain = Project.load(trained)
+    compiled = Project.load(trained, runtime=Runtime(compile_ranker=True, cache_dir=tmp_path))
+    assert plain.recipe.pipeline_.ranker.compiled_ is None
+    assert compiled.recipe.pipeline_.ranker.compiled_ is not None
+    assert len(list(tmp_path.glob("ranker-*.so"))) == 1
+    for records in ([dev[0]], dev):  # one record (a few rows) and a batch
+        want = plain.suggest(records, limit=10)
+        got = compiled.suggest(records, limit=10)
+        assert [[s.id for s in row] for row in got] == [[s.id for s in row] for row in want]
+        assert np.allclose([s.score for row in got for s in row],
+                           [s.score for row in want for s in row], rtol=0,
+                           atol=COMPILED_TOLERANCE)

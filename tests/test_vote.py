@@ -20,7 +20,11 @@ def reference(nbr, sims, Y, power, top_k):
     cols = nbr.ravel()[valid.ravel()]
     w = np.power(sims.ravel()[valid.ravel()], power)
     W = sp.csr_matrix((w, (rows, cols)), shape=(n, Y.shape[0]))
-    S = (W @ Y).tocsr()
+    # summed in double precision and then rounded to float32, as `vote` does: summed in
+    # float32, two equal sums could differ in their last bit and swap a tie (a failure
+    # Hypothesis found)
+    S = (W.astype(np.float64) @ Y.astype(np.float64)).tocsr()
+    S.data = S.data.astype(np.float32)
     Wb = W.copy()
     Wb.data[:] = 1.0
     C = (Wb @ Y).tocsr()
@@ -31,7 +35,7 @@ def reference(nbr, sims, Y, power, top_k):
                                   sims[:, 0][r]])
 
 
-@settings(max_examples=80, deadline=None)
+@settings(max_examples=80, deadline=None, derandomize=True, database=None)
 @given(seed=st.integers(0, 10_000), n=st.integers(1, 6), k=st.integers(1, 8),
        top_k=st.integers(1, 12), power=st.sampled_from([1.0, 2.0, 3.0]))
 def test_vote_matches_sparse_definition(seed, n, k, top_k, power):

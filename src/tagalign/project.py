@@ -182,7 +182,7 @@ class Project:
                 recipe = recipe_cls.load(model, self.vocab, meta["params"], mmap=True)
             else:
                 recipe = recipe_cls.load(model, self.vocab, meta["params"])
-        except (FileNotFoundError, KeyError) as exc:
+        except (OSError, KeyError, TypeError) as exc:
             raise ModelFormatError(
                 f"model {model} is incomplete or was saved by an older tagalign "
                 f"({type(exc).__name__}: {exc}): retrain the project (tagalign train)"

@@ -13,7 +13,6 @@ held-out split B, the quality estimate cross-fitted on B. What suggests is a
 from __future__ import annotations
 
 import copy
-import importlib
 import threading
 from collections.abc import Sequence
 from pathlib import Path
@@ -44,9 +43,9 @@ EMBEDDING_SOURCES = {"emb_knn", "labels"}
 TOP_K_SOURCES = ("omikuji", "tfidf_knn", "emb_knn", "labels")
 #: the widest candidate count `tagalign hyperopt` tries per source
 MAX_TUNED_CANDIDATES = 60
-#: sources registered by another package, imported only when a project uses them (the
-#: domain classifier's package loads torch, which a hybrid without it does not need)
-SOURCE_MODULES = {"domains": "tagalign.classify.source"}
+# a source registered by another package, imported only when a project uses it (the
+# domain classifier's package loads torch, which a hybrid without it does not need)
+SOURCES.add_lazy("domains", "tagalign.classify.source")
 
 
 @register_recipe
@@ -103,11 +102,8 @@ class HybridRecipe(Recipe):
 
     def __init__(self, vocab: Vocabulary, **params: Any):
         super().__init__(vocab, **params)
-        for name in set(self.source_names) & set(SOURCE_MODULES) - set(SOURCES):
-            importlib.import_module(SOURCE_MODULES[name])
-        unknown = set(self.source_names) - set(SOURCES)
-        if unknown:
-            raise ValueError(f"unknown sources {sorted(unknown)}; known: {sorted(SOURCES)}")
+        for name in self.source_names:  # unknown: an error naming the known ones
+            SOURCES.lookup(name)
         self.pipeline_: HybridPipeline | None = None
         self._lock = threading.Lock()
         self.timings_: dict[str, dict[str, float]] = {}
