@@ -24,7 +24,7 @@ import numpy as np
 from tagalign.batch.inputs import BadItem, Shard, read_shard
 from tagalign.encode import get_encoder
 from tagalign.io import atomic_text, save_npy_atomic, write_bytes_atomic
-from tagalign.project import Project, ProjectError
+from tagalign.project import Project
 from tagalign.records import Record
 from tagalign.registry import Registry
 
@@ -76,8 +76,7 @@ class SuggestTask(Task):
         super().__init__(spec)
 
         self.project = Project.load(spec["project"], mmap=bool(spec.get("mmap", False)))
-        if self.project.recipe is None:
-            raise ProjectError(f"project {spec['project']} is not trained yet")
+        self.project.trained_recipe()
         # None: the project's saved defaults (`Project.defaults`)
         self.limit = spec.get("limit")
         self.threshold = spec.get("threshold")

@@ -19,6 +19,7 @@ import numpy as np
 
 from tagalign.classify.data import Example, LabelSet
 from tagalign.classify.thresholds import decide, tune
+from tagalign.errors import ConflictError
 from tagalign.io import atomic_dir, read_json, versions, write_json_atomic, wrong_model_message
 from tagalign.params import ParamSpec
 from tagalign.registry import Registry
@@ -28,7 +29,7 @@ CLASSIFIERS: Registry[type[Classifier]] = Registry("classify recipe")
 FORMAT = 1
 
 
-class LabelSetMismatch(ValueError):
+class LabelSetMismatch(ConflictError, ValueError):
     """A saved classifier was asked to work with a different label set."""
 
 

@@ -2,9 +2,30 @@
 
 from __future__ import annotations
 
+import logging
+from typing import Any, NoReturn
+
+import click
 import typer
+import typer.core
 import typer.rich_utils
 from rich.console import Console
+from rich.logging import RichHandler
+from rich.markup import escape
+
+from tagalign.errors import TagalignError
+
+
+class TagalignGroup(typer.core.TyperGroup):
+    """The root command: the one place a `TagalignError` from any command becomes
+    ``error: <message>`` and the error's exit code (no traceback)."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except TagalignError as exc:
+            fail(escape(str(exc)), exc.exit_code)
+
 
 app = typer.Typer(
     name="tagalign",
@@ -13,6 +34,7 @@ app = typer.Typer(
     no_args_is_help=True,
     rich_markup_mode="rich",
     pretty_exceptions_enable=False,
+    cls=TagalignGroup,
 )
 vocab_app = typer.Typer(help="Load and inspect subject vocabularies.", no_args_is_help=True)
 records_app = typer.Typer(help="Inspect record files.", no_args_is_help=True)
@@ -32,7 +54,7 @@ typer.rich_utils.ERRORS_PANEL_TITLE = "error"
 out = Console()
 
 
-def fail(message: str, code: int = 1) -> None:
-    """Print a one-line error and exit (no traceback for user errors)."""
+def fail(message: str, code: int = 1) -> NoReturn:
+    """Print a one-line error (rich markup) and exit (no traceback for user errors)."""
     console.print(f"[bold red]error:[/] {message}", soft_wrap=True, markup=True)
     raise typer.Exit(code)

@@ -12,6 +12,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
+from tagalign.errors import PermissionDeniedError
 from tagalign.params import ParamSpec
 from tagalign.records import Record
 from tagalign.registry import Registry
@@ -55,7 +56,7 @@ def get_recipe(name: str) -> type[Recipe]:
 
 
 
-class ReadOnlyError(RuntimeError):
+class ReadOnlyError(PermissionDeniedError):
     """A model loaded memory-mapped (``mmap=True``, ``--mmap``) was asked to learn."""
 
 

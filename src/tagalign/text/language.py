@@ -13,11 +13,13 @@ import threading
 from collections.abc import Sequence
 from functools import lru_cache
 
+from tagalign.errors import InputError
+
 MAX_CANDIDATES = 5  # Annif's OpenAPI document allows at most 5 candidate languages
 _LOCK = threading.Lock()
 
 
-class UnsupportedLanguageError(ValueError):
+class UnsupportedLanguageError(InputError):
     """A candidate language simplemma has no dictionary for."""
 
 

@@ -9,6 +9,7 @@ import gzip
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+from tagalign.errors import InputError
 from tagalign.io import InputReport, Reporter, open_binary, parse_lines
 from tagalign.registry import Registry
 from tagalign.vocab.subject import Subject, normalize_subject_id
@@ -21,7 +22,7 @@ VOCAB_FORMATS: Registry[Loader] = Registry("vocabulary format", choose="known:")
 register = VOCAB_FORMATS.register_as  # @register("gnd-tsv") def load_gnd_tsv(path, report)
 
 
-class UnknownFormatError(ValueError):
+class UnknownFormatError(InputError):
     """The format cannot be told from the file; the caller names the way to force one
     (``format=`` in Python, ``--format`` on the command line)."""
 
