@@ -20,6 +20,7 @@ from typing import Any
 
 from tagalign.errors import (
     ConflictError,
+    InputError,
     NotFoundError,
     NotTrainedError,  # also imported from here (`tagalign.serve`)
     PermissionDeniedError,
@@ -281,7 +282,7 @@ class Project:
         """Save the limit/threshold that `suggest` and both REST APIs use when a request
         gives none (for one language only with ``language``); written atomically."""
         if limit < 1 or not 0.0 <= threshold <= 1.0:
-            raise ValueError(f"limit must be ≥ 1 and threshold in [0, 1], got {limit}, "
+            raise InputError(f"limit must be ≥ 1 and threshold in [0, 1], got {limit}, "
                              f"{threshold}")
         values = {"limit": int(limit), "threshold": round(float(threshold), 6)}
         if language is None:

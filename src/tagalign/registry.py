@@ -15,6 +15,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+from tagalign.errors import InputError
+
 T = TypeVar("T")
 S = TypeVar("S")
 
@@ -51,5 +53,5 @@ class Registry(dict[str, T]):
         try:
             return self[name]
         except KeyError:
-            raise ValueError(f"unknown {self.what} {shown or name!r}; {self.choose} "
+            raise InputError(f"unknown {self.what} {shown or name!r}; {self.choose} "
                              f"{self.names()}{self.hint}") from None

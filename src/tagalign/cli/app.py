@@ -21,6 +21,7 @@ class TagalignGroup(typer.core.TyperGroup):
     ``error: <message>`` and the error's exit code (no traceback)."""
 
     def invoke(self, ctx: click.Context) -> Any:
+        log_to_console()
         try:
             return super().invoke(ctx)
         except TagalignError as exc:
@@ -52,6 +53,17 @@ console = Console(stderr=True)
 typer.rich_utils.ERRORS_PANEL_TITLE = "error"
 #: results (tables, reports): `tagalign records stats f.jsonl > s.txt` keeps them
 out = Console()
+
+
+def log_to_console(level: int = logging.INFO) -> None:
+    """The library logs (``logging.getLogger(__name__)``); the CLI shows its records on
+    `console` (stderr), as it showed its own messages. Installed once."""
+    logger = logging.getLogger("tagalign")
+    if not any(isinstance(h, RichHandler) for h in logger.handlers):
+        logger.addHandler(RichHandler(console=console, show_path=False, markup=False,
+                                      rich_tracebacks=False))
+        logger.propagate = False
+    logger.setLevel(level)
 
 
 def fail(message: str, code: int = 1) -> NoReturn:

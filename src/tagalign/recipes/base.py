@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
-from tagalign.errors import PermissionDeniedError
+from tagalign.errors import InputError, PermissionDeniedError
 from tagalign.params import ParamSpec
 from tagalign.records import Record
 from tagalign.registry import Registry
@@ -51,7 +51,7 @@ def get_recipe(name: str) -> type[Recipe]:
     try:
         return RECIPES[name]
     except KeyError:
-        raise ValueError(f"unknown recipe {name!r}; known: {', '.join(recipe_names())}") from None
+        raise InputError(f"unknown recipe {name!r}; known: {', '.join(recipe_names())}") from None
 
 
 
@@ -81,7 +81,7 @@ class Recipe(ABC):
         allowed range), before any data or model is loaded."""
         unknown = set(params) - set(cls.defaults)
         if unknown:
-            raise ValueError(f"recipe {cls.name!r} has no parameter(s) {sorted(unknown)}; "
+            raise InputError(f"recipe {cls.name!r} has no parameter(s) {sorted(unknown)}; "
                              f"known: {sorted(cls.defaults)}")
         ParamSpec(f"recipe {cls.name!r}", cls.defaults, **cls.ranges).check(params)
 

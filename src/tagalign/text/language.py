@@ -44,7 +44,7 @@ def detect_language(text: str, languages: Sequence[str]) -> list[tuple[str | Non
     """
     langs = tuple(dict.fromkeys(lang.lower() for lang in languages))
     if not langs or len(langs) > MAX_CANDIDATES:
-        raise ValueError(f"give 1 to {MAX_CANDIDATES} candidate languages, not {len(langs)}")
+        raise InputError(f"give 1 to {MAX_CANDIDATES} candidate languages, not {len(langs)}")
     unknown = [lang for lang in langs if lang not in supported_languages()]
     if unknown:
         raise UnsupportedLanguageError(f"unsupported candidate languages: {', '.join(unknown)}"

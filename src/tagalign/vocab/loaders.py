@@ -74,7 +74,7 @@ def guess_format(path: Path) -> str:
     if path.is_dir():
         if (path / SAVED_NAME).exists():
             return "saved"
-        raise ValueError(f"{path}: a folder, but no saved vocabulary ({SAVED_NAME}) in it")
+        raise InputError(f"{path}: a folder, but no saved vocabulary ({SAVED_NAME}) in it")
     if name.endswith(".json.gz") and _is_saved(path):
         return "saved"
     stem = name.removesuffix(".gz")
@@ -109,7 +109,7 @@ def load_vocabulary(path: Path | str, format: str | None = None,
         return Vocabulary.load(path)
     vocab = Vocabulary(VOCAB_FORMATS.lookup(fmt)(path, report=default_report(report)))
     if not len(vocab):
-        raise ValueError(f"{path}: no subjects found (format {fmt})")
+        raise InputError(f"{path}: no subjects found (format {fmt})")
     return vocab
 
 
