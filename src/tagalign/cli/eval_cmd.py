@@ -16,7 +16,7 @@ from rich.table import Table
 from tagalign.cli.app import app, console, fail
 from tagalign.cli.common import load_records
 from tagalign.errors import InputError
-from tagalign.evaluate import SubjectEvaluator, check_ks, print_report
+from tagalign.evaluate import SubjectEvaluator, check_ks, report_tables
 from tagalign.evaluate.quality import format_quality, plot_quality, quality_report
 from tagalign.evaluate.selection import ScoredHits, selection_metrics, subject_results
 from tagalign.io import atomic_text, write_json_atomic
@@ -121,7 +121,7 @@ def eval_(
     if as_json:
         typer.echo(json.dumps(scores, indent=1))
     else:
-        print_report(scores)
+        Console().print(report_tables(scores))
         Console().print(_annif_table(annif, limit, threshold, config is not None))
         if "quality" in scores:
             typer.echo("\n" + format_quality(scores["quality"]))

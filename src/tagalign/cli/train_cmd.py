@@ -8,9 +8,9 @@ from pathlib import Path
 import typer
 from rich.markup import escape
 
-from tagalign.cli.app import app, console, fail
+from tagalign.cli.app import app, console, fail, out
 from tagalign.cli.common import load_records, parse_params
-from tagalign.evaluate import evaluate, print_report
+from tagalign.evaluate import evaluate, report_tables
 from tagalign.project import DEFAULT_RECIPE, Project
 from tagalign.recipes import get_recipe, recipe_names
 from tagalign.records import BadInputError, InputReport, Record
@@ -111,4 +111,4 @@ def train(
         scores = evaluate(dev_records, {r.id: [s.id for s in row]
                                         for r, row in zip(dev_records, preds, strict=True)})
         project.set_scores(scores["overall"])
-        print_report(scores)
+        out.print(report_tables(scores))
