@@ -58,10 +58,11 @@ class NotTrainedError(TagalignError):
         super().__init__(f"{what} is not trained yet; {hint}")
 
 
-class ModelFormatError(TagalignError):
+class ModelFormatError(TagalignError, ValueError):
     """A saved model was written by another, incompatible format version of tagalign (or
     is incomplete): the model must be retrained. Worded like scikit-learn's
-    ``InconsistentVersionWarning``: which version saved it, which this one reads."""
+    ``InconsistentVersionWarning``: which version saved it, which this one reads. A
+    `ValueError` too, as the loaders raised before."""
 
     http_status = 503
 

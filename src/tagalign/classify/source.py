@@ -32,7 +32,7 @@ import scipy.sparse as sp
 
 from tagalign.classify.base import LabelSetMismatch, get_classifier, load_classifier
 from tagalign.classify.data import Example
-from tagalign.errors import InputError, ModelFormatError
+from tagalign.errors import InputError
 from tagalign.io import (
     load_csr,
     load_npy,
@@ -45,6 +45,7 @@ from tagalign.records import Record
 from tagalign.suggest.fusion import PairFeatures
 from tagalign.suggest.sources.base import Batch, Candidates, Source, register_source
 from tagalign.suggest.sources.memory import label_matrix
+from tagalign.vocab import VocabularyMismatchError
 
 TUNE_SAMPLE = 2000  # thresholds are not used here; tuning them on a sample keeps fit cheap
 
@@ -202,9 +203,10 @@ class DomainSource(Source):
                 f"{sorted(set(labels) - set(self.expected))[:5]})")
         shape = tuple(meta["shape"])
         if shape != (len(ctx.vocab), len(labels)):
-            raise ModelFormatError(f"{path}: domain profiles are {shape[0]} subjects × {shape[1]} "
-                                   f"domains; this project has {len(ctx.vocab)} subjects and "
-                                   f"{len(labels)} domains (another vocabulary?)")
+            raise VocabularyMismatchError(
+                f"{path}: domain profiles are {shape[0]} subjects × {shape[1]} domains; this "
+                f"project has {len(ctx.vocab)} subjects and {len(labels)} domains (another "
+                "vocabulary?)")
         self.classifier_ = load_classifier(path / "classifier", labels=labels)
         self.labels_ = labels
         self.counts_ = load_csr(path, "counts", shape)
