@@ -60,8 +60,9 @@ def log_to_console(level: int = logging.INFO) -> None:
     `console` (stderr), as it showed its own messages. Installed once."""
     logger = logging.getLogger("tagalign")
     if not any(isinstance(h, RichHandler) for h in logger.handlers):
+        # the time as `console.log` shows it, so library lines read like the CLI's own
         logger.addHandler(RichHandler(console=console, show_path=False, markup=False,
-                                      rich_tracebacks=False))
+                                      log_time_format="[%X]"))
         logger.propagate = False
     logger.setLevel(level)
 
