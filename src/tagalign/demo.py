@@ -8,6 +8,7 @@ records it falls back to zero-shot label matching and says so.
 
 from __future__ import annotations
 
+import logging
 import os
 import time
 from pathlib import Path
@@ -18,6 +19,7 @@ from tagalign.records import Record, read_records
 from tagalign.vocab import Vocabulary
 from tagalign.vocab.loaders import load_invenio_gnd
 
+log = logging.getLogger(__name__)
 EXAMPLES = [
     Record(id="demo-de", language="de", title="Schäden durch Pilze an Fachwerkgebäuden",
            abstract="Holzzerstörende Pilze bedrohen Fachwerkhäuser. Der Beitrag beschreibt "
@@ -53,9 +55,9 @@ def sample_records(path: Path, vocab: Vocabulary, n: int, seed: int = 13) -> lis
     return sample
 
 
-def load_demo_vocabulary(console) -> Vocabulary:
+def load_demo_vocabulary() -> Vocabulary:
     t0 = time.perf_counter()
     vocab = load_invenio_gnd()
-    console.log(f"GND vocabulary from invenio-subjects-gnd: {len(vocab)} subjects "
+    log.info(f"GND vocabulary from invenio-subjects-gnd: {len(vocab)} subjects "
                 f"({time.perf_counter() - t0:.1f} s)")
     return vocab

@@ -9,6 +9,11 @@ from the base it picks here.
 The bases also derive from the built-in exception a caller would expect (`ValueError` for
 bad input, `PermissionError` for a refusal, ...), so code written against the built-ins
 keeps working.
+
+Exit codes stay the ones the CLI always had (tests and docs promise them): 1 for a failed
+command whatever the reason, 2 for a usage error (an option or parameter value refused before
+any work starts, as click's own usage errors), 130 for Ctrl-C. The meaning is in the class and
+in ``http_status``; the message says what to do.
 """
 
 from __future__ import annotations
@@ -18,7 +23,8 @@ class TagalignError(Exception):
     """Base of every error tagalign raises on purpose; ``str(exc)`` is the message a user
     reads (what went wrong and what to do)."""
 
-    #: the CLI's exit code for this kind of error (2: bad input or usage, as argparse)
+    #: the CLI's exit code for this kind of error (1: the command failed; 2: usage, see
+    #: `UsageError`)
     exit_code: int = 1
     #: the HTTP status both REST APIs answer with
     http_status: int = 500
@@ -27,45 +33,47 @@ class TagalignError(Exception):
 class InputError(TagalignError, ValueError):
     """Bad input from the user: a file, a record, an option or a parameter value."""
 
-    exit_code = 2
     http_status = 400
+
+
+class UsageError(InputError):
+    """An option or parameter value refused before any work starts (exit status 2, as
+    click's usage errors and argparse's)."""
+
+    exit_code = 2
 
 
 class NotFoundError(TagalignError, LookupError):
     """Something named does not exist (a project, a file, a queue item)."""
 
-    exit_code = 2
     http_status = 404
 
 
 class NotTrainedError(TagalignError):
     """A project or model was asked for predictions before it was trained."""
 
-    exit_code = 3
     http_status = 503
 
     def __init__(self, what: object = "the project", hint: str = "run `tagalign train`"):
         super().__init__(f"{what} is not trained yet; {hint}")
 
 
-class ModelFormatError(TagalignError):
+class ModelFormatError(TagalignError, ValueError):
     """A saved model was written by another, incompatible format version of tagalign (or
     is incomplete): the model must be retrained. Worded like scikit-learn's
-    ``InconsistentVersionWarning``: which version saved it, which this one reads."""
+    ``InconsistentVersionWarning``: which version saved it, which this one reads. A
+    `ValueError` too, as the loaders raised before."""
 
-    exit_code = 3
     http_status = 503
 
 
 class PermissionDeniedError(TagalignError, PermissionError):
     """The action is not allowed (learning switched off, a read-only model, a token)."""
 
-    exit_code = 4
     http_status = 403
 
 
 class ConflictError(TagalignError):
     """The action clashes with what is there (an existing project or output, a lock)."""
 
-    exit_code = 5
     http_status = 409

@@ -18,6 +18,8 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
+from tagalign.errors import UsageError
+
 #: shorthands for ranges a recipe declares itself
 Positive = Annotated[int, Field(ge=1)]
 Fraction = Annotated[float, Field(ge=0, le=1)]
@@ -48,7 +50,7 @@ RANGES: dict[str, tuple[type, Any]] = {
 }
 
 
-class ParamError(ValueError):
+class ParamError(UsageError):
     """A parameter value of the wrong type or outside its range."""
 
 

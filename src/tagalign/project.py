@@ -18,7 +18,15 @@ from collections.abc import Collection, Sequence
 from pathlib import Path
 from typing import Any
 
-from tagalign.errors import ModelFormatError
+from tagalign.errors import (
+    ConflictError,
+    InputError,
+    ModelFormatError,
+    NotFoundError,
+    NotTrainedError,  # also imported from here (`tagalign.serve`)
+    PermissionDeniedError,
+    TagalignError,
+)
 from tagalign.io import atomic_dir, read_json, versions, write_json_atomic
 from tagalign.recipes import ReadOnlyError, Recipe, get_recipe, read_only_message
 from tagalign.records import EMPTY_WARNING, Record, check_record
@@ -45,8 +53,16 @@ MODEL_FORMAT = 2
 READ_FORMATS = (1, 2)
 
 
-class ProjectError(RuntimeError):
-    """A project folder is missing, incomplete or inconsistent."""
+class ProjectError(TagalignError):
+    """A project folder is missing or holds another project (see the two subclasses)."""
+
+
+class NotAProjectError(ProjectError, NotFoundError):
+    """The folder holds no ``project.json``."""
+
+
+class ProjectExistsError(ProjectError, ConflictError):
+    """The folder already holds a project with another recipe or other parameters."""
 
 
 def config_defaults(config: dict[str, Any], language: str | None = None,
@@ -62,11 +78,7 @@ def _without(params: dict[str, Any], keys: set[str]) -> dict[str, Any]:
     return {k: v for k, v in params.items() if k not in keys}
 
 
-class NotTrainedError(ProjectError):
-    """Suggestions were asked of a project that has no trained model yet."""
-
-
-class LearningNotAllowedError(PermissionError):
+class LearningNotAllowedError(PermissionDeniedError):
     """The project is not configured to learn from API requests (``allow_learn``)."""
 
 
@@ -118,7 +130,7 @@ class Project:
                 vocab.check(old["vocabulary"]["fingerprint"], old["vocabulary"]["size"],
                             f"project {path}")
                 return cls(path, old, vocab)
-            raise ProjectError(f"{path} already holds a project with recipe "
+            raise ProjectExistsError(f"{path} already holds a project with recipe "
                                f"{old.get('recipe')!r}; use --overwrite to replace it")
         path.mkdir(parents=True, exist_ok=True)
         vocab.save(path)
@@ -151,7 +163,7 @@ class Project:
         path = Path(path)
         cfg_path = path / CONFIG_NAME
         if not cfg_path.exists():
-            raise ProjectError(f"{path} is not a tagalign project (no {CONFIG_NAME}); "
+            raise NotAProjectError(f"{path} is not a tagalign project (no {CONFIG_NAME}); "
                                "create one with `tagalign train`")
         config = read_json(cfg_path)
         if vocab is None:
@@ -193,7 +205,25 @@ class Project:
     # -- training ----------------------------------------------------------------------
     @property
     def is_trained(self) -> bool:
-        return self.recipe is not None and self.config.get("trained_at") is not None
+        """The one definition of "trained": a model is loaded (``model/`` is written
+        atomically, so a folder holds one only once training finished)."""
+        return self.recipe is not None
+
+    def trained_recipe(self) -> Recipe:
+        """The trained recipe; `NotTrainedError` (the one message) when there is none."""
+        if self.recipe is None:
+            raise NotTrainedError(f"project {self.path}")
+        return self.recipe
+
+    @staticmethod
+    def check_trained_folder(path: Path | str) -> None:
+        """`trained_recipe`'s check for a folder not loaded here (a batch run loads the
+        project in its workers): `NotAProjectError` or `NotTrainedError`."""
+        path = Path(path)
+        if not (path / CONFIG_NAME).exists():
+            raise NotAProjectError(f"{path} is not a tagalign project (no {CONFIG_NAME})")
+        if not (path / MODEL_DIR).exists():
+            raise NotTrainedError(f"project {path}")
 
     def new_recipe(self) -> Recipe:
         return get_recipe(self.config["recipe"])(self.vocab, **self.config["params"])
@@ -248,7 +278,7 @@ class Project:
         """Confirmed records for a recipe that learns online; False when it does not (they
         are still worth storing for the next `tagalign train`)."""
         self.check_learnable()
-        if self.recipe is None:
+        if not self.is_trained:
             return False
         try:
             self.recipe.learn(records)
@@ -276,14 +306,14 @@ class Project:
         """A project's ``project.json`` alone (no vocabulary, no model: cheap)."""
         cfg_path = Path(path) / CONFIG_NAME
         if not cfg_path.exists():
-            raise ProjectError(f"{path} is not a tagalign project (no {CONFIG_NAME})")
+            raise NotAProjectError(f"{path} is not a tagalign project (no {CONFIG_NAME})")
         return read_json(cfg_path)
 
     def set_defaults(self, limit: int, threshold: float, language: str | None = None) -> None:
         """Save the limit/threshold that `suggest` and both REST APIs use when a request
         gives none (for one language only with ``language``); written atomically."""
         if limit < 1 or not 0.0 <= threshold <= 1.0:
-            raise ValueError(f"limit must be ≥ 1 and threshold in [0, 1], got {limit}, "
+            raise InputError(f"limit must be ≥ 1 and threshold in [0, 1], got {limit}, "
                              f"{threshold}")
         values = {"limit": int(limit), "threshold": round(float(threshold), 6)}
         if language is None:
@@ -296,8 +326,7 @@ class Project:
         """Change recipe parameters of a trained project that need no retraining (tuned by
         ``tagalign hyperopt --save``): stored in the config and the model's metadata, both
         atomically, then the model is reloaded so it uses them."""
-        if self.recipe is None:
-            raise ProjectError(f"project {self.path} is not trained yet; run `tagalign train`")
+        self.trained_recipe()
         self.check_learnable()
         get_recipe(self.config["recipe"])(self.vocab, **{**self.config["params"], **updates})
         meta_path = self.path / MODEL_DIR / "recipe.json"
@@ -351,9 +380,7 @@ class Project:
         with excluded subjects gets no quality estimate: the estimator learned the score
         profiles of whole lists. ``estimate=False``: no quality wanted (the estimator
         does not run)."""
-        if self.recipe is None:
-            raise NotTrainedError(f"project {self.path} is not trained yet; run `tagalign "
-                                  "train`")
+        self.trained_recipe()
         banned = self.excluded
         if exclude:
             banned = banned | {normalize_subject_id(i) for i in exclude}

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tagalign.errors import InputError
 from tagalign.io import read_json
 from tagalign.project import CONFIG_NAME, Project, ProjectError
 from tagalign.recipes import recipe_names
@@ -39,7 +40,7 @@ KEYS = ("name", "recipe", "vocab", "language", "path", "params", "limit", "thres
         "allow_learn", "exclude", "include")
 
 
-class ProjectsFileError(ValueError):
+class ProjectsFileError(InputError):
     """The projects file is unreadable, or one of its tables is wrong."""
 
 

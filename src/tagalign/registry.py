@@ -18,6 +18,8 @@ import importlib
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
+from tagalign.errors import InputError
+
 T = TypeVar("T")
 S = TypeVar("S")
 
@@ -77,10 +79,10 @@ class Registry(dict[str, T]):
         return sorted(set(self) | set(self.lazy))
 
     def lookup(self, name: str, *, shown: str | None = None) -> T:
-        """The entry called ``name`` (importing its module if it is lazy); unknown: a
-        ValueError naming ``shown`` (default ``name``, e.g. the whole spec ``"nope:arg"``
+        """The entry called ``name`` (importing its module if it is lazy); unknown: an
+        `InputError` naming ``shown`` (default ``name``, e.g. the whole spec ``"nope:arg"``
         when only its prefix was looked up) and every known name."""
         if name not in self:
-            raise ValueError(f"unknown {self.what} {shown or name!r}; {self.choose} "
+            raise InputError(f"unknown {self.what} {shown or name!r}; {self.choose} "
                              f"{self.names()}{self.hint}")
         return self[name]

@@ -37,6 +37,13 @@ from typing import IO, Any
 import fsspec
 from fsspec.core import split_protocol, url_to_fs
 
+from tagalign.errors import (
+    ConflictError,
+    InputError,
+    NotFoundError,
+    NotTrainedError,
+    PermissionDeniedError,
+)
 from tagalign.io import atomic_dir, versions
 from tagalign.project import CONFIG_NAME, WORK_DIR, Project, ProjectError
 from tagalign.vocab import VocabularyMismatchError
@@ -55,11 +62,15 @@ ARCHIVE_SUFFIXES = (".tar", ".tar.gz", ".tgz")
 CHUNK = 1 << 20
 
 
-class ShippingError(RuntimeError):
+class ShippingError(InputError):
     """An archive cannot be written, or is refused."""
 
 
-class UntrustedSourceError(ShippingError):
+class TargetExistsError(ShippingError, ConflictError):
+    """The folder a download would write holds something (``force`` replaces it)."""
+
+
+class UntrustedSourceError(PermissionDeniedError, ShippingError):
     """A download from a remote store without ``trust``."""
 
 
@@ -133,10 +144,10 @@ def upload(project_dir: Path | str, url: str,
     archive's URL and its manifest. Written under a ``.partial`` name, renamed at the end."""
     try:
         project = Project.load(project_dir)
-    except (ProjectError, VocabularyMismatchError, FileNotFoundError) as exc:
-        raise ShippingError(str(exc)) from None
+    except FileNotFoundError as exc:
+        raise NotFoundError(str(exc)) from None
     if not project.is_trained:
-        raise ShippingError(f"project {project_dir} is not trained yet; nothing to ship")
+        raise NotTrainedError(f"project {project_dir}", "nothing to ship")
     files = list(project_files(project.path))
     manifest = build_manifest(project, files)
     target = archive_url(url, project.path.name)
@@ -237,7 +248,7 @@ def download(url: str, into: Path | str | None = None, *, force: bool = False,
             into = Path(pid)
         target = Path(into)
         if target.exists() and not force:
-            raise ShippingError(f"{target} exists; give --force to replace it (it is kept "
+            raise TargetExistsError(f"{target} exists; give --force to replace it (it is kept "
                                 "unless the download verifies)")
         expected: dict[str, Any] = manifest["files"]
         with atomic_dir(target) as tmp:

@@ -21,6 +21,7 @@ import numpy as np
 
 from tagalign.batch.inputs import Shard
 from tagalign.batch.tasks import ShardWorker
+from tagalign.errors import TagalignError
 from tagalign.registry import Registry
 from tagalign.runtime import set_threads
 
@@ -33,7 +34,7 @@ DEFAULT_OBJECT_STORE_MB = 256
 INSTALL_HINT = "--engine ray needs Ray: pip install 'tagalign[ray]'"
 
 
-class EngineError(RuntimeError):
+class EngineError(TagalignError):
     """An engine cannot start or a run failed as a whole (finished shards are kept)."""
 
 

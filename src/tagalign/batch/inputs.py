@@ -24,6 +24,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import ClassVar
 
+from tagalign.errors import InputError
 from tagalign.records import InputReport, Record, read_records
 from tagalign.records.loaders import guess_format, record_from_json
 from tagalign.registry import Registry
@@ -133,7 +134,7 @@ class ParquetInput(Input):
         try:
             import pyarrow.parquet as pq
         except ImportError:
-            raise ValueError("reading Parquet needs pyarrow: pip install 'tagalign[ray]'") from None
+            raise InputError("reading Parquet needs pyarrow: pip install 'tagalign[ray]'") from None
         return pq.ParquetFile(path)
 
     def count(self, path: Path) -> list[int]:
@@ -227,7 +228,7 @@ def plan_shards(src: Path, shard_size: int | None, source: str | None = None,
     """Cut the input into shards of about ``shard_size`` items (never across files);
     ``None``: `choose_shard_size` for the input's size and ``workers``."""
     if shard_size is not None and shard_size < 1:
-        raise ValueError("shard size must be at least 1")
+        raise InputError("shard size must be at least 1")
     counted = []
     for path in input_files(src, source):
         reader = get_input(source) if source else input_for(path)

@@ -21,6 +21,7 @@ from typing import Any
 from tagalign.batch.engines import Engine
 from tagalign.batch.inputs import Shard, input_files, plan_shards
 from tagalign.batch.tasks import errors_name
+from tagalign.errors import ConflictError
 from tagalign.io import read_json, versions, write_json_atomic
 
 MANIFEST = "manifest.json"
@@ -33,7 +34,7 @@ OUTPUT_KEYS = ("task", "target", "project", "limit", "threshold", "format", "kin
 DEFAULT_MAX_ERRORS = 0.05
 
 
-class BatchError(ValueError):
+class BatchError(ConflictError, ValueError):
     """The output folder holds another run, or the input changed since it started."""
 
 

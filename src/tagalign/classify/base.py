@@ -19,6 +19,7 @@ import numpy as np
 
 from tagalign.classify.data import Example, LabelSet
 from tagalign.classify.thresholds import decide, tune
+from tagalign.errors import ConflictError, InputError, ModelFormatError
 from tagalign.io import (
     atomic_dir,
     json_object,
@@ -36,7 +37,7 @@ CLASSIFIERS: Registry[type[Classifier]] = Registry("classify recipe")
 FORMAT = 1
 
 
-class LabelSetMismatch(ValueError):
+class LabelSetMismatch(ConflictError, ValueError):
     """A saved classifier was asked to work with a different label set."""
 
 
@@ -65,7 +66,7 @@ def holdout(train: list[Example], seed: int) -> tuple[list[Example], list[Exampl
     """``(rest, held_out)``: a seeded `HOLDOUT_FRACTION` of ``train``, in input order."""
     n_out = max(1, round(len(train) * HOLDOUT_FRACTION))
     if len(train) < 2:
-        raise ValueError("without --dev the thresholds need held-out training records; "
+        raise InputError("without --dev the thresholds need held-out training records; "
                          "give at least 2 labelled records or a dev file")
     out = set(np.random.default_rng(seed).permutation(len(train))[:n_out].tolist())
     return ([ex for i, ex in enumerate(train) if i not in out],
@@ -84,7 +85,7 @@ class Classifier(ABC):
         """Refuse unknown names (ValueError) and bad values (`ParamError`), before loading."""
         unknown = sorted(set(params) - set(cls.defaults))
         if unknown:
-            raise ValueError(f"recipe {cls.name!r}: unknown parameter(s) {unknown}; "
+            raise InputError(f"recipe {cls.name!r}: unknown parameter(s) {unknown}; "
                              f"known: {sorted(cls.defaults)}")
         ParamSpec(f"recipe {cls.name!r}", cls.defaults, **cls.ranges).check(params)
 
@@ -111,11 +112,11 @@ class Classifier(ABC):
         (default: the labels seen in train)."""
         train = [ex for ex in train if ex.labels]
         if not train:
-            raise ValueError("no training example has labels")
+            raise InputError("no training example has labels")
         self.labels_ = LabelSet(labels) if labels is not None else LabelSet.from_examples(train)
         outside = sorted({lab for ex in train for lab in ex.labels} - set(self.labels_.labels))
         if outside:
-            raise ValueError(f"{len(outside)} training labels are not in the label set: "
+            raise InputError(f"{len(outside)} training labels are not in the label set: "
                              f"{outside[:10]}")
         tune_on = [ex for ex in dev or () if ex.labels]
         where = "dev"
@@ -141,7 +142,7 @@ class Classifier(ABC):
     def decide(self, probs: np.ndarray, decision: str = "per_class") -> np.ndarray:
         """0/1 matrix from scores with the tuned ``per_class`` or ``global`` thresholds."""
         if decision not in ("per_class", "global"):
-            raise ValueError("decision must be 'per_class' or 'global'")
+            raise InputError("decision must be 'per_class' or 'global'")
         return decide(probs, np.asarray(self.thresholds_[decision], np.float32))
 
     def predict(self, examples: Sequence[Example], decision: str = "per_class"
@@ -189,13 +190,13 @@ def load_classifier(folder: Path | str, labels: Sequence[str] | None = None) -> 
     folder = Path(folder)
     wrong = wrong_model_message(folder, "classifier")
     if wrong:
-        raise ValueError(wrong)
+        raise InputError(wrong)
     if not (folder / "config.json").exists():
         raise FileNotFoundError(f"{folder}: not a saved classifier (no config.json)")
     config = read_json(folder / "config.json")
     if config.get("format") != FORMAT:
-        raise ValueError(f"{folder}: classifier format {config.get('format')} "
-                         f"(this tagalign reads {FORMAT})")
+        raise ModelFormatError(f"{folder}: classifier format {config.get('format')} "
+                               f"(this tagalign reads {FORMAT})")
     saved = list(config["labels"])
     if labels is not None and list(labels) != saved:
         missing, extra = sorted(set(labels) - set(saved)), sorted(set(saved) - set(labels))

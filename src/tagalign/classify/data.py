@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
+from tagalign.errors import InputError
 from tagalign.io import open_text, parse_lines
 from tagalign.records import InputReport, read_records
 
@@ -74,7 +75,7 @@ def _read_record_source(path: Path, report: InputReport, label_field: str
     for rec in read_records(path, report=report):
         labels = getattr(rec, label_field, None)
         if labels is None:
-            raise ValueError(f"records have no field {label_field!r}; use 'domains' or "
+            raise InputError(f"records have no field {label_field!r}; use 'domains' or "
                              "'subjects', or JSONL with 'text' and 'labels'")
         yield f"{path}: record {rec.id}", Example(rec.id, rec.text, list(labels), rec.language)
 

@@ -41,6 +41,7 @@ from tagalign.classify.data import Example
 from tagalign.classify.head import ClassifierHead
 from tagalign.classify.losses import herocon
 from tagalign.encode.transformer import base_model_path, default_device, freeze_lower_layers
+from tagalign.errors import ModelFormatError
 from tagalign.io import read_json, write_json_atomic
 from tagalign.runtime import quiet_libraries
 
@@ -290,7 +291,7 @@ class LabelContrastiveClassifier(Classifier):
                 bodies[where["body"]] = body.eval()
             head = ClassifierHead.load(folder / where["head"], self.device_)
             if head.config["n_classes"] != len(self.labels_):
-                raise ValueError(f"{folder}: head {where['head']} has "
-                                 f"{head.config['n_classes']} outputs for "
-                                 f"{len(self.labels_)} labels")
+                raise ModelFormatError(f"{folder}: head {where['head']} has "
+                                       f"{head.config['n_classes']} outputs for "
+                                       f"{len(self.labels_)} labels")
             self.models_[key] = (bodies[where["body"]], head.eval())

@@ -16,6 +16,7 @@ import numpy as np
 
 from tagalign.classify.base import Classifier, limit_examples, register_classifier
 from tagalign.classify.data import Example
+from tagalign.errors import ModelFormatError
 from tagalign.io import load_npy, save_npy_atomic
 from tagalign.text.analyzer import Analyzer, guess_language
 from tagalign.text.tfidf import TfidfFeaturizer
@@ -103,5 +104,5 @@ class LinearClassifier(Classifier):
         self.coef_ = load_npy(folder / "coef.npy")
         self.intercept_ = load_npy(folder / "intercept.npy")
         if self.coef_.shape[0] != len(self.labels_):
-            raise ValueError(f"{folder}: coef.npy has {self.coef_.shape[0]} rows for "
-                             f"{len(self.labels_)} labels")
+            raise ModelFormatError(f"{folder}: coef.npy has {self.coef_.shape[0]} rows for "
+                                   f"{len(self.labels_)} labels")

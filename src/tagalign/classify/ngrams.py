@@ -26,6 +26,7 @@ import numpy as np
 from tagalign.classify.base import limit_examples, register_classifier
 from tagalign.classify.data import Example
 from tagalign.classify.linear import LinearClassifier
+from tagalign.errors import InputError
 from tagalign.text.tfidf import TfidfFeaturizer
 
 WORDS, CHARS = "words", "chars"
@@ -48,16 +49,16 @@ class NgramLinearClassifier(LinearClassifier):
     def check_params(cls, params: dict[str, Any]) -> None:
         super().check_params(params)
         if params.get("word_ngrams", 1) not in (1, 2):
-            raise ValueError("recipe 'linear-ngrams': word_ngrams must be 1 or 2")
+            raise InputError("recipe 'linear-ngrams': word_ngrams must be 1 or 2")
         lo_hi = params.get("char_ngrams", [2, 5])
         if not (isinstance(lo_hi, list | tuple) and len(lo_hi) == 2
                 and 1 <= int(lo_hi[0]) <= int(lo_hi[1])):
-            raise ValueError("recipe 'linear-ngrams': char_ngrams must be [min, max], "
+            raise InputError("recipe 'linear-ngrams': char_ngrams must be [min, max], "
                              "1 <= min <= max")
         if params.get("char_chars", 0) < 0:
-            raise ValueError("recipe 'linear-ngrams': char_chars must be >= 0")
+            raise InputError("recipe 'linear-ngrams': char_chars must be >= 0")
         if params.get("class_weight") not in (None, "balanced"):
-            raise ValueError("recipe 'linear-ngrams': class_weight must be null or "
+            raise InputError("recipe 'linear-ngrams': class_weight must be null or "
                              "'balanced'")
 
     def __init__(self, **params: Any):

@@ -32,6 +32,7 @@ import scipy.sparse as sp
 
 from tagalign.classify.base import LabelSetMismatch, get_classifier, load_classifier
 from tagalign.classify.data import Example
+from tagalign.errors import InputError
 from tagalign.io import (
     load_csr,
     load_npy,
@@ -44,6 +45,7 @@ from tagalign.records import Record
 from tagalign.suggest.fusion import PairFeatures
 from tagalign.suggest.sources.base import Batch, Candidates, FitContext, Source, register_source
 from tagalign.suggest.sources.memory import label_matrix
+from tagalign.vocab import VocabularyMismatchError
 
 TUNE_SAMPLE = 2000  # thresholds are not used here; tuning them on a sample keeps fit cheap
 
@@ -93,7 +95,7 @@ class DomainSource(Source):
                             r.language, tok) for r, tok in zip(records, tokens, strict=True)]
         labelled = [ex for ex in examples if ex.labels]
         if not labelled:
-            raise ValueError("the domains source needs training records with 'domains' "
+            raise InputError("the domains source needs training records with 'domains' "
                              "(LinSearch codes); none of the training records has any")
         rng = np.random.default_rng(self.seed)
         tune_on = [labelled[i] for i in np.sort(rng.permutation(len(labelled))[:TUNE_SAMPLE])]
@@ -102,7 +104,7 @@ class DomainSource(Source):
         clf.thresholds_["tuned_on"] = f"a seeded sample of {len(tune_on)} training records"
         if self.expected is not None and clf.labels_.labels != self.expected:
             missing = sorted(set(self.expected) - set(clf.labels_.labels))
-            raise ValueError(f"the training records carry no example of domains {missing}")
+            raise InputError(f"the training records carry no example of domains {missing}")
         self.classifier_, self.labels_ = clf, clf.labels_.labels
         D = domain_matrix(records, self.labels_)
         self.counts_ = (ctx.Y.T.tocsr().astype(np.float32) @ D).tocsr()
@@ -206,9 +208,10 @@ class DomainSource(Source):
                 f"{sorted(set(labels) - set(self.expected))[:5]})")
         shape = tuple(meta["shape"])
         if shape != (len(ctx.vocab), len(labels)):
-            raise ValueError(f"{path}: domain profiles are {shape[0]} subjects × {shape[1]} "
-                             f"domains; this project has {len(ctx.vocab)} subjects and "
-                             f"{len(labels)} domains (another vocabulary?)")
+            raise VocabularyMismatchError(
+                f"{path}: domain profiles are {shape[0]} subjects × {shape[1]} domains; this "
+                f"project has {len(ctx.vocab)} subjects and {len(labels)} domains (another "
+                "vocabulary?)")
         self.classifier_ = load_classifier(path / "classifier", labels=labels)
         self.labels_ = labels
         self.counts_ = load_csr(path, "counts", shape)

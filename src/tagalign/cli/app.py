@@ -2,9 +2,31 @@
 
 from __future__ import annotations
 
+import logging
+from typing import Any, NoReturn
+
+import click
 import typer
+import typer.core
 import typer.rich_utils
 from rich.console import Console
+from rich.logging import RichHandler
+from rich.markup import escape
+
+from tagalign.errors import TagalignError
+
+
+class TagalignGroup(typer.core.TyperGroup):
+    """The root command: the one place a `TagalignError` from any command becomes
+    ``error: <message>`` and the error's exit code (no traceback)."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        log_to_console()
+        try:
+            return super().invoke(ctx)
+        except TagalignError as exc:
+            fail(escape(str(exc)), exc.exit_code)
+
 
 app = typer.Typer(
     name="tagalign",
@@ -13,6 +35,7 @@ app = typer.Typer(
     no_args_is_help=True,
     rich_markup_mode="rich",
     pretty_exceptions_enable=False,
+    cls=TagalignGroup,
 )
 vocab_app = typer.Typer(help="Load and inspect subject vocabularies.", no_args_is_help=True)
 records_app = typer.Typer(help="Inspect record files.", no_args_is_help=True)
@@ -32,7 +55,19 @@ typer.rich_utils.ERRORS_PANEL_TITLE = "error"
 out = Console()
 
 
-def fail(message: str, code: int = 1) -> None:
-    """Print a one-line error and exit (no traceback for user errors)."""
+def log_to_console(level: int = logging.INFO) -> None:
+    """The library logs (``logging.getLogger(__name__)``); the CLI shows its records on
+    `console` (stderr), as it showed its own messages. Installed once."""
+    logger = logging.getLogger("tagalign")
+    if not any(isinstance(h, RichHandler) for h in logger.handlers):
+        # the time as `console.log` shows it, so library lines read like the CLI's own
+        logger.addHandler(RichHandler(console=console, show_path=False, markup=False,
+                                      log_time_format="[%X]"))
+        logger.propagate = False
+    logger.setLevel(level)
+
+
+def fail(message: str, code: int = 1) -> NoReturn:
+    """Print a one-line error (rich markup) and exit (no traceback for user errors)."""
     console.print(f"[bold red]error:[/] {message}", soft_wrap=True, markup=True)
     raise typer.Exit(code)

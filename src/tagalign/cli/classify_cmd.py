@@ -7,13 +7,13 @@ import time
 from pathlib import Path
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from tagalign.cli.app import app, console, fail, out
 from tagalign.cli.common import PhaseBars, parse_params, progress
 from tagalign.cli.report import print_summary
 from tagalign.predictions import (
-    PartialExistsError,
     PredictionStream,
     labels_line,
     read_label_predictions,
@@ -39,8 +39,8 @@ def _examples(path: Path, label_field: str, *, strict: bool, require_labels: boo
     try:
         out = read_examples(path, label_field=label_field, report=report,
                             require_labels=require_labels)
-    except (FileNotFoundError, BadInputError, ValueError) as exc:
-        fail(str(exc))
+    except (FileNotFoundError, BadInputError) as exc:
+        fail(escape(str(exc)))
     print_summary(report)
     console.log(f"{what}: {len(out)} records from {path}")
     return out
@@ -60,7 +60,7 @@ def _label_set(path: Path | None) -> list[str] | None:
 
 
 def _load(model_dir: Path, label_set: Path | None):
-    from tagalign.classify import LabelSetMismatch, load_classifier
+    from tagalign.classify import load_classifier
     from tagalign.cli.kinds import wrong_model_message
 
     if wrong := wrong_model_message(model_dir, "classifier"):
@@ -68,8 +68,8 @@ def _load(model_dir: Path, label_set: Path | None):
     expected = _label_set(label_set)
     try:
         return load_classifier(model_dir, labels=expected)
-    except (LabelSetMismatch, FileNotFoundError, ValueError, KeyError) as exc:
-        fail(str(exc))
+    except (FileNotFoundError, KeyError) as exc:  # KeyError: a config.json lacking a key
+        fail(escape(str(exc)))
 
 
 @classify_app.command("train")
@@ -91,19 +91,13 @@ def train(
     """
     from tagalign.classify import DEFAULT_RECIPE, get_classifier
     from tagalign.classify.metrics import report
-    from tagalign.params import ParamError
 
     set_threads(threads)  # 0 leaves the defaults
     for what, path in (("training records", train_src), ("dev records", dev)):
         if path is not None and not path.exists():
             fail(f"{what} not found: {path}")
     label_list = _label_set(label_set)
-    try:
-        clf = get_classifier(recipe or DEFAULT_RECIPE, **parse_params(param, config))
-    except ParamError as exc:
-        fail(str(exc), code=2)
-    except ValueError as exc:
-        fail(str(exc))
+    clf = get_classifier(recipe or DEFAULT_RECIPE, **parse_params(param, config))
     train_ex = _examples(train_src, labels, strict=strict, require_labels=True,
                          what="training records")
     dev_ex = _examples(dev, labels, strict=strict, require_labels=True,
@@ -111,10 +105,7 @@ def train(
     t0 = time.perf_counter()
     with progress() as bar:
         clf.progress = PhaseBars(bar)
-        try:
-            clf.fit(train_ex, dev_ex, labels=label_list)
-        except ValueError as exc:
-            fail(str(exc))
+        clf.fit(train_ex, dev_ex, labels=label_list)
     seconds = time.perf_counter() - t0
     if clf.thresholds_["tuned_on"] == "holdout":
         console.print(f"no --dev: thresholds tuned on {clf.thresholds_['tuned_on_records']} "
@@ -154,10 +145,7 @@ def predict(
     clf = _load(model_dir, label_set)
     examples = _examples(input, "domains", strict=strict, require_labels=False,
                          what="input records")
-    try:
-        stream = PredictionStream(output, resume=resume).open()
-    except PartialExistsError as exc:
-        fail(str(exc))
+    stream = PredictionStream(output, resume=resume).open()
     todo = [ex for ex in examples if ex.id not in stream.done]
     if len(todo) < len(examples):
         console.log(f"resuming: {len(examples) - len(todo)} records already in {stream.partial}")
@@ -206,7 +194,7 @@ def eval_(
     try:
         predicted = read_label_predictions(pred, rep)
     except BadInputError as exc:
-        fail(str(exc))
+        fail(escape(str(exc)))
     print_summary(rep)
     missing = sum(ex.id not in predicted for ex in gold_ex)
     pred_ex = [Example(ex.id, "", predicted.get(ex.id, [])) for ex in gold_ex]

@@ -18,7 +18,7 @@ from rich.progress import (
     TimeElapsedColumn,
 )
 
-from tagalign.batch import DEFAULT_MAX_ERRORS, BatchError, EngineError, get_engine, run_batch
+from tagalign.batch import DEFAULT_MAX_ERRORS, get_engine, run_batch
 from tagalign.cli.app import console, fail
 from tagalign.cli.report import print_summary
 from tagalign.records import BadInputError, InputReport, Record, read_records
@@ -42,10 +42,8 @@ def iter_records(path: Path, *, vocab=None, strict: bool = False, limit: int | N
     report = report or InputReport(strict=strict)
     try:
         yield from read_records(path, report=report, vocab=vocab, limit=limit)
-    except FileNotFoundError as exc:
-        fail(str(exc))
-    except (BadInputError, ValueError) as exc:
-        fail(str(exc))
+    except (FileNotFoundError, BadInputError) as exc:
+        fail(escape(str(exc)))
     print_summary(report)
 
 
@@ -97,10 +95,7 @@ def run_sharded(spec: dict[str, Any], src: Path, out: Path, *, engine: str,
     """Run a batch task with one progress bar; user errors end in a one-line message, and
     so does a run with failed shards (exit status 1)."""
 
-    try:
-        eng = get_engine(engine, address=address, num_workers=num_workers)
-    except (EngineError, ValueError) as exc:
-        fail(escape(str(exc)))
+    eng = get_engine(engine, address=address, num_workers=num_workers)
     t0 = time.perf_counter()
     with progress() as bar:
         # shown once the input is planned, so an error before that is one clean line
@@ -119,7 +114,7 @@ def run_sharded(spec: dict[str, Any], src: Path, out: Path, *, engine: str,
         try:
             res = run_batch(spec, src, out, eng, shard_size=shard_size, overwrite=overwrite,
                             max_errors=max_errors, on_plan=on_plan, on_shard=on_shard)
-        except (BatchError, EngineError, FileNotFoundError, ValueError) as exc:
+        except FileNotFoundError as exc:
             fail(escape(str(exc)))
     skipped = f", {res.shards_skipped} already done" if res.shards_skipped else ""
     console.log(f"{res.shards_run} shards run{skipped}: {res.records_out} records written, "

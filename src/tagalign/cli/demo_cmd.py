@@ -28,7 +28,7 @@ def demo(
     Example: TAGALIGN_DATA=data/llms4subjects tagalign demo
     """
     t0 = time.perf_counter()
-    vocab = load_demo_vocabulary(console)
+    vocab = load_demo_vocabulary()
     train_file = data_dir() / "train.jsonl.gz"
     if train_file.exists():
         records = sample_records(train_file, vocab, n_records)

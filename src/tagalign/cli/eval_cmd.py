@@ -10,12 +10,14 @@ from pathlib import Path
 import numpy as np
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from tagalign.cli.app import app, console, fail
 from tagalign.cli.common import load_records
 from tagalign.cli.report import print_summary
-from tagalign.evaluate import SubjectEvaluator, check_ks, print_report
+from tagalign.errors import InputError
+from tagalign.evaluate import SubjectEvaluator, check_ks, report_tables
 from tagalign.evaluate.quality import format_quality, plot_quality, quality_report
 from tagalign.evaluate.selection import ScoredHits, selection_metrics, subject_results
 from tagalign.io import atomic_text, write_json_atomic
@@ -25,7 +27,7 @@ from tagalign.predictions import (
     read_submission,
     write_submission,
 )
-from tagalign.project import Project, ProjectError, config_defaults
+from tagalign.project import Project, config_defaults
 from tagalign.records import BadInputError, InputReport, Record
 from tagalign.vocab import Vocabulary
 
@@ -35,7 +37,6 @@ def _parse_ks(raw: str) -> list[int]:
         return check_ks(int(k) for k in raw.split(",") if k.strip())
     except ValueError:
         fail(f"--ks {raw!r}: expected positive integers like 5,10,15,20")
-        raise  # unreachable: fail() exits
 
 
 @app.command("eval")
@@ -80,8 +81,8 @@ def eval_(
         else:
             scored = read_scored_predictions(pred, report)
         predictions = {rid: [sid for sid, _ in row] for rid, row in scored.items()}
-    except BadInputError as exc:
-        fail(str(exc))
+    except BadInputError as exc:  # --strict
+        fail(escape(str(exc)))
     except (OSError, EOFError) as exc:
         fail(f"cannot read predictions {pred}: {exc}")
     report.records_read = len(predictions)
@@ -107,8 +108,8 @@ def eval_(
     if quality or plot:
         try:
             scores["quality"] = quality_report(records, predictions, estimates)
-        except ValueError as exc:
-            fail(f"--quality: {exc}")
+        except InputError as exc:
+            fail(f"--quality: {escape(str(exc))}")
         if plot is not None:
             plot_quality(scores["quality"], plot, title=f"{pred.name} vs {gold.name}")
             console.log(f"quality plot written to {plot}")
@@ -121,7 +122,7 @@ def eval_(
     if as_json:
         typer.echo(json.dumps(scores, indent=1))
     else:
-        print_report(scores)
+        Console().print(report_tables(scores))
         Console().print(_annif_table(annif, limit, threshold, config is not None))
         if "quality" in scores:
             typer.echo("\n" + format_quality(scores["quality"]))
@@ -137,11 +138,7 @@ def eval_(
 def _project_config(project_dir: Path | None) -> dict | None:
     if project_dir is None:
         return None
-    try:
-        return Project.read_config(project_dir)
-    except ProjectError as exc:
-        fail(str(exc))
-        raise  # unreachable: fail() exits
+    return Project.read_config(project_dir)
 
 
 def _cuts(records: list[Record], config: dict | None, limit: int | None,

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from tagalign.cli.app import app, console, fail
+from tagalign.cli.app import app, console
 from tagalign.cli.common import load_records
 from tagalign.project import Project
 from tagalign.recipes.export import export_pairs, export_subject_vectors, subject_index_of
@@ -29,10 +29,7 @@ def vectors(
     """
 
     project = Project.load(project_dir)
-    try:
-        positions, index, lang = subject_index_of(project.recipe, model)
-    except ValueError as exc:
-        fail(str(exc))
+    positions, index, lang = subject_index_of(project.trained_recipe(), model)
     n = export_subject_vectors(out, project.vocab, positions, index.vectors(), lang)
     console.print(f"{n} subject vectors written to {out}")
 

@@ -7,7 +7,7 @@ import sys
 
 import typer
 
-from tagalign.cli.app import app, console, fail
+from tagalign.cli.app import app, console
 from tagalign.text.language import detect_language
 
 
@@ -29,10 +29,7 @@ def detect_language_cmd(
     if text == "-":
         text = sys.stdin.read()
     candidates = [c.strip() for c in languages.split(",") if c.strip()]
-    try:
-        ranked = detect_language(text, candidates)
-    except ValueError as exc:
-        fail(str(exc))
+    ranked = detect_language(text, candidates)
     if as_json:
         print(json.dumps({"results": [{"language": lang, "score": score}
                                       for lang, score in ranked]}))

@@ -11,7 +11,6 @@ from rich.table import Table
 
 from tagalign.cli.app import app, console, fail
 from tagalign.projects_file import (
-    ProjectsFileError,
     ProjectSpec,
     describe,
     open_project,
@@ -22,11 +21,7 @@ PROJECTS_HELP = "The projects file (TOML, one [table] per project)."
 
 
 def _specs(projects_file: Path) -> dict[str, ProjectSpec]:
-    try:
-        return read_projects(projects_file)
-    except ProjectsFileError as exc:
-        fail(escape(str(exc)))
-        raise  # unreachable: fail() exits
+    return read_projects(projects_file)
 
 
 def _open(spec: ProjectSpec):
@@ -46,10 +41,7 @@ def list_projects(
     """
     table = Table("id", "name", "recipe", "language", "trained", "learn", "excluded", "path")
     for pid, spec in _specs(projects_file).items():
-        try:
-            proj = _open(spec)
-        except ProjectsFileError as exc:
-            fail(escape(str(exc)))
+        proj = _open(spec)
         trained = "yes" if proj is not None and proj.is_trained else "not trained"
         excluded = str(len(proj.excluded)) if proj is not None else "?"
         table.add_row(pid, spec.name or pid, spec.recipe or (proj and proj.config["recipe"])
@@ -73,10 +65,7 @@ def show_project(
     specs = _specs(projects_file)
     if project_id not in specs:
         fail(f"{projects_file}: no project {project_id!r}; known: {', '.join(specs)}")
-    try:
-        info = describe(specs[project_id], _open(specs[project_id]))
-    except ProjectsFileError as exc:
-        fail(escape(str(exc)))
+    info = describe(specs[project_id], _open(specs[project_id]))
     print(json.dumps(info, ensure_ascii=False, indent=2))
 
 
@@ -94,12 +83,11 @@ def upload(
 
     To the Hugging Face Hub: tagalign upload gnd-hybrid hf://datasets/my-org/tagalign-models/
     """
-    from tagalign.shipping import ShippingError
     from tagalign.shipping import upload as ship
 
     try:
         target, manifest = ship(project_dir, url)
-    except (ShippingError, OSError) as exc:
+    except OSError as exc:  # the store's own errors (no space, no access)
         fail(escape(str(exc)))
     size = sum(f["size"] for f in manifest["files"].values())
     console.log(f"{len(manifest['files'])} files ({size / 1e6:.1f} MB) uploaded")
@@ -125,12 +113,11 @@ def download(
 
     From the Hugging Face Hub: tagalign download hf://datasets/my-org/tagalign-models/gnd-hybrid.tar.gz --trust
     """
-    from tagalign.shipping import ShippingError
     from tagalign.shipping import download as fetch
 
     try:
         target, manifest = fetch(url, into, force=force, trust=trust)
-    except (ShippingError, OSError) as exc:
+    except OSError as exc:  # the store's own errors (no space, no access)
         fail(escape(str(exc)))
     console.log(f"{len(manifest['files'])} files verified; project {manifest.get('name')} "
                 f"({manifest.get('recipe')}, tagalign {manifest['versions'].get('tagalign')})")

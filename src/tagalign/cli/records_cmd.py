@@ -6,11 +6,12 @@ from collections import Counter
 from pathlib import Path
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from tagalign.cli.app import fail, out, records_app
 from tagalign.cli.common import iter_records, progress
-from tagalign.records import InputReport
+from tagalign.records import BadInputError, InputReport
 from tagalign.vocab import load_vocabulary
 
 
@@ -28,8 +29,8 @@ def stats(
     if vocab is not None:
         try:
             voc = load_vocabulary(vocab, report=InputReport(strict=strict))
-        except (FileNotFoundError, ValueError) as exc:
-            fail(str(exc))
+        except (FileNotFoundError, BadInputError) as exc:  # BadInputError: --strict
+            fail(escape(str(exc)))
     langs: Counter = Counter()
     types: Counter = Counter()
     subjects: Counter = Counter()

@@ -5,13 +5,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import typer
+from rich.markup import escape
 
 from tagalign.cli.app import app, console, fail, feedback_app
 from tagalign.cli.common import MMAP_HELP, load_records
-from tagalign.project import Project, ProjectError
+from tagalign.project import Project
 from tagalign.runtime import set_threads
 from tagalign.serve import MAX_BODY, MAX_BODY_ENV
-from tagalign.vocab import VocabularyMismatchError
 
 
 @app.command()
@@ -90,10 +90,9 @@ def load_folders(paths: list[Path], *, mmap: bool, allow_learn: bool) -> dict[st
         try:
             with console.status(f"loading {path} …"):
                 proj = Project.load(path, mmap=mmap)
-        except (ProjectError, VocabularyMismatchError, FileNotFoundError) as exc:
-            fail(str(exc))
-        if proj.recipe is None:
-            fail(f"project {path} is not trained yet; run `tagalign train`")
+        except FileNotFoundError as exc:
+            fail(escape(str(exc)))
+        proj.trained_recipe()
         if path.name in loaded:  # the folder name is the project id in every URL
             fail(f"two projects are named {path.name!r}; rename one folder")
         proj.allow_learn = allow_learn
@@ -104,22 +103,19 @@ def load_folders(paths: list[Path], *, mmap: bool, allow_learn: bool) -> dict[st
 
 def load_projects_file(source: Path, only: str | None, *, mmap: bool) -> dict[str, Project]:
     """The projects of a projects file; one not trained yet is served untrained."""
-    from tagalign.projects_file import ProjectsFileError, open_project, read_projects, select
+    from tagalign.projects_file import open_project, read_projects, select
 
     loaded = {}
-    try:
-        specs = select(read_projects(source),
-                       [x.strip() for x in only.split(",") if x.strip()] if only else None,
-                       source)
-        for pid, spec in specs.items():
-            with console.status(f"loading {pid} ({spec.path}) …"):
-                loaded[pid] = open_project(spec, mmap=mmap)
-            if not spec.trained_folder:
-                console.log(f"[yellow]{spec.where('path')}: no trained project at "
-                            f"{spec.path}[/]")
-            _log(pid, loaded[pid], mmap)
-    except ProjectsFileError as exc:
-        fail(str(exc))
+    specs = select(read_projects(source),
+                   [x.strip() for x in only.split(",") if x.strip()] if only else None,
+                   source)
+    for pid, spec in specs.items():
+        with console.status(f"loading {pid} ({spec.path}) …"):
+            loaded[pid] = open_project(spec, mmap=mmap)
+        if not spec.trained_folder:
+            console.log(f"[yellow]{spec.where('path')}: no trained project at "
+                        f"{spec.path}[/]")
+        _log(pid, loaded[pid], mmap)
     return loaded
 
 

@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from tagalign.batch import DEFAULT_MAX_ERRORS
@@ -27,9 +28,8 @@ from tagalign.predictions import (
     review_path,
     tag_records,
 )
-from tagalign.project import Project, ProjectError
+from tagalign.project import Project
 from tagalign.records import BadInputError, InputReport, Record, read_records
-from tagalign.vocab import VocabularyMismatchError
 from tagalign.vocab.rules import read_id_file
 
 MAX_WARNINGS_SHOWN = 10
@@ -120,18 +120,12 @@ def read_exclude(path: Path | None) -> frozenset[str]:
     try:
         return frozenset(read_id_file(path))
     except (OSError, UnicodeDecodeError) as exc:
-        fail(f"cannot read --exclude {path}: {exc}")
-        raise  # unreachable: fail() exits
+        fail(f"cannot read --exclude {path}: {escape(str(exc))}")
 
 
 def load_trained(project_dir: Path, mmap: bool = False) -> Project:
-    try:
-        project = Project.load(project_dir, mmap=mmap)
-        if project.recipe is None:
-            raise ProjectError(f"project {project_dir} is not trained yet; run `tagalign train`")
-    except (ProjectError, VocabularyMismatchError) as exc:
-        fail(str(exc))
-        raise  # unreachable: fail() exits
+    project = Project.load(project_dir, mmap=mmap)
+    project.trained_recipe()  # NotTrainedError before any record is read
     return project
 
 
@@ -162,9 +156,9 @@ def suggest_file(project: Project, input: Path, output: Path, *, limit: int | No
         stream.open()
         if side is not None:
             side.open()
-    except PartialExistsError as exc:
+    except PartialExistsError:
         stream.close()
-        fail(str(exc))
+        raise
     counts = TagCounts()
     if stream.done:
         console.log(f"resuming: {len(stream.done)} records already in {stream.partial}")
@@ -242,10 +236,7 @@ def suggest_sharded(project_dir: Path, input: Path, output: Path, *, limit: int 
                     max_errors: float = DEFAULT_MAX_ERRORS) -> None:
     """`tagalign suggest --engine ray` (or ``--format parquet``): a folder of shards.
     ``mmap`` is not an output setting: a resumed run may change it."""
-    if not (project_dir / "project.json").exists():
-        fail(f"{project_dir} is not a tagalign project (no project.json)")
-    if not (project_dir / "model").exists():
-        fail(f"project {project_dir} is not trained yet; run `tagalign train`")
+    Project.check_trained_folder(project_dir)
     spec = {"task": "suggest", "project": str(project_dir.resolve()), "limit": limit,
             "threshold": threshold, "format": output_format, "batch_size": batch_size,
             "mmap": mmap}

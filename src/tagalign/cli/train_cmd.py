@@ -8,15 +8,14 @@ from pathlib import Path
 import typer
 from rich.markup import escape
 
-from tagalign.cli.app import app, console, fail
+from tagalign.cli.app import app, console, fail, out
 from tagalign.cli.common import load_records, parse_params
-from tagalign.evaluate import evaluate, print_report
-from tagalign.params import ParamError
-from tagalign.project import DEFAULT_RECIPE, Project, ProjectError
+from tagalign.evaluate import evaluate, report_tables
+from tagalign.project import DEFAULT_RECIPE, Project
 from tagalign.recipes import get_recipe, recipe_names
-from tagalign.records import InputReport, Record
+from tagalign.records import BadInputError, InputReport, Record
 from tagalign.runtime import set_threads
-from tagalign.vocab import VocabularyMismatchError, load_vocabulary
+from tagalign.vocab import load_vocabulary
 
 
 def _feedback_records(project: Project) -> list[Record]:
@@ -31,16 +30,12 @@ def _feedback_records(project: Project) -> list[Record]:
 
 
 def _from_projects_file(source: Path, project_id: str, overwrite: bool) -> Project:
-    from tagalign.projects_file import ProjectsFileError, project_for_training, read_projects
+    from tagalign.projects_file import project_for_training, read_projects
 
-    try:
-        specs = read_projects(source)
-        if project_id not in specs:
-            fail(f"{source}: no project {project_id!r}; known: {', '.join(specs)}")
-        return project_for_training(specs[project_id], overwrite=overwrite)
-    except ProjectsFileError as exc:
-        fail(escape(str(exc)))
-        raise  # unreachable: fail() exits
+    specs = read_projects(source)
+    if project_id not in specs:
+        fail(f"{source}: no project {project_id!r}; known: {', '.join(specs)}")
+    return project_for_training(specs[project_id], overwrite=overwrite)
 
 
 @app.command()
@@ -80,12 +75,7 @@ def train(
             fail(f"{what} not found: {path}")
     new = overwrite or vocab is not None or not (project_dir / "project.json").exists()
     if new and projects_file is None:  # names and values checked before the vocabulary loads
-        try:
-            get_recipe(recipe).check_params(params)
-        except ParamError as exc:
-            fail(str(exc), code=2)
-        except ValueError as exc:
-            fail(str(exc))
+        get_recipe(recipe).check_params(params)
     try:
         if projects_file is not None:
             if vocab is not None or param or config is not None:
@@ -101,8 +91,8 @@ def train(
             voc = load_vocabulary(vocab, report=InputReport(strict=strict))
             console.log(f"vocabulary: {len(voc)} subjects in {time.perf_counter() - t0:.1f} s")
             project = Project.create(project_dir, voc, recipe, params, overwrite=overwrite)
-    except (ProjectError, VocabularyMismatchError, ValueError, FileNotFoundError) as exc:
-        fail(str(exc))
+    except (FileNotFoundError, BadInputError) as exc:  # BadInputError: --strict
+        fail(escape(str(exc)))
     records = load_records(train_src, vocab=project.vocab, strict=strict, limit=limit_train,
                            description="training records")
     if feedback:
@@ -113,10 +103,7 @@ def train(
     dev_records = load_records(dev, vocab=project.vocab, strict=strict,
                                description="dev records") if dev else None
     t0 = time.perf_counter()
-    try:
-        project.train(records, resume=resume)
-    except ValueError as exc:
-        fail(str(exc))
+    project.train(records, resume=resume)
     console.log(f"[bold green]trained[/] {project.config['recipe']} in "
                 f"{time.perf_counter() - t0:.0f} s → {project_dir}")
     if dev_records:
@@ -124,4 +111,4 @@ def train(
         scores = evaluate(dev_records, {r.id: [s.id for s in row]
                                         for r, row in zip(dev_records, preds, strict=True)})
         project.set_scores(scores["overall"])
-        print_report(scores)
+        out.print(report_tables(scores))

@@ -6,10 +6,11 @@ import time
 from pathlib import Path
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from tagalign.cli.app import console, fail, out, vocab_app
-from tagalign.records import InputReport
+from tagalign.records import BadInputError, InputReport
 from tagalign.vocab import VOCAB_FORMATS, UnknownFormatError, Vocabulary, load_vocabulary
 
 
@@ -20,11 +21,9 @@ def _load(source: Path, fmt: str | None, strict: bool = False) -> Vocabulary:
         with console.status(f"loading {source} …"):
             vocab = load_vocabulary(source, format=fmt, report=report)
     except UnknownFormatError as exc:
-        fail(f"{exc} with --format")
-        raise  # unreachable; keeps type checkers calm
-    except (FileNotFoundError, ValueError) as exc:  # BadInputError is a ValueError
-        fail(str(exc))
-        raise  # unreachable; keeps type checkers calm
+        fail(f"{escape(str(exc))} with --format")
+    except (FileNotFoundError, BadInputError) as exc:  # BadInputError: --strict
+        fail(escape(str(exc)))
     if report.n_skipped:
         console.print(f"[yellow]{report.n_skipped} malformed lines/entries skipped[/] "
                       f"({len(vocab)} subjects kept); --strict stops at the first")

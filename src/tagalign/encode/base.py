@@ -10,6 +10,8 @@ The part after ``:`` and the keywords go to the class's `Encoder.from_spec`.
 from __future__ import annotations
 
 import hashlib
+import logging
+import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from typing import Any, ClassVar, Literal
@@ -23,8 +25,9 @@ Kind = Literal["query", "passage"]
 ENCODERS: Registry[type[Encoder]] = Registry(
     "encoder", hint=" (st:<model> and static:<folder> take an argument)")
 
-__all__ = ["ENCODERS", "Encoder", "Kind", "fingerprint_of", "get_encoder", "normalise",
-           "register_encoder", "set_threads"]
+__all__ = ["ENCODERS", "Encoder", "Kind", "fingerprint_of", "get_encoder", "log_progress",
+           "normalise", "register_encoder", "set_threads"]
+log = logging.getLogger(__name__)
 
 
 class Encoder(ABC):
@@ -51,16 +54,36 @@ class Encoder(ABC):
         ...
 
 
+def log_progress(logger: logging.Logger, description: str, total: int,
+                 every: float = 10.0) -> Callable[[int], None]:
+    """``show_progress`` of the library: a function of the count done that logs
+    ``description: done/total (rate/s)`` at most every ``every`` seconds, and when all are
+    done (the library logs; the CLI shows the lines, there is no bar to wire through)."""
+    t0 = last = time.perf_counter()
+
+    def report(done: int) -> None:
+        nonlocal last
+        now = time.perf_counter()
+        if now - last >= every or (done >= total and now - t0 >= every):
+            last = now
+            logger.info(f"{description}: {done:,}/{total:,} "
+                        f"({done / max(now - t0, 1e-9):,.0f}/s)")
+
+    return report
+
+
 def encode_chunked(encode_chunk: Callable[[list[str]], np.ndarray], texts: Sequence[str],
                    chunk: int, dim: int, show_progress: bool, description: str) -> np.ndarray:
-    """``encode_chunk`` over ``texts`` in pieces of ``chunk``, stacked, under one transient
-    rich bar when ``show_progress`` (the library's own tqdm bar is left off by the caller,
-    so a command shows one progress display)."""
-    from rich.progress import track
-
-    starts = range(0, len(texts), max(chunk, 1))
-    it = track(starts, description=description, transient=True) if show_progress else starts
-    out = [np.asarray(encode_chunk(list(texts[i:i + chunk]))) for i in it]
+    """``encode_chunk`` over ``texts`` in pieces of ``chunk``, stacked; ``show_progress``
+    logs the progress (`log_progress`; the library's own tqdm bar is left off by the
+    caller)."""
+    chunk = max(chunk, 1)
+    report = log_progress(log, description, len(texts)) if show_progress else None
+    out = []
+    for i in range(0, len(texts), chunk):
+        out.append(np.asarray(encode_chunk(list(texts[i:i + chunk]))))
+        if report is not None:
+            report(min(i + chunk, len(texts)))
     return np.vstack(out) if out else np.zeros((0, dim), np.float32)
 
 

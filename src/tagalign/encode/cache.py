@@ -12,6 +12,7 @@ shards are merged into one. Duplicate keys across shards are harmless (first one
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
 import time
 import uuid
@@ -19,13 +20,11 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
-from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
-from tagalign.encode.base import Encoder, Kind
+from tagalign.encode.base import Encoder, Kind, log_progress
 from tagalign.io import save_npy_atomic
 
-console = Console(stderr=True)
+log = logging.getLogger(__name__)
 KEY_DTYPE = "S24"
 
 
@@ -156,33 +155,29 @@ class EmbeddingCache:
         pending_keys: list[bytes] = []
         pending: list[np.ndarray] = []
         t0 = last_commit = time.perf_counter()
-        progress = Progress(TextColumn(f"encoding ({encoder.name}, {kind})"), BarColumn(),
-                            MofNCompleteColumn(), TextColumn("{task.fields[rate]}"),
-                            TimeRemainingColumn(), console=console, transient=True,
-                            disable=not show_progress)
-        with progress:
-            task = progress.add_task("encode", total=len(items), rate="")
-            for start in range(0, len(items), chunk):
-                part = items[start:start + chunk]
-                vec = encoder.encode([t for _, t in part], kind=kind, batch_size=batch_size)
-                self.encoded += len(part)
-                pending_keys += [k for k, _ in part]
-                pending.append(vec)
-                n_done = start + len(part)
-                rate = n_done / max(time.perf_counter() - t0, 1e-9)
-                progress.update(task, completed=n_done, rate=f"{rate:,.0f} texts/s")
-                last = n_done == len(items)
-                if last or time.perf_counter() - last_commit > self.checkpoint_s:
-                    block = np.vstack(pending)
-                    if store:
-                        self._commit(folder, pending_keys, block)
-                    done.append(block)
-                    pending_keys, pending = [], []
-                    last_commit = time.perf_counter()
+        report = log_progress(log, f"encoding ({encoder.name}, {kind})", len(items)) \
+            if show_progress else None
+        for start in range(0, len(items), chunk):
+            part = items[start:start + chunk]
+            vec = encoder.encode([t for _, t in part], kind=kind, batch_size=batch_size)
+            self.encoded += len(part)
+            pending_keys += [k for k, _ in part]
+            pending.append(vec)
+            n_done = start + len(part)
+            if report is not None:
+                report(n_done)
+            last = n_done == len(items)
+            if last or time.perf_counter() - last_commit > self.checkpoint_s:
+                block = np.vstack(pending)
+                if store:
+                    self._commit(folder, pending_keys, block)
+                done.append(block)
+                pending_keys, pending = [], []
+                last_commit = time.perf_counter()
         seconds = time.perf_counter() - t0
         self.last_rate = len(items) / max(seconds, 1e-9)
         if show_progress:
-            console.log(f"encoded {len(items):,} texts with {encoder.name} ({kind}) in "
+            log.info(f"encoded {len(items):,} texts with {encoder.name} ({kind}) in "
                         f"{seconds:.1f} s ({self.last_rate:,.1f} texts/s)")
         return np.vstack(done)
 

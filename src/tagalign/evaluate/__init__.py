@@ -5,7 +5,7 @@ Prediction files are read and written by `tagalign.predictions`; this package on
 
 from tagalign.evaluate.evaluator import SubjectEvaluator, evaluate
 from tagalign.evaluate.metrics import DEFAULT_KS, check_ks, group_metrics
-from tagalign.evaluate.report import print_report
+from tagalign.evaluate.report import report_tables
 
 __all__ = ["DEFAULT_KS", "SubjectEvaluator", "check_ks", "evaluate", "group_metrics",
-           "print_report"]
+           "report_tables"]

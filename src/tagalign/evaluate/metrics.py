@@ -29,6 +29,8 @@ from collections.abc import Iterable, Sequence
 
 import numpy as np
 
+from tagalign.errors import InputError
+
 DEFAULT_KS = (5, 10, 15, 20)
 
 
@@ -36,7 +38,7 @@ def check_ks(ks: Iterable[int]) -> list[int]:
     """Sorted, distinct, positive cut-offs; ``ValueError`` otherwise."""
     out = sorted({int(k) for k in ks})
     if not out or out[0] < 1:
-        raise ValueError(f"ks must be positive integers, got {list(ks)}")
+        raise InputError(f"ks must be positive integers, got {list(ks)}")
     return out
 
 

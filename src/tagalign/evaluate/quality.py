@@ -22,6 +22,7 @@ from pathlib import Path
 import numpy as np
 from scipy import stats
 
+from tagalign.errors import InputError
 from tagalign.evaluate.metrics import dedupe, hits_matrix, metrics_from_hits
 from tagalign.io import atomic_path
 from tagalign.records import Record
@@ -42,7 +43,7 @@ def quality_report(records: Sequence[Record], rankings: Mapping[str, Sequence[st
     scored = [r for r in records if r.subjects]
     have = [r for r in scored if estimates.get(r.id) is not None]
     if not have:
-        raise ValueError("no record with gold subjects has a quality estimate")
+        raise InputError("no record with gold subjects has a quality estimate")
     est = np.array([float(estimates[r.id]) for r in have])
     gold = [set(r.subjects) for r in have]
     ranks = [list(rankings.get(r.id, ())) for r in have]

@@ -7,8 +7,9 @@ narrow enough for an 80-column terminal however many ks are asked for.
 
 from __future__ import annotations
 
-from rich.console import Console
+from rich.console import Group
 from rich.table import Table
+from rich.text import Text
 
 SECTIONS = (("by_language", "by language"), ("by_type", "by record type"),
             ("by_type_language", "by record type / language"))
@@ -38,13 +39,12 @@ def report_table(title: str, groups: dict[str, dict], ks: list[int]) -> Table:
     return table
 
 
-def print_report(report: dict, console: Console | None = None) -> None:
-    """Print the report's tables (to stdout unless a console is given)."""
-    console = console or Console()
+def report_tables(report: dict) -> Group:
+    """The report's tables, one renderable for the caller to print (the CLI: stdout)."""
     ks = report["ks"]
-    console.print(report_table("overall", {"all": report["overall"]}, ks))
-    for key, title in SECTIONS:
-        console.print(report_table(title, report[key], ks))
+    parts: list = [report_table("overall", {"all": report["overall"]}, ks)]
+    parts += [report_table(title, report[key], ks) for key, title in SECTIONS]
     if report.get("missing_predictions"):
-        console.print(f"{report['missing_predictions']} records had no prediction "
-                      "(scored as empty rankings)")
+        parts.append(Text(f"{report['missing_predictions']} records had no prediction "
+                          "(scored as empty rankings)"))
+    return Group(*parts)

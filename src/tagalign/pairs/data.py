@@ -23,6 +23,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from tagalign.errors import InputError
 from tagalign.io import PARSE_ERRORS, LineReader
 from tagalign.records import InputReport
 
@@ -82,7 +83,7 @@ def read_tsv(path: Path, columns: tuple[str, ...], report: InputReport
             header = fields
             missing = [c for c in columns if c not in header]
             if missing:
-                raise ValueError(f"{path}:{number}: header lacks {', '.join(missing)}")
+                raise InputError(f"{path}:{number}: header lacks {', '.join(missing)}")
             continue
         if len(fields) != len(header):
             report.bad(f"{path}:{number}",
@@ -220,7 +221,7 @@ def wic_scale(labels: list[float], path: Path | str = "WiC file") -> str:
     if all(1.0 <= x <= 4.0 for x in values):
         return "graded"
     shown = ", ".join(f"{x:g}" for x in sorted(values)[:8]) + (", ..." if len(values) > 8 else "")
-    raise ValueError(f"{path}: labels on a scale of {min(values):g}..{max(values):g} "
+    raise InputError(f"{path}: labels on a scale of {min(values):g}..{max(values):g} "
                      f"({shown}) are neither binary 0/1 (mapped to 2/4) nor graded 1..4")
 
 

@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from tagalign.encode.transformer import base_model_path, default_device
+from tagalign.errors import InputError, ModelFormatError
 from tagalign.io import (
     atomic_dir,
     json_object,
@@ -174,7 +175,7 @@ class PairScorer:
         labelled = [(p, s) for p, s in zip(pairs, self.score(pairs) if scores is None
                                               else scores, strict=True) if p.label is not None]
         if not labelled:
-            raise ValueError("cut points need labelled pairs (dev data with labels.tsv)")
+            raise InputError("cut points need labelled pairs (dev data with labels.tsv)")
         self.thresholds = Thresholds().fit([s for _, s in labelled],
                                            [p.label for p, _ in labelled],
                                            [p.language for p, _ in labelled])
@@ -184,7 +185,7 @@ class PairScorer:
                 ) -> tuple[np.ndarray, np.ndarray]:
         """(labels 1..4, cosines)."""
         if self.thresholds is None:
-            raise ValueError("no cut points: fit them on labelled dev pairs first")
+            raise InputError("no cut points: fit them on labelled dev pairs first")
         scores = self.score(pairs, progress)
         return self.thresholds.predict(scores, [p.language for p in pairs]), scores
 
@@ -207,17 +208,17 @@ class PairScorer:
         path = Path(path)
         wrong = wrong_model_message(path, "pairs")
         if wrong:
-            raise ValueError(wrong)
+            raise InputError(wrong)
         if not (path / "config.json").exists():
             raise FileNotFoundError(f"{path}: not a pairs model folder (no config.json)")
         config = read_json(path / "config.json")
         if config.get("recipe") != RECIPE:
-            raise ValueError(f"{path}: recipe {config.get('recipe')!r} is not {RECIPE!r}")
+            raise ModelFormatError(f"{path}: recipe {config.get('recipe')!r} is not {RECIPE!r}")
         quiet_libraries()
         model = load_st_model(path / "model", device or default_device())
         vocab = model.tokenizer.get_vocab()
         if config.get("markers") != list(MARKERS) or any(m not in vocab for m in MARKERS):
-            raise ValueError(f"{path}: the tokenizer lacks the target markers {MARKERS}")
+            raise ModelFormatError(f"{path}: the tokenizer lacks the target markers {MARKERS}")
         scorer = cls(model, config["params"], config.get("prompts"),
                      Thresholds.load(path / "thresholds.json"))
         scorer.history = config.get("history", [])
@@ -246,7 +247,7 @@ def load_st_model(folder: Path, device: str) -> Any:
             module, _, name = e["type"].rpartition(".")
             cls = getattr(importlib.import_module(module), name)
         else:
-            raise ValueError(f"{folder}: module type {e['type']!r} is not one we load")
+            raise ModelFormatError(f"{folder}: module type {e['type']!r} is not one we load")
         modules.append(cls.load(str(folder), subfolder=e["path"], local_files_only=True))
     return SentenceTransformer(modules=modules, device=device)
 
@@ -280,7 +281,7 @@ def split_dev(pairs: Sequence[Pair], fraction: float, seed: int) -> tuple[list[P
     fits the cut points, the rest is held out for an honest alpha (the benchmark's dev
     halves at ``fraction=0.5``)."""
     if not 0 < fraction < 1:
-        raise ValueError(f"fit split must lie strictly between 0 and 1, got {fraction}")
+        raise InputError(f"fit split must lie strictly between 0 and 1, got {fraction}")
     labelled = [p for p in pairs if p.label is not None]
     rng = np.random.default_rng(seed + 1)
     fit, held = [], []
@@ -317,11 +318,11 @@ def train(scorer: PairScorer, train_pairs: Sequence[Pair], dev_pairs: Sequence[P
     labelled = [x for x in train_pairs if x.label is not None]
     dev = [x for x in dev_pairs if x.label is not None]
     if not dev:
-        raise ValueError("dev pairs need labels (cut points and checkpoint choice use them)")
+        raise InputError("dev pairs need labels (cut points and checkpoint choice use them)")
     dev_scores = None
     if p["epochs"] > 0:
         if not labelled:
-            raise ValueError("no labelled training pairs")
+            raise InputError("no labelled training pairs")
         dev_scores = fit_model(scorer, sample_pairs(labelled, p["limit_pairs"], p["seed"]),
                                dev, workdir, progress, on_epoch)
     scorer.fit_thresholds(dev, dev_scores)

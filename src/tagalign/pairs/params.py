@@ -7,6 +7,7 @@ from typing import Annotated, Any
 
 from pydantic import Field
 
+from tagalign.errors import InputError
 from tagalign.pairs.losses import get_loss
 from tagalign.params import ParamSpec
 
@@ -23,11 +24,11 @@ def check_params(params: dict[str, Any]) -> None:
     ValueError, or `ParamError` naming the parameter, its value and the allowed range."""
     unknown = sorted(set(params) - set(DEFAULTS))
     if unknown:
-        raise ValueError(f"unknown parameter(s) {', '.join(unknown)}; "
+        raise InputError(f"unknown parameter(s) {', '.join(unknown)}; "
                          f"known: {', '.join(sorted(DEFAULTS))}")
     # epochs=0: the untuned encoder with fitted cut points (the benchmark's floor row)
     ParamSpec("pairs", DEFAULTS, epochs=Annotated[int, Field(ge=0)]).check(params)
     pooling = params.get("pooling", DEFAULTS["pooling"])
     if pooling not in POOLINGS:
-        raise ValueError(f"pooling must be one of {POOLINGS}, got {pooling!r}")
+        raise InputError(f"pooling must be one of {POOLINGS}, got {pooling!r}")
     get_loss(params.get("loss", DEFAULTS["loss"]))

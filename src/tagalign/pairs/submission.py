@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 
+from tagalign.errors import InputError
 from tagalign.io import atomic_text
 from tagalign.pairs.data import Pair, language_dirs, read_labels, read_tsv
 from tagalign.pairs.metrics import evaluate
@@ -72,7 +73,7 @@ def score_folders(gold_dir: Path, pred_dir: Path, report: InputReport) -> dict:
             langs.append(folder.name)
         report.records_read += len(predicted)
     if not gold:
-        raise ValueError(f"no gold pair of {gold_dir} has a prediction in {pred_dir}")
+        raise InputError(f"no gold pair of {gold_dir} has a prediction in {pred_dir}")
     use_cos = all(c is not None for c in cos)
     result = evaluate(gold, pred, langs, np.asarray(cos, float) if use_cos else None)
     result["spearman_of"] = "cosine" if use_cos else "prediction"

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
+from tagalign.errors import ModelFormatError
 from tagalign.io import read_json, write_json_atomic
 from tagalign.pairs.data import LABELS
 from tagalign.pairs.metrics import krippendorff_alpha
@@ -100,9 +101,9 @@ class Thresholds:
     def load(cls, path: Path) -> Thresholds:
         data = read_json(path)
         if data.get("labels") != list(LABELS):
-            raise ValueError(f"{path}: label set {data.get('labels')} is not {list(LABELS)}")
+            raise ModelFormatError(f"{path}: label set {data.get('labels')} is not {list(LABELS)}")
         out = cls()
         out.cuts_ = {k: [float(x) for x in v] for k, v in data["cuts"].items()}
         if POOLED not in out.cuts_:
-            raise ValueError(f"{path}: no pooled cut points ({POOLED!r})")
+            raise ModelFormatError(f"{path}: no pooled cut points ({POOLED!r})")
         return out

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tagalign.encode.transformer import freeze_lower_layers
+from tagalign.errors import InputError
 from tagalign.pairs.data import Pair
 from tagalign.pairs.losses import get_loss
 from tagalign.runtime import ProgressCallback
@@ -52,7 +53,7 @@ def fit_model(scorer: PairScorer, train_pairs: Sequence[Pair], dev: Sequence[Pai
             markers = MarkerRows.attach(scorer)
     data = Dataset.from_dict(training_columns(scorer, train_pairs)).shuffle(seed=p["seed"])
     if len(data) == 0:
-        raise ValueError("no training pairs left after mapping labels to the loss's targets")
+        raise InputError("no training pairs left after mapping labels to the loss's targets")
     best: dict[str, Any] = {"spearman": float("-inf"), "state": None}
 
     class Watch(TrainerCallback):

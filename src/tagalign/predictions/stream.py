@@ -13,6 +13,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import IO, TextIO
 
+from tagalign.errors import ConflictError
 from tagalign.io import InputReport, parse_lines
 from tagalign.predictions.subjects import object_with_id, subjects_line
 from tagalign.suggest import Quality, Suggestion
@@ -24,7 +25,7 @@ def partial_path(path: Path | str) -> Path:
     return path.with_name(path.name + ".partial")
 
 
-class PartialExistsError(FileExistsError):
+class PartialExistsError(ConflictError, FileExistsError):
     """An interrupted run left ``OUT.partial``; continue it (resume) or delete it."""
 
 

@@ -11,6 +11,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
+from tagalign.errors import InputError, PermissionDeniedError
 from tagalign.params import ParamSpec
 from tagalign.records import Record
 from tagalign.registry import Registry
@@ -46,7 +47,7 @@ def get_recipe(name: str) -> type[Recipe]:
     return RECIPES.lookup(name)
 
 
-class ReadOnlyError(RuntimeError):
+class ReadOnlyError(PermissionDeniedError):
     """A model loaded memory-mapped (``mmap=True``, ``--mmap``) was asked to learn."""
 
 
@@ -73,7 +74,7 @@ class Recipe(ABC):
         allowed range), before any data or model is loaded."""
         unknown = set(params) - set(cls.defaults) - cls.retired
         if unknown:
-            raise ValueError(f"recipe {cls.name!r} has no parameter(s) {sorted(unknown)}; "
+            raise InputError(f"recipe {cls.name!r} has no parameter(s) {sorted(unknown)}; "
                              f"known: {sorted(cls.defaults)}")
         ParamSpec(f"recipe {cls.name!r}", cls.defaults, **cls.ranges).check(params)
 

@@ -15,6 +15,7 @@ import numpy as np
 from tagalign.encode import EmbeddingCache, get_encoder, record_texts, subject_texts
 from tagalign.encode.base import Encoder
 from tagalign.encode.e5_expand import cache_root
+from tagalign.errors import InputError
 from tagalign.index import VectorIndex
 from tagalign.io import load_npy, save_npy_atomic
 from tagalign.recipes.base import Recipe
@@ -89,7 +90,7 @@ class DenseRecipe(Recipe):
             return np.array([i for i, s in enumerate(self.vocab.subjects) if s.labels.get(lang)],
                             dtype=np.int64)
         if which != "all":
-            raise ValueError(f"subjects must be 'all', 'seen' or 'labelled:LANG', not {which!r}")
+            raise InputError(f"subjects must be 'all', 'seen' or 'labelled:LANG', not {which!r}")
         return np.arange(len(self.vocab), dtype=np.int64)
 
     # -- hooks for heads -------------------------------------------------------------------

@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from tagalign.errors import InputError
 from tagalign.io import write_bytes_atomic
 from tagalign.records import Record
 
@@ -40,7 +41,7 @@ def _write_rows(path: Path, header: list[str], rows: Iterable[list]) -> int:
             buf.write(json.dumps(dict(zip(header, row, strict=True)), ensure_ascii=False) + "\n")
             n += 1
     else:
-        raise ValueError(f"{path}: export to .csv or .jsonl (optionally .gz)")
+        raise InputError(f"{path}: export to .csv or .jsonl (optionally .gz)")
     data = buf.getvalue().encode("utf-8")
     write_bytes_atomic(path, gzip.compress(data) if path.suffix == ".gz" else data)
     return n
@@ -75,8 +76,8 @@ def subject_index_of(recipe: Any, model: str | None = None):
     if models:
         key = model or next(iter(models))
         if key not in models:
-            raise ValueError(f"no model {key!r}; this project has {sorted(models)}")
+            raise InputError(f"no model {key!r}; this project has {sorted(models)}")
         return recipe.positions_, models[key][1], "de" if key == "all" else key
     if getattr(recipe, "index_", None) is None:
-        raise ValueError(f"recipe {recipe.name!r} has no subject vector index to export")
+        raise InputError(f"recipe {recipe.name!r} has no subject vector index to export")
     return recipe.positions_, recipe.index_, recipe.params.get("subject_language", "de")

@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from tagalign.encode.heads import FocusedEmbTransform, Head
+from tagalign.errors import InputError
 from tagalign.index import VectorIndex
 from tagalign.io import load_npy, read_json, save_npy_atomic, write_json_atomic
 from tagalign.recipes.base import register_recipe
@@ -54,7 +55,7 @@ class FocusedRecipe(NBFRecipe):
     def __init__(self, vocab, **params: Any):
         super().__init__(vocab, **params)
         if self.params["mode"] not in ("per-language", "bilingual"):
-            raise ValueError("mode must be 'per-language' or 'bilingual'")
+            raise InputError("mode must be 'per-language' or 'bilingual'")
         self.models_: dict[str, tuple[Head, VectorIndex]] = {}
 
     def new_head(self, dim: int) -> Head:

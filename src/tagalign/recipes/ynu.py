@@ -26,6 +26,7 @@ from tagalign.encode.transformer import (
     default_device,
     freeze_lower_layers,
 )
+from tagalign.errors import InputError
 from tagalign.io import read_json, write_json_atomic
 from tagalign.recipes.base import register_recipe
 from tagalign.recipes.dense import DENSE_DEFAULTS, DenseRecipe
@@ -46,7 +47,7 @@ class YNURecipe(DenseRecipe):
     def __init__(self, vocab, **params: Any):
         super().__init__(vocab, **params)
         if self.params["scheme"] not in ("aggregate", "instance"):
-            raise ValueError("scheme must be 'aggregate' or 'instance'")
+            raise InputError("scheme must be 'aggregate' or 'instance'")
         self.model_dir_: Path | None = None
         self.prompts_: dict[str, str] = {}
         self.temperature_: float | None = None  # learned τ

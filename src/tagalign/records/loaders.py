@@ -10,6 +10,7 @@ import json
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+from tagalign.errors import InputError
 from tagalign.io import InputReport, parse_lines
 from tagalign.records.record import Record
 from tagalign.registry import Registry
@@ -81,7 +82,7 @@ def guess_format(path: Path) -> str:
         return "jsonld"
     if name.endswith((".tsv", ".txt")):
         return "annif-tsv"
-    raise ValueError(f"{path}: cannot tell the record format; pass format= one of "
+    raise InputError(f"{path}: cannot tell the record format; pass format= one of "
                      f"{RECORD_FORMATS.names()}")
 
 

@@ -13,11 +13,13 @@ import threading
 from collections.abc import Sequence
 from functools import lru_cache
 
+from tagalign.errors import InputError
+
 MAX_CANDIDATES = 5  # Annif's OpenAPI document allows at most 5 candidate languages
 _LOCK = threading.Lock()
 
 
-class UnsupportedLanguageError(ValueError):
+class UnsupportedLanguageError(InputError):
     """A candidate language simplemma has no dictionary for."""
 
 
@@ -42,7 +44,7 @@ def detect_language(text: str, languages: Sequence[str]) -> list[tuple[str | Non
     """
     langs = tuple(dict.fromkeys(lang.lower() for lang in languages))
     if not langs or len(langs) > MAX_CANDIDATES:
-        raise ValueError(f"give 1 to {MAX_CANDIDATES} candidate languages, not {len(langs)}")
+        raise InputError(f"give 1 to {MAX_CANDIDATES} candidate languages, not {len(langs)}")
     unknown = [lang for lang in langs if lang not in supported_languages()]
     if unknown:
         raise UnsupportedLanguageError(f"unsupported candidate languages: {', '.join(unknown)}"

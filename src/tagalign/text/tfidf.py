@@ -9,6 +9,7 @@ import numpy as np
 import scipy.sparse as sp
 from sklearn.feature_extraction.text import TfidfVectorizer
 
+from tagalign.errors import InputError
 from tagalign.io import load_npy, read_json, save_npy_atomic, write_json_atomic
 
 
@@ -80,7 +81,7 @@ class TfidfFeaturizer:
             vec = _vectorizer(self.min_df, self.max_df, self.sublinear_tf)
             self.vectorizers_[lang] = vec.fit(docs)
         if not self.vectorizers_:
-            raise ValueError("too few training records to fit TF-IDF features")
+            raise InputError("too few training records to fit TF-IDF features")
         return self
 
     def n_features(self, lang: str) -> int:

@@ -26,17 +26,20 @@ takes minutes instead of an hour on two CPU cores.
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
 import torch
-from rich.progress import Progress
 
+from tagalign.encode.base import log_progress
 from tagalign.encode.heads import SUBJECT_SPACES, Head, check_subject_space, resolve_device
 from tagalign.io import atomic_dir
 from tagalign.train.losses import MarginLoss
+
+log = logging.getLogger(__name__)
 
 
 #: subject_space → (subjects pass through T in training, the index holds T(S))
@@ -290,46 +293,47 @@ def train_head(head: Head, records: np.ndarray, positives: np.ndarray,
     if len(val_rows) and not history.get("val"):
         validate()
     head.train()
-    with Progress(transient=True, disable=not show_progress) as bar:
-        task = bar.add_task(description, total=cfg.epochs * steps,
-                            completed=len(losses) * steps)
-        for epoch in range(len(losses), cfg.epochs):
-            if len(val_rows) and cfg.patience and \
-                    epoch - history.get("best_epoch", 0) >= cfg.patience:
-                break
-            local = rng.permutation(n)
-            order = train_rows[local]
-            neg = epoch_negatives(rng, m, gold[order], cfg.negatives)
-            if k_hard:
-                hard = np.take_along_axis(
-                    pool[local], rng.integers(0, pool.shape[1], size=(n, k_hard)), axis=1)
-                neg[:, :k_hard] = np.where(hard >= 0, hard, neg[:, :k_hard])
-            order_t = torch.from_numpy(order).to(device)
-            neg_t = torch.from_numpy(neg).to(device)
-            total = torch.zeros((), device=device)  # summed on device: no sync per step
-            for start in range(0, n, cfg.batch_size):
-                rows = order_t[start:start + cfg.batch_size]
-                anchor, pos = X[rows], P[rows]
-                negs = cand[neg_t[start:start + cfg.batch_size]]       # (B, K, d)
-                if siamese:
-                    b, k, d = negs.shape
-                    out = head(torch.cat([anchor, pos, negs.reshape(b * k, d)]))
-                    anchor, pos, negs = out[:b], out[b:2 * b], out[2 * b:].reshape(b, k, -1)
-                else:
-                    anchor = head(anchor)
-                loss = loss_fn(anchor, pos, negs)
-                opt.zero_grad(set_to_none=True)
-                loss.backward()
-                opt.step()
-                total += loss.detach() * len(rows)
-                bar.advance(task)
-            sched.step()
-            losses.append(float(total) / n)
-            if len(val_rows):
-                validate()
-            if checkpoint is not None:
-                _save_checkpoint(Path(checkpoint), head, opt, sched, rng, losses, cfg,
-                                 history, best)
+    report = log_progress(log, description, cfg.epochs * steps) if show_progress else None
+    step = len(losses) * steps
+    for epoch in range(len(losses), cfg.epochs):
+        if len(val_rows) and cfg.patience and \
+                epoch - history.get("best_epoch", 0) >= cfg.patience:
+            break
+        local = rng.permutation(n)
+        order = train_rows[local]
+        neg = epoch_negatives(rng, m, gold[order], cfg.negatives)
+        if k_hard:
+            hard = np.take_along_axis(
+                pool[local], rng.integers(0, pool.shape[1], size=(n, k_hard)), axis=1)
+            neg[:, :k_hard] = np.where(hard >= 0, hard, neg[:, :k_hard])
+        order_t = torch.from_numpy(order).to(device)
+        neg_t = torch.from_numpy(neg).to(device)
+        total = torch.zeros((), device=device)  # summed on device: no sync per step
+        for start in range(0, n, cfg.batch_size):
+            rows = order_t[start:start + cfg.batch_size]
+            anchor, pos = X[rows], P[rows]
+            negs = cand[neg_t[start:start + cfg.batch_size]]       # (B, K, d)
+            if siamese:
+                b, k, d = negs.shape
+                out = head(torch.cat([anchor, pos, negs.reshape(b * k, d)]))
+                anchor, pos, negs = out[:b], out[b:2 * b], out[2 * b:].reshape(b, k, -1)
+            else:
+                anchor = head(anchor)
+            loss = loss_fn(anchor, pos, negs)
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
+            total += loss.detach() * len(rows)
+            step += 1
+            if report is not None:
+                report(step)
+        sched.step()
+        losses.append(float(total) / n)
+        if len(val_rows):
+            validate()
+        if checkpoint is not None:
+            _save_checkpoint(Path(checkpoint), head, opt, sched, rng, losses, cfg,
+                             history, best)
     if best is not None:
         head.load_state_dict(best)
     head.eval()

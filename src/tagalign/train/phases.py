@@ -5,18 +5,18 @@ A rerun of an interrupted `tagalign train` loads finished phases instead of reco
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
 
 import psutil
-from rich.console import Console
 
 from tagalign.io import atomic_dir, write_json_atomic
 
 T = TypeVar("T")
-console = Console(stderr=True)
+log = logging.getLogger(__name__)
 DONE = "phase.json"
 
 
@@ -34,15 +34,15 @@ class PhaseRunner:
 
     def log(self, message: str) -> None:
         if not self.quiet:
-            console.log(message)
+            log.info(message)
 
     def run(self, name: str, build: Callable[[], T], save: Callable[[T, Path], None],
             load: Callable[[Path], T]) -> T:
         folder = self.workdir / name
         if (folder / DONE).exists():
-            self.log(f"[green]✓[/] {name}: finished earlier, resuming from {folder}")
+            self.log(f"✓ {name}: finished earlier, resuming from {folder}")
             return load(folder)
-        self.log(f"[bold]▶[/] {name} …")
+        self.log(f"▶ {name} …")
         t0 = time.perf_counter()
         value = build()
         seconds = time.perf_counter() - t0
@@ -50,7 +50,7 @@ class PhaseRunner:
             save(value, tmp)
             write_json_atomic(tmp / DONE, {"phase": name, "seconds": seconds})
         self.timings[name] = {"seconds": round(seconds, 1), "rss_gb": round(rss_gb(), 2)}
-        self.log(f"[green]✓[/] {name}: {seconds:.1f} s, RSS {rss_gb():.2f} GB")
+        self.log(f"✓ {name}: {seconds:.1f} s, RSS {rss_gb():.2f} GB")
         return value
 
     def step(self, name: str, fn: Callable[[], T]) -> T:
@@ -59,5 +59,5 @@ class PhaseRunner:
         value = fn()
         seconds = time.perf_counter() - t0
         self.timings[name] = {"seconds": round(seconds, 1), "rss_gb": round(rss_gb(), 2)}
-        self.log(f"[green]✓[/] {name}: {seconds:.1f} s, RSS {rss_gb():.2f} GB")
+        self.log(f"✓ {name}: {seconds:.1f} s, RSS {rss_gb():.2f} GB")
         return value

@@ -5,13 +5,18 @@ printed at each logging step (``ProgressCallback.on_log`` / ``PrinterCallback``)
 sentence-transformers, the model-card pass (another tqdm bar). Inside a tagalign command
 that shows its own phases and bars, that makes two displays fighting over the terminal.
 `quiet_trainer` removes those callbacks (for a caller that reports progress itself);
-`train_with_progress` also runs the training under one transient rich bar with the latest
-loss in its description, closed even when training fails.
+`train_with_progress` also logs the training's progress (every 10 s; the latest loss at
+DEBUG level), the callback removed even when training fails.
 """
 
 from __future__ import annotations
 
+import logging
 from typing import Any
+
+from tagalign.encode.base import log_progress
+
+log = logging.getLogger(__name__)
 
 
 def quiet_trainer_class() -> type:
@@ -41,29 +46,27 @@ def quiet_trainer(trainer: Any) -> None:
 
 
 def train_with_progress(trainer: Any, description: str) -> Any:
-    """`quiet_trainer`, then ``trainer.train()`` under one transient rich bar."""
-    from rich.progress import Progress
+    """`quiet_trainer`, then ``trainer.train()``, its progress logged (`log_progress`)."""
     from transformers import TrainerCallback
 
     quiet_trainer(trainer)
-    bar = Progress(*Progress.get_default_columns(), transient=True)
-    task = bar.add_task(description, total=None)
+    report: list = []
 
-    class RichBar(TrainerCallback):
+    class LogProgress(TrainerCallback):
         def on_train_begin(self, args, state, control, **kw):
-            bar.update(task, total=state.max_steps or None)
+            report.append(log_progress(log, description, state.max_steps or 0))
 
         def on_step_end(self, args, state, control, **kw):
-            bar.update(task, completed=state.global_step)
+            if report:
+                report[-1](state.global_step)
 
         def on_log(self, args, state, control, logs=None, **kw):
             if logs and "loss" in logs:
-                bar.update(task, description=f"{description} (loss {float(logs['loss']):.3f})")
+                log.debug(f"{description}: loss {float(logs['loss']):.3f}")
 
-    callback = RichBar()
+    callback = LogProgress()
     trainer.add_callback(callback)
     try:
-        with bar:
-            return trainer.train()
+        return trainer.train()
     finally:
         trainer.remove_callback(callback)

@@ -9,6 +9,7 @@ import gzip
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+from tagalign.errors import InputError
 from tagalign.io import InputReport, Reporter, open_binary, parse_lines
 from tagalign.registry import Registry
 from tagalign.vocab.subject import Subject, normalize_subject_id
@@ -21,7 +22,7 @@ VOCAB_FORMATS: Registry[Loader] = Registry("vocabulary format", choose="known:")
 register = VOCAB_FORMATS.register_as  # @register("gnd-tsv") def load_gnd_tsv(path, report)
 
 
-class UnknownFormatError(ValueError):
+class UnknownFormatError(InputError):
     """The format cannot be told from the file; the caller names the way to force one
     (``format=`` in Python, ``--format`` on the command line)."""
 
@@ -73,7 +74,7 @@ def guess_format(path: Path) -> str:
     if path.is_dir():
         if (path / SAVED_NAME).exists():
             return "saved"
-        raise ValueError(f"{path}: a folder, but no saved vocabulary ({SAVED_NAME}) in it")
+        raise InputError(f"{path}: a folder, but no saved vocabulary ({SAVED_NAME}) in it")
     if name.endswith(".json.gz") and _is_saved(path):
         return "saved"
     stem = name.removesuffix(".gz")
@@ -108,7 +109,7 @@ def load_vocabulary(path: Path | str, format: str | None = None,
         return Vocabulary.load(path)
     vocab = Vocabulary(VOCAB_FORMATS.lookup(fmt)(path, report=default_report(report)))
     if not len(vocab):
-        raise ValueError(f"{path}: no subjects found (format {fmt})")
+        raise InputError(f"{path}: no subjects found (format {fmt})")
     return vocab
 
 

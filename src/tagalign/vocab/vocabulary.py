@@ -10,6 +10,7 @@ import threading
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
+from tagalign.errors import ConflictError, InputError
 from tagalign.io import write_bytes_atomic
 from tagalign.vocab.prefix import PrefixIndex
 from tagalign.vocab.subject import Subject
@@ -33,7 +34,7 @@ def _match_rank(label: str, needle: str, at_word: re.Pattern[str]) -> int:
     return 2 if at_word.search(label) else 3
 
 
-class VocabularyMismatchError(ValueError):
+class VocabularyMismatchError(ConflictError, ValueError):
     """An artifact was trained against another vocabulary than the one given."""
 
 
@@ -191,7 +192,7 @@ class Vocabulary:
         with gzip.open(path, "rb") as fh:
             cols = json.loads(fh.read())
         if cols.get("format") != "tagalign-vocabulary":
-            raise ValueError(f"{path}: not a saved tagalign vocabulary")
+            raise InputError(f"{path}: not a saved tagalign vocabulary")
         ids = cols["ids"]
         label_cols = cols["labels"]
         subjects = []

@@ -13,19 +13,20 @@ Example::
 from __future__ import annotations
 
 import json
+import logging
 import time
 from pathlib import Path
 from typing import Any, TypeVar
 
 import numpy as np
 import torch
-from rich.console import Console
-from rich.progress import Progress
 from safetensors.torch import load_file, save_file
 from torch import nn
 
+from tagalign.encode.base import log_progress
+
 H = TypeVar("H", bound="Head")
-console = Console(stderr=True)
+log = logging.getLogger(__name__)
 
 
 
@@ -94,16 +95,16 @@ class Head(nn.Module):
         self.to(device)
         out = np.empty((len(x), self.output_dim), dtype=np.float32)
         t0 = time.perf_counter()
-        with Progress(transient=True, disable=not show_progress) as bar:
-            task = bar.add_task(description, total=len(x))
-            for i in range(0, len(x), batch_size):
-                batch = torch.from_numpy(np.ascontiguousarray(x[i:i + batch_size],
-                                                              dtype=np.float32))
-                out[i:i + len(batch)] = self(batch.to(device)).float().cpu().numpy()
-                bar.advance(task, len(batch))
+        report = log_progress(log, description, len(x)) if show_progress else None
+        for i in range(0, len(x), batch_size):
+            batch = torch.from_numpy(np.ascontiguousarray(x[i:i + batch_size],
+                                                          dtype=np.float32))
+            out[i:i + len(batch)] = self(batch.to(device)).float().cpu().numpy()
+            if report is not None:
+                report(i + len(batch))
         if show_progress and len(x):
             seconds = time.perf_counter() - t0
-            console.log(f"{description}: {len(x)} vectors in {seconds:.1f} s "
+            log.info(f"{description}: {len(x)} vectors in {seconds:.1f} s "
                         f"({len(x) / max(seconds, 1e-9):.0f}/s)")
         self.to("cpu")
         self.train(was_training)
