@@ -33,6 +33,7 @@ from tagalign.errors import InputError
 from tagalign.io import read_json
 from tagalign.project import CONFIG_NAME, Project, ProjectError
 from tagalign.recipes import recipe_names
+from tagalign.runtime import Runtime
 from tagalign.vocab import Vocabulary, VocabularyMismatchError, load_vocabulary
 from tagalign.vocab.rules import ALL, SubjectRules, read_id_file
 
@@ -193,7 +194,8 @@ def check_saved(spec: ProjectSpec) -> None:
             f"trained with {saved.get('params', {})}")
 
 
-def open_project(spec: ProjectSpec, *, mmap: bool = False) -> Project:
+def open_project(spec: ProjectSpec, *, mmap: bool = False, runtime: Runtime | None = None
+                 ) -> Project:
     """The project of ``spec`` with the table's serving settings.
 
     A folder that holds no project yet (not trained) gives an untrained `Project` —
@@ -202,7 +204,7 @@ def open_project(spec: ProjectSpec, *, mmap: bool = False) -> Project:
     if spec.trained_folder:
         check_saved(spec)
         try:
-            project = Project.load(spec.path, vocab, mmap=mmap)
+            project = Project.load(spec.path, vocab, mmap=mmap, runtime=runtime)
         except VocabularyMismatchError as exc:
             raise ProjectsFileError(f"{spec.where('vocab')}: {spec.vocab} does not match the "
                                     f"saved project: {exc}") from None

@@ -28,6 +28,7 @@ from tagalign.io import atomic_text, save_npy_atomic, write_bytes_atomic
 from tagalign.project import Project
 from tagalign.records import Record
 from tagalign.registry import Registry
+from tagalign.runtime import Runtime, threads
 
 TASKS: Registry[type[Task]] = Registry("task")
 register_task = TASKS.register
@@ -76,7 +77,11 @@ class SuggestTask(Task):
     def __init__(self, spec: dict[str, Any]):
         super().__init__(spec)
 
-        self.project = Project.load(spec["project"], mmap=bool(spec.get("mmap", False)))
+        # the worker's threads are pinned by its engine (`tagalign.batch.engines`)
+        runtime = Runtime(threads=threads(default=1),
+                          compile_ranker=bool(spec.get("compile_ranker", True)))
+        self.project = Project.load(spec["project"], mmap=bool(spec.get("mmap", False)),
+                                    runtime=runtime)
         self.project.trained_recipe()
         # None: the project's saved defaults (`Project.defaults`)
         self.limit = spec.get("limit")

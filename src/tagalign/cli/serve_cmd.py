@@ -8,9 +8,9 @@ import typer
 from rich.markup import escape
 
 from tagalign.cli.app import app, console, fail, feedback_app
-from tagalign.cli.common import MMAP_HELP, load_records
+from tagalign.cli.common import COMPILE_HELP, MMAP_HELP, load_records, make_runtime
 from tagalign.project import Project
-from tagalign.runtime import set_threads
+from tagalign.runtime import Runtime
 from tagalign.serve import MAX_BODY, MAX_BODY_ENV
 
 
@@ -24,7 +24,8 @@ def serve(
     feedback_db: str = typer.Option(None, "--feedback-db",
                                     help="SQLAlchemy URL of the feedback store (default: SQLite file in the first project)."),
     records: Path = typer.Option(None, "--records", help="Records file the web page can fetch by id."),
-    threads: int = typer.Option(0, "--threads", help="CPU threads for the models (0 = all)."),
+    threads: int = typer.Option(0, "--threads", min=0, help="CPU threads for the models (0 = all)."),
+    compile_ranker: bool = typer.Option(True, "--compile-ranker/--no-compile-ranker", help=COMPILE_HELP),
     mmap: bool = typer.Option(False, "--mmap", help=MMAP_HELP + " Learn requests are refused "
                               "(409; 403 on Annif's /v1)."),
     allow_learn: bool = typer.Option(False, "--allow-learn",
@@ -58,13 +59,13 @@ def serve(
 
     if release_above is not None and queue is None:
         fail("--release-above needs --queue")
-    set_threads(threads)  # 0 leaves the defaults
+    runtime = make_runtime(threads, compile_ranker)
     if bool(projects) == bool(projects_file):
         fail("give project folders or --projects FILE (one of the two)")
     if projects_file:
-        loaded = load_projects_file(projects_file, only, mmap=mmap)
+        loaded = load_projects_file(projects_file, only, mmap=mmap, runtime=runtime)
     else:
-        loaded = load_folders(projects, mmap=mmap, allow_learn=allow_learn)
+        loaded = load_folders(projects, mmap=mmap, allow_learn=allow_learn, runtime=runtime)
     first = next(iter(loaded.values())).path
     first.mkdir(parents=True, exist_ok=True)  # an untrained project's folder may not exist
     store = FeedbackStore(feedback_db) if feedback_db else FeedbackStore.for_project(first)
@@ -84,12 +85,13 @@ def _log(pid: str, proj: Project, mmap: bool) -> None:
                 + (f", {len(proj.excluded)} excluded" if proj.rules else "") + state)
 
 
-def load_folders(paths: list[Path], *, mmap: bool, allow_learn: bool) -> dict[str, Project]:
+def load_folders(paths: list[Path], *, mmap: bool, allow_learn: bool,
+                 runtime: Runtime | None = None) -> dict[str, Project]:
     loaded = {}
     for path in paths:
         try:
             with console.status(f"loading {path} …"):
-                proj = Project.load(path, mmap=mmap)
+                proj = Project.load(path, mmap=mmap, runtime=runtime)
         except FileNotFoundError as exc:
             fail(escape(str(exc)))
         proj.trained_recipe()
@@ -101,7 +103,8 @@ def load_folders(paths: list[Path], *, mmap: bool, allow_learn: bool) -> dict[st
     return loaded
 
 
-def load_projects_file(source: Path, only: str | None, *, mmap: bool) -> dict[str, Project]:
+def load_projects_file(source: Path, only: str | None, *, mmap: bool,
+                       runtime: Runtime | None = None) -> dict[str, Project]:
     """The projects of a projects file; one not trained yet is served untrained."""
     from tagalign.projects_file import open_project, read_projects, select
 
@@ -111,7 +114,7 @@ def load_projects_file(source: Path, only: str | None, *, mmap: bool) -> dict[st
                    source)
     for pid, spec in specs.items():
         with console.status(f"loading {pid} ({spec.path}) …"):
-            loaded[pid] = open_project(spec, mmap=mmap)
+            loaded[pid] = open_project(spec, mmap=mmap, runtime=runtime)
         if not spec.trained_folder:
             console.log(f"[yellow]{spec.where('path')}: no trained project at "
                         f"{spec.path}[/]")

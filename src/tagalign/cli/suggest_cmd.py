@@ -15,9 +15,11 @@ from tagalign.batch import DEFAULT_MAX_ERRORS
 from tagalign.cli.app import app, console, fail, out
 from tagalign.cli.common import (
     ADDRESS_HELP,
+    COMPILE_HELP,
     MAX_ERRORS_HELP,
     MMAP_HELP,
     SHARD_HELP,
+    make_runtime,
     progress,
     run_sharded,
 )
@@ -30,6 +32,7 @@ from tagalign.predictions import (
 )
 from tagalign.project import Project
 from tagalign.records import BadInputError, InputReport, Record, read_records
+from tagalign.runtime import Runtime
 from tagalign.vocab.rules import read_id_file
 
 MAX_WARNINGS_SHOWN = 10
@@ -67,6 +70,8 @@ def suggest(
     review: Path = typer.Option(None, "--review", help="Review file of --release-above "
                                 "(default: OUTPUT with .review before the suffix)."),
     exclude_file: Path = typer.Option(None, "--exclude", help="File of subject ids or GND URIs (one a line) never to suggest; the limit is filled from the others."),
+    threads: int = typer.Option(0, "--threads", min=0, help="CPU threads for the models (0 = all)."),
+    compile_ranker: bool = typer.Option(True, "--compile-ranker/--no-compile-ranker", help=COMPILE_HELP),
 ) -> None:
     """Suggest subjects for records (a file, or one --title/--abstract).
 
@@ -98,12 +103,13 @@ def suggest(
                                batch_size=batch_size, engine=engine, address=address,
                                num_workers=num_workers, output_format=output_format,
                                shard_size=shard_size, mmap=mmap, exclude=exclude,
-                               max_errors=max_errors)
+                               max_errors=max_errors, compile_ranker=compile_ranker)
     if title is None and (input is None or output is None):
         fail("give --input and --output (or --title for a single record)")
     if title is None and not input.exists():
         fail(f"records not found: {input}")  # before the seconds of loading the project
-    project = load_trained(project_dir, mmap=mmap)
+    project = load_trained(project_dir, mmap=mmap,
+                           runtime=make_runtime(threads, compile_ranker))
     if title is not None:
         rec = Record(id="cli", title=title, abstract=abstract, language=language)
         return suggest_one(project, rec, limit, threshold, exclude)
@@ -123,8 +129,9 @@ def read_exclude(path: Path | None) -> frozenset[str]:
         fail(f"cannot read --exclude {path}: {escape(str(exc))}")
 
 
-def load_trained(project_dir: Path, mmap: bool = False) -> Project:
-    project = Project.load(project_dir, mmap=mmap)
+def load_trained(project_dir: Path, mmap: bool = False, runtime: Runtime | None = None
+                 ) -> Project:
+    project = Project.load(project_dir, mmap=mmap, runtime=runtime)
     project.trained_recipe()  # NotTrainedError before any record is read
     return project
 
@@ -233,13 +240,13 @@ def suggest_sharded(project_dir: Path, input: Path, output: Path, *, limit: int 
                     threshold: float | None, batch_size: int, engine: str, address: str | None,
                     num_workers: int | None, output_format: str, shard_size: int | None,
                     mmap: bool = False, exclude: frozenset[str] = frozenset(),
-                    max_errors: float = DEFAULT_MAX_ERRORS) -> None:
+                    max_errors: float = DEFAULT_MAX_ERRORS, compile_ranker: bool = True) -> None:
     """`tagalign suggest --engine ray` (or ``--format parquet``): a folder of shards.
-    ``mmap`` is not an output setting: a resumed run may change it."""
+    ``mmap`` and ``compile_ranker`` are not output settings: a resumed run may change them."""
     Project.check_trained_folder(project_dir)
     spec = {"task": "suggest", "project": str(project_dir.resolve()), "limit": limit,
             "threshold": threshold, "format": output_format, "batch_size": batch_size,
-            "mmap": mmap}
+            "mmap": mmap, "compile_ranker": compile_ranker}
     if exclude:  # only then: a resumed run of an older spec still matches
         spec["exclude"] = sorted(exclude)
     run_sharded(spec, input.resolve(), output.resolve(), engine=engine, address=address,

@@ -9,12 +9,11 @@ import typer
 from rich.markup import escape
 
 from tagalign.cli.app import app, console, fail, out
-from tagalign.cli.common import load_records, parse_params
+from tagalign.cli.common import load_records, make_runtime, parse_params
 from tagalign.evaluate import evaluate, report_tables
 from tagalign.project import DEFAULT_RECIPE, Project
 from tagalign.recipes import get_recipe, recipe_names
 from tagalign.records import BadInputError, InputReport, Record
-from tagalign.runtime import set_threads
 from tagalign.vocab import load_vocabulary
 
 
@@ -64,7 +63,7 @@ def train(
 
     From a projects file: tagalign train --projects projects.toml gnd-hybrid --train train.jsonl.gz
     """
-    set_threads(threads)  # 0 leaves the defaults
+    runtime = make_runtime(threads, compile_ranker=False)  # training scores no batch
     params = parse_params(param, config)
     # with --projects, PROJECT_DIR is an id: the table names the folder and vocabulary
     if projects_file is None and vocab is None and (
@@ -103,6 +102,7 @@ def train(
     dev_records = load_records(dev, vocab=project.vocab, strict=strict,
                                description="dev records") if dev else None
     t0 = time.perf_counter()
+    project.runtime = runtime
     project.train(records, resume=resume)
     console.log(f"[bold green]trained[/] {project.config['recipe']} in "
                 f"{time.perf_counter() - t0:.0f} s → {project_dir}")
