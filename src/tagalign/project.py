@@ -12,7 +12,6 @@ The CLI, the REST API and the benchmarks are thin layers over this class.
 
 from __future__ import annotations
 
-import datetime as _dt
 import shutil
 from collections.abc import Collection, Sequence
 from pathlib import Path
@@ -21,14 +20,19 @@ from typing import Any
 from tagalign.errors import (
     ConflictError,
     InputError,
-    ModelFormatError,
     NotFoundError,
     NotTrainedError,  # also imported from here (`tagalign.serve`)
     PermissionDeniedError,
     TagalignError,
 )
-from tagalign.io import atomic_dir, read_json, versions, write_json_atomic
+from tagalign.io import read_json, versions, write_json_atomic
 from tagalign.recipes import ReadOnlyError, Recipe, get_recipe, read_only_message
+from tagalign.recipes.saved import (
+    load_recipe,
+    save_recipe,
+    update_params,
+)
+from tagalign.recipes.saved import now as _now
 from tagalign.records import EMPTY_WARNING, Record, check_record
 from tagalign.runtime import Runtime
 from tagalign.suggest import Suggestion, Tagged, keep_above
@@ -46,11 +50,6 @@ DEFAULT_LIMIT = 20
 BY_LANGUAGE = "defaults_by_language"
 #: names of the parameters `set_params` changed after training (`tagalign hyperopt --save`)
 TUNED = "tuned_params"
-#: the saved model's format (``format`` in ``model/recipe.json``); a model without the key
-#: is format 1 (saved before it existed); this version reads `READ_FORMATS` and refuses
-#: others with the message to retrain (as scikit-learn's ``InconsistentVersionWarning``)
-MODEL_FORMAT = 2
-READ_FORMATS = (1, 2)
 
 
 class ProjectError(TagalignError):
@@ -80,10 +79,6 @@ def _without(params: dict[str, Any], keys: set[str]) -> dict[str, Any]:
 
 class LearningNotAllowedError(PermissionDeniedError):
     """The project is not configured to learn from API requests (``allow_learn``)."""
-
-
-def _now() -> str:
-    return _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
 
 
 class Project:
@@ -176,31 +171,8 @@ class Project:
         return project
 
     def _load_model(self) -> Recipe:
-        model = self.path / MODEL_DIR
-        meta = read_json(model / "recipe.json")
-        self.vocab.check(meta["vocabulary"]["fingerprint"], meta["vocabulary"]["size"],
-                         f"model {model}")
-        fmt = meta.get("format", 1)
-        if fmt not in READ_FORMATS:
-            saved_by = meta.get("versions", {}).get("tagalign", "another version")
-            raise ModelFormatError(
-                f"model {model} was saved by tagalign {saved_by} in model format {fmt}; this "
-                f"version ({versions().get('tagalign')}) reads formats "
-                f"{', '.join(map(str, READ_FORMATS))}: retrain the project (tagalign train) "
-                "or use the tagalign that saved it")
-        recipe_cls = get_recipe(meta["recipe"])
-        try:
-            if self.mmap:  # only then: recipes registered by others may predate the keyword
-                recipe = recipe_cls.load(model, self.vocab, meta["params"], mmap=True)
-            else:
-                recipe = recipe_cls.load(model, self.vocab, meta["params"])
-        except (OSError, KeyError, TypeError) as exc:
-            raise ModelFormatError(
-                f"model {model} is incomplete or was saved by an older tagalign "
-                f"({type(exc).__name__}: {exc}): retrain the project (tagalign train)"
-            ) from exc
-        recipe.set_runtime(self.runtime)
-        return recipe
+        return load_recipe(self.path / MODEL_DIR, self.vocab, mmap=self.mmap,
+                           runtime=self.runtime)
 
     # -- training ----------------------------------------------------------------------
     @property
@@ -245,16 +217,7 @@ class Project:
         return recipe
 
     def save_model(self, recipe: Recipe) -> None:
-        with atomic_dir(self.path / MODEL_DIR) as tmp:
-            recipe.save(tmp)
-            write_json_atomic(tmp / "recipe.json", {
-                "format": MODEL_FORMAT,
-                "recipe": recipe.name,
-                "params": recipe.params,
-                "vocabulary": {"size": len(self.vocab), "fingerprint": self.vocab.fingerprint},
-                "versions": versions(),
-                "saved": _now(),
-            })
+        save_recipe(recipe, self.path / MODEL_DIR, self.vocab)
         self.recipe = recipe
         self.config["trained_at"] = _now()
         self.config["versions"] = versions()
@@ -329,10 +292,7 @@ class Project:
         self.trained_recipe()
         self.check_learnable()
         get_recipe(self.config["recipe"])(self.vocab, **{**self.config["params"], **updates})
-        meta_path = self.path / MODEL_DIR / "recipe.json"
-        meta = read_json(meta_path)
-        meta["params"] = {**meta["params"], **updates}
-        write_json_atomic(meta_path, meta)
+        update_params(self.path / MODEL_DIR, updates)
         self.config["params"] = {**self.config["params"], **updates}
         self.config[TUNED] = sorted(set(self.config.get(TUNED, [])) | set(updates))
         write_json_atomic(self.path / CONFIG_NAME, self.config)
@@ -395,37 +355,13 @@ class Project:
             for (n, cut), idx in groups.items():
                 recs = [checked[i][0] for i in idx]
                 if banned or not estimate:
-                    for i, row in zip(idx, self._ranked(recs, n, banned), strict=True):
+                    for i, row in zip(idx, self.recipe.suggest_excluding(recs, n, banned),
+                                      strict=True):
                         out[i].suggestions = keep_above(row, cut)
                 else:
                     rows = self.recipe.suggest_with_quality(recs, limit=n, threshold=cut)
                     for i, (row, quality) in zip(idx, rows, strict=True):
                         out[i].suggestions, out[i].quality = row, quality
-        return out
-
-    def _ranked(self, records: list[Record], limit: int, banned: frozenset[str] | set[str]
-                ) -> list[list[Suggestion]]:
-        """The recipe's top ``limit`` per record with ``banned`` subjects (if any) removed.
-
-        At most ``len(banned)`` of a recipe's candidates can be banned, so asking for
-        ``limit + len(banned)`` always leaves ``limit`` allowed ones when there are that
-        many. To keep a large exclusion (``exclude = "*"``) cheap, the request starts
-        smaller and doubles only for the records whose list came back full yet short."""
-        if not banned:
-            return self.recipe.suggest(records, limit=limit)
-        ceiling = limit + min(len(banned), len(self.vocab))
-        k = min(ceiling, limit + max(limit, 16))
-        out: list[list[Suggestion]] = [[] for _ in records]
-        todo = list(range(len(records)))
-        while todo:
-            rows = self.recipe.suggest([records[i] for i in todo], limit=k)
-            again: list[int] = []
-            for i, row in zip(todo, rows, strict=True):
-                kept = [s for s in row if s.id not in banned]
-                out[i] = kept[:limit]
-                if len(kept) < limit and len(row) >= k and k < ceiling:
-                    again.append(i)  # a full list: more candidates may exist further down
-            todo, k = again, min(ceiling, 2 * k)
         return out
 
     def _cut(self, record: Record, limit: int | None, threshold: float | None,

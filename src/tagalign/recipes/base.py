@@ -7,7 +7,7 @@ records. Constructors only store parameters; `fit` learns; learned state ends in
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -114,6 +114,31 @@ class Recipe(ABC):
         ``mmap``: map the large arrays (vector indexes, record matrices) from their files
         instead of reading them into memory, and set ``read_only``; a recipe with nothing
         worth mapping may ignore it."""
+
+    def suggest_excluding(self, records: Sequence[Record], limit: int,
+                          banned: Collection[str]) -> list[list[Suggestion]]:
+        """The top ``limit`` per record with ``banned`` subject ids (if any) removed.
+
+        At most ``len(banned)`` of a recipe's candidates can be banned, so asking for
+        ``limit + len(banned)`` always leaves ``limit`` allowed ones when there are that
+        many. To keep a large exclusion (``exclude = "*"``) cheap, the request starts
+        smaller and doubles only for the records whose list came back full yet short."""
+        if not banned:
+            return self.suggest(records, limit=limit)
+        ceiling = limit + min(len(banned), len(self.vocab))
+        k = min(ceiling, limit + max(limit, 16))
+        out: list[list[Suggestion]] = [[] for _ in records]
+        todo = list(range(len(records)))
+        while todo:
+            rows = self.suggest([records[i] for i in todo], limit=k)
+            again: list[int] = []
+            for i, row in zip(todo, rows, strict=True):
+                kept = [s for s in row if s.id not in banned]
+                out[i] = kept[:limit]
+                if len(kept) < limit and len(row) >= k and k < ceiling:
+                    again.append(i)  # a full list: more candidates may exist further down
+            todo, k = again, min(ceiling, 2 * k)
+        return out
 
     def suggest_with_quality(self, records: Sequence[Record], limit: int = 20,
                              threshold: float = 0.0
