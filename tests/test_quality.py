@@ -25,7 +25,8 @@ from tagalign.errors import ModelFormatError
 from tagalign.evaluate.quality import quality_report
 from tagalign.io import read_json, write_json_atomic
 from tagalign.predictions import review_path
-from tagalign.project import MODEL_FORMAT, Project
+from tagalign.project import Project
+from tagalign.recipes.saved import MODEL_FORMAT
 from tagalign.records import Record
 from tagalign.serve.app import create_app
 from tagalign.serve.feedback import FeedbackStore
