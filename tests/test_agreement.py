@@ -4,6 +4,8 @@ features existed still scores (by name), while one needing a lost feature is ref
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 import scipy.sparse as sp
@@ -11,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tagalign.suggest.agreement import CoAssignment, rrf
-from tagalign.suggest.fusion import COMPILED_TOLERANCE, FusionRanker
+from tagalign.suggest.fusion import COMPILED_TOLERANCE, FusionRanker, host_cpu
 
 
 def brute(Y: np.ndarray, rows, cols, proxy, top_m):
@@ -99,3 +101,37 @@ def _saved(ranker, path):
     path.mkdir()
     ranker.save(path)
     return path
+
+
+def test_cached_ranker_object_is_verified_before_it_is_loaded(tmp_path):
+    """Issue 30: a shared object in the cache runs when loaded, so it is loaded only when its
+    hash and CPU match the record written when it was built here, and only from a folder
+    no one else can write; otherwise the trees are compiled again."""
+    rng = np.random.default_rng(1)
+    X = rng.normal(size=(2000, 4)).astype(np.float32)
+    y = (X[:, 0] + rng.normal(size=2000) > 0).astype(np.float32)
+    ranker = FusionRanker(num_rounds=20, num_threads=1).fit(
+        X, y, np.arange(2000) // 20, [f"f{i}" for i in range(4)])
+    want = ranker.booster_.predict(X, num_iteration=ranker.booster_.best_iteration or None)
+    cache = tmp_path / "cache"
+    assert ranker.compile(cache)
+    (so,) = cache.glob("ranker-*.so")
+    meta = json.loads(so.with_suffix(".json").read_text())
+    assert meta["cpu"] == host_cpu() and len(meta["sha256"]) == 64
+    # a tampered object (here: garbage; it could be anyone's code) is rebuilt, not loaded
+    so.write_bytes(b"\x7fELF not the object that was built here")
+    assert ranker.compile(cache)
+    np.testing.assert_allclose(ranker.predict(X), want, rtol=0, atol=COMPILED_TOLERANCE)
+    assert so.read_bytes()[:4] == b"\x7fELF" and len(so.read_bytes()) > 1000
+    # an object built for another CPU is rebuilt
+    before = so.stat().st_ino
+    so.with_suffix(".json").write_text(json.dumps({**meta, "cpu": "another-cpu:0"}))
+    assert ranker.compile(cache)
+    assert so.stat().st_ino != before
+    # a cache others can write is not used
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o777)
+    assert ranker.compile(shared)
+    assert not list(shared.glob("ranker-*"))
+    np.testing.assert_allclose(ranker.predict(X), want, rtol=0, atol=COMPILED_TOLERANCE)

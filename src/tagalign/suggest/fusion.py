@@ -129,6 +129,45 @@ _COMPILE_LOCK = threading.Lock()
 COMPILED_TOLERANCE = 1e-12
 
 
+def host_cpu() -> str:
+    """The CPU the compiled trees are built for: LLVM's name and features of this host (an
+    object built for another CPU may use instructions this one lacks: SIGILL)."""
+    import llvmlite.binding as llvm
+
+    features = llvm.get_host_cpu_features().flatten()
+    return f"{llvm.get_host_cpu_name()}:" + hashlib.sha256(features.encode()).hexdigest()[:16]
+
+
+def _file_sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def private_dir(path: Path) -> bool:
+    """Whether ``path`` is a folder only this user can write (owned by the effective user,
+    no group or world write bit): a shared object loaded from anywhere else could be code
+    that someone else put there."""
+    import stat
+
+    st = path.stat()
+    return stat.S_ISDIR(st.st_mode) and st.st_uid == os.geteuid() and \
+        not st.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
+
+
+def _verified(target: Path, meta: Path, cpu: str) -> bool:
+    """The cached object matches the hash and CPU recorded when it was built here."""
+    if not (target.exists() and meta.exists()):
+        return False
+    try:
+        info = read_json(meta)
+    except (OSError, ValueError):
+        return False
+    return info.get("cpu") == cpu and info.get("sha256") == _file_sha256(target)
+
+
 def compile_trees(model_str: str, cache_dir: Path) -> Any | None:
     """The trees of a LightGBM model compiled to native code by lleaves (Boehm et al.), or
     None when compiling fails (logged; LightGBM then predicts).
@@ -138,24 +177,38 @@ def compile_trees(model_str: str, cache_dir: Path) -> Any | None:
     scores within `COMPILED_TOLERANCE` (double precision, the same NaN routing). Compiling
     takes seconds, so the shared object is cached in ``cache_dir``, named by the model's
     hash: it is built on this machine from the model's text, never shipped with a model,
-    and only the first load after training (or on a new machine) pays for it."""
+    and only the first load after training (or on a new machine) pays for it.
+
+    Loading a shared object runs its code, so a cached one is used only when (issue 30)
+    the cache is a folder only this user can write (else the trees are compiled into a
+    private temporary folder, once per process) and its SHA-256 and the CPU it was built
+    for (`host_cpu`) match the record written beside it when it was built; otherwise it is
+    built again."""
     try:
         from importlib.metadata import version
 
         import lleaves
 
         digest = hashlib.sha256(model_str.encode("utf-8")).hexdigest()[:24]
-        cache_dir.mkdir(parents=True, exist_ok=True)
+        cache_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+        if not private_dir(cache_dir):
+            log.warning("%s can be written by other users: the compiled ranker is built in a "
+                        "private temporary folder instead of being cached there", cache_dir)
+            cache_dir = Path(tempfile.mkdtemp(prefix="tagalign-ranker-"))
+        cpu = host_cpu()
         target = cache_dir / f"ranker-{digest}-lleaves{version('lleaves')}.so"
+        meta = target.with_suffix(".json")
         with _COMPILE_LOCK, tempfile.TemporaryDirectory(dir=cache_dir) as tmp:
             text = Path(tmp) / "model.txt"
             text.write_text(model_str, "utf-8")
             model = lleaves.Model(model_file=str(text))
-            if target.exists():
+            if _verified(target, meta, cpu):
                 model.compile(cache=str(target))
             else:  # built beside the target, then renamed: readers never see half a file
                 part = Path(tmp) / target.name
                 model.compile(cache=str(part))
+                write_json_atomic(meta, {"sha256": _file_sha256(part), "cpu": cpu,
+                                         "lleaves": version("lleaves")})
                 os.replace(part, target)
         return model
     except Exception as exc:  # noqa: BLE001 - any failure falls back to LightGBM itself
