@@ -307,3 +307,40 @@ def test_bad_project_or_input_fails_in_one_line(work, tmp_path):
     missing = suggest(work, tmp_path / "nope.jsonl", tmp_path / "o", "--format", "parquet")
     assert missing.exit_code == 1
     assert missing.output.strip() == f"error: input not found: {tmp_path / 'nope.jsonl'}"
+
+
+def test_a_file_added_deep_in_a_jsonld_tree_stops_a_resume(work, tmp_path, shared_data):
+    """Issue 30: a JSON-LD folder is one input whose shards are ranges counted from its
+    start; a file added in a subfolder (the top folder's size and time unchanged) would
+    shift the shards still to run, so the resume is refused instead."""
+    import shutil
+
+    tree = tmp_path / "tree"
+    shutil.copytree(shared_data / "llms4subjects/jsonld-sample", tree)
+    out = tmp_path / "out"
+    assert suggest(work, tree, out, "--format", "parquet").exit_code == 0
+    again = suggest(work, tree, out, "--format", "parquet")
+    assert again.exit_code == 0  # unchanged: a resume with nothing left to do
+    top = tree.stat().st_mtime_ns
+    deep = sorted(tree.rglob("*.jsonld"))[0]
+    shutil.copy(deep, deep.with_name("added-" + deep.name))
+    assert tree.stat().st_mtime_ns == top  # what the check looked at before
+    changed = suggest(work, tree, out, "--format", "parquet")
+    assert changed.exit_code == 1
+    assert "input changed" in changed.output
+
+
+def test_two_runs_on_one_output_folder_are_not_allowed(work, tmp_path):
+    """Issue 30: a second run on an output folder another run holds is refused at once
+    (the lock is the kernel's, so a killed run never leaves it held)."""
+    import fcntl
+
+    out = tmp_path / "out"
+    out.mkdir()
+    with open(out / ".lock", "a+") as held:
+        fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        busy = suggest(work, work / "in.jsonl", out, "--format", "parquet")
+        assert busy.exit_code == 1 and "another run is writing" in busy.output
+        assert not (out / "manifest.json").exists()
+    assert suggest(work, work / "in.jsonl", out, "--format", "parquet").exit_code == 0
+    assert len(list(out.glob("part-*.parquet"))) == 3

@@ -10,10 +10,12 @@ are written atomically, so there is never half a shard to keep).
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
+import fcntl
 import hashlib
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -25,6 +27,7 @@ from tagalign.errors import ConflictError
 from tagalign.io import read_json, versions, write_json_atomic
 
 MANIFEST = "manifest.json"
+LOCK = ".lock"
 FORMAT = "tagalign-batch"
 #: Spec keys that change the output; a rerun with other values must not mix results.
 OUTPUT_KEYS = ("task", "target", "project", "limit", "threshold", "format", "kind", "source")
@@ -75,11 +78,32 @@ def _difference(old: dict[str, Any], key: dict[str, Any], fp: str) -> str:
 
 
 def _files_state(src: Path, source: str | None) -> list[dict[str, Any]]:
+    """Size and modification time of every input file; for a folder read as one JSON-LD
+    tree, of every file under it (shards are ranges counted from the tree's start, so a
+    file added in a subfolder would shift the shards still to run)."""
     out = []
     for p in input_files(src, source):
-        st = p.stat()
-        out.append({"path": str(p), "bytes": st.st_size, "mtime_ns": st.st_mtime_ns})
+        parts = sorted(f for f in p.rglob("*") if f.is_file()) if p.is_dir() else [p]
+        for f in parts:
+            st = f.stat()
+            out.append({"path": str(f), "bytes": st.st_size, "mtime_ns": st.st_mtime_ns})
     return out
+
+
+@contextlib.contextmanager
+def _locked(out: Path) -> Iterator[None]:
+    """One run at a time on an output folder (an advisory lock on ``OUT/.lock``, released
+    by the kernel when the process ends, however it ends)."""
+    fh = open(out / LOCK, "a+")  # noqa: SIM115 - held for the whole run
+    try:
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise BatchError(f"another run is writing to {out}; wait for it to end or use "
+                             "another --output") from None
+        yield
+    finally:
+        fh.close()
 
 
 @dataclass
@@ -127,10 +151,20 @@ def run_batch(spec: dict[str, Any], src: Path, out: Path, engine: Engine, *,
     than the share ``max_errors`` of records failed is kept out of the finished ones
     (`BatchResult.failed`, ``manifest["failed"]``), so the run is not complete.
     """
-    src, out = Path(src), Path(out)
+    out = Path(out)
     if out.exists() and not out.is_dir():
         raise BatchError(f"--output {out} is a file; batch output is a folder")
     out.mkdir(parents=True, exist_ok=True)
+    with _locked(out):
+        return _run(spec, Path(src), out, engine, shard_size=shard_size, overwrite=overwrite,
+                    max_errors=max_errors, on_plan=on_plan, on_shard=on_shard)
+
+
+def _run(spec: dict[str, Any], src: Path, out: Path, engine: Engine, *,
+         shard_size: int | None, overwrite: bool, max_errors: float,
+         on_plan: Callable[[int, int], None] | None,
+         on_shard: Callable[[dict[str, Any]], None] | None) -> BatchResult:
+    """`run_batch` with the output folder locked."""
     target = spec.get("project") or spec.get("target")
     key = {k: spec[k] for k in OUTPUT_KEYS if k in spec}
     fp = fingerprint(str(target))
