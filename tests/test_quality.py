@@ -232,3 +232,17 @@ def test_eval_quality_cli_prints_tables_and_plots(tmp_path):
     res = runner.invoke(app, ["eval", str(gold), str(pred), "--quality", "--json"])
     rel = json.loads(res.output[res.output.index("{"):])["quality"]["release"]
     assert [r["n"] for r in rel] == [1, 1, 1, 2, 2, 2, 3, 3, 4, 4]
+
+
+def test_excluded_subjects_keep_the_quality_estimate(projects):
+    """Issue 30: a list with excluded subjects still gets an estimate (that of the list
+    before the exclusion), so `--release-above` works for projects with exclude rules."""
+    proj = Project.load(projects / "hybrid")
+    dev = noisy_records(20, seed=5)
+    whole = proj.tag(dev, limit=5)
+    banned = {whole[0].suggestions[0].id}
+    cut = proj.tag(dev, limit=5, exclude=banned)
+    assert [t.quality for t in cut] == [t.quality for t in whole]
+    assert any(t.quality is not None for t in cut)
+    assert all(s.id not in banned for t in cut for s in t.suggestions)
+    assert all(len(t.suggestions) == len(w.suggestions) for t, w in zip(cut, whole, strict=True))

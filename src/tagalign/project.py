@@ -336,10 +336,10 @@ class Project:
         ``fallback_limit`` and 0).
 
         ``exclude``: subject ids (or GND URIs) never returned for these records, on top of
-        the project's rules; the ``limit`` is still filled from the other subjects. A list
-        with excluded subjects gets no quality estimate: the estimator learned the score
-        profiles of whole lists. ``estimate=False``: no quality wanted (the estimator
-        does not run)."""
+        the project's rules; the ``limit`` is still filled from the other subjects. With
+        exclusions the quality estimate describes the list before them (the estimator
+        learned the score profiles of whole lists; the recipe then runs twice).
+        ``estimate=False``: no quality wanted (the estimator does not run)."""
         self.trained_recipe()
         banned = self.excluded
         if exclude:
@@ -354,14 +354,14 @@ class Project:
                                   []).append(i)
             for (n, cut), idx in groups.items():
                 recs = [checked[i][0] for i in idx]
+                if estimate:
+                    rows = self.recipe.suggest_with_quality(recs, limit=n, threshold=cut)
+                    for i, (row, quality) in zip(idx, rows, strict=True):
+                        out[i].suggestions, out[i].quality = row, quality
                 if banned or not estimate:
                     for i, row in zip(idx, self.recipe.suggest_excluding(recs, n, banned),
                                       strict=True):
                         out[i].suggestions = keep_above(row, cut)
-                else:
-                    rows = self.recipe.suggest_with_quality(recs, limit=n, threshold=cut)
-                    for i, (row, quality) in zip(idx, rows, strict=True):
-                        out[i].suggestions, out[i].quality = row, quality
         return out
 
     def _cut(self, record: Record, limit: int | None, threshold: float | None,
