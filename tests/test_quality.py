@@ -30,6 +30,7 @@ from tagalign.recipes.saved import MODEL_FORMAT
 from tagalign.records import Record
 from tagalign.serve.app import create_app
 from tagalign.serve.feedback import FeedbackStore
+from tagalign.suggest.quality import QualityEstimator
 from tiny_models import TOPICS, tiny_records, tiny_vocab
 
 runner = CliRunner()
@@ -94,7 +95,7 @@ def test_saved_estimator_reloads_identically_and_model_formats(projects, tmp_pat
     missing a part its parameters name (a model saved before the estimator existed), or
     of a format this version does not read, is refused with the message to retrain."""
     files = sorted(p.name for p in (projects / "hybrid/model/quality").iterdir())
-    assert files == ["precision.txt", "quality.json", "recall.txt"]
+    assert files == ["data", "precision.txt", "quality.json", "recall.txt"]
     assert read_json(projects / "hybrid/model/recipe.json")["format"] == MODEL_FORMAT
     dev = noisy_records(30, seed=3)
     a = Project.load(projects / "hybrid").tag(dev, limit=5)
@@ -246,3 +247,32 @@ def test_excluded_subjects_keep_the_quality_estimate(projects):
     assert any(t.quality is not None for t in cut)
     assert all(s.id not in banned for t in cut for s in t.suggestions)
     assert all(len(t.suggestions) == len(w.suggestions) for t, w in zip(cut, whole, strict=True))
+
+
+def test_new_score_weights_retrain_the_estimate_on_the_scores_served(projects, tmp_path):
+    """Issue 30: `hyperopt --save` changes `blend`'s weights after training; the estimator
+    must learn the scores that are then served (it keeps what it learned from), and one that
+    cannot (saved without that data) gives no estimate rather than a wrong one."""
+    folder = tmp_path / "tuned"
+    shutil.copytree(projects / "hybrid", folder)
+    proj = Project.load(folder)
+    before = proj.recipe.pipeline_.quality
+    assert before.weights_ == (0.0, 0.0) and before.data_ is not None
+    weights = (0.2, 0.5)
+    served, _, _ = before.data_.profile(weights)
+    raw, _, _ = before.data_.profile((0.0, 0.0))
+    assert not np.allclose(served.scores, raw.scores)  # the corrections move the scores
+    proj.set_params({"prior_weight": weights[0], "support_weight": weights[1]})
+    reloaded = Project.load(folder)
+    after = reloaded.recipe.pipeline_.quality
+    assert after.weights_ == weights
+    direct = QualityEstimator().fit_data(before.data_, weights)
+    np.testing.assert_allclose([(q.recall, q.precision) for q in after.predict(served, 5, 0.1)],
+                               [(q.recall, q.precision) for q in direct.predict(served, 5, 0.1)])
+    dev = noisy_records(20, seed=6)
+    assert all(t.quality is not None for t in reloaded.tag(dev, limit=5))
+    # an estimator of other weights without its data: no estimates, not wrong ones
+    (folder / "model/quality/quality.json").write_text(json.dumps({
+        **json.loads((folder / "model/quality/quality.json").read_text()),
+        "weights": [0.0, 0.0], "data": False}))
+    assert all(t.quality is None for t in Project.load(folder).tag(dev, limit=5))

@@ -297,6 +297,7 @@ class Project:
         self.config[TUNED] = sorted(set(self.config.get(TUNED, [])) | set(updates))
         write_json_atomic(self.path / CONFIG_NAME, self.config)
         self.recipe = self._load_model()
+        self.recipe.params_saved(self.path / MODEL_DIR)
 
     # -- suggesting --------------------------------------------------------------------
     @property

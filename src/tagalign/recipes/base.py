@@ -115,6 +115,11 @@ class Recipe(ABC):
         instead of reading them into memory, and set ``read_only``; a recipe with nothing
         worth mapping may ignore it."""
 
+    def params_saved(self, folder: Path) -> None:  # noqa: B027 - optional hook
+        """Called after parameters changed without retraining (`Project.set_params`)
+        reloaded the model from ``folder``: a recipe whose saved parts depend on them
+        brings those up to date (the hybrid's quality estimate)."""
+
     def suggest_excluding(self, records: Sequence[Record], limit: int,
                           banned: Collection[str]) -> list[list[Suggestion]]:
         """The top ``limit`` per record with ``banned`` subject ids (if any) removed.

@@ -13,13 +13,14 @@ held-out split B, the quality estimate cross-fitted on B. What suggests is a
 from __future__ import annotations
 
 import copy
+import logging
 import threading
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tagalign.errors import NotTrainedError
-from tagalign.io import read_json
+from tagalign.io import atomic_dir, read_json
 from tagalign.recipes.base import (
     ReadOnlyError,
     Recipe,
@@ -34,6 +35,8 @@ from tagalign.suggest import Quality, Suggestion
 from tagalign.suggest.pipeline import HybridPipeline, candidate_count
 from tagalign.suggest.sources import SOURCES
 from tagalign.vocab import Vocabulary
+
+log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
     from tagalign.train.stacking import Stacker
@@ -217,6 +220,18 @@ class HybridRecipe(Recipe):
             return out
 
         return run
+
+    def params_saved(self, folder: Path) -> None:
+        """New `blend` weights (`tagalign hyperopt --save`): the quality estimator learns
+        the scores now served, from the data it keeps, and is saved (atomically)."""
+        pipe = self._pipeline()
+        if pipe.retune_quality():
+            with atomic_dir(folder / "quality") as tmp:
+                pipe.quality.save(tmp)
+            log.info("quality estimate learned again for the new score weights")
+        elif pipe.quality is not None and pipe.quality_in_force() is None:
+            log.warning("this model's quality estimate learned other score weights and kept "
+                        "no data to learn again: no estimates until the project is retrained")
 
     # -- persistence -----------------------------------------------------------------------
     def save(self, path: Path) -> None:

@@ -164,12 +164,32 @@ class HybridPipeline:
         r = self.ranked(batch, limit)
         names = [s.name for s in self.sources]
         qualities: list[Quality | None] = [None] * len(batch)
-        if threshold is not None and self.quality is not None:
+        estimator = self.quality_in_force()
+        if threshold is not None and estimator is not None:
             profile = CandidateProfile.build(r.rows, r.scores, r.X, r.names, r.support,
                                              len(batch))
-            qualities = list(self.quality.predict(profile, limit, threshold, batch.threads))
+            qualities = list(estimator.predict(profile, limit, threshold, batch.threads))
         return [[(c, s, [n for n, on in zip(names, r.support[i], strict=True) if on])
                  for c, s, i in row] for row in r.top], qualities
+
+    def quality_in_force(self) -> QualityEstimator | None:
+        """The estimator, when it learned the scores served now (the same `blend` weights);
+        None otherwise: its estimates would describe other lists (issue 30)."""
+        q = self.quality
+        if q is None or q.weights_ != (self.prior_weight, self.support_weight):
+            return None
+        return q
+
+    def retune_quality(self) -> bool:
+        """Learn the estimator again for the served weights, from the data it keeps; False
+        when it keeps none (a model saved before it did) or is already in force."""
+        q = self.quality
+        if q is None or q.data_ is None or self.quality_in_force() is not None:
+            return False
+        self.quality = QualityEstimator(seed=q.seed, num_threads=self.runtime.threads
+                                        ).fit_data(q.data_, (self.prior_weight,
+                                                             self.support_weight))
+        return True
 
     def suggest(self, records: Sequence[Record], limit: int = 20) -> list[list[Suggestion]]:
         return [row for row, _ in self._in_parts(records, limit, None)]

@@ -38,7 +38,8 @@ from pathlib import Path
 import lightgbm as lgb
 import numpy as np
 
-from tagalign.io import read_json, write_bytes_atomic, write_json_atomic
+from tagalign.io import load_npy, read_json, save_npy_atomic, write_bytes_atomic, write_json_atomic
+from tagalign.suggest.fusion import blend
 from tagalign.suggest.sources.base import ranks_of
 from tagalign.suggest.suggestion import Quality
 
@@ -154,6 +155,71 @@ class CandidateProfile:
         return hits / np.maximum(n_gold, 1), hits / np.maximum(ret.sum(1), 1)
 
 
+#: the score corrections of `tagalign.suggest.fusion.blend`: (prior weight, support weight)
+Weights = tuple[float, float]
+
+
+@dataclass
+class QualityData:
+    """What the estimator learns from, kept so that it can learn again when the score
+    corrections change after training (`tagalign hyperopt --save` sets `blend`'s weights;
+    an estimator of other scores than those served would be wrong: issue 30).
+
+    Grids as in `CandidateProfile`, ordered by the *raw* (out-of-fold) ranker score:
+    ``raw`` scores, ``prior`` and ``support`` per cell, ``gold`` 0/1, ``valid``; per record
+    its `CandidateProfile.record` columns and ``n_gold``."""
+
+    raw: np.ndarray
+    prior: np.ndarray
+    support: np.ndarray
+    gold: np.ndarray
+    valid: np.ndarray
+    record: np.ndarray
+    record_names: list[str]
+    n_gold: np.ndarray
+
+    ARRAYS = ("raw", "prior", "support", "gold", "valid", "record", "n_gold")
+
+    @classmethod
+    def build(cls, rows: np.ndarray, raw: np.ndarray, X: np.ndarray, names: list[str],
+              support: np.ndarray, gold: np.ndarray, n_gold: np.ndarray) -> QualityData:
+        """From a candidate table (``raw``: out-of-fold ranker scores, ``gold`` 0/1)."""
+        p = CandidateProfile.build(rows, raw, X, names, support, len(n_gold))
+        valid = p.idx >= 0
+        cell_gold = np.where(valid, gold[p.idx] if len(gold) else 0, 0).astype(np.uint8)
+        return cls(p.scores.astype(np.float32), p.prior.astype(np.float32),
+                   p.support.astype(np.float32), cell_gold, valid, p.record, p.record_names,
+                   np.asarray(n_gold, np.int32))
+
+    def profile(self, weights: Weights) -> tuple[CandidateProfile, np.ndarray, np.ndarray]:
+        """(profile, gold per candidate, n_gold) with the scores served under ``weights``:
+        `blend` of the raw scores, each record's cells ordered by them again (ties keep the
+        raw order, as `CandidateProfile.build` keeps the candidates')."""
+        scores = np.where(self.valid, blend(self.raw, np.nan_to_num(self.prior),
+                                            self.support, *weights), 0.0)
+        order = np.argsort(np.where(self.valid, -scores, np.inf), axis=1, kind="stable")
+
+        def take(grid: np.ndarray) -> np.ndarray:
+            return np.take_along_axis(grid, order, 1)
+
+        valid = take(self.valid)
+        idx = np.where(valid, np.arange(valid.size).reshape(valid.shape), -1)
+        profile = CandidateProfile(take(scores).astype(np.float32), take(self.support),
+                                   take(self.prior), idx, self.record, self.record_names)
+        return profile, take(self.gold).ravel(), self.n_gold
+
+    def save(self, path: Path) -> None:
+        path.mkdir(parents=True, exist_ok=True)
+        for name in self.ARRAYS:
+            save_npy_atomic(path / f"{name}.npy", getattr(self, name))
+        write_json_atomic(path / "data.json", {"record_names": self.record_names})
+
+    @classmethod
+    def load(cls, path: Path) -> QualityData:
+        arrays = {name: load_npy(path / f"{name}.npy", mmap=True) for name in cls.ARRAYS}
+        return cls(**arrays, record_names=read_json(path / "data.json")["record_names"])
+
+
 def cross_fitted_scores(rows: np.ndarray, folds: int, seed: int,
                         fit_predict: Callable[[np.ndarray, np.ndarray], np.ndarray]
                         ) -> np.ndarray:
@@ -183,6 +249,17 @@ class QualityEstimator:
         self.num_threads = num_threads
         self.feature_names_: list[str] = []
         self.boosters_: dict[str, lgb.Booster] = {}
+        #: the score corrections of the scores it learned from (models saved before the
+        #: key learned the ranker's own scores: no correction)
+        self.weights_: Weights = (0.0, 0.0)
+        #: what it learned from (`refit` learns again from it); None: saved without
+        self.data_: QualityData | None = None
+
+    def fit_data(self, data: QualityData, weights: Weights) -> QualityEstimator:
+        """Learn from ``data`` with the scores served under ``weights``; keeps the data."""
+        self.fit(*data.profile(weights))
+        self.weights_, self.data_ = (float(weights[0]), float(weights[1])), data
+        return self
 
     def fit(self, profile: CandidateProfile, gold: np.ndarray, n_gold: np.ndarray
             ) -> QualityEstimator:
@@ -232,10 +309,13 @@ class QualityEstimator:
     def save(self, path: Path) -> None:
         for name, booster in self.boosters_.items():
             write_bytes_atomic(path / f"{name}.txt", booster.model_to_string().encode("utf-8"))
+        if self.data_ is not None:
+            self.data_.save(path / "data")
         write_json_atomic(path / "quality.json", {
             "features": self.feature_names_, "targets": sorted(self.boosters_),
             "limits": list(LIMITS), "thresholds": list(THRESHOLDS),
-            "num_rounds": self.num_rounds})
+            "num_rounds": self.num_rounds, "weights": list(self.weights_),
+            "data": self.data_ is not None})
 
     @classmethod
     def load(cls, path: Path) -> QualityEstimator:
@@ -244,4 +324,7 @@ class QualityEstimator:
         self.feature_names_ = meta["features"]
         self.boosters_ = {name: lgb.Booster(model_str=(path / f"{name}.txt").read_text("utf-8"))
                           for name in meta["targets"]}
+        self.weights_ = tuple(meta.get("weights", (0.0, 0.0)))
+        if meta.get("data"):
+            self.data_ = QualityData.load(path / "data")
         return self

@@ -27,7 +27,7 @@ from tagalign.records import Record
 from tagalign.suggest.agreement import CoAssignment
 from tagalign.suggest.fusion import FusionRanker
 from tagalign.suggest.pipeline import HybridPipeline, candidate_count
-from tagalign.suggest.quality import CandidateProfile, QualityEstimator, cross_fitted_scores
+from tagalign.suggest.quality import QualityData, QualityEstimator, cross_fitted_scores
 from tagalign.suggest.sources import SOURCES, Source
 from tagalign.suggest.sources.base import FitContext, record_languages
 from tagalign.suggest.sources.memory import RecordMemory, label_matrix
@@ -207,10 +207,11 @@ class Stacker:
         def fit_predict(train: np.ndarray, test: np.ndarray) -> np.ndarray:
             return self.fit_ranker(table, train).predict(table.X[test])
 
-        scores = cross_fitted_scores(table.rows, self.p["quality_folds"], self.p["seed"],
-                                     fit_predict)
-        profile = CandidateProfile.build(table.rows, scores, table.X, table.names,
-                                         table.support, len(records))
+        raw = cross_fitted_scores(table.rows, self.p["quality_folds"], self.p["seed"],
+                                  fit_predict)
         n_gold = np.asarray(label_matrix(records, self.vocab).sum(axis=1)).ravel()
-        return QualityEstimator(seed=self.p["seed"], num_threads=self.threads
-                                ).fit(profile, table.y, n_gold)
+        data = QualityData.build(table.rows, raw, table.X, table.names, table.support,
+                                 table.y, n_gold)
+        # the scores it learns from are those served: `blend` with the recipe's weights
+        return QualityEstimator(seed=self.p["seed"], num_threads=self.threads).fit_data(
+            data, (self.p["prior_weight"], self.p["support_weight"]))
