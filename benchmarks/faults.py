@@ -1,0 +1,361 @@
+"""Faults survived (issue 30): kill -9 at seeded random moments, then restart or resume.
+
+    python benchmarks/faults.py --work runs/faults [--kills 20] [--only suggest,server]
+
+Scenarios (each killed ``--kills`` times, at a moment drawn with ``--seed`` between the
+start and the length of an uninterrupted run):
+
+- ``train``: a small hybrid on 1,500 seeded training records, killed, then `tagalign
+  train` again (it resumes). The resumed model's avg R@5..20 on 200 seeded dev records
+  must lie within the spread of two uninterrupted trainings (Omikuji's trees are
+  unseeded), widened by that spread. Every fifth kill resumes with *other* records: no
+  finished phase may then be reused (no "finished earlier" line).
+- ``suggest``: `tagalign suggest --output` on 1,500 seeded dev records, killed, then
+  `--resume`: the output must equal an uninterrupted run line for line (ids, subjects,
+  scores), no record lost or doubled.
+- ``batch``: the same on Ray (`--engine ray`, a folder of shards), rerun to resume.
+- ``server``: `tagalign serve --allow-learn` under a learn + suggest load, killed, then
+  restarted: every learn request acknowledged (HTTP 200) before the kill is in the feedback
+  store (`tagalign feedback export`).
+- ``download``: `tagalign download --force` of an update into a project with feedback,
+  killed: afterwards the folder holds the old project with its feedback or the new one
+  with the same feedback, never neither (then a rerun completes it).
+
+Prints per scenario: kills, survivals, records lost (must be 0), and the figures above.
+The sample: seeded draws of the shared LLMs4Subjects train/dev (both languages, all types).
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import os
+import random
+import shutil
+import signal
+import sqlite3
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+from _common import DATA, free_port, seeded_records
+
+CLI = [sys.executable, "-m", "tagalign.cli.main"]
+SMALL = {"embed_vocab_size": 8000, "embed_dim": 64, "embed_batch_size": 128,
+         "ranker_rounds": 150, "omikuji_cluster_k": 20, "max_ranker_records": 600}
+
+
+def run(*args: str, check: bool = True, **kw) -> subprocess.CompletedProcess:
+    res = subprocess.run([*CLI, *args], capture_output=True, text=True, **kw)
+    if check and res.returncode != 0:
+        raise SystemExit(f"{' '.join(args)} failed ({res.returncode}):\n{res.stderr[-3000:]}")
+    return res
+
+
+def killed_run(args: list[str], after: float) -> tuple[bool, str]:
+    """Start ``args``, kill -9 after ``after`` s; (whether it was killed before it ended,
+    its stderr)."""
+    proc = subprocess.Popen([*CLI, *args], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            text=True, start_new_session=True)
+    try:
+        proc.wait(after)
+        return False, proc.stderr.read()
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        return True, proc.stderr.read()
+
+
+def timed(fn) -> float:
+    t0 = time.perf_counter()
+    fn()
+    return time.perf_counter() - t0
+
+
+def write_jsonl(path: Path, records) -> Path:
+    with open(path, "w", encoding="utf-8") as fh:
+        for r in records:
+            fh.write(json.dumps(r.to_json(), ensure_ascii=False) + "\n")
+    return path
+
+
+def read_lines(path: Path) -> list[dict]:
+    opener = gzip.open if path.suffix == ".gz" else open
+    with opener(path, "rt", encoding="utf-8") as fh:
+        return [json.loads(line) for line in fh if line.strip()]
+
+
+def by_id(rows: list[dict]) -> tuple[dict[str, dict], int]:
+    """Rows by record id, and how many ids came more than once."""
+    out: dict[str, dict] = {}
+    doubled = 0
+    for row in rows:
+        doubled += row["id"] in out
+        out[row["id"]] = row
+    return out, doubled
+
+
+def report(name: str, kills: int, survived: int, lost: int, **figures) -> None:
+    extra = "".join(f", {k} {v}" for k, v in figures.items())
+    print(f"{name:9s} kills {kills:3d}, survived {survived:3d}, records lost {lost}{extra}",
+          flush=True)
+
+
+# -- scenarios ------------------------------------------------------------------------------
+def scenario_suggest(ctx, rng: random.Random) -> None:
+    ref = ctx.work / "suggest-ref.jsonl"
+    args = ["suggest", str(ctx.project), "-i", str(ctx.dev_file), "--batch-size", "100"]
+    length = timed(lambda: run(*args, "-o", str(ref)))
+    want, _ = by_id(read_lines(ref))
+    kills = survived = lost = doubled = 0
+    for i in range(ctx.kills):
+        out = ctx.work / f"suggest-{i}.jsonl"
+        killed, _ = killed_run([*args, "-o", str(out)], rng.uniform(0.5, 0.9 * length))
+        kills += killed
+        run(*args, "-o", str(out), "--resume")
+        got, twice = by_id(read_lines(out))
+        lost += len(set(want) - set(got))
+        doubled += twice
+        survived += got == want
+        out.unlink()
+    report("suggest", kills, survived, lost, doubled=doubled, runs=ctx.kills,
+           uninterrupted_s=round(length, 1))
+
+
+def scenario_batch(ctx, rng: random.Random) -> None:
+    args = ["suggest", str(ctx.project), "-i", str(ctx.dev_file), "--engine", "ray",
+            "--num-workers", "1", "--shard-size", "100"]
+    ref = ctx.work / "batch-ref"
+    length = timed(lambda: run(*args, "-o", str(ref)))
+
+    def rows(folder: Path) -> tuple[dict[str, dict], int]:
+        return by_id([r for p in sorted(folder.glob("part-*.jsonl*")) for r in read_lines(p)])
+
+    want, _ = rows(ref)
+    kills = survived = lost = doubled = 0
+    for i in range(ctx.kills):
+        out = ctx.work / f"batch-{i}"
+        killed, _ = killed_run([*args, "-o", str(out)], rng.uniform(1.0, 0.9 * length))
+        kills += killed
+        run(*args, "-o", str(out))
+        got, twice = rows(out)
+        lost += len(set(want) - set(got))
+        doubled += twice
+        survived += got == want
+        shutil.rmtree(out)
+    report("batch", kills, survived, lost, doubled=doubled, runs=ctx.kills,
+           uninterrupted_s=round(length, 1))
+
+
+def _feedback_ids(project: Path, out: Path) -> set[str]:
+    run("feedback", "export", str(project), "--out", str(out))
+    return {r["id"] for r in read_lines(out)}
+
+
+def _load(kind: str, url: str, pid: str, dev: list, acked: list[str],
+          stop: threading.Event, n: int) -> None:
+    """Learn (one new record a request, its id kept once acknowledged) or suggest requests
+    until ``stop``."""
+    import httpx
+
+    k = 0
+    with httpx.Client(timeout=10) as client:
+        while not stop.is_set():
+            rec = dev[k % len(dev)]
+            try:
+                if kind == "learn":
+                    rid = f"fault-{n}-{k}"
+                    res = client.post(f"{url}/projects/{pid}/learn", json={"records": [{
+                        "id": rid, "title": rec.title, "abstract": rec.abstract,
+                        "language": rec.language, "subjects": rec.subjects[:3]}]})
+                    if res.status_code == 200:
+                        acked.append(rid)
+                else:
+                    client.post(f"{url}/projects/{pid}/suggest",
+                                json={"title": rec.title, "abstract": rec.abstract,
+                                      "limit": 10})
+            except httpx.HTTPError:
+                time.sleep(0.2)
+            k += 1
+
+
+def scenario_server(ctx, rng: random.Random) -> None:
+    import httpx
+
+    project = ctx.work / "served"
+    kills = survived = lost = 0
+    acked_total = 0
+    for i in range(ctx.kills):
+        shutil.rmtree(project, ignore_errors=True)
+        shutil.copytree(ctx.project, project)
+        port = free_port()
+        url = f"http://127.0.0.1:{port}/tagalign/v1"
+        server = subprocess.Popen([*CLI, "serve", str(project), "--port", str(port),
+                                   "--allow-learn"], stdout=subprocess.DEVNULL,
+                                  stderr=subprocess.DEVNULL, start_new_session=True)
+        acked: list[str] = []
+        stop = threading.Event()
+
+        t0 = time.time()
+        while True:  # up
+            try:
+                if httpx.get(f"{url}/health", timeout=1).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                time.sleep(0.3)
+            if time.time() - t0 > 300:
+                raise SystemExit("server did not start")
+        threads = [threading.Thread(target=_load, args=(k, url, project.name, ctx.dev, acked,
+                                                        stop, i))
+                   for k in ("learn", "suggest")]
+        for t in threads:
+            t.start()
+        time.sleep(rng.uniform(0.5, 5.0))
+        os.killpg(server.pid, signal.SIGKILL)
+        server.wait()
+        kills += 1
+        seen = list(acked)  # every acknowledgement received before the kill
+        stop.set()
+        for t in threads:
+            t.join()
+        stored = _feedback_ids(project, ctx.work / "feedback.jsonl")
+        missing = [rid for rid in seen if rid not in stored]
+        lost += len(missing)
+        survived += not missing
+        acked_total += len(seen)
+    report("server", kills, survived, lost, learn_acknowledged=acked_total)
+
+
+def _rows_of(db: Path) -> int:
+    with sqlite3.connect(db) as con:
+        tables = [t for (t,) in con.execute("select name from sqlite_master where type='table'")]
+        return sum(con.execute(f'select count(*) from "{t}"').fetchone()[0] for t in tables)
+
+
+def scenario_download(ctx, rng: random.Random) -> None:
+    store = ctx.work / "store"
+    shutil.rmtree(store, ignore_errors=True)
+    store.mkdir()
+    archive = run("upload", str(ctx.project), f"file://{store}/update.tar.gz").stdout
+    url = f"file://{store}/update.tar.gz"
+    served = ctx.work / "served-dl"
+    kills = survived = lost = 0
+    length = None
+    for i in range(ctx.kills):
+        shutil.rmtree(served, ignore_errors=True)
+        shutil.copytree(ctx.project, served)
+        db = served / "feedback.sqlite"
+        with sqlite3.connect(db) as con:  # the librarians' decisions so far
+            con.execute("create table if not exists decisions (id text, subject text)")
+            con.executemany("insert into decisions values (?, ?)",
+                            [(f"rec-{i}-{k}", "4015065-3") for k in range(50)])
+        rows = _rows_of(db)
+        args = ["download", url, "--into", str(served), "--force"]
+        if length is None:
+            probe = ctx.work / "probe-dl"
+            shutil.rmtree(probe, ignore_errors=True)
+            length = timed(lambda p=probe: run("download", url, "--into", str(p)))
+        killed, _ = killed_run(args, rng.uniform(0.2, 0.9 * length))
+        kills += killed
+        ok = (served / "project.json").exists() and (served / "model").exists() and \
+            db.exists() and _rows_of(db) == rows
+        survived += ok
+        lost += 0 if db.exists() and _rows_of(db) == rows else rows
+        run(*args)  # a rerun completes the update, keeping the feedback
+        if not db.exists() or _rows_of(db) != rows:
+            lost += rows
+    report("download", kills, survived, lost, archive=archive.strip()[-40:],
+           uninterrupted_s=round(length or 0, 1))
+
+
+def scenario_train(ctx, rng: random.Random) -> None:
+    from tagalign.evaluate import evaluate
+    from tagalign.project import Project
+
+    def avg_recall(folder: Path) -> float:
+        proj = Project.load(folder)
+        preds = {r.id: [s.id for s in row] for r, row in
+                 zip(ctx.dev[:200], proj.suggest(ctx.dev[:200], limit=20), strict=True)}
+        o = evaluate(ctx.dev[:200], preds)["overall"]
+        return sum(o[f"R@{k}"] for k in (5, 10, 15, 20)) / 4
+
+    params = [a for k, v in SMALL.items() for a in ("--param", f"{k}={v}")]
+
+    def args(folder: Path, train: Path) -> list[str]:
+        return ["train", str(folder), "--vocab", str(ctx.vocab_file), "--train", str(train),
+                *params]
+
+    refs = []
+    length = 0.0
+    for j in range(2):
+        folder = ctx.work / f"train-ref-{j}"
+        shutil.rmtree(folder, ignore_errors=True)
+        length = timed(lambda f=folder: run(*args(f, ctx.train_file)))
+        refs.append(avg_recall(folder))
+    lo, hi = min(refs), max(refs)
+    width = max(hi - lo, 0.002)
+    kills = survived = reused_other = 0
+    scores = []
+    for i in range(ctx.kills):
+        folder = ctx.work / f"train-{i}"
+        shutil.rmtree(folder, ignore_errors=True)
+        killed, _ = killed_run(args(folder, ctx.train_file), rng.uniform(2.0, 0.9 * length))
+        kills += killed
+        other = i % 5 == 4
+        res = run(*args(folder, ctx.other_train_file if other else ctx.train_file))
+        if other:
+            reused_other += "finished earlier" in res.stderr + res.stdout
+            shutil.rmtree(folder, ignore_errors=True)
+            survived += 1  # judged by reuse only (other records, other model)
+            continue
+        score = avg_recall(folder)
+        scores.append(round(score, 4))
+        survived += lo - width <= score <= hi + width
+        shutil.rmtree(folder, ignore_errors=True)
+    report("train", kills, survived, 0, uninterrupted=[round(x, 4) for x in refs],
+           resumed=scores, other_inputs_reused=reused_other,
+           uninterrupted_s=round(length, 1))
+
+
+SCENARIOS = {"train": scenario_train, "suggest": scenario_suggest, "batch": scenario_batch,
+             "server": scenario_server, "download": scenario_download}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--work", type=Path, default=Path("runs/faults"))
+    ap.add_argument("--kills", type=int, default=20)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--only", default=",".join(SCENARIOS))
+    ap.add_argument("--vocab", type=Path, default=DATA / "gnd/gnd-subjects.tsv.gz")
+    ap.add_argument("--train", type=Path, default=DATA / "llms4subjects/train.jsonl.gz")
+    ap.add_argument("--dev", type=Path, default=DATA / "llms4subjects/dev.jsonl.gz")
+    args = ap.parse_args()
+    from tagalign.vocab import load_vocabulary
+
+    ctx = argparse.Namespace(work=args.work.resolve(), kills=args.kills, vocab_file=args.vocab)
+    ctx.work.mkdir(parents=True, exist_ok=True)
+    vocab = load_vocabulary(args.vocab)
+    train = seeded_records(args.train, vocab, 3000, args.seed)
+    ctx.train_file = write_jsonl(ctx.work / "train.jsonl", train[:1500])
+    ctx.other_train_file = write_jsonl(ctx.work / "train-other.jsonl", train[1500:])
+    ctx.dev = seeded_records(args.dev, vocab, 1500, args.seed)
+    ctx.dev_file = write_jsonl(ctx.work / "dev.jsonl", ctx.dev)
+    langs = {lg: sum(r.language == lg for r in ctx.dev) for lg in ("de", "en")}
+    print(f"sample (seed {args.seed}): train 1,500 + 1,500 other, dev {len(ctx.dev)} {langs}")
+    ctx.project = ctx.work / "project"
+    if not (ctx.project / "model").exists():
+        run("train", str(ctx.project), "--vocab", str(args.vocab), "--train",
+            str(ctx.train_file), *[a for k, v in SMALL.items()
+                                   for a in ("--param", f"{k}={v}")])
+    rng = random.Random(args.seed)
+    for name in args.only.split(","):
+        SCENARIOS[name](ctx, rng)
+
+
+if __name__ == "__main__":
+    main()
