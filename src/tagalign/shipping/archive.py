@@ -1,35 +1,17 @@
-"""Ship a trained project: one tar archive per project, to and from any fsspec store.
-
-`upload` writes ``manifest.json`` first, then the project's files under ``project/``; the
-manifest holds the SHA-256 and size of every file, the tagalign and library versions, the
-recipe and the vocabulary fingerprint. `fsspec` opens the URL, so ``file://``,
-``memory://``, ``s3://`` (``pip install 'tagalign[s3]'``) and ``hf://`` (Hugging Face Hub,
-through huggingface_hub's file system) need no code of ours per store.
-
-`download` streams the archive and refuses it — leaving an existing project untouched —
-unless every entry is a regular file under ``project/`` that stays inside the target
-folder, is listed in the manifest with the hash and size it has, and the manifest lists
-no file the archive lacks; pickles are refused on both sides. The files are written into
-a temporary sibling folder that replaces the target in one rename only after all checks
-passed (`tagalign.io.atomic_dir`).
-
-Not shipped: ``work/`` (an interrupted training's phases), the feedback store
-(``feedback.sqlite``: librarians' decisions stay where they were made) and hidden
-temporary files.
-
-Trust (as Annif's ``--trust-repo``): a local source (``file://``, a plain path,
-``memory://``) is trusted; any other store needs ``trust=True``, since a project's
-files decide what the server runs.
-"""
+"""`upload` and `download` of one project archive through fsspec (see the package
+docstring for what is shipped, checked and kept)."""
 
 from __future__ import annotations
 
 import contextlib
 import datetime as _dt
+import gzip
 import hashlib
 import io
 import json
+import shutil
 import tarfile
+import zlib
 from collections.abc import Iterator
 from pathlib import Path, PurePosixPath
 from typing import IO, Any
@@ -37,41 +19,30 @@ from typing import IO, Any
 import fsspec
 from fsspec.core import split_protocol, url_to_fs
 
-from tagalign.errors import (
-    ConflictError,
-    InputError,
-    NotFoundError,
-    NotTrainedError,
-    PermissionDeniedError,
-)
+from tagalign.errors import NotFoundError, NotTrainedError
 from tagalign.io import atomic_dir, versions
-from tagalign.project import CONFIG_NAME, WORK_DIR, Project, ProjectError
+from tagalign.project import CONFIG_NAME, Project, ProjectError
+from tagalign.shipping import swap
+from tagalign.shipping.checks import (
+    FORMAT,
+    FORMAT_VERSION,
+    MANIFEST,
+    ROOT,
+    ShippingError,
+    UntrustedSourceError,
+    is_shipped,
+    looks_pickled,
+    member_path,
+    read_head,
+    read_manifest,
+)
 from tagalign.vocab import VocabularyMismatchError
 
-FORMAT = "tagalign-archive"
-FORMAT_VERSION = 1
-MANIFEST = "manifest.json"
-ROOT = "project"
-MAX_MANIFEST_BYTES = 16 * 1024 * 1024
-#: top-level entries of a project folder never shipped (see the module docstring)
-NOT_SHIPPED = {WORK_DIR, "feedback.sqlite", "feedback.sqlite-journal", "feedback.sqlite-wal",
-               "feedback.sqlite-shm"}
 LOCAL_PROTOCOLS = {"file", "local", "memory"}
-PICKLE_SUFFIXES = {".pkl", ".pickle", ".joblib", ".pt", ".pth", ".ckpt"}
 ARCHIVE_SUFFIXES = (".tar", ".tar.gz", ".tgz")
 CHUNK = 1 << 20
-
-
-class ShippingError(InputError):
-    """An archive cannot be written, or is refused."""
-
-
-class TargetExistsError(ShippingError, ConflictError):
-    """The folder a download would write holds something (``force`` replaces it)."""
-
-
-class UntrustedSourceError(PermissionDeniedError, ShippingError):
-    """A download from a remote store without ``trust``."""
+#: what a truncated, damaged or foreign file raises while it is read as a (gzipped) tar
+UNREADABLE = (tarfile.TarError, EOFError, zlib.error, gzip.BadGzipFile)
 
 
 def is_trusted(url: str) -> bool:
@@ -86,6 +57,28 @@ def archive_url(url: str, project_id: str) -> str:
     return url.rstrip("/") + f"/{project_id}.tar.gz"
 
 
+def resolve_url(url: str, into: Path | str | None,
+                storage_options: dict[str, Any] | None = None) -> str:
+    """The archive `download` reads for the URL `upload` was given: ``url`` itself unless
+    it is a folder; of a folder, ``<--into's name>.tar.gz`` when it holds one, else its only
+    ``*.tar.gz`` (several: refused, naming them)."""
+    if url.endswith(ARCHIVE_SUFFIXES):
+        return url
+    fs, path = url_to_fs(url, **(storage_options or {}))
+    if not fs.isdir(path):
+        return url
+    names = sorted(n for n in (PurePosixPath(p).name for p in fs.ls(path, detail=False))
+                   if n.endswith(".tar.gz"))
+    if into is not None and f"{Path(into).name}.tar.gz" in names:
+        return archive_url(url, Path(into).name)
+    if len(names) == 1:
+        return archive_url(url, names[0].removesuffix(".tar.gz"))
+    if not names:
+        raise ShippingError(f"archive not found: {url} is a folder without a .tar.gz")
+    raise ShippingError(f"{url} holds several archives ({', '.join(names[:5])}); give the "
+                        "archive's URL")
+
+
 def _sha256(path: Path) -> str:
     h = hashlib.sha256()
     with open(path, "rb") as fh:
@@ -94,28 +87,18 @@ def _sha256(path: Path) -> str:
     return h.hexdigest()
 
 
-def _looks_pickled(name: str, head: bytes) -> bool:
-    """A pickle by name or by its first bytes (protocol 2+ starts with 0x80 and the
-    protocol number; torch's zip checkpoints hold a ``data.pkl``)."""
-    if PurePosixPath(name).suffix.lower() in PICKLE_SUFFIXES:
-        return True
-    if len(head) >= 2 and head[0] == 0x80 and 2 <= head[1] <= 5:
-        return True
-    return head.startswith(b"PK\x03\x04") and b".pkl" in head
-
-
 def project_files(folder: Path) -> Iterator[tuple[str, Path]]:
     """``(archive name relative to the folder, path)`` of every file shipped, sorted."""
     for path in sorted(folder.rglob("*")):
         rel = path.relative_to(folder)
-        if rel.parts[0] in NOT_SHIPPED or any(p.startswith(".") for p in rel.parts):
+        if not is_shipped(rel.as_posix()):
             continue
         if path.is_symlink():
             raise ShippingError(f"{path} is a symbolic link; archives hold regular files only")
         if path.is_file():
             with open(path, "rb") as fh:
-                head = fh.read(512)
-            if _looks_pickled(rel.as_posix(), head):
+                head = read_head(fh, path.stat().st_size)
+            if looks_pickled(rel.as_posix(), head):
                 raise ShippingError(f"{path} looks like a pickle; tagalign ships no pickles")
             yield rel.as_posix(), path
 
@@ -168,105 +151,102 @@ def upload(project_dir: Path | str, url: str,
     return target, manifest
 
 
-def _read_manifest(tar: tarfile.TarFile, url: str) -> dict[str, Any]:
-    first = tar.next()
-    if first is None or first.name != MANIFEST or not first.isfile():
-        raise ShippingError(f"{url}: not a tagalign archive ({MANIFEST} must come first)")
-    if first.size > MAX_MANIFEST_BYTES:
-        raise ShippingError(f"{url}: {MANIFEST} is implausibly large ({first.size} bytes)")
-    try:
-        manifest = json.loads(tar.extractfile(first).read().decode("utf-8"))
-    except (UnicodeDecodeError, ValueError) as exc:
-        raise ShippingError(f"{url}: unreadable {MANIFEST} ({exc})") from None
-    if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
-        raise ShippingError(f"{url}: not a tagalign archive (format is not {FORMAT!r})")
-    if manifest.get("format_version") != FORMAT_VERSION:
-        raise ShippingError(f"{url}: archive format version {manifest.get('format_version')}"
-                            f"; this tagalign reads version {FORMAT_VERSION}")
-    files = manifest.get("files")
-    if not isinstance(files, dict) or not files:
-        raise ShippingError(f"{url}: the manifest lists no files")
-    return manifest
-
-
-def _member_path(member: tarfile.TarInfo, url: str) -> str:
-    """The member's path inside the project folder; refuses anything but a regular file
-    strictly inside ``project/``."""
-    if not member.isfile():
-        kind = ("a symbolic link" if member.issym() else "a hard link" if member.islnk()
-                else "a folder" if member.isdir() else "not a regular file")
-        raise ShippingError(f"{url}: refused: {member.name!r} is {kind}")
-    name = member.name
-    parts = PurePosixPath(name).parts
-    if (name.startswith("/") or "\\" in name or len(parts) < 2 or parts[0] != ROOT
-            or any(p in ("..", ".", "") for p in parts)):
-        raise ShippingError(f"{url}: refused: {name!r} leaves the project folder")
-    return "/".join(parts[1:])
-
-
 def _extract(tar: tarfile.TarFile, member: tarfile.TarInfo, dest: Path, rel: str,
              expected: dict[str, Any], url: str) -> None:
+    """Writes the member, never more than its manifest size, then checks its hash."""
+    limit = expected["size"]
+    if member.size != limit:
+        raise ShippingError(f"{url}: refused: {rel} is {member.size} bytes, {limit} in the "
+                            "manifest")
     src: IO[bytes] = tar.extractfile(member)
-    h, size, first = hashlib.sha256(), 0, True
+    chunk = read_head(src, limit)
+    if looks_pickled(rel, chunk):
+        raise ShippingError(f"{url}: refused: {rel} looks like a pickle")
+    h, size = hashlib.sha256(), 0
     dest.parent.mkdir(parents=True, exist_ok=True)
     with open(dest, "wb") as out:
-        while chunk := src.read(CHUNK):
-            if first and _looks_pickled(rel, chunk[:512]):
-                raise ShippingError(f"{url}: refused: {rel} looks like a pickle")
-            first = False
-            h.update(chunk)
+        while chunk:
             size += len(chunk)
+            if size > limit:
+                raise ShippingError(f"{url}: refused: {rel} is larger than the manifest says")
+            h.update(chunk)
             out.write(chunk)
-    if first and _looks_pickled(rel, b""):
-        raise ShippingError(f"{url}: refused: {rel} looks like a pickle")
-    if h.hexdigest() != expected.get("sha256") or size != expected.get("size"):
+            chunk = src.read(min(CHUNK, limit - size + 1))
+    if h.hexdigest() != expected["sha256"] or size != limit:
         raise ShippingError(f"{url}: refused: {rel} does not match its SHA-256 in the "
                             "manifest (damaged or tampered with)")
+
+
+def _check_space(manifest: dict[str, Any], target: Path, url: str) -> None:
+    """The manifest's files fit on the target's file system (checked before writing)."""
+    need = sum(entry["size"] for entry in manifest["files"].values())
+    folder = target.absolute().parent
+    while not folder.exists():
+        folder = folder.parent
+    free = shutil.disk_usage(folder).free
+    if need > free:
+        raise ShippingError(f"{url}: refused: its files need {need} bytes, {free} are free "
+                            f"in {folder}")
+
+
+def _unpack(tar: tarfile.TarFile, folder: Path, manifest: dict[str, Any], url: str) -> None:
+    expected: dict[str, Any] = manifest["files"]
+    seen: set[str] = set()
+    # `next`, not iteration: iterating a stream starts over with the manifest
+    while (member := tar.next()) is not None:
+        rel = member_path(member, url)
+        if rel not in expected:
+            raise ShippingError(f"{url}: refused: {rel} is not in the manifest")
+        if rel in seen:
+            raise ShippingError(f"{url}: refused: {rel} occurs twice")
+        seen.add(rel)
+        _extract(tar, member, folder / rel, rel, expected[rel], url)
+    missing = sorted(set(expected) - seen)
+    if missing:
+        raise ShippingError(f"{url}: refused: files of the manifest missing from the "
+                            f"archive: {', '.join(missing[:5])}")
+    _check_project(folder, manifest, url)
+
+
+def _target(manifest: dict[str, Any], into: Path | str | None, url: str) -> Path:
+    if into is not None:
+        return Path(into)
+    pid = str(manifest.get("project") or "")
+    if not pid or "/" in pid or "\\" in pid or pid in (".", ".."):
+        raise ShippingError(f"{url}: the manifest names no usable project id; give --into")
+    return Path(pid)
 
 
 def download(url: str, into: Path | str | None = None, *, force: bool = False,
              trust: bool = False, storage_options: dict[str, Any] | None = None
              ) -> tuple[Path, dict[str, Any]]:
     """Fetch and verify a project archive into ``into`` (default: the project id in the
-    current folder); returns the folder and the manifest. Any failed check raises
-    `ShippingError` and leaves an existing folder as it was."""
+    current folder); returns the folder and the manifest. ``url`` is the archive or the
+    folder URL given to `upload` (`resolve_url`). Any failed check raises `ShippingError`
+    and leaves an existing folder as it was; ``force`` replaces a project folder, keeping
+    its feedback store (`tagalign.shipping.swap`)."""
     if not trust and not is_trusted(url):
         raise UntrustedSourceError(
             f"{url} is not a local source; projects run code paths chosen by their files, "
             "so give --trust to download from it")
+    url = resolve_url(url, into, storage_options)
     try:
         fh = fsspec.open(url, "rb", **(storage_options or {})).open()
     except FileNotFoundError:
         raise ShippingError(f"archive not found: {url}") from None
-    with fh, tarfile.open(fileobj=fh, mode="r|*") as tar:
-        manifest = _read_manifest(tar, url)
-        pid = str(manifest.get("project") or "")
-        if into is None:
-            if not pid or "/" in pid or "\\" in pid or pid in (".", ".."):
-                raise ShippingError(f"{url}: the manifest names no usable project id; give "
-                                    "--into")
-            into = Path(pid)
-        target = Path(into)
-        if target.exists() and not force:
-            raise TargetExistsError(f"{target} exists; give --force to replace it (it is kept "
-                                "unless the download verifies)")
-        expected: dict[str, Any] = manifest["files"]
-        with atomic_dir(target) as tmp:
-            seen: set[str] = set()
-            # `next`, not iteration: iterating a stream starts over with the manifest
-            while (member := tar.next()) is not None:
-                rel = _member_path(member, url)
-                if rel not in expected:
-                    raise ShippingError(f"{url}: refused: {rel} is not in the manifest")
-                if rel in seen:
-                    raise ShippingError(f"{url}: refused: {rel} occurs twice")
-                seen.add(rel)
-                _extract(tar, member, tmp / rel, rel, expected[rel], url)
-            missing = sorted(set(expected) - seen)
-            if missing:
-                raise ShippingError(f"{url}: refused: files of the manifest missing from the "
-                                    f"archive: {', '.join(missing[:5])}")
-            _check_project(tmp, manifest, url)
+    try:
+        with fh, tarfile.open(fileobj=fh, mode="r|*") as tar:
+            manifest = read_manifest(tar, url)
+            target = _target(manifest, into, url)
+            swap.recover(target)
+            swap.check_replaceable(target, force)
+            _check_space(manifest, target, url)
+            with atomic_dir(swap.incoming(target)) as tmp:
+                _unpack(tar, tmp, manifest, url)
+    except UNREADABLE as exc:
+        raise ShippingError(f"{url}: damaged, cut short or not a tar archive "
+                            f"({exc or type(exc).__name__}); fetch or upload it again") from None
+    swap.replace(target)
     return target, manifest
 
 
