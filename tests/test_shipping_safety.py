@@ -96,6 +96,20 @@ def test_a_swap_cut_short_is_completed_by_the_next_download(archive, tmp_path, m
     assert not [p for p in target.parent.iterdir() if p.name.startswith(".")]
 
 
+def test_a_crash_before_the_old_project_moved_leaves_it_in_place(archive, tmp_path):
+    from tagalign.shipping import swap
+
+    url, _ = archive
+    target, _ = download(url, tmp_path / "proj")
+    (target / "feedback.sqlite").write_bytes(b"decisions")
+    download(url, tmp_path / "other")
+    (tmp_path / "other").rename(swap.incoming(target))  # verified, never swapped in
+    with pytest.raises(TargetExistsError):
+        download(url, target)
+    assert (target / "feedback.sqlite").read_bytes() == b"decisions"
+    assert not swap.incoming(target).exists()
+
+
 # -- 2. --force only replaces a project ------------------------------------------------
 def test_force_refuses_a_folder_that_is_not_a_project(archive, tmp_path):
     url, _ = archive
@@ -110,6 +124,14 @@ def test_force_refuses_a_folder_that_is_not_a_project(archive, tmp_path):
     res = runner.invoke(app, ["download", url, "--into", str(folder), "--force"])
     assert res.exit_code == 1 and "not a tagalign project" in res.output
     assert (folder / "server.log").exists()
+    link = tmp_path / "link"
+    link.symlink_to(tmp_path / "proj-elsewhere", target_is_directory=True)
+    download(url, tmp_path / "proj-elsewhere")
+    with pytest.raises(TargetExistsError, match="symbolic link"):
+        download(url, link, force=True)
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert Project.load(download(url, empty, force=True)[0]).is_trained  # nothing to lose
 
 
 # -- 3. the URL given to upload downloads ----------------------------------------------

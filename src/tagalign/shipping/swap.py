@@ -52,6 +52,9 @@ def check_replaceable(target: Path, force: bool) -> None:
     if not force:
         raise TargetExistsError(f"{target} exists; give --force to replace it (it is kept "
                                 "unless the download verifies)")
+    if target.is_symlink():
+        raise TargetExistsError(f"{target} is a symbolic link; give the folder it points to "
+                                "as --into")
     if not target.is_dir():
         raise TargetExistsError(f"{target} is not a folder; --force replaces only a tagalign "
                                 "project folder")
@@ -72,7 +75,7 @@ def _checkpoint(db: Path) -> None:
     if not db.is_file():
         return
     with contextlib.suppress(sqlite3.Error):
-        conn = sqlite3.connect(f"file:{db}?mode=rw", uri=True, timeout=2)
+        conn = sqlite3.connect(f"{db.absolute().as_uri()}?mode=rw", uri=True, timeout=2)
         try:
             conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         finally:
