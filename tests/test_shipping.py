@@ -125,8 +125,8 @@ def test_tampered_file_is_refused(archive, existing):
     members, _ = archive
     i = next(i for i, (m, _) in enumerate(members) if m.name.endswith("recipe.json"))
     info, data = members[i]
-    tampered = data.replace(b'"hybrid"', b'"lexical"')
-    assert tampered != data
+    tampered = data.replace(b'"hybrid"', b'"lexica"')  # same size: the hash must tell
+    assert tampered != data and len(tampered) == len(data)
     _refused([*members[:i], (info, tampered), *members[i + 1:]], existing,
              r"recipe.json does not match its SHA-256")
 

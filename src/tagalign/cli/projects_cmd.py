@@ -96,18 +96,23 @@ def upload(
 
 @app.command()
 def download(
-    url: str = typer.Argument(..., help="A project archive written by `tagalign upload`."),
+    url: str = typer.Argument(..., help="A project archive written by `tagalign upload`, "
+                              "or the folder URL given to upload (its INTO.tar.gz, else "
+                              "its only .tar.gz)."),
     into: Path = typer.Option(None, "--into", help="Project folder to write (default: the "
                               "project id, in the current folder)."),
-    force: bool = typer.Option(False, "--force", help="Replace an existing folder (only once "
-                               "the archive has verified)."),
+    force: bool = typer.Option(False, "--force", help="Replace an existing project folder "
+                               "(only once the archive has verified); its feedback.sqlite "
+                               "moves into the new version, work/ is dropped. A folder "
+                               "without project.json is never replaced."),
     trust: bool = typer.Option(False, "--trust", help="Allow a source that is not local. "
                                "Local (file://, plain paths, memory://) is trusted; s3://, "
                                "hf:// and every other store need --trust."),
 ) -> None:
-    """Fetch a project archive and verify every file's SHA-256 before anything is
+    """Fetch a project archive and verify every file's size and SHA-256 before anything is
     replaced. Refused, leaving an existing project untouched: entries that leave the
-    folder, links, files missing from or extra to the manifest, failed hashes, pickles.
+    folder, links, files missing from or extra to the manifest, sizes other than the
+    manifest's, work/ or feedback entries, failed hashes, pickles, damaged archives.
 
     Example: tagalign download file:///srv/models/gnd-hybrid.tar.gz --into gnd-hybrid
 

@@ -12,6 +12,7 @@ from tagalign.io.atomic import (
     atomic_dir,
     atomic_path,
     atomic_text,
+    fsync_dir,
     load_csr,
     load_npy,
     read_json,
@@ -47,8 +48,8 @@ from tagalign.io.report import BadInputError, InputReport
 __all__ = [
     "MAX_LINE_BYTES", "MODEL_KINDS", "PARSE_ERRORS", "BadInputError", "InputReport",
     "LineError", "LineReader", "ModelKind", "Reporter", "atomic_dir", "atomic_path",
-    "atomic_text", "decode_utf8", "describe_error", "json_object", "load_csr", "load_npy",
-    "model_kind", "open_binary", "open_text", "parse_lines", "read_json",
+    "atomic_text", "decode_utf8", "describe_error", "fsync_dir", "json_object", "load_csr",
+    "load_npy", "model_kind", "open_binary", "open_text", "parse_lines", "read_json",
     "read_text_lenient", "register_kind", "save_csr_atomic", "save_npy_atomic", "versions",
     "wrong_model_message", "write_bytes_atomic", "write_json_atomic",
 ]

@@ -29,7 +29,7 @@ def _fsync_file(path: str | Path) -> None:
         os.close(fd)
 
 
-def _fsync_dir(path: str | Path) -> None:
+def fsync_dir(path: str | Path) -> None:
     """Make a rename or a new name in ``path`` durable (POSIX; Windows cannot open a
     folder for this, and its renames need no such step)."""
     try:
@@ -51,7 +51,7 @@ def _fsync_tree(root: Path) -> None:
             full = os.path.join(folder, name)
             if not os.path.islink(full):
                 _fsync_file(full)
-        _fsync_dir(folder)
+        fsync_dir(folder)
 
 
 @contextlib.contextmanager
@@ -71,7 +71,7 @@ def atomic_path(path: Path) -> Iterator[str]:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
         raise
-    _fsync_dir(path.parent)
+    fsync_dir(path.parent)
 
 
 def write_bytes_atomic(path: Path, data: bytes) -> None:
@@ -150,7 +150,7 @@ def atomic_dir(path: Path) -> Iterator[Path]:
             old = path.with_name(f".{path.name}.old-{os.getpid()}")
             os.replace(path, old)
         os.replace(tmp, path)
-        _fsync_dir(path.parent)
+        fsync_dir(path.parent)
         if old is not None:
             shutil.rmtree(old, ignore_errors=True)
     except BaseException:

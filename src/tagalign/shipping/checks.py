@@ -1,0 +1,141 @@
+"""What an archive may hold: the files `upload` ships, no pickles, a manifest that lists
+every file with its SHA-256 and size, members that stay inside ``project/``."""
+
+from __future__ import annotations
+
+import json
+import tarfile
+from pathlib import PurePosixPath
+from typing import IO, Any
+
+from tagalign.errors import ConflictError, InputError, PermissionDeniedError
+from tagalign.project import WORK_DIR
+
+FORMAT = "tagalign-archive"
+FORMAT_VERSION = 1
+MANIFEST = "manifest.json"
+ROOT = "project"
+MAX_MANIFEST_BYTES = 16 * 1024 * 1024
+#: the feedback store's file and SQLite's side files (journal, write-ahead log, its index)
+FEEDBACK_FILES = ("feedback.sqlite", "feedback.sqlite-journal", "feedback.sqlite-wal",
+                  "feedback.sqlite-shm")
+#: top-level entries of a project folder never shipped (see the package docstring)
+NOT_SHIPPED = {WORK_DIR, *FEEDBACK_FILES}
+PICKLE_SUFFIXES = {".pkl", ".pickle", ".joblib", ".pt", ".pth", ".ckpt"}
+#: bytes of a file read to recognise it (more for a safetensors header, see `read_head`)
+HEAD_BYTES = 512
+#: the safetensors format's own limit on its JSON header
+SAFETENSORS_MAX_HEADER = 100_000_000
+
+
+class ShippingError(InputError):
+    """An archive cannot be written, or is refused."""
+
+
+class TargetExistsError(ShippingError, ConflictError):
+    """The folder a download would write holds something (``force`` replaces a project)."""
+
+
+class UntrustedSourceError(PermissionDeniedError, ShippingError):
+    """A download from a remote store without ``trust``."""
+
+
+def is_shipped(rel: str) -> bool:
+    """Whether `upload` ships the file at ``rel`` (relative to the project folder)."""
+    parts = PurePosixPath(rel).parts
+    return bool(parts) and parts[0] not in NOT_SHIPPED and \
+        not any(p.startswith(".") for p in parts)
+
+
+def _safetensors_length(head: bytes) -> int:
+    """The header length a safetensors file starts with (8 bytes, little-endian), or 0
+    when ``head`` cannot start one (the JSON header is an object: ``{`` follows)."""
+    if len(head) < 10 or head[8:9] != b"{":
+        return 0
+    n = int.from_bytes(head[:8], "little")
+    return n if 2 <= n <= SAFETENSORS_MAX_HEADER else 0
+
+
+def is_safetensors(head: bytes) -> bool:
+    """``head`` starts with a whole safetensors header: its length N as a little-endian
+    u64, then N bytes of a JSON object (padded with spaces)."""
+    n = _safetensors_length(head)
+    if not n or len(head) < 8 + n:
+        return False
+    try:
+        return isinstance(json.loads(head[8:8 + n].decode("utf-8")), dict)
+    except (UnicodeDecodeError, ValueError):
+        return False
+
+
+def read_head(fh: IO[bytes], limit: int) -> bytes:
+    """The first bytes of a file of ``limit`` bytes that `looks_pickled` needs: 512, or
+    the whole header of what may be a safetensors file."""
+    head = fh.read(min(HEAD_BYTES, limit))
+    n = _safetensors_length(head)
+    if n and len(head) < 8 + n <= limit:
+        head += fh.read(8 + n - len(head))
+    return head
+
+
+def looks_pickled(name: str, head: bytes) -> bool:
+    """A pickle by name or by its first bytes (protocol 2+ starts with 0x80 and the
+    protocol number; torch's zip checkpoints hold a ``data.pkl``). A safetensors file
+    whose header length is 0x280, 0x380, … starts with those bytes too: a valid
+    safetensors header is recognised first."""
+    if PurePosixPath(name).suffix.lower() in PICKLE_SUFFIXES:
+        return True
+    if is_safetensors(head):
+        return False
+    if len(head) >= 2 and head[0] == 0x80 and 2 <= head[1] <= 5:
+        return True
+    return head.startswith(b"PK\x03\x04") and b".pkl" in head
+
+
+def read_manifest(tar: tarfile.TarFile, url: str) -> dict[str, Any]:
+    """The archive's first member, checked: every file listed is one `upload` ships, with
+    a SHA-256 and a size."""
+    first = tar.next()
+    if first is None or first.name != MANIFEST or not first.isfile():
+        raise ShippingError(f"{url}: not a tagalign archive ({MANIFEST} must come first)")
+    if first.size > MAX_MANIFEST_BYTES:
+        raise ShippingError(f"{url}: {MANIFEST} is implausibly large ({first.size} bytes)")
+    try:
+        manifest = json.loads(tar.extractfile(first).read().decode("utf-8"))
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise ShippingError(f"{url}: unreadable {MANIFEST} ({exc})") from None
+    if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
+        raise ShippingError(f"{url}: not a tagalign archive (format is not {FORMAT!r})")
+    if manifest.get("format_version") != FORMAT_VERSION:
+        raise ShippingError(f"{url}: archive format version {manifest.get('format_version')}"
+                            f"; this tagalign reads version {FORMAT_VERSION}")
+    files = manifest.get("files")
+    if not isinstance(files, dict) or not files:
+        raise ShippingError(f"{url}: the manifest lists no files")
+    for rel, entry in files.items():
+        if not is_shipped(rel):
+            raise ShippingError(f"{url}: refused: {rel} is never shipped (upload leaves out "
+                                f"{WORK_DIR}/, the feedback store and hidden files)")
+        size = entry.get("size") if isinstance(entry, dict) else None
+        if type(size) is not int or size < 0 or not isinstance(entry.get("sha256"), str):
+            raise ShippingError(f"{url}: refused: the manifest gives {rel} no size and "
+                                "SHA-256")
+    return manifest
+
+
+def member_path(member: tarfile.TarInfo, url: str) -> str:
+    """The member's path inside the project folder; refuses anything but a regular file
+    strictly inside ``project/``, and what `upload` never ships."""
+    if not member.isfile():
+        kind = ("a symbolic link" if member.issym() else "a hard link" if member.islnk()
+                else "a folder" if member.isdir() else "not a regular file")
+        raise ShippingError(f"{url}: refused: {member.name!r} is {kind}")
+    name = member.name
+    parts = PurePosixPath(name).parts
+    if (name.startswith("/") or "\\" in name or len(parts) < 2 or parts[0] != ROOT
+            or any(p in ("..", ".", "") for p in parts)):
+        raise ShippingError(f"{url}: refused: {name!r} leaves the project folder")
+    rel = "/".join(parts[1:])
+    if not is_shipped(rel):
+        raise ShippingError(f"{url}: refused: {rel} is never shipped")
+    return rel
