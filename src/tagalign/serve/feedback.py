@@ -2,7 +2,11 @@
 
 SQLite by default (one file beside the project, WAL journal, synchronous=FULL), any
 SQLAlchemy URL otherwise (e.g. ``postgresql+psycopg://…``). Every decision is one row
-with its time and record; each request is one transaction, so a killed server loses at
+with its time and record; the rows one request writes for a record share their time and
+state the whole decision on it (a request that decides nothing on a record writes one
+`CLEARED` row), so the latest request per (project, record id) replaces the earlier ones:
+that is what training reads (`confirmed_records`) and a review queue shows
+(`latest_decisions`). Each request is one transaction, so a killed server loses at
 most the request in flight and never leaves half of one behind. A second table keeps which
 records of a review queue (`tagalign.serve.queue`) a librarian has finished, so a queue
 resumes where it stopped.
@@ -61,6 +65,10 @@ queue_progress = Table(
 )
 
 
+#: the decision of a row saying "nothing decided on this record" (its subject_id is "")
+CLEARED = "clear"
+
+
 @dataclass
 class Decision:
     record: Record
@@ -108,14 +116,16 @@ class FeedbackStore:
                     "abstract": r.abstract, "language": r.language, "record_type": r.type}
             rows += [{**base, "subject_id": s, "decision": "accept"} for s in item.accepted]
             rows += [{**base, "subject_id": s, "decision": "reject"} for s in item.rejected]
+            if not item.accepted and not item.rejected:  # all taken back
+                rows.append({**base, "subject_id": "", "decision": CLEARED})
         if rows:
             with self.engine.begin() as conn:
                 conn.execute(decisions.insert(), rows)
-        return len(rows)
+        return sum(row["decision"] != CLEARED for row in rows)
 
     def count(self, project: str | None = None, record_prefix: str | None = None) -> int:
         """Stored decisions, optionally of one project and of record ids with a prefix."""
-        q = select(func.count()).select_from(decisions)
+        q = select(func.count()).select_from(decisions).where(decisions.c.decision != CLEARED)
         if project:
             q = q.where(decisions.c.project == project)
         if record_prefix:
@@ -124,17 +134,21 @@ class FeedbackStore:
             return int(conn.execute(q).scalar_one())
 
     def confirmed_records(self, project: str | None = None) -> Iterator[Record]:
-        """Records with the subjects whose latest decision is "accept" (training data)."""
+        """Records with the subjects their latest request accepted (training data; one
+        record per id and project: without ``project``, every project's)."""
         q = select(decisions).order_by(decisions.c.id)
         if project:
             q = q.where(decisions.c.project == project)
-        latest: dict[str, dict] = {}
+        latest: dict[tuple[str, str], dict] = {}
         with self.engine.connect() as conn:
             for row in conn.execute(q).mappings():
-                rec = latest.setdefault(row["record_id"], {"row": row, "subjects": {}})
+                key = (row["project"], row["record_id"])
+                rec = latest.get(key)
+                if rec is None or rec["row"]["created"] != row["created"]:  # a later request
+                    rec = latest[key] = {"row": row, "subjects": {}}
                 rec["row"] = row
                 rec["subjects"][row["subject_id"]] = row["decision"]
-        for rid, item in latest.items():
+        for (_, rid), item in latest.items():
             accepted = [s for s, d in item["subjects"].items() if d == "accept"]
             if accepted:
                 row = item["row"]
@@ -143,12 +157,20 @@ class FeedbackStore:
                              subjects=accepted)
 
     def latest_decisions(self, project: str, record_id: str) -> dict[str, str]:
-        """Subject id → its latest decision ("accept" | "reject") on one record."""
-        q = (select(decisions.c.subject_id, decisions.c.decision)
+        """Subject id → its decision ("accept" | "reject") in the latest request on one
+        record."""
+        q = (select(decisions.c.subject_id, decisions.c.decision, decisions.c.created)
              .where(decisions.c.project == project, decisions.c.record_id == record_id)
              .order_by(decisions.c.id))
+        out: dict[str, str] = {}
+        last = None
         with self.engine.connect() as conn:
-            return {sid: decision for sid, decision in conn.execute(q)}
+            for sid, decision, created in conn.execute(q):
+                if created != last:
+                    out, last = {}, created
+                if decision != CLEARED:
+                    out[sid] = decision
+        return out
 
     def finish(self, project: str, queue: str, record_id: str) -> None:
         """Mark a queue's record finished (again, or by two tabs at once: no change)."""

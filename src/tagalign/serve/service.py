@@ -133,7 +133,8 @@ class Service:
         return proj
 
     def learn(self, project_id: str, items: Sequence[Decision]) -> tuple[int, bool]:
-        """Store the decisions, teach the project their confirmed records and keep their
+        """Store the decisions, teach the project each record's latest decision (its
+        accepted subjects replace what it learned of the record before) and keep their
         titles for reasons; ``(rows stored, learned online)``. A recipe without online
         learning returns False: the stored decisions wait for the next `tagalign train`.
         Subject ids outside the vocabulary: `UnknownSubjectsError`, nothing stored."""
@@ -147,8 +148,9 @@ class Service:
             return 0, False
         stored = self.store.add(project_id, items)
         self.titles.update((d.record.id, d.record.title) for d in items)
-        confirmed = [d.record for d in items if d.record.subjects]
-        return stored, proj.learn(confirmed) if confirmed else False
+        # every record, with or without accepted subjects: a recipe learns per record id,
+        # the latest decision replacing earlier ones (none accepted: it stops voting)
+        return stored, proj.learn([d.record for d in items])
 
 
 __all__ = ["ANNIF_DEFAULT_LIMIT", "ERRORS", "GND_URI", "MAX_LIMIT", "OWN_DEFAULT_LIMIT",
