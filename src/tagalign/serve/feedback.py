@@ -15,7 +15,7 @@ resumes where it stopped.
 from __future__ import annotations
 
 import datetime as _dt
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -36,6 +36,8 @@ from sqlalchemy import (
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import IntegrityError
 
+from tagalign.errors import InputError
+from tagalign.project import Project, feedback_location
 from tagalign.records import Record
 from tagalign.records.convert import write_jsonl
 
@@ -80,6 +82,11 @@ def sqlite_url(path: Path) -> str:
     return f"sqlite:///{Path(path).resolve()}"
 
 
+def sqlite_file(url: str) -> Path | None:
+    """The file of an ``sqlite:///`` URL (None: another database)."""
+    return Path(url[len("sqlite:///"):]) if url.startswith("sqlite:///") else None
+
+
 def normalise_url(url: str) -> str:
     """``postgres://`` and ``postgresql://`` → psycopg 3 (SQLAlchemy would pick psycopg2)."""
     for prefix in ("postgres://", "postgresql://"):
@@ -104,7 +111,9 @@ class FeedbackStore:
 
     @classmethod
     def for_project(cls, project_path: Path) -> FeedbackStore:
-        return cls(sqlite_url(Path(project_path) / "feedback.sqlite"))
+        """The project's own store (PROJECT/feedback.sqlite), rows keyed by its folder's
+        name (`tagalign.project.feedback_location`)."""
+        return cls(feedback_location(project_path)[0])
 
     def add(self, project: str, items: Sequence[Decision]) -> int:
         """Store all decisions of one request in one transaction; returns rows written."""
@@ -196,6 +205,62 @@ class FeedbackStore:
         self.engine.dispose()
 
 
+class ServedStores:
+    """The feedback of served projects, each where `tagalign.project.feedback_location`
+    says (so `tagalign train --feedback` and `feedback export` find it): a request's
+    project id (the id it is served under) is routed to its project's store and stored
+    under the project's key (its folder's name). Projects with one URL share one store.
+    Offers what the APIs and the review queue use of a `FeedbackStore`."""
+
+    def __init__(self, projects: Mapping[str, Project], override: str | None = None):
+        self.routes: dict[str, tuple[FeedbackStore, str]] = {}
+        stores: dict[str, FeedbackStore] = {}
+        owner: dict[tuple[str, str], str] = {}
+        for pid, project in projects.items():
+            url, key = feedback_location(project.path, project.feedback_db, override)
+            if (url, key) in owner:  # two folders of one name writing into one store
+                raise InputError(f"projects {owner[url, key]!r} and {pid!r} would keep their "
+                                 f"feedback under one key ({key!r}) in {url}: rename a "
+                                 "folder or give one another feedback_db")
+            owner[url, key] = pid
+            if (db := sqlite_file(url)) is not None:  # an untrained project's folder
+                db.parent.mkdir(parents=True, exist_ok=True)
+            if url not in stores:
+                stores[url] = FeedbackStore(url)
+            self.routes[pid] = (stores[url], key)
+
+    def _route(self, project: str) -> tuple[FeedbackStore, str]:
+        return self.routes[project]
+
+    def add(self, project: str, items: Sequence[Decision]) -> int:
+        store, key = self._route(project)
+        return store.add(key, items)
+
+    def latest_decisions(self, project: str, record_id: str) -> dict[str, str]:
+        store, key = self._route(project)
+        return store.latest_decisions(key, record_id)
+
+    def finish(self, project: str, queue: str, record_id: str) -> None:
+        store, key = self._route(project)
+        store.finish(key, queue, record_id)
+
+    def finished(self, project: str, queue: str) -> set[str]:
+        store, key = self._route(project)
+        return store.finished(key, queue)
+
+    def count(self, project: str, record_prefix: str | None = None) -> int:
+        store, key = self._route(project)
+        return store.count(key, record_prefix)
+
+    def confirmed_records(self, project: str) -> Iterator[Record]:
+        store, key = self._route(project)
+        return store.confirmed_records(key)
+
+    def close(self) -> None:
+        for store in {id(s): s for s, _ in self.routes.values()}.values():
+            store.close()
+
+
 def _sqlite_pragmas(dbapi_conn, _record) -> None:
     cur = dbapi_conn.cursor()
     cur.execute("PRAGMA journal_mode=WAL")
@@ -204,4 +269,5 @@ def _sqlite_pragmas(dbapi_conn, _record) -> None:
     cur.close()
 
 
-__all__ = ["Decision", "FeedbackStore", "normalise_url", "sqlite_url"]
+__all__ = ["CLEARED", "Decision", "FeedbackStore", "ServedStores", "normalise_url",
+           "sqlite_file", "sqlite_url"]

@@ -22,7 +22,7 @@ from tagalign.project import (
 )
 from tagalign.project import NotTrainedError as ProjectNotTrainedError
 from tagalign.records import Record
-from tagalign.serve.feedback import Decision, FeedbackStore
+from tagalign.serve.feedback import Decision, FeedbackStore, ServedStores
 from tagalign.suggest import Tagged
 from tagalign.vocab import GND_URI, normalize_subject_id
 
@@ -79,7 +79,7 @@ class Service:
     """The served ``projects`` (id → project), their feedback ``store`` and the records
     file's ``records`` (id → record; reasons name neighbours by these titles)."""
 
-    def __init__(self, projects: Mapping[str, Project], store: FeedbackStore,
+    def __init__(self, projects: Mapping[str, Project], store: FeedbackStore | ServedStores,
                  records: Mapping[str, Record] | None = None):
         self.projects = projects
         self.store = store
