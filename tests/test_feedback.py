@@ -118,7 +118,8 @@ def test_confirmed_records_and_export(tmp_path):
     store = FeedbackStore(sqlite_url(tmp_path / "feedback.sqlite"))
     rec = Record(id="a", title="T", abstract="A", language="en", type="Book")
     store.add("proj", [Decision(rec, ["1-1", "2-2"], ["3-3"])])
-    store.add("proj", [Decision(rec, [], ["2-2"])])  # the later decision wins
+    # the later request replaces the earlier one on the record (2-2 rejected, 3-3 taken back)
+    store.add("proj", [Decision(rec, ["1-1"], ["2-2"])])
     store.add("other", [Decision(Record(id="b", title="U"), ["4-4"])])
     confirmed = list(store.confirmed_records("proj"))
     assert [(r.id, r.subjects, r.language) for r in confirmed] == [("a", ["1-1"], "en")]
@@ -130,3 +131,20 @@ def test_confirmed_records_and_export(tmp_path):
         rows = [json.loads(line) for line in fh]
     assert rows == [{"id": "a", "type": "Book", "lang": "en", "title": "T", "abstract": "A",
                      "subjects": ["1-1"], "domains": []}]
+
+
+def test_latest_request_per_record_replaces_earlier_ones(tmp_path):
+    """The page sends a record's whole decision on each click: a subject taken back (in
+    neither list) is no longer confirmed, and taking all back confirms nothing."""
+    store = FeedbackStore(sqlite_url(tmp_path / "feedback.sqlite"))
+    rec = Record(id="a", title="T")
+    for accepted in (["1-1"], ["1-1", "2-2"], ["2-2"], ["1-1", "2-2", "3-3"], ["3-3"]):
+        store.add("proj", [Decision(rec, accepted)])
+    store.add("proj", [Decision(rec, ["2-2"], ["4-4"])])
+    store.add("other", [Decision(rec, ["9-9"])])
+    assert [r.subjects for r in store.confirmed_records("proj")] == [["2-2"]]
+    assert store.latest_decisions("proj", "a") == {"2-2": "accept", "4-4": "reject"}
+    assert store.add("proj", [Decision(rec, [])]) == 0  # all taken back
+    assert list(store.confirmed_records("proj")) == []
+    assert store.latest_decisions("proj", "a") == {}
+    assert [r.subjects for r in store.confirmed_records()] == [["9-9"]]

@@ -93,7 +93,7 @@ def test_errors_name_the_file_the_table_and_the_key(deployment, tmp_path):
     assert error('[a]\nrecipe = "lexical"\nallow_lern = true\n') == (
         f"{src} [a] allow_lern: unknown key (did you mean 'allow_learn'?); known keys: name, "
         "recipe, vocab, language, path, params, limit, threshold, allow_learn, exclude, "
-        "include")
+        "include, feedback_db")
     assert error("[a]\nlimit = true\n") == f"{src} [a] limit: expected a whole number, got True"
     assert f"{src} [a] recipe: unknown recipe 'hybird'" in error('[a]\nrecipe = "hybird"\n')
     assert error(f'[a]\n{trained}\nrecipe = "lexical"\n').startswith(

@@ -6,6 +6,7 @@ Layout::
     PROJECT/vocab.json.gz  the vocabulary, saved once (fast load)
     PROJECT/model/         the trained recipe (written atomically; safetensors/JSON/npy)
     PROJECT/work/          finished training phases, so an interrupted train resumes
+    PROJECT/feedback.sqlite librarians' decisions (`feedback_location`; or a shared store)
 
 The CLI, the REST API and the benchmarks are thin layers over this class.
 """
@@ -50,6 +51,8 @@ DEFAULT_LIMIT = 20
 BY_LANGUAGE = "defaults_by_language"
 #: names of the parameters `set_params` changed after training (`tagalign hyperopt --save`)
 TUNED = "tuned_params"
+#: a project's own feedback store when no URL is given (`feedback_location`)
+FEEDBACK_FILE = "feedback.sqlite"
 
 
 class ProjectError(TagalignError):
@@ -71,6 +74,16 @@ def config_defaults(config: dict[str, Any], language: str | None = None,
     limit = own.get("limit", config.get("limit", fallback_limit))
     threshold = own.get("threshold", config.get("threshold", 0.0))
     return int(limit), float(threshold)
+
+
+def feedback_location(path: Path | str, project_db: str | None = None,
+                      override: str | None = None) -> tuple[str, str]:
+    """Where a project's feedback lives, found alike by serve, train and feedback export:
+    (SQLAlchemy URL, the project key its rows carry). URL: ``override`` (--feedback-db),
+    else ``project_db`` (the projects file's feedback_db), else PROJECT/feedback.sqlite.
+    Key: the folder's name, whatever id a projects file serves it under."""
+    path = Path(path).resolve()
+    return override or project_db or f"sqlite:///{path / FEEDBACK_FILE}", path.name
 
 
 def _without(params: dict[str, Any], keys: set[str]) -> dict[str, Any]:
@@ -104,6 +117,8 @@ class Project:
         #: `defaults`); kept apart from ``config`` so they are never saved into it
         self.limit: int | None = None
         self.threshold: float | None = None
+        #: the projects file's feedback_db URL (None: `feedback_location`'s default)
+        self.feedback_db: str | None = None
         self._excluded: tuple[SubjectRules, frozenset[str]] | None = None
 
     # -- creation and loading ----------------------------------------------------------

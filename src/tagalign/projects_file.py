@@ -15,6 +15,8 @@ One table per project; the table name is the project id (in every URL)::
     allow_learn = true               # learning through the REST APIs (default false)
     exclude = ["4015065-3"]          # vocabulary rules: ids/URIs, "*", or a file of ids
     include = "keep.txt"
+    feedback_db = "postgresql://…"   # feedback store: a URL or an SQLite file (default:
+                                     # feedback.sqlite in the project's folder)
 
 Relative paths are read from the file's folder. Every error names the file, the table and
 the key. Nothing here is saved into the project folders: the file is the configuration
@@ -38,7 +40,7 @@ from tagalign.vocab import Vocabulary, VocabularyMismatchError, load_vocabulary
 from tagalign.vocab.rules import ALL, SubjectRules, read_id_file
 
 KEYS = ("name", "recipe", "vocab", "language", "path", "params", "limit", "threshold",
-        "allow_learn", "exclude", "include")
+        "allow_learn", "exclude", "include", "feedback_db")
 
 
 class ProjectsFileError(InputError):
@@ -61,6 +63,9 @@ class ProjectSpec:
     threshold: float | None = None
     allow_learn: bool = False
     rules: SubjectRules = field(default_factory=SubjectRules)
+    #: SQLAlchemy URL of the feedback store (a plain path: an SQLite file; None: the
+    #: project's own, `tagalign.project.feedback_location`)
+    feedback_db: str | None = None
 
     def where(self, key: str | None = None) -> str:
         """``projects.toml [id] key``: where an error's value is written."""
@@ -140,6 +145,9 @@ def _spec(source: Path, pid: str, table: dict[str, Any]) -> ProjectSpec:
     spec.threshold = None if threshold is None else float(threshold)
     spec.allow_learn = bool(get("allow_learn", bool, "true or false"))
     spec.rules = SubjectRules(_ids(spec, table, "exclude"), _ids(spec, table, "include"))
+    if (value := get("feedback_db", str, "an SQLAlchemy URL or an SQLite file")) is not None:
+        spec.feedback_db = value if "://" in value else \
+            f"sqlite:///{(source.parent / value).resolve()}"
     return spec
 
 
@@ -242,6 +250,7 @@ def apply_settings(spec: ProjectSpec, project: Project) -> None:
     project.language = spec.language
     project.limit = spec.limit
     project.threshold = spec.threshold
+    project.feedback_db = spec.feedback_db
 
 
 def project_for_training(spec: ProjectSpec, overwrite: bool = False) -> Project:

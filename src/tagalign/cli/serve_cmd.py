@@ -9,7 +9,8 @@ from rich.markup import escape
 
 from tagalign.cli.app import app, console, fail, feedback_app
 from tagalign.cli.common import COMPILE_HELP, MMAP_HELP, load_records, make_runtime
-from tagalign.project import Project
+from tagalign.errors import InputError
+from tagalign.project import Project, feedback_location
 from tagalign.runtime import Runtime
 from tagalign.serve import MAX_BODY, MAX_BODY_ENV
 
@@ -22,7 +23,7 @@ def serve(
     host: str = typer.Option("127.0.0.1", "--host", help="Interface to listen on."),
     port: int = typer.Option(8000, "--port", help="TCP port."),
     feedback_db: str = typer.Option(None, "--feedback-db",
-                                    help="SQLAlchemy URL of the feedback store (default: SQLite file in the first project)."),
+                                    help="SQLAlchemy URL of one feedback store for all projects, rows keyed by each project's folder name (default: a projects-file table's feedback_db, else each project's own PROJECT/feedback.sqlite)."),
     records: Path = typer.Option(None, "--records", help="Records file the web page can fetch by id."),
     threads: int = typer.Option(0, "--threads", min=0, help="CPU threads for the models (0 = all)."),
     compile_ranker: bool = typer.Option(True, "--compile-ranker/--no-compile-ranker", help=COMPILE_HELP),
@@ -55,7 +56,7 @@ def serve(
     import uvicorn
 
     from tagalign.serve.app import create_app
-    from tagalign.serve.feedback import FeedbackStore
+    from tagalign.serve.feedback import ServedStores
 
     if release_above is not None and queue is None:
         fail("--release-above needs --queue")
@@ -66,9 +67,11 @@ def serve(
         loaded = load_projects_file(projects_file, only, mmap=mmap, runtime=runtime)
     else:
         loaded = load_folders(projects, mmap=mmap, allow_learn=allow_learn, runtime=runtime)
-    first = next(iter(loaded.values())).path
-    first.mkdir(parents=True, exist_ok=True)  # an untrained project's folder may not exist
-    store = FeedbackStore(feedback_db) if feedback_db else FeedbackStore.for_project(first)
+    # each project's feedback where train --feedback and feedback export look for it
+    try:
+        store = ServedStores(loaded, feedback_db)
+    except InputError as exc:
+        fail(escape(str(exc)))
     recs = {r.id: r for r in load_records(records)} if records else {}
     review = review_queue(queue, release_above, loaded) if queue else None
     app_ = create_app(loaded, store, recs, review, max_body=max_body)
@@ -143,25 +146,33 @@ def review_queue(queue, release_above: float | None, loaded: dict[str, Project])
 
 @feedback_app.command("export")
 def export(
-    source: Path = typer.Argument(..., help="A project folder (its feedback.sqlite) or an SQLite file."),
+    source: Path = typer.Argument(..., help="A project folder, an SQLite file, or with --projects a project id."),
     out: Path = typer.Option(..., "--out", "-o", help="Training JSONL(.gz) to write."),
-    feedback_db: str = typer.Option(None, "--feedback-db", help="SQLAlchemy URL instead of SOURCE's file."),
-    project: str = typer.Option(None, "--project", help="Only this project's feedback."),
+    projects_file: Path = typer.Option(None, "--projects", help="A projects.toml: SOURCE is one of its ids (its path and feedback_db)."),
+    feedback_db: str = typer.Option(None, "--feedback-db", help="SQLAlchemy URL of the store (as given to serve)."),
+    project: str = typer.Option(None, "--project", help="Only the rows of this project key (default with a project: its folder name; with an SQLite file: all)."),
 ) -> None:
-    """Write the records librarians confirmed as training JSONL.
+    """Write the records librarians confirmed as training JSONL (of each record, the
+    subjects its latest decision accepted).
 
     Example: tagalign feedback export gnd-hybrid --out confirmed.jsonl
     """
-    from tagalign.serve.feedback import FeedbackStore, sqlite_url
+    from tagalign.serve.feedback import FeedbackStore, sqlite_file, sqlite_url
 
-    if feedback_db:
-        url = feedback_db
-    else:
-        db = source / "feedback.sqlite" if source.is_dir() else source
-        if not db.exists():
-            fail(f"no feedback store at {db}")
-        url = sqlite_url(db)
-        if project is None and source.is_dir():
-            project = source.name
-    n = FeedbackStore(url).export_jsonl(out, project)
+    if projects_file is not None:
+        from tagalign.projects_file import read_projects
+
+        specs = read_projects(projects_file)
+        if str(source) not in specs:
+            fail(f"{projects_file}: no project {str(source)!r}; known: {', '.join(specs)}")
+        spec = specs[str(source)]
+        url, key = feedback_location(spec.path, spec.feedback_db, feedback_db)
+    elif source.is_dir() or not source.exists():
+        url, key = feedback_location(source, None, feedback_db)
+    else:  # an SQLite file: every project's rows unless --project
+        url, key = feedback_db or sqlite_url(source), None
+    db = sqlite_file(url)
+    if db is not None and not db.exists():
+        fail(f"no feedback store at {db}")
+    n = FeedbackStore(url).export_jsonl(out, project or key)
     console.print(f"{n} confirmed records written to {out}")

@@ -11,21 +11,22 @@ from rich.markup import escape
 from tagalign.cli.app import app, console, fail, out
 from tagalign.cli.common import load_records, make_runtime, parse_params
 from tagalign.evaluate import evaluate, report_tables
-from tagalign.project import DEFAULT_RECIPE, Project
+from tagalign.project import DEFAULT_RECIPE, Project, feedback_location
 from tagalign.recipes import get_recipe, recipe_names
 from tagalign.records import BadInputError, InputReport, Record
 from tagalign.vocab import load_vocabulary
 
 
-def _feedback_records(project: Project) -> list[Record]:
-    """Records librarians confirmed through `tagalign serve` (none if no store exists)."""
-    try:
-        from tagalign.serve.feedback import FeedbackStore
-    except ImportError:
+def _feedback_records(project: Project, feedback_db: str | None) -> list[Record]:
+    """Records librarians confirmed through `tagalign serve`, found where serve keeps them
+    (`tagalign.project.feedback_location`; none if no store exists)."""
+    from tagalign.serve.feedback import FeedbackStore, sqlite_file
+
+    url, key = feedback_location(project.path, project.feedback_db, feedback_db)
+    db = sqlite_file(url)
+    if db is not None and not db.exists():
         return []
-    if not (project.path / "feedback.sqlite").exists():
-        return []
-    return list(FeedbackStore.for_project(project.path).confirmed_records(project.path.name))
+    return list(FeedbackStore(url).confirmed_records(key))
 
 
 def _from_projects_file(source: Path, project_id: str, overwrite: bool) -> Project:
@@ -54,6 +55,8 @@ def train(
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace a project with another recipe/params."),
     feedback: bool = typer.Option(True, "--feedback/--no-feedback",
                                   help="Add records librarians confirmed via `tagalign serve`."),
+    feedback_db: str = typer.Option(None, "--feedback-db",
+                                    help="SQLAlchemy URL of the feedback store, as given to serve (default: the projects file's feedback_db, else PROJECT/feedback.sqlite)."),
     strict: bool = typer.Option(False, "--strict", help="Stop at the first malformed record."),
     threads: int = typer.Option(0, "--threads", help="CPU threads for torch/faiss/omikuji (0 = all)."),
 ) -> None:
@@ -95,7 +98,7 @@ def train(
     records = load_records(train_src, vocab=project.vocab, strict=strict, limit=limit_train,
                            description="training records")
     if feedback:
-        extra = _feedback_records(project)
+        extra = _feedback_records(project, feedback_db)
         if extra:
             console.log(f"+ {len(extra)} records confirmed by librarians")
             records += extra

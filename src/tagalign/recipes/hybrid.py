@@ -144,9 +144,12 @@ class HybridRecipe(Recipe):
                        self.runtime.threads)
 
     def fit(self, records: Sequence[Record], *, workdir: Path) -> None:
-        from tagalign.train.phases import PhaseRunner  # training only, as `stacker`
+        # training only, as `stacker`
+        from tagalign.train.phases import PhaseRunner, inputs_fingerprint
 
-        runner = PhaseRunner(workdir)
+        # finished phases in ``workdir`` are reused only when fitted on these same inputs
+        runner = PhaseRunner(workdir, inputs=inputs_fingerprint(
+            records, self.vocab.fingerprint, self.name, self.params))
         self.pipeline_ = self.stacker().fit(records, runner)
         self.timings_ = runner.timings
         self.set_runtime(self.runtime)

@@ -2,7 +2,11 @@
 
 SQLite by default (one file beside the project, WAL journal, synchronous=FULL), any
 SQLAlchemy URL otherwise (e.g. ``postgresql+psycopg://…``). Every decision is one row
-with its time and record; each request is one transaction, so a killed server loses at
+with its time and record; the rows one request writes for a record share their time and
+state the whole decision on it (a request that decides nothing on a record writes one
+`CLEARED` row), so the latest request per (project, record id) replaces the earlier ones:
+that is what training reads (`confirmed_records`) and a review queue shows
+(`latest_decisions`). Each request is one transaction, so a killed server loses at
 most the request in flight and never leaves half of one behind. A second table keeps which
 records of a review queue (`tagalign.serve.queue`) a librarian has finished, so a queue
 resumes where it stopped.
@@ -11,7 +15,7 @@ resumes where it stopped.
 from __future__ import annotations
 
 import datetime as _dt
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -32,6 +36,8 @@ from sqlalchemy import (
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import IntegrityError
 
+from tagalign.errors import InputError
+from tagalign.project import Project, feedback_location
 from tagalign.records import Record
 from tagalign.records.convert import write_jsonl
 
@@ -61,6 +67,10 @@ queue_progress = Table(
 )
 
 
+#: the decision of a row saying "nothing decided on this record" (its subject_id is "")
+CLEARED = "clear"
+
+
 @dataclass
 class Decision:
     record: Record
@@ -70,6 +80,11 @@ class Decision:
 
 def sqlite_url(path: Path) -> str:
     return f"sqlite:///{Path(path).resolve()}"
+
+
+def sqlite_file(url: str) -> Path | None:
+    """The file of an ``sqlite:///`` URL (None: another database)."""
+    return Path(url[len("sqlite:///"):]) if url.startswith("sqlite:///") else None
 
 
 def normalise_url(url: str) -> str:
@@ -96,7 +111,9 @@ class FeedbackStore:
 
     @classmethod
     def for_project(cls, project_path: Path) -> FeedbackStore:
-        return cls(sqlite_url(Path(project_path) / "feedback.sqlite"))
+        """The project's own store (PROJECT/feedback.sqlite), rows keyed by its folder's
+        name (`tagalign.project.feedback_location`)."""
+        return cls(feedback_location(project_path)[0])
 
     def add(self, project: str, items: Sequence[Decision]) -> int:
         """Store all decisions of one request in one transaction; returns rows written."""
@@ -108,14 +125,16 @@ class FeedbackStore:
                     "abstract": r.abstract, "language": r.language, "record_type": r.type}
             rows += [{**base, "subject_id": s, "decision": "accept"} for s in item.accepted]
             rows += [{**base, "subject_id": s, "decision": "reject"} for s in item.rejected]
+            if not item.accepted and not item.rejected:  # all taken back
+                rows.append({**base, "subject_id": "", "decision": CLEARED})
         if rows:
             with self.engine.begin() as conn:
                 conn.execute(decisions.insert(), rows)
-        return len(rows)
+        return sum(row["decision"] != CLEARED for row in rows)
 
     def count(self, project: str | None = None, record_prefix: str | None = None) -> int:
         """Stored decisions, optionally of one project and of record ids with a prefix."""
-        q = select(func.count()).select_from(decisions)
+        q = select(func.count()).select_from(decisions).where(decisions.c.decision != CLEARED)
         if project:
             q = q.where(decisions.c.project == project)
         if record_prefix:
@@ -124,17 +143,21 @@ class FeedbackStore:
             return int(conn.execute(q).scalar_one())
 
     def confirmed_records(self, project: str | None = None) -> Iterator[Record]:
-        """Records with the subjects whose latest decision is "accept" (training data)."""
+        """Records with the subjects their latest request accepted (training data; one
+        record per id and project: without ``project``, every project's)."""
         q = select(decisions).order_by(decisions.c.id)
         if project:
             q = q.where(decisions.c.project == project)
-        latest: dict[str, dict] = {}
+        latest: dict[tuple[str, str], dict] = {}
         with self.engine.connect() as conn:
             for row in conn.execute(q).mappings():
-                rec = latest.setdefault(row["record_id"], {"row": row, "subjects": {}})
+                key = (row["project"], row["record_id"])
+                rec = latest.get(key)
+                if rec is None or rec["row"]["created"] != row["created"]:  # a later request
+                    rec = latest[key] = {"row": row, "subjects": {}}
                 rec["row"] = row
                 rec["subjects"][row["subject_id"]] = row["decision"]
-        for rid, item in latest.items():
+        for (_, rid), item in latest.items():
             accepted = [s for s, d in item["subjects"].items() if d == "accept"]
             if accepted:
                 row = item["row"]
@@ -143,12 +166,20 @@ class FeedbackStore:
                              subjects=accepted)
 
     def latest_decisions(self, project: str, record_id: str) -> dict[str, str]:
-        """Subject id → its latest decision ("accept" | "reject") on one record."""
-        q = (select(decisions.c.subject_id, decisions.c.decision)
+        """Subject id → its decision ("accept" | "reject") in the latest request on one
+        record."""
+        q = (select(decisions.c.subject_id, decisions.c.decision, decisions.c.created)
              .where(decisions.c.project == project, decisions.c.record_id == record_id)
              .order_by(decisions.c.id))
+        out: dict[str, str] = {}
+        last = None
         with self.engine.connect() as conn:
-            return {sid: decision for sid, decision in conn.execute(q)}
+            for sid, decision, created in conn.execute(q):
+                if created != last:
+                    out, last = {}, created
+                if decision != CLEARED:
+                    out[sid] = decision
+        return out
 
     def finish(self, project: str, queue: str, record_id: str) -> None:
         """Mark a queue's record finished (again, or by two tabs at once: no change)."""
@@ -174,6 +205,62 @@ class FeedbackStore:
         self.engine.dispose()
 
 
+class ServedStores:
+    """The feedback of served projects, each where `tagalign.project.feedback_location`
+    says (so `tagalign train --feedback` and `feedback export` find it): a request's
+    project id (the id it is served under) is routed to its project's store and stored
+    under the project's key (its folder's name). Projects with one URL share one store.
+    Offers what the APIs and the review queue use of a `FeedbackStore`."""
+
+    def __init__(self, projects: Mapping[str, Project], override: str | None = None):
+        self.routes: dict[str, tuple[FeedbackStore, str]] = {}
+        stores: dict[str, FeedbackStore] = {}
+        owner: dict[tuple[str, str], str] = {}
+        for pid, project in projects.items():
+            url, key = feedback_location(project.path, project.feedback_db, override)
+            if (url, key) in owner:  # two folders of one name writing into one store
+                raise InputError(f"projects {owner[url, key]!r} and {pid!r} would keep their "
+                                 f"feedback under one key ({key!r}) in {url}: rename a "
+                                 "folder or give one another feedback_db")
+            owner[url, key] = pid
+            if (db := sqlite_file(url)) is not None:  # an untrained project's folder
+                db.parent.mkdir(parents=True, exist_ok=True)
+            if url not in stores:
+                stores[url] = FeedbackStore(url)
+            self.routes[pid] = (stores[url], key)
+
+    def _route(self, project: str) -> tuple[FeedbackStore, str]:
+        return self.routes[project]
+
+    def add(self, project: str, items: Sequence[Decision]) -> int:
+        store, key = self._route(project)
+        return store.add(key, items)
+
+    def latest_decisions(self, project: str, record_id: str) -> dict[str, str]:
+        store, key = self._route(project)
+        return store.latest_decisions(key, record_id)
+
+    def finish(self, project: str, queue: str, record_id: str) -> None:
+        store, key = self._route(project)
+        store.finish(key, queue, record_id)
+
+    def finished(self, project: str, queue: str) -> set[str]:
+        store, key = self._route(project)
+        return store.finished(key, queue)
+
+    def count(self, project: str, record_prefix: str | None = None) -> int:
+        store, key = self._route(project)
+        return store.count(key, record_prefix)
+
+    def confirmed_records(self, project: str) -> Iterator[Record]:
+        store, key = self._route(project)
+        return store.confirmed_records(key)
+
+    def close(self) -> None:
+        for store in {id(s): s for s, _ in self.routes.values()}.values():
+            store.close()
+
+
 def _sqlite_pragmas(dbapi_conn, _record) -> None:
     cur = dbapi_conn.cursor()
     cur.execute("PRAGMA journal_mode=WAL")
@@ -182,4 +269,5 @@ def _sqlite_pragmas(dbapi_conn, _record) -> None:
     cur.close()
 
 
-__all__ = ["Decision", "FeedbackStore", "normalise_url", "sqlite_url"]
+__all__ = ["CLEARED", "Decision", "FeedbackStore", "ServedStores", "normalise_url",
+           "sqlite_file", "sqlite_url"]

@@ -22,7 +22,7 @@ from tagalign.project import (
 )
 from tagalign.project import NotTrainedError as ProjectNotTrainedError
 from tagalign.records import Record
-from tagalign.serve.feedback import Decision, FeedbackStore
+from tagalign.serve.feedback import Decision, FeedbackStore, ServedStores
 from tagalign.suggest import Tagged
 from tagalign.vocab import GND_URI, normalize_subject_id
 
@@ -79,7 +79,7 @@ class Service:
     """The served ``projects`` (id → project), their feedback ``store`` and the records
     file's ``records`` (id → record; reasons name neighbours by these titles)."""
 
-    def __init__(self, projects: Mapping[str, Project], store: FeedbackStore,
+    def __init__(self, projects: Mapping[str, Project], store: FeedbackStore | ServedStores,
                  records: Mapping[str, Record] | None = None):
         self.projects = projects
         self.store = store
@@ -133,7 +133,8 @@ class Service:
         return proj
 
     def learn(self, project_id: str, items: Sequence[Decision]) -> tuple[int, bool]:
-        """Store the decisions, teach the project their confirmed records and keep their
+        """Store the decisions, teach the project each record's latest decision (its
+        accepted subjects replace what it learned of the record before) and keep their
         titles for reasons; ``(rows stored, learned online)``. A recipe without online
         learning returns False: the stored decisions wait for the next `tagalign train`.
         Subject ids outside the vocabulary: `UnknownSubjectsError`, nothing stored."""
@@ -147,8 +148,9 @@ class Service:
             return 0, False
         stored = self.store.add(project_id, items)
         self.titles.update((d.record.id, d.record.title) for d in items)
-        confirmed = [d.record for d in items if d.record.subjects]
-        return stored, proj.learn(confirmed) if confirmed else False
+        # every record, with or without accepted subjects: a recipe learns per record id,
+        # the latest decision replacing earlier ones (none accepted: it stops voting)
+        return stored, proj.learn([d.record for d in items])
 
 
 __all__ = ["ANNIF_DEFAULT_LIMIT", "ERRORS", "GND_URI", "MAX_LIMIT", "OWN_DEFAULT_LIMIT",

@@ -244,13 +244,26 @@ class HybridPipeline:
         return out
 
     def learn(self, records: Sequence[Record], batch_size: int = 1024) -> None:
-        """Confirmed records join the record memory, and each source learns them."""
-        for start in range(0, len(records), batch_size):
-            chunk = [r for r in records[start:start + batch_size] if r.subjects]
-            if not chunk:
+        """Each record's latest decision, one memory row per record id.
+
+        A record the memory holds with the same text gets its row's labels replaced (no
+        new row, its vectors unchanged; no subjects: the row stops voting). One held with
+        another text has its old row's labels cleared (the TF-IDF neighbours drop its
+        vector; an embedding index cannot, so there it stays a neighbour that votes for
+        nothing) and joins as a new row, as does a new record with subjects: the sources
+        learn those (`Source.learn`). Of one id given twice, the later record counts."""
+        latest = list({r.id: r for r in records}.values())
+        for start in range(0, len(latest), batch_size):
+            chunk = latest[start:start + batch_size]
+            fresh, cleared = self.memory.relabel(chunk, label_matrix(chunk, self.vocab))
+            if len(cleared):
+                for src in self.sources:
+                    src.forget(cleared)
+            if not fresh:
                 continue
-            batch = self.prepare(chunk)
-            rows = self.memory.append(chunk, batch.languages, label_matrix(chunk, self.vocab))
+            new = [chunk[i] for i in fresh]
+            batch = self.prepare(new)
+            rows = self.memory.append(new, batch.languages, label_matrix(new, self.vocab))
             for src in self.sources:
                 src.learn(batch, rows)
 

@@ -1,19 +1,25 @@
 """Resumable training phases: each finished phase is a folder written atomically.
 
-A rerun of an interrupted `tagalign train` loads finished phases instead of recomputing.
+A rerun of an interrupted `tagalign train` loads finished phases instead of recomputing,
+but only those fitted on the same inputs: each phase's ``phase.json`` holds the training's
+inputs fingerprint (`inputs_fingerprint`: the records, the vocabulary, the recipe and its
+parameters). A phase finished on other inputs is recomputed, and so is every later one.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TypeVar
 
 import psutil
 
-from tagalign.io import atomic_dir, write_json_atomic
+from tagalign.io import atomic_dir, read_json, write_json_atomic
+from tagalign.records import Record
 
 T = TypeVar("T")
 log = logging.getLogger(__name__)
@@ -24,13 +30,35 @@ def rss_gb() -> float:
     return psutil.Process().memory_info().rss / 1e9
 
 
-class PhaseRunner:
-    """Runs named phases under ``workdir``; records each one's time and memory."""
+def inputs_fingerprint(records: Sequence[Record], vocab_fingerprint: str, recipe: str,
+                       params: Mapping[str, object]) -> str:
+    """SHA-256 of what a training's phases are fitted on: each record's id, texts,
+    language, type and subjects (in order), the vocabulary's fingerprint, the recipe's
+    name and its parameters. Threads are no input: they change no result worth refitting."""
+    h = hashlib.sha256()
+    head = {"vocabulary": vocab_fingerprint, "recipe": recipe, "params": dict(params)}
+    h.update(json.dumps(head, sort_keys=True, default=str).encode())
+    for r in records:
+        h.update(json.dumps([r.id, r.title, r.abstract, r.language, r.type,
+                             list(r.subjects)], ensure_ascii=False).encode())
+        h.update(b"\n")
+    return h.hexdigest()
 
-    def __init__(self, workdir: Path, quiet: bool = False):
+
+class PhaseRunner:
+    """Runs named phases under ``workdir``; records each one's time and memory.
+
+    ``inputs``: the training's `inputs_fingerprint`, stored in each finished phase; a
+    finished phase is reused only when its stored fingerprint equals it. Once one phase
+    is recomputed for changed inputs, every later phase of this run is too (it may have
+    been fitted on the earlier phase's old result)."""
+
+    def __init__(self, workdir: Path, quiet: bool = False, inputs: str = ""):
         self.workdir = Path(workdir)
         self.quiet = quiet
+        self.inputs = inputs
         self.timings: dict[str, dict[str, float]] = {}
+        self._stale = False
 
     def log(self, message: str) -> None:
         if not self.quiet:
@@ -40,15 +68,19 @@ class PhaseRunner:
             load: Callable[[Path], T]) -> T:
         folder = self.workdir / name
         if (folder / DONE).exists():
-            self.log(f"✓ {name}: finished earlier, resuming from {folder}")
-            return load(folder)
+            if not self._stale and read_json(folder / DONE).get("inputs") == self.inputs:
+                self.log(f"✓ {name}: finished earlier, resuming from {folder}")
+                return load(folder)
+            self._stale = True
+            log.warning("%s: inputs changed since it finished, recomputing", name)
         self.log(f"▶ {name} …")
         t0 = time.perf_counter()
         value = build()
         seconds = time.perf_counter() - t0
         with atomic_dir(folder) as tmp:
             save(value, tmp)
-            write_json_atomic(tmp / DONE, {"phase": name, "seconds": seconds})
+            write_json_atomic(tmp / DONE, {"phase": name, "seconds": seconds,
+                                           "inputs": self.inputs})
         self.timings[name] = {"seconds": round(seconds, 1), "rss_gb": round(rss_gb(), 2)}
         self.log(f"✓ {name}: {seconds:.1f} s, RSS {rss_gb():.2f} GB")
         return value

@@ -224,6 +224,10 @@ class Source(ABC):
         """Add confirmed records at once; ``rows``: their positions in the record memory
         (only neighbour sources do)."""
 
+    def forget(self, rows: np.ndarray) -> None:  # noqa: B027 - optional hook
+        """The memory's ``rows`` lost their labels for good (learned again with another
+        text): a source that indexes them may stop finding them."""
+
     def reasons(self, batch: Batch, r: int, positions: Sequence[int]
                 ) -> dict[int, dict[str, Any]]:
         """Why this source proposed some of ``positions`` (subject positions) for record

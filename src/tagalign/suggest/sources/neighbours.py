@@ -251,6 +251,17 @@ class TfidfNeighbours(_Voting):
                 self.X_[lang] = sp.vstack([self.X_[lang], X]).tocsr()
                 self._index.pop(lang, None)  # stale: rebuilt on the next query
 
+    def forget(self, rows: np.ndarray) -> None:
+        """The rows' vectors become zero (one new matrix per language, swapped in at once):
+        no similarity, so they are nobody's neighbour and weigh nothing in a vote."""
+        for lang, X in list(self.X_.items()):
+            gone = np.isin(self.rows_[lang], rows)
+            if gone.any():
+                X = (sp.diags((~gone).astype(X.dtype)) @ X).tocsr()
+                X.eliminate_zeros()
+                self.X_[lang] = X
+                self._index.pop(lang, None)
+
     def save(self, path: Path) -> None:
         meta = {}
         for lang, X in self.X_.items():

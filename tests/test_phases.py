@@ -1,0 +1,80 @@
+"""Resumed training (`tagalign.train.phases`): a finished phase is reused only when it was
+fitted on the same records, vocabulary and parameters (issue: fingerprinted phases)."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import replace
+
+import pytest
+
+from tagalign.project import Project
+from tagalign.text.tfidf import TfidfFeaturizer
+from tagalign.train.phases import PhaseRunner
+from tagalign.train.stacking import Stacker
+from tiny_models import tiny_records, tiny_vocab
+
+TINY = {"sources": ["tfidf_knn", "lexical"], "ranker_rounds": 10, "holdout_fraction": 0.3,
+        "quality": False, "agreement": False}
+
+
+def test_phase_runner_reuses_only_a_phase_of_the_same_inputs(tmp_path, caplog):
+    builds = []
+
+    def run(runner: PhaseRunner, name: str, value: int) -> int:
+        return runner.run(name, lambda: builds.append(name) or value,
+                          lambda v, d: (d / "v").write_text(str(v)),
+                          lambda d: int((d / "v").read_text()))
+
+    first = PhaseRunner(tmp_path, inputs="a")
+    assert run(first, "one", 1) == 1 and run(first, "two", 2) == 2
+    same = PhaseRunner(tmp_path, inputs="a")
+    assert run(same, "one", 10) == 1 and run(same, "two", 20) == 2
+    assert builds == ["one", "two"]
+    caplog.set_level(logging.WARNING, "tagalign.train.phases")
+    other = PhaseRunner(tmp_path, inputs="b")
+    assert run(other, "one", 10) == 10 and run(other, "two", 20) == 20
+    assert builds == ["one", "two", "one", "two"]
+    assert "one: inputs changed since it finished, recomputing" in caplog.text
+
+
+def _interrupted(tmp_path, monkeypatch, records) -> Project:
+    proj = Project.create(tmp_path / "p", tiny_vocab(), "hybrid", TINY)
+
+    def boom(self, table):
+        raise KeyboardInterrupt
+
+    with monkeypatch.context() as m:
+        m.setattr(Stacker, "fit_ranker", boom)
+        with pytest.raises(KeyboardInterrupt):
+            proj.train(records)
+    assert (tmp_path / "p/work/tfidf/phase.json").exists()
+    return proj
+
+
+def _count_tfidf_fits(monkeypatch) -> list[int]:
+    calls: list[int] = []
+    real = TfidfFeaturizer.fit
+    monkeypatch.setattr(TfidfFeaturizer, "fit",
+                        lambda self, *a, **k: calls.append(1) or real(self, *a, **k))
+    return calls
+
+
+def test_rerun_on_other_records_recomputes_finished_phases(tmp_path, monkeypatch, caplog):
+    proj = _interrupted(tmp_path, monkeypatch, tiny_records(120, seed=0))
+    calls = _count_tfidf_fits(monkeypatch)
+    caplog.set_level(logging.WARNING, "tagalign.train.phases")
+    other = [replace(r, id=f"o{r.id}") for r in tiny_records(120, seed=1)]
+    proj.train(other)
+    assert calls == [1]  # fitted again on the new records, not resumed
+    assert "tfidf: inputs changed since it finished, recomputing" in caplog.text
+    assert set(proj.recipe.pipeline_.memory.ids) <= {r.id for r in other}
+
+
+def test_identical_rerun_resumes_finished_phases(tmp_path, monkeypatch):
+    records = tiny_records(120, seed=0)
+    proj = _interrupted(tmp_path, monkeypatch, records)
+    calls = _count_tfidf_fits(monkeypatch)
+    proj.train(records)
+    assert calls == []  # the finished phase was reused
+    assert (tmp_path / "p/model/recipe.json").exists()
