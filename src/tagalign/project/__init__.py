@@ -1,0 +1,27 @@
+"""A `Project`: one folder holding a vocabulary, a recipe's config and its trained model
+(`folder.py`), and the folder's names, errors and config settings (`config.py`)."""
+
+from tagalign.errors import NotTrainedError
+from tagalign.project.config import (
+    BY_LANGUAGE,
+    CONFIG_NAME,
+    DEFAULT_LIMIT,
+    DEFAULT_RECIPE,
+    FEEDBACK_FILE,
+    MODEL_DIR,
+    TUNED,
+    WORK_DIR,
+    LearningNotAllowedError,
+    NotAProjectError,
+    ProjectError,
+    ProjectExistsError,
+    config_defaults,
+    feedback_location,
+)
+from tagalign.project.folder import Project
+from tagalign.recipes import ReadOnlyError
+
+__all__ = ["BY_LANGUAGE", "CONFIG_NAME", "DEFAULT_LIMIT", "DEFAULT_RECIPE", "FEEDBACK_FILE",
+           "MODEL_DIR", "TUNED", "WORK_DIR", "LearningNotAllowedError", "NotAProjectError",
+           "NotTrainedError", "Project", "ProjectError", "ProjectExistsError", "ReadOnlyError",
+           "config_defaults", "feedback_location"]
