@@ -304,8 +304,8 @@ def create_router(service: Service) -> APIRouter:
         body = _parse(DetectBody.model_validate, await _json(request))
         if any(not 2 <= len(lang) <= 3 for lang in body.languages):
             raise InputError("languages: each must be a 2 or 3 letter code")
-        try:
-            ranked = detect_language(body.text, body.languages)
+        try:  # off the event loop: simplemma is pure Python (text cut at MAX_TEXT)
+            ranked = await run_in_threadpool(detect_language, body.text, body.languages)
         except ValueError as exc:
             raise InputError(str(exc)) from None
         return {"results": [{"language": lang, "score": score} for lang, score in ranked]}
