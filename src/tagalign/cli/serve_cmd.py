@@ -126,7 +126,7 @@ def review_queue(queue, release_above: float | None, loaded: dict[str, Project])
     from tagalign.serve.queue import RecordQueue
 
     try:
-        review = RecordQueue(load_records(queue), release_above)
+        review = RecordQueue(load_records(queue), release_above, name=queue.name)
     except ValueError as exc:
         fail(f"{queue}: {exc}")
     for pid, proj in loaded.items():
