@@ -40,6 +40,13 @@ def serve(
     release_above: float = typer.Option(None, "--release-above", min=0.0, max=1.0,
                                         help="With --queue: leave out records whose estimated "
                                         "recall is at least this (when estimates exist)."),
+    allowed_host: list[str] = typer.Option(None, "--allowed-host", help="A Host name clients "
+                                           "use besides --host, localhost, 127.0.0.1 and [::1] "
+                                           "(others: 421; '*': any). Repeatable."),
+    cors_origin: list[str] = typer.Option(None, "--cors-origin", help="An origin whose pages "
+                                          "may POST (learn, suggest-batch) across sites, such "
+                                          "as https://catalogue.example.org. Repeatable; by "
+                                          "default only GET on /v1, as Annif."),
 ) -> None:
     """Serve Annif's REST API at /v1, tagalign's own API at /tagalign/v1 (docs at /docs)
     and the librarians' web page at /. Give Annif clients http://HOST:PORT/v1/ as base URL.
@@ -71,7 +78,9 @@ def serve(
     store = FeedbackStore(feedback_db) if feedback_db else FeedbackStore.for_project(first)
     recs = {r.id: r for r in load_records(records)} if records else {}
     review = review_queue(queue, release_above, loaded) if queue else None
-    app_ = create_app(loaded, store, recs, review, max_body=max_body)
+    app_ = create_app(loaded, store, recs, review, max_body=max_body,
+                      allowed_hosts=[host, *(allowed_host or [])],
+                      cors_origins=cors_origin or [])
     console.log(f"serving on http://{host}:{port}/  (Annif clients: http://{host}:{port}/v1/;"
                 " tagalign's API docs at /docs)")
     uvicorn.run(app_, host=host, port=port, log_level="warning")
