@@ -40,10 +40,10 @@ def serve(
     release_above: float = typer.Option(None, "--release-above", min=0.0, max=1.0,
                                         help="With --queue: leave out records whose estimated "
                                         "recall is at least this (when estimates exist)."),
-    allowed_host: list[str] = typer.Option(None, "--allowed-host", help="A Host name clients "
+    allowed_host: list[str] = typer.Option(None, "--allowed-host", metavar="NAME", help="A Host name clients "
                                            "use besides --host, localhost, 127.0.0.1 and [::1] "
                                            "(others: 421; '*': any). Repeatable."),
-    cors_origin: list[str] = typer.Option(None, "--cors-origin", help="An origin whose pages "
+    cors_origin: list[str] = typer.Option(None, "--cors-origin", metavar="ORIGIN", help="An origin whose pages "
                                           "may POST (learn, suggest-batch) across sites, such "
                                           "as https://catalogue.example.org. Repeatable; by "
                                           "default only GET on /v1, as Annif."),
@@ -81,6 +81,9 @@ def serve(
     app_ = create_app(loaded, store, recs, review, max_body=max_body,
                       allowed_hosts=[host, *(allowed_host or [])],
                       cors_origins=cors_origin or [])
+    if host in ("0.0.0.0", "::") and not allowed_host:
+        console.log("[yellow]requests are answered only for Host localhost, 127.0.0.1 and "
+                    "[::1]: give --allowed-host NAME for the names clients use[/]")
     console.log(f"serving on http://{host}:{port}/  (Annif clients: http://{host}:{port}/v1/;"
                 " tagalign's API docs at /docs)")
     uvicorn.run(app_, host=host, port=port, log_level="warning")

@@ -29,8 +29,9 @@ What a request does is the `tagalign.serve.service.Service`'s, as for tagalign's
 this module only translates Annif's shapes. Bodies are parsed and validated here rather
 than by FastAPI, so that every failure gets Annif's status and shape; these routes stay
 out of tagalign's OpenAPI document (Annif's own document describes them). Like Annif,
-suggest also takes multipart forms, and the Annif routes allow cross-origin requests from
-any origin (CORS), so browser-based catalogue plugins work.
+suggest also takes multipart forms, and the Annif routes allow cross-origin GET (and
+simple) requests from any origin (CORS), so browser-based catalogue plugins work; JSON
+POSTs across sites only from allow-listed origins (`tagalign.serve.guard`).
 """
 
 from __future__ import annotations
