@@ -160,7 +160,13 @@ def create_app(projects: Mapping[str, Project], store: FeedbackStore,
                   description="GND subject suggestions with reasons, warnings and feedback. "
                               "Annif's REST API is served beside it at /v1 (give Annif "
                               "clients http://HOST:PORT/v1/); this document describes "
-                              f"tagalign's own API under {API}.")
+                              f"tagalign's own API under {API}.",
+                  # every route: the guard's answers (`tagalign.serve.guard`)
+                  responses={
+                      415: {"model": s.ErrorOut, "description": "A POST not declared "
+                            "Content-Type: application/json (also without a body)"},
+                      421: {"model": s.ErrorOut, "description": "Host header names no "
+                            "host this server answers for (--allowed-host)"}})
     svc = Service(projects, store, records)
     records, titles = svc.records, svc.titles
     app.add_middleware(BodyLimit, max_body=max_body)
