@@ -62,7 +62,8 @@ def served(tmp_path):
     project = Project.create(tmp_path / "p", vocab, "test-ranked")
     project.train([])
     project = Project.load(tmp_path / "p")
-    client = TestClient(create_app({"p": project}, FeedbackStore.for_project(project.path)))
+    client = TestClient(create_app({"p": project}, FeedbackStore.for_project(project.path)),
+                        base_url="http://localhost")  # Host is checked (serve.guard)
     return project, client
 
 

@@ -95,6 +95,12 @@ BATCH = "/tagalign/v1/projects/toy/suggest-batch"
 LEARN = "/tagalign/v1/projects/toy/learn"
 
 
+def test_a_body_not_declared_json_is_415(toy):
+    # no content type: a browser may send it cross-site without a preflight (serve.guard)
+    res = httpx.post(toy.url + SUGGEST, content=b'{"title": "x"}')
+    assert res.status_code == 415 and "application/json" in res.json()["detail"]
+
+
 @pytest.mark.parametrize("path, kwargs, field", [
     (SUGGEST, {"json": {"abstract": "no title"}}, "title"),
     (LEARN, {"json": {"records": [{"id": "r", "title": "  ", "subjects": []}]}},
@@ -108,7 +114,6 @@ LEARN = "/tagalign/v1/projects/toy/learn"
     (SUGGEST, {"json": [1, 2]}, "body"),
     (SUGGEST, {"content": b"{not json", "headers": JSON}, "body"),
     (SUGGEST, {"content": b'{"title": "\xff\xfe"}', "headers": JSON}, "body"),
-    (SUGGEST, {"content": b'{"title": "x"}'}, "body"),  # no content type
     (SUGGEST, {"content": b"", "headers": JSON}, "body"),
     (BATCH, {"json": {"records": [{"title": "x"}] * 257}},
      "records"),

@@ -141,9 +141,9 @@ def test_queue_releases_finishes_and_resumes_after_restart(served):
         assert item["decisions"] == {"4046076-9": "accept", "4015065-3": "reject"}
         assert item["labels"] == {"4046076-9": "Pilze", "4015065-3": "Epos"}
 
-        after = httpx.post(f"{base}/0/finish").json()
+        after = httpx.post(f"{base}/0/finish", json={}).json()
         assert (after["finished"], after["position"]) == (1, 1)
-        again = httpx.post(f"{base}/0/finish").json()  # twice: still one finished record
+        again = httpx.post(f"{base}/0/finish", json={}).json()  # twice: still one finished record
         assert (again["finished"], again["position"]) == (1, 1)
 
     # a new server on the same SQLite file resumes at the first record not finished
@@ -152,11 +152,11 @@ def test_queue_releases_finishes_and_resumes_after_restart(served):
         assert httpx.get(f"{base}/0").json()["finished"] is True
         status = httpx.get(base).json()
         assert (status["finished"], status["position"]) == (1, 1)
-        done = httpx.post(f"{base}/1/finish").json()
+        done = httpx.post(f"{base}/1/finish", json={}).json()
         assert (done["finished"], done["position"]) == (2, None)
 
     # another records file is another queue: its progress starts afresh
-    with served(RecordQueue(QUEUE[:3])) as srv:
+    with served(RecordQueue(QUEUE[:3], name="other.jsonl")) as srv:
         status = httpx.get(f"{srv.url}{API}/projects/toy/queue").json()
         assert (status["size"], status["finished"], status["position"]) == (3, 0, 0)
         assert status["estimated"] is False and status["skipped"] == 0

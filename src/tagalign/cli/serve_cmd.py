@@ -41,6 +41,13 @@ def serve(
     release_above: float = typer.Option(None, "--release-above", min=0.0, max=1.0,
                                         help="With --queue: leave out records whose estimated "
                                         "recall is at least this (when estimates exist)."),
+    allowed_host: list[str] = typer.Option(None, "--allowed-host", metavar="NAME", help="A Host name clients "
+                                           "use besides --host, localhost, 127.0.0.1 and [::1] "
+                                           "(others: 421; '*': any). Repeatable."),
+    cors_origin: list[str] = typer.Option(None, "--cors-origin", metavar="ORIGIN", help="An origin whose pages "
+                                          "may POST (learn, suggest-batch) across sites, such "
+                                          "as https://catalogue.example.org. Repeatable; by "
+                                          "default only GET on /v1, as Annif."),
 ) -> None:
     """Serve Annif's REST API at /v1, tagalign's own API at /tagalign/v1 (docs at /docs)
     and the librarians' web page at /. Give Annif clients http://HOST:PORT/v1/ as base URL.
@@ -74,7 +81,12 @@ def serve(
         fail(escape(str(exc)))
     recs = {r.id: r for r in load_records(records)} if records else {}
     review = review_queue(queue, release_above, loaded) if queue else None
-    app_ = create_app(loaded, store, recs, review, max_body=max_body)
+    app_ = create_app(loaded, store, recs, review, max_body=max_body,
+                      allowed_hosts=[host, *(allowed_host or [])],
+                      cors_origins=cors_origin or [])
+    if host in ("0.0.0.0", "::") and not allowed_host:
+        console.log("[yellow]requests are answered only for Host localhost, 127.0.0.1 and "
+                    "[::1]: give --allowed-host NAME for the names clients use[/]")
     console.log(f"serving on http://{host}:{port}/  (Annif clients: http://{host}:{port}/v1/;"
                 " tagalign's API docs at /docs)")
     uvicorn.run(app_, host=host, port=port, log_level="warning")
@@ -129,7 +141,7 @@ def review_queue(queue, release_above: float | None, loaded: dict[str, Project])
     from tagalign.serve.queue import RecordQueue
 
     try:
-        review = RecordQueue(load_records(queue), release_above)
+        review = RecordQueue(load_records(queue), release_above, name=queue.name)
     except ValueError as exc:
         fail(f"{queue}: {exc}")
     for pid, proj in loaded.items():

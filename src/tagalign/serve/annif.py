@@ -29,8 +29,9 @@ What a request does is the `tagalign.serve.service.Service`'s, as for tagalign's
 this module only translates Annif's shapes. Bodies are parsed and validated here rather
 than by FastAPI, so that every failure gets Annif's status and shape; these routes stay
 out of tagalign's OpenAPI document (Annif's own document describes them). Like Annif,
-suggest also takes multipart forms, and the Annif routes allow cross-origin requests from
-any origin (CORS), so browser-based catalogue plugins work.
+suggest also takes multipart forms, and the Annif routes allow cross-origin GET (and
+simple) requests from any origin (CORS), so browser-based catalogue plugins work; JSON
+POSTs across sites only from allow-listed origins (`tagalign.serve.guard`).
 """
 
 from __future__ import annotations
@@ -146,13 +147,14 @@ def _parse(model: Callable[[Any], Any], data: Any) -> Any:
 
 
 async def _json(request: Request) -> Any:
-    if "json" not in request.headers.get("content-type", ""):
-        raise InputError("expected a JSON body (Content-Type: application/json)")
+    """The JSON body (its Content-Type was checked by `tagalign.serve.guard`: 415)."""
     raw = await request.body()
     try:
         return json.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, ValueError) as exc:
         raise InputError(f"body is not valid UTF-8 JSON ({exc})") from None
+    except RecursionError:  # e.g. 100,000 "[": nested deeper than the parser goes
+        raise InputError("body is not valid JSON: nested too deeply") from None
 
 
 async def _form(request: Request) -> dict[str, str]:
@@ -304,8 +306,8 @@ def create_router(service: Service) -> APIRouter:
         body = _parse(DetectBody.model_validate, await _json(request))
         if any(not 2 <= len(lang) <= 3 for lang in body.languages):
             raise InputError("languages: each must be a 2 or 3 letter code")
-        try:
-            ranked = detect_language(body.text, body.languages)
+        try:  # off the event loop: simplemma is pure Python (text cut at MAX_TEXT)
+            ranked = await run_in_threadpool(detect_language, body.text, body.languages)
         except ValueError as exc:
             raise InputError(str(exc)) from None
         return {"results": [{"language": lang, "score": score} for lang, score in ranked]}

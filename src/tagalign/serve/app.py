@@ -17,7 +17,7 @@ omikuji, LightGBM — release the GIL).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -29,13 +29,13 @@ from fastapi.responses import FileResponse, JSONResponse, PlainTextResponse, Res
 from fastapi.staticfiles import StaticFiles
 from pydantic import BaseModel
 from starlette.exceptions import HTTPException as StarletteHTTPException
-from starlette.middleware.cors import CORSMiddleware
 
 from tagalign.project import Project, ReadOnlyError
 from tagalign.records import Record
 from tagalign.serve import MAX_BODY, annif, queue, service, subjects
 from tagalign.serve import schemas as s
 from tagalign.serve.feedback import Decision, FeedbackStore
+from tagalign.serve.guard import Guard
 from tagalign.serve.service import Service
 from tagalign.suggest import Quality, Suggestion
 
@@ -78,23 +78,6 @@ class BodyLimit:
             return message
 
         await self.app(scope, limited, send)
-
-
-class AnnifCors:
-    """ASGI middleware: CORS for any origin on Annif's paths (as Annif serves them), none
-    on tagalign's own API, whose /learn should only be called by the page it serves."""
-
-    def __init__(self, app):
-        self.app = app
-        # Annif allows any origin with Starlette's default methods (GET only, so its JSON
-        # POSTs fail their preflight); POST and Content-Type are allowed here too
-        self.cors = CORSMiddleware(app, allow_origins=["*"], allow_methods=["GET", "POST"],
-                                   allow_headers=["Content-Type"])
-
-    async def __call__(self, scope, receive, send):
-        if scope["type"] == "http" and annif.is_annif_path(scope.get("path", "")):
-            return await self.cors(scope, receive, send)
-        return await self.app(scope, receive, send)
 
 
 def _field(loc) -> str:
@@ -155,21 +138,40 @@ def own_error(exc: Exception) -> JSONResponse:
     return JSONResponse({"detail": str(exc)}, status)
 
 
+def error_response(path: str, exc: Exception, project_id: str | None = None) -> JSONResponse:
+    """An error of the service in the shape of the API ``path`` belongs to (Annif's
+    problem+json on ``/v1``, ``{"detail"}`` on tagalign's own)."""
+    exc = service.public_error(exc, project_id)
+    if annif.is_annif_path(path):
+        return annif.error_response(exc, project_id)
+    return own_error(exc)
+
+
 def create_app(projects: Mapping[str, Project], store: FeedbackStore,
                records: Mapping[str, Record] | None = None,
                review: queue.RecordQueue | None = None, *,
-               max_body: int = MAX_BODY) -> FastAPI:
+               max_body: int = MAX_BODY, allowed_hosts: Sequence[str] = (),
+               cors_origins: Sequence[str] = ()) -> FastAPI:
     """The app serving ``projects`` (id → project; learning only where a project's
-    ``allow_learn`` is set); bodies over ``max_body`` bytes are refused with 413."""
+    ``allow_learn`` is set); bodies over ``max_body`` bytes are refused with 413.
+    ``allowed_hosts``: Host names served besides localhost's; ``cors_origins``: origins
+    whose pages may POST (`tagalign.serve.guard`)."""
     app = FastAPI(title="tagalign", version="1",
                   description="GND subject suggestions with reasons, warnings and feedback. "
                               "Annif's REST API is served beside it at /v1 (give Annif "
                               "clients http://HOST:PORT/v1/); this document describes "
-                              f"tagalign's own API under {API}.")
+                              f"tagalign's own API under {API}.",
+                  # every route: the guard's answers (`tagalign.serve.guard`)
+                  responses={
+                      415: {"model": s.ErrorOut, "description": "A POST not declared "
+                            "Content-Type: application/json (also without a body)"},
+                      421: {"model": s.ErrorOut, "description": "Host header names no "
+                            "host this server answers for (--allowed-host)"}})
     svc = Service(projects, store, records)
     records, titles = svc.records, svc.titles
     app.add_middleware(BodyLimit, max_body=max_body)
-    app.add_middleware(AnnifCors)
+    app.add_middleware(Guard, render=error_response, hosts=allowed_hosts,
+                       origins=cors_origins)
 
     @app.exception_handler(RequestValidationError)
     async def validation_error(_request: Request, exc: RequestValidationError):
@@ -181,9 +183,7 @@ def create_app(projects: Mapping[str, Project], store: FeedbackStore,
 
     async def service_error(request: Request, exc: Exception):
         # one handler, each API's own error shape (Annif's: problem+json)
-        if annif.is_annif_path(request.url.path):
-            return annif.error_response(exc, request.path_params.get("project_id"))
-        return own_error(exc)
+        return error_response(request.url.path, exc, request.path_params.get("project_id"))
 
     for kind in service.ERRORS:
         app.add_exception_handler(kind, service_error)

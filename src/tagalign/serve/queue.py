@@ -4,9 +4,10 @@
 of a file in order. With a release cut-off and quality estimates, records whose estimated
 recall is at least X are released as they are and left out; records without an estimate
 always stay. Which records are finished is kept in the feedback store
-(`FeedbackStore.finish`), per project and per queue (`RecordQueue.name`, a hash of the
-file's record ids), so reloading the page — or restarting the server — resumes at the
-first record not finished yet. Decisions themselves go through ``/learn`` as on the page's
+(`FeedbackStore.finish`), per project, queue (`RecordQueue.name`, the queue file's name)
+and record id, so reloading the page — or restarting the server — resumes at the first
+record not finished yet, and records appended to the file (or a reordered file) keep the
+progress of those already finished. Decisions themselves go through ``/learn`` as on the page's
 free-form view.
 
 ``GET  /tagalign/v1/projects/{id}/queue``                    where the queue stands
@@ -62,7 +63,7 @@ class RecordQueue:
     a project can release without review (chosen once per project, on first use)."""
 
     def __init__(self, records: Sequence[Record], release_above: float | None = None,
-                 estimate: Estimate | None = estimated_recall):
+                 estimate: Estimate | None = estimated_recall, name: str = "queue"):
         self.records = list(records)
         seen: set[str] = set()
         dupes = sorted({r.id for r in self.records if r.id in seen or seen.add(r.id)})
@@ -73,7 +74,10 @@ class RecordQueue:
             raise ValueError(f"release cut-off {release_above} is not within 0…1")
         self.release_above = release_above
         self.estimate = estimate
-        self.name = hashlib.sha256("\n".join(r.id for r in self.records).encode()).hexdigest()[:16]
+        # progress is kept by record id under this name, not by the file's contents:
+        # appending records must not restart the queue (the store's column: 64 characters)
+        self.name = name if len(name) <= 64 else (
+            name[:47] + "-" + hashlib.sha256(name.encode()).hexdigest()[:16])
         self._selected: dict[str, Selection] = {}
         self._lock = threading.Lock()
 

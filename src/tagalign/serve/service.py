@@ -10,10 +10,17 @@ them into its error body with the status `http_status` gives.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import Any
 
-from tagalign.errors import InputError, NotFoundError, NotTrainedError, TagalignError
+from tagalign.errors import (
+    InputError,
+    ModelFormatError,
+    NotFoundError,
+    NotTrainedError,
+    TagalignError,
+)
 from tagalign.project import (
     DEFAULT_LIMIT,
     LearningNotAllowedError,
@@ -25,6 +32,8 @@ from tagalign.records import Record
 from tagalign.serve.feedback import Decision, FeedbackStore, ServedStores
 from tagalign.suggest import Tagged
 from tagalign.vocab import GND_URI, normalize_subject_id
+
+log = logging.getLogger(__name__)
 
 #: subjects per record when neither the request nor the project says, on ``/tagalign/v1``:
 #: the Project's own default, the same as `tagalign suggest` and the Python API
@@ -49,6 +58,20 @@ def http_status(exc: Exception) -> int:
     if isinstance(exc, ProjectNotTrainedError):
         return 503  # errors.NotTrainedError
     return 500
+
+
+def public_error(exc: Exception, project_id: str | None) -> Exception:
+    """The error as a client may read it: a 503 (a project not trained, or a model it
+    cannot load) names the project by id, never by its folder; the server log keeps the
+    full message."""
+    if http_status(exc) != 503:
+        return exc
+    log.warning("%s", exc)
+    name = f"project {project_id!r}" if project_id else "the project"
+    if isinstance(exc, NotTrainedError):
+        return NotTrainedError(name)
+    return ModelFormatError(f"{name} cannot load its model: retrain it (details in the "
+                            "server's log)")
 
 
 class UnknownProjectError(NotFoundError):
@@ -106,7 +129,7 @@ class Service:
         ``limit``/``threshold`` None: the project's (`Project.defaults`), else
         ``default_limit`` and 0; a ``limit`` of 0 asks for nothing (Annif allows it); more
         than `MAX_LIMIT` get `MAX_LIMIT`. Blank text gets no suggestions and a warning."""
-        proj = self.project(project_id)
+        proj = self.require_trained(project_id)
         if limit == 0:
             return [Tagged([]) for _ in records]
         if limit is not None:
@@ -119,7 +142,7 @@ class Service:
         this before looking at the texts)."""
         proj = self.project(project_id)
         if not proj.is_trained:
-            raise NotTrainedError("Project")
+            raise NotTrainedError(f"project {project_id!r}")
         return proj
 
     # -- learn -------------------------------------------------------------------------
@@ -155,4 +178,5 @@ class Service:
 
 __all__ = ["ANNIF_DEFAULT_LIMIT", "ERRORS", "GND_URI", "MAX_LIMIT", "OWN_DEFAULT_LIMIT",
            "Service", "UnknownProjectError", "UnknownSubjectsError", "http_status",
+           "public_error",
            "subject_id", "subject_uri"]

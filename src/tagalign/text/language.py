@@ -16,7 +16,10 @@ from functools import lru_cache
 from tagalign.errors import InputError
 
 MAX_CANDIDATES = 5  # Annif's OpenAPI document allows at most 5 candidate languages
-_LOCK = threading.Lock()
+#: characters of a text looked at: simplemma samples the text's most common words, which a
+#: few pages already settle; reading 20 MB would take the CPU for a minute
+MAX_TEXT = 100_000
+_LOAD_LOCK = threading.Lock()  # taken only to build a detector (loads its dictionaries)
 
 
 class UnsupportedLanguageError(InputError):
@@ -30,14 +33,36 @@ def supported_languages() -> frozenset[str]:
 
 
 @lru_cache(maxsize=16)
-def _detector(languages: tuple[str, ...]):
+def _build_detector(languages: tuple[str, ...]):
     from simplemma import LanguageDetector
+    from simplemma.strategies.dictionaries.dictionary_factory import (
+        DEFAULT_DICTIONARY_FACTORY,
+    )
 
+    for lang in languages:  # load each dictionary once, not once per concurrent caller
+        DEFAULT_DICTIONARY_FACTORY.get_dictionary(lang)
     return LanguageDetector(languages)
 
 
+def _detector(languages: tuple[str, ...]):
+    """The detector for ``languages``. Detection itself needs no lock: its only shared
+    state is simplemma's ``lru_cache``s, which are thread-safe; the lock only keeps two
+    first requests from loading the same dictionaries twice."""
+    with _LOAD_LOCK:
+        return _build_detector(languages)
+
+
+def _head(text: str, limit: int = MAX_TEXT) -> str:
+    """The first ``limit`` characters of ``text``, cut at a space so no word is halved."""
+    if len(text) <= limit:
+        return text
+    cut = text.rfind(" ", limit // 2, limit)
+    return text[:cut if cut > 0 else limit]
+
+
 def detect_language(text: str, languages: Sequence[str]) -> list[tuple[str | None, float]]:
-    """``[(language or None for unknown, score), …]``, best first.
+    """``[(language or None for unknown, score), …]``, best first, from the first
+    `MAX_TEXT` characters of ``text``.
 
     Raises `UnsupportedLanguageError` naming the candidates simplemma does not know, and
     `ValueError` for no candidates or more than `MAX_CANDIDATES`.
@@ -49,8 +74,7 @@ def detect_language(text: str, languages: Sequence[str]) -> list[tuple[str | Non
     if unknown:
         raise UnsupportedLanguageError(f"unsupported candidate languages: {', '.join(unknown)}"
                                        f" (supported: {', '.join(sorted(supported_languages()))})")
-    with _LOCK:  # the detector's dictionary cache is not documented as thread-safe
-        shares = _detector(langs).proportion_in_each_language(text)
+    shares = _detector(langs).proportion_in_each_language(_head(text))
     # ties keep the order the candidates were given in (as Annif's stable sort does)
     ranked = sorted(shares.items(), key=lambda kv: (-kv[1], kv[0] == "unk"))
     return [(None if lang == "unk" else lang, round(float(score), 6)) for lang, score in ranked]
