@@ -61,7 +61,7 @@ def test_decisions_made_through_serve_are_found_by_train_and_export(deployment, 
     if where == "file-key":
         (root / "projects.toml").write_text(TOML.replace(
             "allow_learn = true", 'allow_learn = true\nfeedback_db = "shared.sqlite"'))
-    client = TestClient(_serve(monkeypatch, ["--projects", toml, *db]))
+    client = TestClient(_serve(monkeypatch, ["--projects", toml, *db]), base_url="http://localhost")
     for pid, sid in (("library", "4046076-9"), ("second", "4015065-3")):
         res = client.post(f"/tagalign/v1/projects/{pid}/learn", json={"records": [
             {"id": f"fb-{pid}", "title": f"Rückmeldung {pid}", "abstract": "fungi epic",
