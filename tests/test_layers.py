@@ -34,21 +34,28 @@ def test_import_layers_contract_holds() -> None:
     assert "2 kept, 0 broken" in result.stdout
 
 
-def test_contract_catches_an_import_back_up(tmp_path: Path) -> None:
-    """The contract is not vacuous: a copy of the package in which `vocab` imports
-    `recipes` inside a function (the way the old cycles hid) is refused."""
+def _lint_with(tmp_path: Path, module: str, addition: str) -> subprocess.CompletedProcess:
+    """import-linter on a copy of the package in which ``module`` (a path under src/) has
+    ``addition`` appended."""
     import shutil
 
     shutil.copytree(ROOT / "src", tmp_path / "src")
     shutil.copy(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
-    bad = tmp_path / "src/tagalign/vocab/subject.py"
-    bad.write_text(bad.read_text() + "\n\ndef _up():\n    from tagalign.recipes import get_recipe"
-                   "\n    return get_recipe\n")
+    bad = tmp_path / "src" / module
+    bad.write_text(bad.read_text() + addition)
     env_code = (f"import sys; sys.path.insert(0, {str(tmp_path / 'src')!r}); "
                 "from importlinter.cli import lint_imports_command; "
                 "sys.exit(lint_imports_command())")
-    result = subprocess.run([sys.executable, "-c", env_code], cwd=tmp_path,
-                            capture_output=True, text=True, timeout=300)
+    return subprocess.run([sys.executable, "-c", env_code], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=300)
+
+
+def test_contract_catches_an_import_back_up(tmp_path: Path) -> None:
+    """The contract is not vacuous: a copy of the package in which `vocab` imports
+    `recipes` inside a function (the way the old cycles hid) is refused."""
+    result = _lint_with(tmp_path, "tagalign/vocab/subject.py",
+                        "\n\ndef _up():\n    from tagalign.recipes import get_recipe"
+                        "\n    return get_recipe\n")
     assert result.returncode != 0
     assert "tagalign.vocab.subject -> tagalign.recipes" in result.stdout
 
@@ -56,18 +63,9 @@ def test_contract_catches_an_import_back_up(tmp_path: Path) -> None:
 def test_contract_catches_serve_importing_a_recipe(tmp_path: Path) -> None:
     """The REST layer reaches recipes only through `Project` (even `ReadOnlyError` comes
     through `tagalign.project`): a `serve` module importing `tagalign.recipes` is refused."""
-    import shutil
-
-    shutil.copytree(ROOT / "src", tmp_path / "src")
-    shutil.copy(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
-    bad = tmp_path / "src/tagalign/serve/service.py"
-    bad.write_text(bad.read_text() + "\n\ndef _recipe():\n    from tagalign.recipes import "
-                   "ReadOnlyError\n    return ReadOnlyError\n")
-    env_code = (f"import sys; sys.path.insert(0, {str(tmp_path / 'src')!r}); "
-                "from importlinter.cli import lint_imports_command; "
-                "sys.exit(lint_imports_command())")
-    result = subprocess.run([sys.executable, "-c", env_code], cwd=tmp_path,
-                            capture_output=True, text=True, timeout=300)
+    result = _lint_with(tmp_path, "tagalign/serve/service.py",
+                        "\n\ndef _recipe():\n    from tagalign.recipes import "
+                        "ReadOnlyError\n    return ReadOnlyError\n")
     assert result.returncode != 0
     assert "tagalign.serve.service -> tagalign.recipes" in result.stdout
 

@@ -102,24 +102,23 @@ class Runtime:
 
     def pool(self) -> ThreadPoolExecutor | None:
         """Threads for a small batch's independent steps (None: one thread in force)."""
-        if self.n_threads < 2:
-            return None
-        with self._lock:
-            if self._pool is None:
-                self._pool = ThreadPoolExecutor(max_workers=self.n_threads,
-                                                thread_name_prefix="tagalign-suggest")
-        return self._pool
+        return self._made("_pool", "tagalign-suggest")
 
     def parts_pool(self) -> ThreadPoolExecutor | None:
-        """Threads for a large batch's parts, one per thread in force (None: one)."""
+        """Threads for a large batch's parts, one per thread in force (None: one), each
+        calling its libraries with one thread."""
+        return self._made("_parts", "tagalign-part", _one_thread_part)
+
+    def _made(self, attr: str, prefix: str, initializer: Callable[[], None] | None = None
+              ) -> ThreadPoolExecutor | None:
         if self.n_threads < 2:
             return None
         with self._lock:
-            if self._parts is None:
-                self._parts = ThreadPoolExecutor(max_workers=self.n_threads,
-                                                 thread_name_prefix="tagalign-part",
-                                                 initializer=_one_thread_part)
-        return self._parts
+            if getattr(self, attr) is None:
+                setattr(self, attr, ThreadPoolExecutor(max_workers=self.n_threads,
+                                                       thread_name_prefix=prefix,
+                                                       initializer=initializer))
+        return getattr(self, attr)
 
     def close(self) -> None:
         """End the pools (a closed runtime makes new ones if used again)."""
