@@ -8,6 +8,7 @@ candidate is a gold subject: a threshold of 0.3 means "about 30 % of these are r
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import logging
 import os
@@ -157,6 +158,12 @@ def private_dir(path: Path) -> bool:
         not st.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
 
 
+@functools.cache
+def _process_cache() -> Path:
+    """A folder of this process's own (made once), for when the cache is not private."""
+    return Path(tempfile.mkdtemp(prefix="tagalign-ranker-"))
+
+
 def _verified(target: Path, meta: Path, cpu: str) -> bool:
     """The cached object matches the hash and CPU recorded when it was built here."""
     if not (target.exists() and meta.exists()):
@@ -194,7 +201,7 @@ def compile_trees(model_str: str, cache_dir: Path) -> Any | None:
         if not private_dir(cache_dir):
             log.warning("%s can be written by other users: the compiled ranker is built in a "
                         "private temporary folder instead of being cached there", cache_dir)
-            cache_dir = Path(tempfile.mkdtemp(prefix="tagalign-ranker-"))
+            cache_dir = _process_cache()
         cpu = host_cpu()
         target = cache_dir / f"ranker-{digest}-lleaves{version('lleaves')}.so"
         meta = target.with_suffix(".json")

@@ -149,8 +149,10 @@ class HybridPipeline:
         ranker's probabilities corrected by `blend` (weights: the pipeline's unless given,
         as tuning trials do), each record's top ``limit``."""
         rows, cols, X, names, support = self.features(batch, cands)
-        prior = self.prior[cols] if len(self.prior) else np.zeros(len(cols), np.float32)
-        scores = blend(self.ranker.predict(X, names, batch.threads), prior, support.sum(1),
+        # the candidates' priors are the feature `features` already gathered (and the one
+        # `QualityData` reads, so the estimator's scores are these)
+        scores = blend(self.ranker.predict(X, names, batch.threads), X[:, names.index("prior")],
+                       support.sum(1),
                        self.prior_weight if prior_weight is None else prior_weight,
                        self.support_weight if support_weight is None else support_weight)
         return Ranked(rows, cols, X, names, support, scores,
