@@ -96,8 +96,7 @@ class Stacker:
         self.uses_embeddings, self.threads = uses_embeddings, threads
 
     def new_source(self, name: str) -> Source:
-        params = {**self.p, "train_threads": self.threads}
-        return SOURCES.lookup(name).from_params(params, candidate_count(self.p, name))
+        return SOURCES.lookup(name).from_params(self.p, candidate_count(self.p, name))
 
     def fit(self, records: Sequence[Record], runner: PhaseRunner) -> HybridPipeline:
         p = self.p
@@ -165,7 +164,7 @@ class Stacker:
             RecordMemory.from_records(rec_a, self.vocab, [langs[i] for i in idx_a]),
             featurizer.transform([tokens[i] for i in idx_a], [langs[i] for i in idx_a]),
             Y=label_matrix(rec_a, self.vocab), encoder=encoder, records=rec_a,
-            tokens=[tokens[i] for i in idx_a])
+            tokens=[tokens[i] for i in idx_a], threads=self.threads)
         if encoder is not None:
             ctx.embeddings = runner.step("embed records", lambda: encoder.encode(
                 [r.text for r in rec_a], show_progress=True))
@@ -184,7 +183,7 @@ class Stacker:
     def refit_omikuji(self, pipe: HybridPipeline, runner: PhaseRunner, stage: Stage) -> None:
         ctx = FitContext(self.vocab, pipe.analyzer, pipe.memory,
                          pipe.featurizer.transform(stage.tokens, stage.languages),
-                         label_matrix(stage.records, self.vocab))
+                         label_matrix(stage.records, self.vocab), threads=self.threads)
         # the split-A trees go first: the refit peaks (about 0.5 GB of trees in full
         # training) without them (issue 18: training peak RSS)
         at = [s.name for s in pipe.sources].index("omikuji")

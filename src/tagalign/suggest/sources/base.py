@@ -175,6 +175,8 @@ class FitContext:
     tokens: list[list[str]] | None = None
     #: loading only: sources map their large arrays from the files (read-only)
     mmap: bool = False
+    #: threads fitting may use (0: the libraries' defaults; suggesting takes the batch's)
+    threads: int = 0
 
 
 #: list-valued reasons several sources give for one subject (neighbour records) are

@@ -152,20 +152,17 @@ class OmikujiSource(Source):
     features = ["omikuji_score", "omikuji_rank"]
 
     def __init__(self, top_k: int = 50, cluster_k: int = 100, max_depth: int = 3,
-                 n_threads: int = 0, **params: Any):
+                 **params: Any):
         super().__init__(top_k=top_k, cluster_k=cluster_k, max_depth=max_depth, **params)
         self.top_k = top_k
         self.cluster_k = cluster_k
         self.max_depth = max_depth
-        #: training threads (0: all cores); suggesting takes the batch's
-        self.n_threads = n_threads
         self.models_: dict[str, omikuji.Model] = {}
 
     @classmethod
     def from_params(cls, params: Mapping[str, Any], top_k: int) -> OmikujiSource:
         return cls(top_k=top_k, cluster_k=params["omikuji_cluster_k"],
-                   max_depth=params["omikuji_max_depth"],
-                   n_threads=params.get("train_threads", 0))
+                   max_depth=params["omikuji_max_depth"])
 
     def fit(self, ctx: FitContext) -> None:
         for lang, (idx, X) in ctx.tfidf.items():
@@ -173,7 +170,7 @@ class OmikujiSource(Source):
                 continue
             self.models_[lang] = train_omikuji(
                 X, ctx.Y[idx], cluster_k=self.cluster_k, max_depth=self.max_depth,
-                n_threads=self.n_threads)
+                n_threads=ctx.threads)
 
     def candidates(self, batch: Batch) -> Candidates:
         rows, preds = [], []
