@@ -312,7 +312,8 @@ class Project:
         ``exclude``: subject ids (or GND URIs) never returned for these records, on top of
         the project's rules; the ``limit`` is still filled from the other subjects. With
         exclusions the quality estimate describes the list before them (the estimator
-        learned the score profiles of whole lists; the recipe then runs twice).
+        learned the score profiles of whole lists; the recipe runs again for the lists that
+        held an excluded subject).
         ``estimate=False``: no quality wanted (the estimator does not run)."""
         self.trained_recipe()
         banned = self.excluded
@@ -332,7 +333,10 @@ class Project:
                     rows = self.recipe.suggest_with_quality(recs, limit=n, threshold=cut)
                     for i, (row, quality) in zip(idx, rows, strict=True):
                         out[i].suggestions, out[i].quality = row, quality
-                if banned or not estimate:
+                    # only lists that hold an excluded subject are made again
+                    idx = [i for i in idx if any(x.id in banned for x in out[i].suggestions)]
+                    recs = [checked[i][0] for i in idx]
+                if idx:
                     for i, row in zip(idx, self.recipe.suggest_excluding(recs, n, banned),
                                       strict=True):
                         out[i].suggestions = keep_above(row, cut)
