@@ -67,6 +67,12 @@ class ModelFormatError(TagalignError, ValueError):
     http_status = 503
 
 
+class UnauthorizedError(TagalignError, PermissionError):
+    """The request names nobody: it needs credentials (an API token) it did not send."""
+
+    http_status = 401
+
+
 class PermissionDeniedError(TagalignError, PermissionError):
     """The action is not allowed (learning switched off, a read-only model, a token)."""
 

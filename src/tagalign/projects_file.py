@@ -18,6 +18,10 @@ One table per project; the table name is the project id (in every URL)::
     feedback_db = "postgresql://…"   # feedback store: a URL or an SQLite file (default:
                                      # feedback.sqlite in the project's folder)
 
+Settings of the server rather than of one project are keys above the first table::
+
+    tokens_file = "tokens.toml"      # API tokens: writes need one (`tagalign tokens add`)
+
 Relative paths are read from the file's folder. Every error names the file, the table and
 the key. Nothing here is saved into the project folders: the file is the configuration
 of a deployment, the folder the trained model.
@@ -41,6 +45,8 @@ from tagalign.vocab.rules import ALL, SubjectRules, read_id_file
 
 KEYS = ("name", "recipe", "vocab", "language", "path", "params", "limit", "threshold",
         "allow_learn", "exclude", "include", "feedback_db")
+#: keys of the whole server, written above the first table (`read_server_settings`)
+SERVER_KEYS = ("tokens_file",)
 
 
 class ProjectsFileError(InputError):
@@ -76,24 +82,51 @@ class ProjectSpec:
         return (self.path / CONFIG_NAME).exists()
 
 
-def read_projects(path: Path | str) -> dict[str, ProjectSpec]:
-    """The projects of ``path``, in file order."""
-    path = Path(path)
+def _load(path: Path) -> dict[str, Any]:
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
+        return tomllib.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise ProjectsFileError(f"projects file not found: {path}") from None
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
         raise ProjectsFileError(f"{path}: not a readable TOML file ({exc})") from None
-    if not data:
-        raise ProjectsFileError(f"{path}: no projects (one [table] per project)")
+
+
+def read_projects(path: Path | str) -> dict[str, ProjectSpec]:
+    """The projects of ``path``, in file order."""
+    path = Path(path)
+    data = _load(path)
     out = {}
     for pid, table in data.items():
+        if pid in SERVER_KEYS and not isinstance(table, dict):
+            continue  # a setting of the server (`read_server_settings`)
         if not isinstance(table, dict):
-            raise ProjectsFileError(f"{path}: {pid!r} is not a table; write [{pid}] above "
-                                    "its keys")
+            close = difflib.get_close_matches(pid, SERVER_KEYS, n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            raise ProjectsFileError(f"{path}: {pid!r} is not a table{hint}; write [{pid}] "
+                                    "above its keys")
         out[pid] = _spec(path, pid, table)
+    if not out:
+        raise ProjectsFileError(f"{path}: no projects (one [table] per project)")
     return out
+
+
+@dataclass
+class ServerSettings:
+    """The projects file's keys of the whole server (`SERVER_KEYS`), paths resolved."""
+
+    tokens_file: Path | None = None
+
+
+def read_server_settings(path: Path | str) -> ServerSettings:
+    """The server's settings in ``path`` (relative paths: from the file's folder)."""
+    path = Path(path)
+    value = _load(path).get("tokens_file")
+    if value is None or isinstance(value, dict):  # a table: a project named so
+        return ServerSettings()
+    if not isinstance(value, str) or not value:
+        raise ProjectsFileError(f"{path} tokens_file: expected the name of a tokens file, "
+                                f"got {value!r}")
+    return ServerSettings(tokens_file=path.parent / value)
 
 
 def select(specs: dict[str, ProjectSpec], only: list[str] | None,

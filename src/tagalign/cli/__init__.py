@@ -13,6 +13,7 @@ from tagalign.cli import (  # noqa: F401 - each module registers its commands on
     records_cmd,
     serve_cmd,
     suggest_cmd,
+    tokens_cmd,
     train_cmd,
     tune_cmd,
     vocab_cmd,

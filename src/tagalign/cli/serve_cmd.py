@@ -13,6 +13,7 @@ from tagalign.errors import InputError
 from tagalign.project import Project, feedback_location
 from tagalign.runtime import Runtime
 from tagalign.serve import MAX_BODY, MAX_BODY_ENV
+from tagalign.serve.tokens import TOKENS_ENV
 
 
 @app.command()
@@ -48,6 +49,13 @@ def serve(
                                           "may POST (learn, suggest-batch) across sites, such "
                                           "as https://catalogue.example.org. Repeatable; by "
                                           "default only GET on /v1, as Annif."),
+    tokens_file: Path = typer.Option(None, "--tokens-file", envvar=TOKENS_ENV, help="API tokens (`tagalign "
+                                     "tokens add`): learn, the queue's decisions and every other write "
+                                     "then need Authorization: Bearer TOKEN (401 without, 403 unknown). "
+                                     "Default: the projects file's tokens_file."),
+    require_token_for_suggest: bool = typer.Option(False, "--require-token-for-suggest", help="With a "
+                                                   "tokens file: suggest and suggest-batch need a token too "
+                                                   "(open by default, as in Annif)."),
 ) -> None:
     """Serve Annif's REST API at /v1, tagalign's own API at /tagalign/v1 (docs at /docs)
     and the librarians' web page at /. Give Annif clients http://HOST:PORT/v1/ as base URL.
@@ -62,6 +70,7 @@ def serve(
     """
     import uvicorn
 
+    from tagalign.cli.tokens_cmd import serving_tokens
     from tagalign.serve.app import create_app
     from tagalign.serve.feedback import ServedStores
 
@@ -70,6 +79,9 @@ def serve(
     runtime = make_runtime(threads, compile_ranker)
     if bool(projects) == bool(projects_file):
         fail("give project folders or --projects FILE (one of the two)")
+    tokens = serving_tokens(tokens_file, projects_file)
+    if require_token_for_suggest and tokens is None:
+        fail("--require-token-for-suggest needs --tokens-file (or tokens_file in --projects)", 2)
     if projects_file:
         loaded = load_projects_file(projects_file, only, mmap=mmap, runtime=runtime)
     else:
@@ -83,7 +95,8 @@ def serve(
     review = review_queue(queue, release_above, loaded) if queue else None
     app_ = create_app(loaded, store, recs, review, max_body=max_body,
                       allowed_hosts=[host, *(allowed_host or [])],
-                      cors_origins=cors_origin or [])
+                      cors_origins=cors_origin or [], tokens=tokens,
+                      require_token_for_suggest=require_token_for_suggest)
     if host in ("0.0.0.0", "::") and not allowed_host:
         console.log("[yellow]requests are answered only for Host localhost, 127.0.0.1 and "
                     "[::1]: give --allowed-host NAME for the names clients use[/]")

@@ -30,13 +30,15 @@ from fastapi.staticfiles import StaticFiles
 from pydantic import BaseModel
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from tagalign.errors import UsageError
 from tagalign.project import Project, ReadOnlyError
 from tagalign.records import Record
-from tagalign.serve import MAX_BODY, annif, queue, service, subjects
+from tagalign.serve import MAX_BODY, annif, auth, queue, service, subjects
 from tagalign.serve import schemas as s
 from tagalign.serve.feedback import Decision, FeedbackStore
 from tagalign.serve.guard import Guard
 from tagalign.serve.service import Service
+from tagalign.serve.tokens import TokenStore
 from tagalign.suggest import Quality, Suggestion
 
 STATIC = Path(__file__).parent / "static"
@@ -151,11 +153,15 @@ def create_app(projects: Mapping[str, Project], store: FeedbackStore,
                records: Mapping[str, Record] | None = None,
                review: queue.RecordQueue | None = None, *,
                max_body: int = MAX_BODY, allowed_hosts: Sequence[str] = (),
-               cors_origins: Sequence[str] = ()) -> FastAPI:
+               cors_origins: Sequence[str] = (), tokens: TokenStore | None = None,
+               require_token_for_suggest: bool = False) -> FastAPI:
     """The app serving ``projects`` (id → project; learning only where a project's
     ``allow_learn`` is set); bodies over ``max_body`` bytes are refused with 413.
     ``allowed_hosts``: Host names served besides localhost's; ``cors_origins``: origins
-    whose pages may POST (`tagalign.serve.guard`)."""
+    whose pages may POST (`tagalign.serve.guard`); ``tokens``: every write then needs one
+    of its tokens, suggest too with ``require_token_for_suggest`` (`tagalign.serve.auth`)."""
+    if require_token_for_suggest and tokens is None:
+        raise UsageError("requiring a token for suggest needs a tokens file")
     app = FastAPI(title="tagalign", version="1",
                   description="GND subject suggestions with reasons, warnings and feedback. "
                               "Annif's REST API is served beside it at /v1 (give Annif "
@@ -170,6 +176,10 @@ def create_app(projects: Mapping[str, Project], store: FeedbackStore,
     svc = Service(projects, store, records)
     records, titles = svc.records, svc.titles
     app.add_middleware(BodyLimit, max_body=max_body)
+    app.state.tokens = tokens
+    if tokens is not None:  # inside the guard: 421 and 415 first, then 401/403
+        app.add_middleware(auth.TokenGuard, tokens=tokens, render=error_response,
+                           require_for_suggest=require_token_for_suggest)
     app.add_middleware(Guard, render=error_response, hosts=allowed_hosts,
                        origins=cors_origins)
 
@@ -270,6 +280,8 @@ def create_app(projects: Mapping[str, Project], store: FeedbackStore,
                                  description=app.description, routes=app.routes)
             schema["components"]["schemas"]["HTTPValidationError"] = (
                 s.ValidationErrorOut.model_json_schema())
+            if tokens is not None:
+                auth.document(schema, require_token_for_suggest)
             app.openapi_schema = schema
         return app.openapi_schema
 

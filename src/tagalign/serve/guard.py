@@ -83,7 +83,8 @@ class Guard:
         self.any_origin = CORSMiddleware(self._checked, allow_origins=["*"])
         self.listed = CORSMiddleware(self._checked, allow_origins=sorted(self.origins),
                                      allow_methods=["GET", "POST"],
-                                     allow_headers=["Content-Type"])
+                                     # Authorization: the API token (`serve.auth`)
+                                     allow_headers=["Authorization", "Content-Type"])
 
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http":
