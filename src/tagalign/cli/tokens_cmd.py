@@ -7,7 +7,7 @@ from pathlib import Path
 import typer
 from rich.markup import escape
 
-from tagalign.cli.app import app, console, out
+from tagalign.cli.app import app, console
 from tagalign.serve.tokens import TOKENS_ENV, TokenStore
 
 tokens_app = typer.Typer(help="API tokens for `tagalign serve --tokens-file`: with a tokens "
@@ -32,7 +32,7 @@ def add(
     where = escape(str(file))
     console.print(f"token {name!r} added to {where}. It is shown only now: clients send it "
                   f"as the header [bold]Authorization: Bearer TOKEN[/]. A server reading "
-                  f"{where} accepts it from its next request.", highlight=False)
+                  f"{where} accepts it from its next request.", highlight=False, soft_wrap=True)
 
 
 @tokens_app.command("list")
@@ -45,7 +45,7 @@ def list_tokens(
     """
     for entry in TokenStore.read(file).entries:
         created = entry.created.strftime("%Y-%m-%d %H:%M:%SZ") if entry.created else "-"
-        out.print(f"{entry.name}\t{created}", markup=False, highlight=False, soft_wrap=True)
+        typer.echo(f"{entry.name}\t{created}")  # tab-separated: scripts read it
 
 
 @tokens_app.command("remove")
@@ -58,7 +58,8 @@ def remove(
     Example: tagalign tokens remove catalogue-plugin --file tokens.toml
     """
     TokenStore.read(file).remove(name)
-    console.print(f"token {name!r} removed from {file}", markup=False, highlight=False)
+    console.print(f"token {name!r} removed from {file}", markup=False, highlight=False,
+                  soft_wrap=True)
 
 
 def serving_tokens(option: Path | None, projects_file: Path | None) -> TokenStore | None:
