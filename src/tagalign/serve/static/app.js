@@ -18,7 +18,11 @@ const I18N = {
     allDone: (q) => `All ${q.size} records finished`, noMatch: "no subject starts with this",
     recall: n => `About ${n} in 10 of the right subjects are in this list.`,
     precision: n => `About ${n} in 10 of these suggestions are right.`,
-    learnOff: "Accept/reject is off: this project does not learn from feedback (allow_learn)." },
+    learnOff: "Accept/reject is off: this project does not learn from feedback (allow_learn).",
+    tokenTitle: "API token", tokenLabel: "Token", tokenOk: "Use token", cancel: "Cancel",
+    tokenWhy: "This server needs an API token to save. Its administrator gives you one; this page keeps it until the tab is closed.",
+    tokenWrong: "The server does not know this token. Please enter another one.",
+    forgetToken: "Forget token", tokenForgotten: "Token forgotten" },
   de: { tagline: "GND-Schlagwortvorschläge für Katalogdatensätze", record: "Datensatz", project: "Projekt",
     language: "Sprache", auto: "erkennen", limit: "Schlagwörter", recordId: "Datensatz-ID", fetch: "Datensatz laden",
     title: "Titel", abstract: "Zusammenfassung", suggest: "Schlagwörter vorschlagen", suggestions: "Vorschläge",
@@ -36,7 +40,11 @@ const I18N = {
     allDone: (q) => `Alle ${q.size} Datensätze abgeschlossen`, noMatch: "kein Schlagwort beginnt so",
     recall: n => `Etwa ${n} von 10 der richtigen Schlagwörter stehen in dieser Liste.`,
     precision: n => `Etwa ${n} von 10 dieser Vorschläge sind richtig.`,
-    learnOff: "Annehmen/Ablehnen ist aus: dieses Projekt lernt nicht aus Rückmeldungen (allow_learn)." },
+    learnOff: "Annehmen/Ablehnen ist aus: dieses Projekt lernt nicht aus Rückmeldungen (allow_learn).",
+    tokenTitle: "API-Token", tokenLabel: "Token", tokenOk: "Token verwenden", cancel: "Abbrechen",
+    tokenWhy: "Zum Speichern braucht dieser Server ein API-Token. Sie erhalten es von seiner Administration; diese Seite behält es, bis der Tab geschlossen wird.",
+    tokenWrong: "Der Server kennt dieses Token nicht. Bitte ein anderes eingeben.",
+    forgetToken: "Token vergessen", tokenForgotten: "Token vergessen" },
 };
 let ui = "en";
 let current = { recordId: null, suggestions: [], decisions: {}, quality: null, selected: 0 };
@@ -59,13 +67,54 @@ function setUi(lang) {
   render();
 }
 
+// -- API tokens: a server with a tokens file answers a write without one 401, an unknown one 403
+// with a Bearer challenge; the page then asks once, keeps the token for this tab and sends it always.
+const TOKEN_KEY = "tagalign-token";
+let asking = null;  // one dialog for every request that waits for a token
+
+function askToken(wrong) {
+  if (!asking) {
+    asking = new Promise(resolve => {
+      const dlg = $("token-dialog");
+      $("token-why").textContent = t(wrong ? "tokenWrong" : "tokenWhy");
+      $("token-input").value = "";
+      dlg.addEventListener("close", () => {
+        const token = dlg.returnValue === "ok" ? $("token-input").value.trim() : "";
+        if (token) sessionStorage.setItem(TOKEN_KEY, token);
+        renderToken();
+        resolve(token || null);
+      }, { once: true });
+      dlg.returnValue = "";
+      dlg.showModal();
+    }).finally(() => { asking = null; });
+  }
+  return asking;
+}
+
+function forgetToken() {
+  sessionStorage.removeItem(TOKEN_KEY);
+  renderToken();
+  $("status").textContent = t("tokenForgotten");
+}
+
+function renderToken() { $("forget-token").hidden = !sessionStorage.getItem(TOKEN_KEY); }
+
 async function api(path, body) {
-  const opts = body === undefined ? {} : { method: "POST", headers: { "Content-Type": "application/json" },
-    body: JSON.stringify(body) };
-  const res = await fetch(path, opts);
-  const data = await res.json().catch(() => ({}));
-  if (!res.ok) throw new Error(data.detail || res.statusText);
-  return data;
+  for (;;) {
+    const headers = body === undefined ? {} : { "Content-Type": "application/json" };
+    const token = sessionStorage.getItem(TOKEN_KEY);
+    if (token) headers.Authorization = `Bearer ${token}`;
+    const res = await fetch(path, body === undefined ? { headers }
+      : { method: "POST", headers, body: JSON.stringify(body) });
+    const data = await res.json().catch(() => ({}));
+    const unknown = res.status === 403 && res.headers.has("WWW-Authenticate");
+    if (res.status === 401 || unknown) {
+      if (unknown) { sessionStorage.removeItem(TOKEN_KEY); renderToken(); }
+      if (await askToken(unknown)) continue;  // cancelled: the server's answer stands
+    }
+    if (!res.ok) throw new Error(data.detail || res.statusText);
+    return data;
+  }
 }
 
 async function loadProjects() {
@@ -310,7 +359,7 @@ async function nextRecord() {
 // -- keys: anywhere but in a text field ----------------------------------------------------
 function pageKeys(ev) {
   const el = ev.target;
-  if (ev.ctrlKey || ev.metaKey || ev.altKey || (el.closest && el.closest("input, textarea, select"))) return;
+  if (ev.ctrlKey || ev.metaKey || ev.altKey || (el.closest && el.closest("input, textarea, select, dialog"))) return;
   const s = current.suggestions[current.selected];
   const move = d => { if (current.suggestions.length) { current.selected = (current.selected + d + current.suggestions.length) % current.suggestions.length;
     render(); document.querySelector("#results li.selected").scrollIntoView({ block: "nearest" }); } };
@@ -341,6 +390,8 @@ $("subject-search").addEventListener("input", () => { clearTimeout(searchSubject
 $("subject-search").addEventListener("keydown", searchKeys);
 $("queue-next").addEventListener("click", nextRecord);
 $("project").addEventListener("change", () => { render(); loadQueue(); });
+$("forget-token").addEventListener("click", forgetToken);
+renderToken();
 document.addEventListener("keydown", pageKeys);
 setUi(navigator.language && navigator.language.startsWith("de") ? "de" : "en");
 loadProjects().then(loadQueue).catch(e => { $("status").textContent = e.message; });
