@@ -36,6 +36,7 @@ from tagalign.serve import MAX_BODY, annif, queue, service, subjects
 from tagalign.serve import schemas as s
 from tagalign.serve.feedback import Decision, FeedbackStore
 from tagalign.serve.guard import Guard
+from tagalign.serve.observe import Telemetry
 from tagalign.serve.service import Service
 from tagalign.suggest import Quality, Suggestion
 
@@ -151,11 +152,12 @@ def create_app(projects: Mapping[str, Project], store: FeedbackStore,
                records: Mapping[str, Record] | None = None,
                review: queue.RecordQueue | None = None, *,
                max_body: int = MAX_BODY, allowed_hosts: Sequence[str] = (),
-               cors_origins: Sequence[str] = ()) -> FastAPI:
+               cors_origins: Sequence[str] = (), metrics: bool = True) -> FastAPI:
     """The app serving ``projects`` (id → project; learning only where a project's
     ``allow_learn`` is set); bodies over ``max_body`` bytes are refused with 413.
     ``allowed_hosts``: Host names served besides localhost's; ``cors_origins``: origins
-    whose pages may POST (`tagalign.serve.guard`)."""
+    whose pages may POST (`tagalign.serve.guard`); ``metrics``: serve ``GET /metrics``
+    (request ids and the access log are always on: `tagalign.serve.observe`)."""
     app = FastAPI(title="tagalign", version="1",
                   description="GND subject suggestions with reasons, warnings and feedback. "
                               "Annif's REST API is served beside it at /v1 (give Annif "
@@ -167,11 +169,13 @@ def create_app(projects: Mapping[str, Project], store: FeedbackStore,
                             "Content-Type: application/json (also without a body)"},
                       421: {"model": s.ErrorOut, "description": "Host header names no "
                             "host this server answers for (--allowed-host)"}})
-    svc = Service(projects, store, records)
+    telemetry = Telemetry(projects, metrics=metrics)
+    svc = Service(projects, store, records, observer=telemetry)
     records, titles = svc.records, svc.titles
     app.add_middleware(BodyLimit, max_body=max_body)
     app.add_middleware(Guard, render=error_response, hosts=allowed_hosts,
                        origins=cors_origins)
+    telemetry.install(app)  # the outermost middleware, and GET /metrics
 
     @app.exception_handler(RequestValidationError)
     async def validation_error(_request: Request, exc: RequestValidationError):
