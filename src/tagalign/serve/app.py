@@ -7,6 +7,8 @@ Two APIs side by side on one server:
   the web page at ``/`` uses it.
 - ``/v1/…`` — Annif's REST API to the letter (`tagalign.serve.annif`): give Annif clients
   ``http://HOST:PORT/v1/``.
+- ``/metrics`` — Prometheus metrics (`tagalign.serve.observe`, which also gives every
+  answer an ``X-Request-ID`` and writes the access log).
 
 Both are thin adapters over one `tagalign.serve.service.Service` (suggest, learn, project
 info) and answer its errors through one handler, each in its own shape; models are loaded
