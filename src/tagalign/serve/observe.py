@@ -172,7 +172,7 @@ class Observe:
             raise
         finally:
             _current.reset(token)
-            if not done:  # no complete answer: the client went away (nginx's 499)
+            if not done:  # no complete answer; none begun: the client went away (nginx's 499)
                 finish(499 if status is None else status)
 
 
