@@ -12,6 +12,7 @@ from pathlib import Path
 
 import httpx
 import uvicorn
+from prometheus_client.parser import text_string_to_metric_families
 
 from tagalign.project import Project
 from tagalign.records import read_records
@@ -20,6 +21,10 @@ ROOT = Path(__file__).resolve().parents[1]
 ANNIF_VERSION = "1.4.3"
 ANNIF_WHEEL_DIR = ROOT / ".whl"  # git-ignored; `make test` fills it
 ANNIF_OPENAPI = ANNIF_WHEEL_DIR / f"annif-{ANNIF_VERSION}" / "annif" / "openapi" / "annif.yaml"
+
+#: the fields of a JSON access-log line (`tagalign.serve.accesslog`)
+LOG_FIELDS = ("ts", "request_id", "method", "route", "project", "status", "latency_ms",
+              "records", "pid")
 
 SMALL_HYBRID = {"sources": ["omikuji", "tfidf_knn", "lexical"], "ranker_rounds": 60,
                 "holdout_fraction": 0.2}
@@ -62,6 +67,23 @@ class LiveServer:
     def __exit__(self, *exc) -> None:
         self.server.should_exit = True
         self.thread.join(10)
+
+
+class MetricSamples:
+    """``/metrics`` text parsed by prometheus_client's own parser: a sample's value by
+    name and labels (0 for a sample not there)."""
+
+    def __init__(self, text: str):
+        self.text = text
+        self.values = {(s.name, frozenset(s.labels.items())): s.value
+                       for family in text_string_to_metric_families(text)
+                       for s in family.samples}
+
+    def __call__(self, name: str, **labels: str) -> float:
+        return self.values.get((name, frozenset(labels.items())), 0.0)
+
+    def label_values(self) -> set[str]:
+        return {v for _, labels in self.values for _, v in labels}
 
 
 def annif_openapi() -> Path:

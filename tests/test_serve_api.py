@@ -9,7 +9,7 @@ from concurrent.futures import ThreadPoolExecutor
 import httpx
 import pytest
 
-from serving import LiveServer, train_small_project
+from serving import LiveServer, MetricSamples, train_small_project
 from tagalign.records import read_records
 from tagalign.serve.app import create_app
 from tagalign.serve.feedback import FeedbackStore
@@ -125,3 +125,26 @@ def test_fetch_record(server):
     rid, rec = next(iter(server.dev.items()))
     body = httpx.get(f"{server.url}/tagalign/v1/records/{rid}").json()
     assert body["title"] == rec.title and body["subjects"] == rec.subjects
+
+
+def test_metrics_hold_the_hybrids_quality_estimates(server):
+    """The hybrid's own estimator feeds ``tagalign_quality_*_estimate`` (issue 31)."""
+    def scrape() -> MetricSamples:
+        return MetricSamples(httpx.get(f"{server.url}/metrics").text)
+
+    recs = [{"title": r.title, "abstract": r.abstract} for r in list(server.dev.values())[:5]]
+    before = scrape()
+    res = httpx.post(f"{server.url}/tagalign/v1/projects/gnd/suggest-batch",
+                     json={"records": recs, "limit": 5})
+    after = scrape()
+    quality = res.json()["qualities"]
+    assert res.status_code == 200 and all(q is not None for q in quality)
+    for what in ("recall", "precision"):
+        name = f"tagalign_quality_{what}_estimate"
+        assert after(f"{name}_count", project="gnd") - before(f"{name}_count",
+                                                               project="gnd") == 5
+        # the answer rounds to 4 decimals
+        assert after(f"{name}_sum", project="gnd") - before(f"{name}_sum", project="gnd") \
+            == pytest.approx(sum(q[what] for q in quality), abs=5 * 5e-5)
+    assert after("tagalign_suggestions_total", project="gnd") - before(
+        "tagalign_suggestions_total", project="gnd") == sum(map(len, res.json()["results"]))

@@ -12,7 +12,7 @@ from tagalign.cli.common import COMPILE_HELP, MMAP_HELP, load_records, make_runt
 from tagalign.errors import InputError
 from tagalign.project import Project, feedback_location
 from tagalign.runtime import Runtime
-from tagalign.serve import MAX_BODY, MAX_BODY_ENV
+from tagalign.serve import MAX_BODY, MAX_BODY_ENV, accesslog
 from tagalign.serve.tokens import TOKENS_ENV
 
 
@@ -56,6 +56,8 @@ def serve(
     require_token_for_suggest: bool = typer.Option(False, "--require-token-for-suggest", help="With a "
                                                    "tokens file: suggest and suggest-batch need a token too "
                                                    "(open by default, as in Annif)."),
+    metrics: bool = typer.Option(True, "--metrics/--no-metrics", help="Prometheus metrics at GET /metrics (on by default)."),
+    log_format: accesslog.LogFormat = typer.Option("auto", "--log-format", help="Access log, one line per request: json (on stdout), text, or auto (text on a terminal, json otherwise)."),
 ) -> None:
     """Serve Annif's REST API at /v1, tagalign's own API at /tagalign/v1 (docs at /docs)
     and the librarians' web page at /. Give Annif clients http://HOST:PORT/v1/ as base URL.
@@ -67,6 +69,8 @@ def serve(
     Read-only, less memory: tagalign serve gnd-hybrid --mmap
 
     Review queue: tagalign serve gnd-hybrid --queue new.jsonl.gz --release-above 0.8
+
+    JSON access log for a collector: tagalign serve gnd-hybrid --log-format json > access.jsonl
     """
     import uvicorn
 
@@ -96,12 +100,14 @@ def serve(
     app_ = create_app(loaded, store, recs, review, max_body=max_body,
                       allowed_hosts=[host, *(allowed_host or [])],
                       cors_origins=cors_origin or [], tokens=tokens,
-                      require_token_for_suggest=require_token_for_suggest)
+                      require_token_for_suggest=require_token_for_suggest,
+                      metrics=metrics)
+    accesslog.configure(log_format)
     if host in ("0.0.0.0", "::") and not allowed_host:
         console.log("[yellow]requests are answered only for Host localhost, 127.0.0.1 and "
                     "[::1]: give --allowed-host NAME for the names clients use[/]")
     console.log(f"serving on http://{host}:{port}/  (Annif clients: http://{host}:{port}/v1/;"
-                " tagalign's API docs at /docs)")
+                " tagalign's API docs at /docs" + (", metrics at /metrics)" if metrics else ")"))
     uvicorn.run(app_, host=host, port=port, log_level="warning")
 
 

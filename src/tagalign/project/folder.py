@@ -14,6 +14,7 @@ The CLI, the REST API and the benchmarks are thin layers over this class.
 from __future__ import annotations
 
 import shutil
+import time
 from collections.abc import Collection, Sequence
 from pathlib import Path
 from typing import Any
@@ -78,6 +79,9 @@ class Project:
         #: the projects file's feedback_db URL (None: `feedback_location`'s default)
         self.feedback_db: str | None = None
         self._excluded: tuple[SubjectRules, frozenset[str]] | None = None
+        #: seconds `load` took (vocabulary and model; None: not loaded by `load`), for the
+        #: server's ``tagalign_model_load_seconds``
+        self.load_seconds: float | None = None
 
     # -- creation and loading ----------------------------------------------------------
     @classmethod
@@ -128,6 +132,7 @@ class Project:
         whether the ranker runs compiled (`tagalign.runtime.Runtime`; default its defaults).
         A model saved in a format this version does not read is refused
         (`ModelFormatError`, saying to retrain)."""
+        start = time.perf_counter()
         path = Path(path)
         cfg_path = path / CONFIG_NAME
         if not cfg_path.exists():
@@ -141,6 +146,7 @@ class Project:
         project = cls(path, config, vocab, mmap=mmap, runtime=runtime)
         if (path / MODEL_DIR).exists():
             project.recipe = project._load_model()
+        project.load_seconds = time.perf_counter() - start
         return project
 
     def _load_model(self) -> Recipe:

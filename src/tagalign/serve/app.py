@@ -7,6 +7,8 @@ Two APIs side by side on one server:
   the web page at ``/`` uses it.
 - ``/v1/…`` — Annif's REST API to the letter (`tagalign.serve.annif`): give Annif clients
   ``http://HOST:PORT/v1/``.
+- ``/metrics`` — Prometheus metrics (`tagalign.serve.observe`, which also gives every
+  answer an ``X-Request-ID`` and writes the access log).
 
 Both are thin adapters over one `tagalign.serve.service.Service` (suggest, learn, project
 info) and answer its errors through one handler, each in its own shape; models are loaded
@@ -37,6 +39,7 @@ from tagalign.serve import MAX_BODY, annif, auth, queue, service, subjects
 from tagalign.serve import schemas as s
 from tagalign.serve.feedback import Decision, FeedbackStore
 from tagalign.serve.guard import Guard
+from tagalign.serve.observe import Telemetry
 from tagalign.serve.service import Service
 from tagalign.serve.tokens import TokenStore
 from tagalign.suggest import Quality, Suggestion
@@ -154,12 +157,15 @@ def create_app(projects: Mapping[str, Project], store: FeedbackStore,
                review: queue.RecordQueue | None = None, *,
                max_body: int = MAX_BODY, allowed_hosts: Sequence[str] = (),
                cors_origins: Sequence[str] = (), tokens: TokenStore | None = None,
-               require_token_for_suggest: bool = False) -> FastAPI:
+               require_token_for_suggest: bool = False,
+               metrics: bool = True) -> FastAPI:
     """The app serving ``projects`` (id → project; learning only where a project's
     ``allow_learn`` is set); bodies over ``max_body`` bytes are refused with 413.
     ``allowed_hosts``: Host names served besides localhost's; ``cors_origins``: origins
     whose pages may POST (`tagalign.serve.guard`); ``tokens``: every write then needs one
-    of its tokens, suggest too with ``require_token_for_suggest`` (`tagalign.serve.auth`)."""
+    of its tokens, suggest too with ``require_token_for_suggest`` (`tagalign.serve.auth`);
+    ``metrics``: serve ``GET /metrics`` (request ids and the access log are always on:
+    `tagalign.serve.observe`)."""
     if require_token_for_suggest and tokens is None:
         raise UsageError("requiring a token for suggest needs a tokens file")
     app = FastAPI(title="tagalign", version="1",
@@ -173,7 +179,8 @@ def create_app(projects: Mapping[str, Project], store: FeedbackStore,
                             "Content-Type: application/json (also without a body)"},
                       421: {"model": s.ErrorOut, "description": "Host header names no "
                             "host this server answers for (--allowed-host)"}})
-    svc = Service(projects, store, records)
+    telemetry = Telemetry(projects, metrics=metrics)
+    svc = Service(projects, store, records, observer=telemetry)
     records, titles = svc.records, svc.titles
     app.add_middleware(BodyLimit, max_body=max_body)
     app.state.tokens = tokens
@@ -182,6 +189,7 @@ def create_app(projects: Mapping[str, Project], store: FeedbackStore,
                            require_for_suggest=require_token_for_suggest)
     app.add_middleware(Guard, render=error_response, hosts=allowed_hosts,
                        origins=cors_origins)
+    telemetry.install(app)  # the outermost middleware, and GET /metrics
 
     @app.exception_handler(RequestValidationError)
     async def validation_error(_request: Request, exc: RequestValidationError):

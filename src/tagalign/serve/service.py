@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Collection, Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 from tagalign.errors import (
     InputError,
@@ -98,15 +98,31 @@ def subject_uri(sid: str) -> str:
     return GND_URI + sid
 
 
+class Observer(Protocol):
+    """What a `Service` tells about its work (metrics and the access log,
+    `tagalign.serve.observe`): both APIs go through it, so nothing is counted twice.
+    ``project_id`` is always a served project's id."""
+
+    def suggested(self, project_id: str, tagged: Sequence[Tagged]) -> None:
+        """Records were suggested for (one `Tagged` each)."""
+
+    def learned(self, project_id: str, records: int, outcome: str) -> None:
+        """A learn request of ``records`` decisions ended: ``learned`` (online),
+        ``stored`` (for the next training), ``refused`` or ``invalid``."""
+
+
 class Service:
     """The served ``projects`` (id → project), their feedback ``store`` and the records
-    file's ``records`` (id → record; reasons name neighbours by these titles)."""
+    file's ``records`` (id → record; reasons name neighbours by these titles); ``observer``
+    hears of each suggest and learn."""
 
     def __init__(self, projects: Mapping[str, Project], store: FeedbackStore | ServedStores,
-                 records: Mapping[str, Record] | None = None):
+                 records: Mapping[str, Record] | None = None,
+                 observer: Observer | None = None):
         self.projects = projects
         self.store = store
         self.records = records or {}
+        self.observer = observer
         #: neighbour titles for reasons: the records file, then records learned here
         self.titles: dict[str, str] = {rid: r.title for rid, r in self.records.items()}
 
@@ -131,11 +147,14 @@ class Service:
         than `MAX_LIMIT` get `MAX_LIMIT`. Blank text gets no suggestions and a warning."""
         proj = self.require_trained(project_id)
         if limit == 0:
-            return [Tagged([]) for _ in records]
-        if limit is not None:
-            limit = min(limit, MAX_LIMIT)
-        return proj.tag(records, limit=limit, threshold=threshold, exclude=exclude,
-                        fallback_limit=default_limit, estimate=estimate)
+            tagged = [Tagged([]) for _ in records]
+        else:
+            tagged = proj.tag(records, limit=limit if limit is None else min(limit, MAX_LIMIT),
+                              threshold=threshold, exclude=exclude,
+                              fallback_limit=default_limit, estimate=estimate)
+        if self.observer is not None:
+            self.observer.suggested(project_id, tagged)
+        return tagged
 
     def require_trained(self, project_id: str) -> Project:
         """The project, or `NotTrainedError` when it has no trained model yet (Annif asks
@@ -151,8 +170,12 @@ class Service:
         (`LearningNotAllowedError`) and not read-only (`ReadOnlyError`). Asked before
         anything is stored, so a refused request leaves no trace."""
         proj = self.project(project_id)
-        proj.check_learn_allowed()
-        proj.check_learnable()
+        try:
+            proj.check_learn_allowed()
+            proj.check_learnable()
+        except (LearningNotAllowedError, ReadOnlyError):
+            self._learned(project_id, 0, "refused")
+            raise
         return proj
 
     def learn(self, project_id: str, items: Sequence[Decision]) -> tuple[int, bool]:
@@ -165,18 +188,26 @@ class Service:
         unknown = sorted({sid for d in items for sid in [*d.accepted, *d.rejected]
                           if sid not in proj.vocab})
         if unknown:
+            self._learned(project_id, len(items), "invalid")
             raise UnknownSubjectsError(
                 f"subject ids not in the vocabulary: {', '.join(unknown[:20])}")
         if not items:
+            self._learned(project_id, 0, "stored")
             return 0, False
         stored = self.store.add(project_id, items)
         self.titles.update((d.record.id, d.record.title) for d in items)
         # every record, with or without accepted subjects: a recipe learns per record id,
         # the latest decision replacing earlier ones (none accepted: it stops voting)
-        return stored, proj.learn([d.record for d in items])
+        learned = proj.learn([d.record for d in items])
+        self._learned(project_id, len(items), "learned" if learned else "stored")
+        return stored, learned
+
+    def _learned(self, project_id: str, records: int, outcome: str) -> None:
+        if self.observer is not None:
+            self.observer.learned(project_id, records, outcome)
 
 
 __all__ = ["ANNIF_DEFAULT_LIMIT", "ERRORS", "GND_URI", "MAX_LIMIT", "OWN_DEFAULT_LIMIT",
-           "Service", "UnknownProjectError", "UnknownSubjectsError", "http_status",
+           "Observer", "Service", "UnknownProjectError", "UnknownSubjectsError", "http_status",
            "public_error",
            "subject_id", "subject_uri"]

@@ -1,0 +1,211 @@
+"""Prometheus metrics of a served app (``GET /metrics``), with `prometheus_client`.
+
+What is counted, and the labels (each from a small fixed set, never a record's text):
+
+- requests and their latency per route template (``/v1/projects/{project_id}/suggest``,
+  not the path), method, status and project — the id of a served project, else ``""``, so
+  requests for made-up ids cannot grow the number of series; errors (status ≥ 400) by
+  status and route once more, for alerts;
+- records suggested for and subjects returned, learn calls by outcome, the estimated
+  recall and precision of each record's list (histograms; `tagalign.suggest.Quality`);
+- per project the model's load time and version (`tagalign.project.model_version`),
+  reloads by outcome.
+
+Each app gets its own `Metrics`, kept in its own `CollectorRegistry` (never the global
+default registry: tests build many apps in one process). With several worker processes
+behind one port the supervisor sets ``PROMETHEUS_MULTIPROC_DIR`` to a fresh directory
+(`prepare_multiprocess_dir`) before it starts them: each worker writes its values there
+(prometheus_client's multiprocess mode) and any worker's ``/metrics`` answers the sum over
+all of them; the supervisor calls `worker_exited` for a worker that ended.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    generate_latest,
+    multiprocess,
+    values,
+)
+
+from tagalign.project import Project, model_version
+from tagalign.suggest import Tagged
+
+#: the environment variable of prometheus_client's multiprocess mode (its directory)
+MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
+CONTENT_TYPE = CONTENT_TYPE_LATEST
+#: request latency: a single-record suggest takes milliseconds, a batch of 32 up to seconds
+LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0,
+                   10.0, 30.0, 60.0)
+#: estimated recall and precision lie in [0, 1]
+SHARE_BUCKETS = tuple(round(0.1 * i, 1) for i in range(1, 11))
+#: `learn` outcomes: learned online, stored only (for the next training), refused (learning
+#: not allowed or read-only), invalid (subject ids outside the vocabulary)
+LEARN_OUTCOMES = ("learned", "stored", "refused", "invalid")
+
+
+def multiprocess_dir() -> str | None:
+    """The directory of multiprocess mode, or None (values in this process only)."""
+    return os.environ.get(MULTIPROC_ENV) or None
+
+
+def prepare_multiprocess_dir(path: Path | str) -> Path:
+    """Create ``path``, or empty it of metric files, for the workers to be started: values
+    left by an earlier server would be added to the new one's (prometheus_client's rule:
+    wipe it before start). Only its ``*.db`` files go (a directory named by mistake keeps
+    everything else). The caller then sets `MULTIPROC_ENV` to it for the workers."""
+    path = Path(path)
+    path.mkdir(parents=True, exist_ok=True)
+    for db in path.glob("*.db"):
+        db.unlink()
+    return path
+
+
+def worker_exited(pid: int, path: Path | str | None = None) -> None:
+    """Forget the gauges of a worker process that ended (its counts stay in the sums):
+    the supervisor calls this for each worker it sees exit. ``path``: the directory
+    (default: `MULTIPROC_ENV`)."""
+    multiprocess.mark_process_dead(pid, str(path) if path is not None else None)
+
+
+def _follow_env() -> None:
+    """Values to files exactly when `MULTIPROC_ENV` is set now.
+
+    prometheus_client chooses where values live once, when it is imported
+    (``values.ValueClass``). A worker forked from a process that imported it before the
+    supervisor set the variable would keep its counts to itself and ``/metrics`` would show
+    one worker's share; choosing again here (the library's own function) makes the mode
+    follow the environment the app is created in."""
+    wanted = multiprocess_dir() is not None
+    if wanted != (values.ValueClass is not values.MutexValue):
+        values.ValueClass = values.get_value_class()
+
+
+class Metrics:
+    """The metrics of one app serving ``projects`` (id → project); the service layer and the
+    request middleware (`tagalign.serve.observe`) report to it."""
+
+    def __init__(self, projects: Mapping[str, Project]):
+        _follow_env()
+        self.dir = multiprocess_dir()
+        self.registry = CollectorRegistry()
+        # multiprocess mode: values go to files only; `exposition` gathers all processes'
+        reg = None if self.dir else self.registry
+        self.requests = Counter(
+            "tagalign_http_requests", "HTTP requests answered",
+            ["route", "method", "status", "project"], registry=reg)
+        self.latency = Histogram(
+            "tagalign_http_request_duration_seconds", "Time from request to the end of "
+            "the answer", ["route", "method", "project"], buckets=LATENCY_BUCKETS,
+            registry=reg)
+        self.errors = Counter(
+            "tagalign_errors", "Answers with a status of 400 or more",
+            ["status", "route"], registry=reg)
+        self.records = Counter(
+            "tagalign_records", "Records suggested for", ["project"], registry=reg)
+        self.suggestions = Counter(
+            "tagalign_suggestions", "Subjects returned", ["project"], registry=reg)
+        self.learn = Counter(
+            "tagalign_learn", "Learn requests by outcome (" + ", ".join(LEARN_OUTCOMES) + ")",
+            ["project", "outcome"], registry=reg)
+        self.recall = Histogram(
+            "tagalign_quality_recall_estimate", "Estimated recall of each record's list",
+            ["project"], buckets=SHARE_BUCKETS, registry=reg)
+        self.precision = Histogram(
+            "tagalign_quality_precision_estimate", "Estimated precision of each record's "
+            "list", ["project"], buckets=SHARE_BUCKETS, registry=reg)
+        # gauges of several workers: the largest among the live ones ("livemax"). For the
+        # load time that is the slowest worker's latest load; for the model's info it is 1
+        # while any live worker serves that version, 0 once all have moved on (a worker
+        # whose reload failed keeps showing its old version). Dead workers drop out when
+        # the supervisor calls `worker_exited`.
+        self.load_seconds = Gauge(
+            "tagalign_model_load_seconds", "Seconds the latest load of the model took",
+            ["project"], multiprocess_mode="livemax", registry=reg)
+        self.model_info = Gauge(
+            "tagalign_model_info", "1 for the model version served (manifest hash), 0 for "
+            "one served before", ["project", "version", "trained_at"],
+            multiprocess_mode="livemax", registry=reg)
+        self.reloads = Counter(
+            "tagalign_model_reload", "Model reloads by outcome (ok, failed)",
+            ["project", "outcome"], registry=reg)
+        self._served: dict[str, tuple[str, str]] = {}
+        for pid, proj in projects.items():
+            version = model_version(proj)
+            if proj.is_trained and version["version"]:
+                self._show_model(pid, proj.load_seconds, version["version"],
+                                 version["trained_at"] or "")
+
+    # -- what the middleware and the service report ------------------------------------
+    def request(self, route: str, method: str, status: int, project: str,
+                seconds: float) -> None:
+        self.requests.labels(route, method, str(status), project).inc()
+        self.latency.labels(route, method, project).observe(seconds)
+        if status >= 400:
+            self.errors.labels(str(status), route).inc()
+
+    def suggested(self, project: str, tagged: Sequence[Tagged]) -> None:
+        self.records.labels(project).inc(len(tagged))
+        self.suggestions.labels(project).inc(sum(len(t.suggestions) for t in tagged))
+        recall, precision = self.recall.labels(project), self.precision.labels(project)
+        for t in tagged:
+            if t.quality is not None:
+                recall.observe(float(t.quality.recall))
+                precision.observe(float(t.quality.precision))
+
+    def learned(self, project: str, outcome: str) -> None:
+        self.learn.labels(project, outcome).inc()
+
+    # -- models (the reload helper calls these) ----------------------------------------
+    def model_loaded(self, project_id: str, seconds: float | None, version: str,
+                     trained_at: str) -> None:
+        """A reload of ``project_id`` succeeded: its load time, the version now served
+        (`tagalign.project.model_version`) and one more ``ok`` reload."""
+        self._show_model(project_id, seconds, version, trained_at)
+        self.reloads.labels(project_id, "ok").inc()
+
+    def model_load_failed(self, project_id: str) -> None:
+        """A reload of ``project_id`` failed (the old model is still served)."""
+        self.reloads.labels(project_id, "failed").inc()
+
+    def _show_model(self, project_id: str, seconds: float | None, version: str,
+                    trained_at: str) -> None:
+        if seconds is not None:
+            self.load_seconds.labels(project_id).set(seconds)
+        old = self._served.get(project_id)
+        if old is not None and old != (version, trained_at):
+            # set to 0, not removed: in multiprocess mode a removed series stays in the
+            # worker's file with its last value
+            self.model_info.labels(project_id, *old).set(0)
+        self.model_info.labels(project_id, version, trained_at).set(1)
+        self._served[project_id] = (version, trained_at)
+
+    # -- GET /metrics ------------------------------------------------------------------
+    def exposition(self) -> bytes:
+        """The text format of all metrics (of all workers in multiprocess mode)."""
+        if not self.dir:
+            return generate_latest(self.registry)
+        registry = CollectorRegistry()  # per scrape, as prometheus_client's guide does
+        multiprocess.MultiProcessCollector(registry, path=self.dir)
+        return generate_latest(registry)
+
+
+class NoMetrics:
+    """`Metrics` turned off (``tagalign serve --no-metrics``): the same calls, no work."""
+
+    def request(self, *args, **kwargs) -> None:
+        pass
+
+    suggested = learned = model_loaded = model_load_failed = request
+
+
+__all__ = ["CONTENT_TYPE", "LEARN_OUTCOMES", "MULTIPROC_ENV", "Metrics", "NoMetrics",
+           "multiprocess_dir", "prepare_multiprocess_dir", "worker_exited"]
