@@ -9,8 +9,9 @@ file of the shard it falls in, so nothing is silently dropped.
 Record files go through `tagalign.records.read_records` (every format it knows, its
 checks and reports); a shard reader streams its file from the top and skips the items
 before its range, which costs a parse per skipped record (~20 µs for JSONL, ~50 µs for
-binary MARC): give a very large input as a folder of files to keep that small. Parquet files (columns as in our JSONL:
-``id``, ``title``, ``abstract``, ``lang``, …) are read row group by row group with pyarrow.
+binary MARC): give a very large input as a folder of files to keep that small. Parquet
+files (columns as in our JSONL: ``id``, ``title``, ``abstract``, ``lang``, …) are read row
+group by row group with pyarrow.
 A vocabulary (any format `load_vocabulary` reads, or a project folder) is a source too,
 for `tagalign encode`: each subject becomes a record whose title is its label.
 """
