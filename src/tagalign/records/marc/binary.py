@@ -44,8 +44,8 @@ _FILLER = b"\r\n\t \x00\x1a"
 @dataclass(slots=True)
 class MarcItem(Generic[T]):
     """One record of a MARC file: its number in the file (from 1, bad ones counted too),
-    where it is (for a report: ``path: record N (byte B)`` or ``path:LINE``) and the record
-    (a pymarc record, or what the reader's ``decode`` made of it)."""
+    where it is (for a report: ``path: record N (byte B)``, or ``path:LINE: record N`` in
+    MARC-XML) and the record (a pymarc record, or what the reader's ``decode`` made of it)."""
 
     n: int
     where: str
@@ -118,7 +118,7 @@ def read_binary(fh: IO[bytes], path: Path, report: Reporter,
     skipping = False  # inside a piece too long to be a record (reported when it began)
     while True:
         try:
-            block = fh.read(BLOCK)
+            block = fh.read1(BLOCK)  # what came before a cut, not all or nothing
         except EOFError:
             truncated = "compressed data ends early"
             break

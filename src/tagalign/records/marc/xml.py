@@ -151,7 +151,7 @@ class XmlReader:
     def __iter__(self) -> Iterator[MarcItem]:
         while True:
             try:
-                block = self.fh.read(BLOCK)
+                block = self.fh.read1(BLOCK)  # what came before a cut too
             except EOFError:
                 self.report.bad(str(self.path), f"compressed data ends early after "
                                                 f"{self.good} records")
@@ -183,7 +183,9 @@ class XmlReader:
                 yield from self._drain()
                 at = self.origin + max(self.parser.ErrorByteIndex - self.prologue, 0)
                 self._broken(exc)
-                self.searching = at + 1
+                # the next record may start right where the error is (a tag left open just
+                # before it); a fresh parser cannot fail at its own start, so no loop
+                self.searching = at if at > self.origin else at + 1
                 data = self._restart()
                 continue
             yield from self._drain()
@@ -209,9 +211,9 @@ class XmlReader:
     def _drain(self) -> Iterator[MarcItem]:
         for line, record, error in self.builder.done:
             self.n += 1
-            where = f"{self.path}:{line}"
+            where = f"{self.path}:{line}: record {self.n}"
             if error is not None:
-                self.report.bad(where, f"record {self.n}: {error}")
+                self.report.bad(where, error)
                 continue
             self.good += 1
             yield MarcItem(self.n, where, record)
@@ -224,9 +226,9 @@ class XmlReader:
         why = expat.ErrorString(exc.code)
         if self.builder.record is not None:
             self.n += 1
-            self.report.bad(f"{self.path}:{self.builder.line}",
-                            f"record {self.n}: broken XML ({why} at line {self._line(exc)}, "
-                            f"column {exc.offset + 1}): skipped")
+            self.report.bad(f"{self.path}:{self.builder.line}: record {self.n}",
+                            f"broken XML ({why} at line {self._line(exc)}, column "
+                            f"{exc.offset + 1}): skipped")
         else:
             self.report.bad(f"{self.path}:{self._line(exc)}",
                             f"broken XML ({why}, column {exc.offset + 1}): skipped to the next "
@@ -236,8 +238,8 @@ class XmlReader:
         b = self.builder
         if b.record is not None:
             self.n += 1
-            self.report.bad(f"{self.path}:{b.line}",
-                            f"record {self.n} cut off: the file ends inside it")
+            self.report.bad(f"{self.path}:{b.line}: record {self.n}",
+                            "cut off: the file ends inside it")
         elif b.stack:
             self.report.bad(str(self.path), f"the XML ends early (<{b.stack[0]}> is not "
                                             f"closed) after {self.good} records")
