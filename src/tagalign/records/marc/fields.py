@@ -93,7 +93,8 @@ def _title(subfields: Sequence[tuple[str, str]]) -> str:
     for code, value in subfields:
         if code not in "abnp":
             continue
-        v = (_NON_SORT.sub("", value) if _NON_SORT.search(value) else value).strip()
+        # spaces only: other white space (U+2003 …) is the title's own, as in JSONL
+        v = (_NON_SORT.sub("", value) if _NON_SORT.search(value) else value).strip(" ")
         if not v:
             continue
         if out:
@@ -103,7 +104,7 @@ def _title(subfields: Sequence[tuple[str, str]]) -> str:
                 out += "."
             out += " "
         out += v
-    return out.removesuffix("/").rstrip()
+    return out.removesuffix("/").rstrip(" ")
 
 
 def _is_machine(ind1: str, subfields: Sequence[tuple[str, str]]) -> bool:
