@@ -7,6 +7,7 @@ from __future__ import annotations
 import gzip
 import io
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -15,7 +16,7 @@ from typer.testing import CliRunner
 
 from marc_fixtures import binary, dnb_record
 from tagalign.cli import app
-from tagalign.predictions import MarcPredictionStream
+from tagalign.predictions import MarcPredictionStream, partial_path
 from tagalign.project import Project
 from tagalign.records import InputReport, Record, read_records
 from tagalign.records.marc.writer import MarcWriter, parse_score, record_to_marc
@@ -116,10 +117,11 @@ def _suggest(proj: Path, src: Path, out: Path, *extra: str):
                                "--limit", "3", *extra])
 
 
-def test_suggest_marc_in_marc_out_merge_and_resume(proj, tmp_path):
+@pytest.mark.parametrize("name", ["out.mrc", "out.xml"])
+def test_suggest_marc_in_marc_out_merge_and_resume(proj, tmp_path, name):
     recs = tiny_records(12, seed=7)
     src = _marc_file(tmp_path / "in.mrc", recs, bad_at=5)
-    out = tmp_path / "out.mrc"
+    out = tmp_path / name
     res = _suggest(proj, src, out, "--merge", "--agency", "DE-X")
     assert res.exit_code == 0, res.output
     assert "record 6 (byte" in res.output and "the leader gives a length of 999" in res.output
@@ -139,14 +141,13 @@ def test_suggest_marc_in_marc_out_merge_and_resume(proj, tmp_path):
             for m in written]
     # interrupted after 4 records and a half: --resume keeps them, tags the rest, same file
     whole = out.read_bytes()
-    cut = sum(len(r.as_marc()) for r in written[:4]) + 30
-    partial = tmp_path / "again.mrc.partial"
-    partial.write_bytes(whole[:cut])
-    res = _suggest(proj, src, tmp_path / "again.mrc", "--merge", "--agency", "DE-X",
-                   "--resume")
+    ends = [m.end() for m in re.finditer(rb"\x1d|</record>\n", whole)]
+    again = tmp_path / f"again{out.suffix}"
+    partial_path(again).write_bytes(whole[:ends[3] + 30])
+    res = _suggest(proj, src, again, "--merge", "--agency", "DE-X", "--resume")
     assert res.exit_code == 0, res.output
     assert "4 already done (--resume)" in res.output
-    assert (tmp_path / "again.mrc").read_bytes() == whole
+    assert again.read_bytes() == whole
 
 
 def test_suggest_jsonl_in_marcxml_out_by_name_and_usage_errors(proj, tmp_path):
