@@ -269,8 +269,10 @@ def test_known_nasty_inputs_never_raise():
 def _marc_records(recs: list[Record]) -> list[Record]:
     from dataclasses import replace
 
-    # MARC carries no domains; a title's closing " /" is ISBD punctuation, not title
-    return [replace(r, domains=[], title=r.title.removesuffix("/").rstrip() or "t")
+    # MARC carries no domains; a title's closing " /" is ISBD punctuation, not title; a
+    # subject given twice is one subject
+    return [replace(r, domains=[], title=r.title.removesuffix("/").rstrip() or "t",
+                    subjects=list(dict.fromkeys(r.subjects)))
             for r in {r.id: r for r in recs}.values()]
 
 
