@@ -25,6 +25,7 @@ from collections.abc import Iterable, Iterator, Sequence
 
 from pymarc import Record as MarcRecord
 
+from tagalign.errors import InputError
 from tagalign.records.marc.language import marc_language
 from tagalign.records.record import Record
 
@@ -48,7 +49,7 @@ MAPPED_TAGS = frozenset({"001", "003", "008", "035", "041", "088", "111", "245",
                          "502", "520", "650", "655", "689", "711", "883"})
 
 
-class NoControlNumber(ValueError):
+class NoControlNumber(InputError):
     """A record with neither 001 nor 035 $a: its suggestions could not be matched to it."""
 
 
