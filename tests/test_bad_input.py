@@ -212,3 +212,105 @@ def test_the_cli_shows_the_warnings_and_the_summary_on_stderr(tmp_path):
     assert f"warning: skipped {path}:3: not valid UTF-8" in res.stderr
     assert "2 records read; 2 malformed items skipped\n" in res.stderr
     assert "warning" not in res.stdout
+
+
+# MARC 21 (issue 32): a broken record is named by file and position and skipped, the rest
+# kept — in binary MARC (cut off mid-file, a bad leader length, bad bytes) and in MARC-XML
+# (a broken tag, a record cut off, a record outside the rules), gzip or not.
+
+def _marc_records(n: int):
+    from marc_fixtures import plain_record
+
+    return [plain_record(str(i), f"Titel {i}") for i in range(1, n + 1)]
+
+
+def _marc_ids(path, report):
+    return [r.id for r in read_records(path, report=report)]
+
+
+def test_binary_marc_record_cut_off_mid_file(tmp_path):
+    from marc_fixtures import binary
+
+    data = binary(_marc_records(3))
+    path = tmp_path / "cut.mrc"
+    path.write_bytes(data[:-20])
+    report = InputReport(stream=io.StringIO())
+    assert _marc_ids(path, report) == ["1", "2"]
+    start = len(binary(_marc_records(2)))
+    assert report.skipped == [f"{path}: record 3 (byte {start}): cut off: the file ends "
+                              f"{len(data) - 20 - start} bytes into the record, before its "
+                              "end-of-record mark"]
+    with pytest.raises(BadInputError, match="record 3"):
+        list(read_records(path, report=InputReport(strict=True)))
+
+
+def test_binary_marc_bad_leader_length_and_bad_bytes_cost_one_record_each(tmp_path):
+    from marc_fixtures import binary
+
+    recs = [binary([r]) for r in _marc_records(5)]
+    recs[1] = b"99999" + recs[1][5:]  # a leader length that is not the record's
+    recs[3] = recs[3].replace(b"Titel 4", b"Titel \xff")  # not UTF-8
+    path = tmp_path / "bad.mrc.gz"
+    path.write_bytes(gzip.compress(b"".join(recs)))
+    report = InputReport(stream=io.StringIO())
+    assert _marc_ids(path, report) == ["1", "3", "5"]
+    second, fourth = len(recs[0]), sum(map(len, recs[:3]))
+    assert report.skipped[0] == (
+        f"{path}: record 2 (byte {second}): the leader gives a length of 99999 bytes, but "
+        f"the record has {len(recs[1])} up to its end-of-record mark")
+    assert report.skipped[1].startswith(f"{path}: record 4 (byte {fourth}): ")
+    assert "utf-8" in report.skipped[1] and len(report.skipped) == 2
+
+
+def test_cut_off_gzip_marc_keeps_the_records_before_the_cut(tmp_path):
+    from marc_fixtures import binary
+
+    data = gzip.compress(binary(_marc_records(3000)))
+    path = tmp_path / "r.mrc.gz"
+    path.write_bytes(data[: len(data) // 2])
+    report = InputReport(stream=io.StringIO())
+    ids = _marc_ids(path, report)
+    assert 100 < len(ids) < 3000 and ids == [str(i) for i in range(1, len(ids) + 1)]
+    assert report.skipped == [f"{path}: compressed data ends early after {len(ids)} records"]
+
+
+def test_broken_marc_xml_record_is_named_by_line_and_the_rest_kept(tmp_path):
+    from marc_fixtures import record_xml, sru
+
+    recs = [record_xml(r) for r in _marc_records(4)]
+    recs[1] = recs[1].replace("</subfield>", "</subfeld>", 1)  # a broken tag
+    text = ('<?xml version="1.0" encoding="UTF-8"?>\n<collection xmlns="http://www.loc.gov/'
+            'MARC21/slim">\n' + "\n".join(recs) + "\n</collection>\n")
+    path = tmp_path / "r.xml"
+    path.write_text(text, encoding="utf-8")
+    report = InputReport(stream=io.StringIO())
+    assert _marc_ids(path, report) == ["1", "3", "4"]
+    (skipped,) = report.skipped
+    assert skipped.startswith(f"{path}:4: record 2: broken XML (mismatched tag at line 4, "
+                              "column ")
+
+    # inside an SRU response: the same, and the SRU wrapper of the next record is reopened
+    data = sru(_marc_records(4)).replace(b"Titel 2</subfield>", b"Titel 2</subfeld>")
+    path = tmp_path / "sru.xml"
+    path.write_bytes(data)
+    report = InputReport(stream=io.StringIO())
+    assert _marc_ids(path, report) == ["1", "3", "4"]
+    assert len(report.skipped) == 1 and ": record 2: broken XML (mismatched tag" in \
+        report.skipped[0]
+
+
+def test_marc_xml_cut_off_and_records_outside_the_rules(tmp_path):
+    from marc_fixtures import record_xml
+
+    recs = [record_xml(r) for r in _marc_records(4)]
+    recs[0] = recs[0].replace('tag="245"', 'tag="24"')  # not a tag
+    recs[1] = recs[1].replace('<controlfield tag="001">2</controlfield>', "")  # no id
+    text = "<collection>\n" + "\n".join(recs)
+    path = tmp_path / "cut.xml"
+    path.write_text(text[: text.rindex("<subfield")], encoding="utf-8")
+    report = InputReport(stream=io.StringIO())
+    assert _marc_ids(path, report) == ["3"]
+    assert report.skipped == [
+        f"{path}:2: record 1: datafield tag '24' is not three letters or digits",
+        f"{path}:3: record 2: no control number (001) and no 035 $a",
+        f"{path}:5: record 4: cut off: the file ends inside it"]

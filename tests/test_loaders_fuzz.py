@@ -27,7 +27,7 @@ FUZZ = settings(max_examples=40, derandomize=True, deadline=None, database=None,
                 suppress_health_check=[HealthCheck.too_slow])
 N_EXAMPLES = 40
 
-RECORD_FILES = {"jsonl": "r.jsonl", "annif-tsv": "r.tsv", "jsonld": "r.jsonld"}
+RECORD_FILES = {"jsonl": "r.jsonl", "annif-tsv": "r.tsv", "jsonld": "r.jsonld", "marc": "r.mrc"}
 VOCAB_FILES = {"gnd-tsv": "v.tsv", "annif-tsv": "v.tsv", "invenio-yaml": "v.yaml",
                "gnd-json": "v.json", "skos": "v.ttl"}
 
@@ -52,6 +52,9 @@ def _load_everything(data: bytes, gz: bool) -> None:
     for fmt, name in VOCAB_FILES.items():
         name = name + ".gz" if gz and fmt != "skos" else name
         _with_file(name, data, lambda p, fmt=fmt: list(VOCAB_FORMATS[fmt](p, report=_quiet())))
+    # MARC-XML: the same bytes inside a record, so expat and the record builder meet them
+    _with_file("r.xml", b"<collection><record><leader>" + data, lambda p: list(
+        read_records(p, format="marc", report=_quiet())))
     _with_file("skos.nt", data, lambda p: list(VOCAB_FORMATS["skos"](p, report=_quiet())))
     _with_file("skos.rdf", data, lambda p: list(VOCAB_FORMATS["skos"](p, report=_quiet())))
     _with_file("p.jsonl.gz" if gz else "p.jsonl", data,
@@ -259,3 +262,52 @@ def test_known_nasty_inputs_never_raise():
                  b"\x1f\x8b\x08" + b"\0" * 7,
                  b'- id: "x"\n  subject: [1, 2]\n- id: {a: b}\n  subject: "\\ud800"\n']:
         _load_everything(data, gz=False)
+
+
+# MARC (issue 32): records written by tagalign's own writer, garbage between them
+
+def _marc_records(recs: list[Record]) -> list[Record]:
+    from dataclasses import replace
+
+    # MARC carries no domains; a title's closing " /" is ISBD punctuation, not title; a
+    # subject given twice is one subject
+    return [replace(r, domains=[], title=r.title.removesuffix("/").rstrip() or "t",
+                    subjects=list(dict.fromkeys(r.subjects)))
+            for r in {r.id: r for r in recs}.values()]
+
+
+@FUZZ
+@given(recs=st.lists(records, max_size=8), junk=st.lists(st.binary(max_size=30), max_size=5),
+       where=st.lists(st.integers(0, 12), max_size=5))
+def test_binary_marc_records_survive_garbage_in_order(recs, junk, where):
+    from tagalign.records.marc.writer import marc_bytes, record_to_marc
+
+    recs = _marc_records(recs)
+    items = [marc_bytes(record_to_marc(r), "marc") for r in recs]
+    # garbage ends at an end-of-record mark, as a broken record does; blank bits are filler
+    junk = [j.replace(b"\x1d", b"") + b"\x1d" for j in junk]
+    data, _ = _interleave(items, junk, where)
+    for gz in (False, True):
+        got, report = _collect("r.mrc", gzip.compress(data) if gz else data,
+                               lambda p, rep: read_records(p, format="marc", report=rep))
+        assert got == recs
+        assert report.n_skipped <= min(len(junk), len(where))
+
+
+xml_junk = st.text(st.sampled_from(list("<>/= abc&;\n")), max_size=20)
+
+
+@FUZZ
+@given(recs=st.lists(records, max_size=6), junk=st.lists(xml_junk, max_size=5),
+       where=st.lists(st.integers(0, 12), max_size=5))
+def test_marc_xml_records_survive_garbage_in_order(recs, junk, where):
+    from tagalign.records.marc.writer import XML_HEAD, XML_TAIL, marc_bytes, record_to_marc
+
+    recs = _marc_records(recs)
+    items = [marc_bytes(record_to_marc(r), "marcxml").rstrip() for r in recs]
+    data, _ = _interleave(items, [j.encode() for j in junk], where)
+    for gz in (False, True):
+        got, _ = _collect("r.xml", gzip.compress(XML_HEAD + data + XML_TAIL) if gz
+                          else XML_HEAD + data + XML_TAIL,
+                          lambda p, rep: read_records(p, format="marc", report=rep))
+        assert got == recs

@@ -50,23 +50,33 @@ def progress(transient: bool = False) -> Progress:
                     TimeElapsedColumn(), console=console, transient=transient)
 
 
+#: help of ``--include-machine-subjects`` (train, eval)
+MACHINE_HELP = ("MARC records: count as gold also the subjects a machine assigned (a 650 "
+                "linked to an 883 \"maschinell gebildet\"); by default they are left out, so "
+                "a tagger never learns from, or is scored against, its own kind.")
+
+
 def iter_records(path: Path, *, vocab=None, strict: bool = False, limit: int | None = None,
-                 report: InputReport | None = None) -> Iterator[Record]:
+                 report: InputReport | None = None, machine_subjects: bool = False
+                 ) -> Iterator[Record]:
     """Stream records; a missing file or a strict-mode error ends the command cleanly."""
     report = report or InputReport(strict=strict)
     try:
-        yield from read_records(path, report=report, vocab=vocab, limit=limit)
+        yield from read_records(path, report=report, vocab=vocab, limit=limit,
+                                machine_subjects=machine_subjects)
     except (FileNotFoundError, BadInputError) as exc:
         fail(escape(str(exc)))
     print_summary(report)
 
 
 def load_records(path: Path, *, vocab=None, strict: bool = False, limit: int | None = None,
-                 description: str = "reading records") -> list[Record]:
+                 description: str = "reading records", machine_subjects: bool = False
+                 ) -> list[Record]:
     out: list[Record] = []
     with progress(transient=True) as bar:
         task = bar.add_task(f"{description} ({Path(path).name})", total=limit, rate="")
-        for rec in iter_records(path, vocab=vocab, strict=strict, limit=limit):
+        for rec in iter_records(path, vocab=vocab, strict=strict, limit=limit,
+                                machine_subjects=machine_subjects):
             out.append(rec)
             if len(out) % 1000 == 0:
                 bar.update(task, completed=len(out))

@@ -14,7 +14,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from tagalign.cli.app import app, console, fail
-from tagalign.cli.common import load_records
+from tagalign.cli.common import MACHINE_HELP, load_records
 from tagalign.cli.report import print_summary
 from tagalign.errors import InputError
 from tagalign.evaluate import SubjectEvaluator, check_ks, report_tables
@@ -41,7 +41,7 @@ def _parse_ks(raw: str) -> list[int]:
 
 @app.command("eval")
 def eval_(
-    gold: Path = typer.Argument(..., help="Records with gold subjects: JSONL(.gz), JSON-LD folder or Annif TSV."),
+    gold: Path = typer.Argument(..., help="Records with gold subjects: JSONL(.gz), JSON-LD folder, Annif TSV, MARC 21 or MARC-XML."),
     pred: Path = typer.Argument(..., help="Predictions JSONL(.gz), one {\"id\", \"subjects\": [...]} per line, best first; or a submission folder {Type}/{lang}/{id}.json."),
     ks: str = typer.Option("5,10,15,20", "--ks", help="Cut-offs k, comma-separated."),
     as_json: bool = typer.Option(False, "--json", help="Print the report as JSON (ks, overall, by_language, by_type, by_type_language, missing_predictions)."),
@@ -54,6 +54,7 @@ def eval_(
     results_file: Path = typer.Option(None, "--results-file", "-r", help="Write per-subject results (TSV: support, TP, FP, FN, precision, recall, F1)."),
     quality: bool = typer.Option(False, "--quality", help="Also judge the predictions' per-record quality estimates (\"quality\": {\"recall\": ...}): Spearman/Pearson with true recall, calibration by decile, release curve (P/R/F1@5 of the top share of records by estimate)."),
     plot: Path = typer.Option(None, "--plot", help="With --quality: calibration and release curve as a PNG."),
+    machine_subjects: bool = typer.Option(False, "--include-machine-subjects", help=MACHINE_HELP),
 ) -> None:
     """Score predictions with the shared task's metrics: P@k, R@k, F1@k (of the averaged
     P and R), R-precision@k, nDCG@k, avg recall and avg F1 over the ks; overall and by
@@ -61,6 +62,9 @@ def eval_(
     without a prediction counts as an empty ranking.
 
     Example: tagalign eval dev.jsonl.gz pred.jsonl --ks 5,10,15,20 --json
+
+    MARC gold (the subjects people gave; machine-made ones only with
+    --include-machine-subjects): tagalign eval titles.mrc pred.jsonl
     """
     cutoffs = _parse_ks(ks)
     if not gold.exists():
@@ -87,7 +91,8 @@ def eval_(
         fail(f"cannot read predictions {pred}: {exc}")
     report.records_read = len(predictions)
     print_summary(report)
-    records = load_records(gold, strict=strict, description="reading gold records")
+    records = load_records(gold, strict=strict, description="reading gold records",
+                           machine_subjects=machine_subjects)
     start = time.perf_counter()
     evaluator = SubjectEvaluator(records, cutoffs)
     if not len(evaluator):

@@ -17,7 +17,7 @@ from tagalign.vocab import load_vocabulary
 
 @records_app.command("stats")
 def stats(
-    source: Path = typer.Argument(..., help="Records (JSONL(.gz), JSON-LD directory, Annif TSV)."),
+    source: Path = typer.Argument(..., help="Records (JSONL(.gz), JSON-LD directory, Annif TSV, MARC 21 or MARC-XML)."),
     vocab: Path = typer.Option(None, "--vocab", "-v", help="Check gold ids against a vocabulary."),
     strict: bool = typer.Option(False, "--strict", help="Stop at the first malformed record."),
 ) -> None:

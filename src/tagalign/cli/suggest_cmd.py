@@ -27,11 +27,15 @@ from tagalign.predictions import (
     PartialExistsError,
     PredictionStream,
     TagCounts,
+    open_prediction_stream,
+    output_format,
     review_path,
     tag_records,
 )
 from tagalign.project import Project
 from tagalign.records import BadInputError, InputReport, Record, read_records
+from tagalign.records.loaders import guess_format
+from tagalign.records.marc.reader import iter_marc_records
 from tagalign.runtime import Runtime
 from tagalign.vocab.rules import read_id_file
 
@@ -41,8 +45,8 @@ MAX_WARNINGS_SHOWN = 10
 @app.command()
 def suggest(
     project_dir: Path = typer.Argument(..., help="A trained project folder."),
-    input: Path = typer.Option(None, "--input", "-i", help="Records to tag (JSONL, JSON-LD dir, TSV)."),
-    output: Path = typer.Option(None, "--output", "-o", help="Predictions JSONL (.gz ok)."),
+    input: Path = typer.Option(None, "--input", "-i", help="Records to tag (JSONL, JSON-LD dir, TSV, MARC: .mrc or MARC-XML, told by content)."),
+    output: Path = typer.Option(None, "--output", "-o", help="Predictions: JSONL, or MARC by --format or the name (.mrc, .xml); .gz ok."),
     title: str = typer.Option(None, "--title", help="Tag one record given on the command line."),
     abstract: str = typer.Option("", "--abstract", help="Abstract of the --title record."),
     language: str = typer.Option(None, "--language", "-l", help="de or en (guessed if omitted)."),
@@ -57,8 +61,12 @@ def suggest(
     address: str = typer.Option(None, "--address", help=ADDRESS_HELP),
     num_workers: int = typer.Option(None, "--num-workers", min=1,
                                     help="Ray workers, each loads the project once (default: CPUs)."),
-    output_format: str = typer.Option("jsonl", "--format",
-                                      help="Shard format of --engine ray: jsonl or parquet."),
+    output_format: str = typer.Option(None, "--format",
+                                      help="Output: jsonl, marc (binary MARC 21) or marcxml "
+                                      "(default: by --output's name: .mrc/.marc, .xml, else "
+                                      "jsonl); shards of --engine ray: jsonl or parquet."),
+    merge: bool = typer.Option(False, "--merge", help="MARC in and out: write each input record whole, with the suggested 650/883 fields added (its own fields untouched)."),
+    agency: str = typer.Option(None, "--agency", help="MARC output: the agency in 883 $q (default: the record's 003, else tagalign)."),
     shard_size: int = typer.Option(None, "--shard-size", min=1, help=SHARD_HELP),
     max_errors: float = typer.Option(DEFAULT_MAX_ERRORS, "--max-errors", min=0.0, max=1.0, help=MAX_ERRORS_HELP),
     mmap: bool = typer.Option(False, "--mmap", help=MMAP_HELP + " With --engine ray the "
@@ -88,26 +96,34 @@ def suggest(
     On Ray: tagalign suggest gnd-hybrid --input records/ --output pred/ --engine ray --num-workers 2
 
     Never these subjects: tagalign suggest gnd-hybrid --title "…" --exclude excluded-ids.txt
+
+    MARC in, MARC out (650/883 as DNB writes machine subjects; --merge: the input records
+    whole, with these fields added): tagalign suggest gnd-hybrid --input titles.mrc
+    --output suggested.xml --format marcxml --merge --agency DE-101
     """
     exclude = read_exclude(exclude_file)
-    if engine not in ("local", "ray") or output_format not in ("jsonl", "parquet"):
-        fail("--engine takes local or ray; --format takes jsonl or parquet")
+    if engine not in ("local", "ray") or output_format not in (None, *OUTPUT_FORMATS):
+        fail(f"--engine takes local or ray; --format takes {', '.join(OUTPUT_FORMATS)}")
     if review is not None and release_above is None:
         fail("--review goes with --release-above")
     if engine == "ray" or output_format == "parquet":
         if release_above is not None:
             fail("--release-above works with --engine local and JSONL output")
+        if output_format in ("marc", "marcxml") or merge or agency is not None:
+            fail("MARC output (--format marc/marcxml, --merge, --agency) works with "
+                 "--engine local; --engine ray writes jsonl or parquet shards")
         if input is None or output is None:
             fail("--engine ray/--format parquet need --input and --output (a folder)")
         return suggest_sharded(project_dir, input, output, limit=limit, threshold=threshold,
                                batch_size=batch_size, engine=engine, address=address,
-                               num_workers=num_workers, output_format=output_format,
+                               num_workers=num_workers, output_format=output_format or "jsonl",
                                shard_size=shard_size, mmap=mmap, exclude=exclude,
                                max_errors=max_errors, compile_ranker=compile_ranker)
     if title is None and (input is None or output is None):
         fail("give --input and --output (or --title for a single record)")
     if title is None and not input.exists():
         fail(f"records not found: {input}")  # before the seconds of loading the project
+    fmt = output_format_of(output, output_format, merge, agency, input)
     project = load_trained(project_dir, mmap=mmap,
                            runtime=make_runtime(threads, compile_ranker))
     if title is not None:
@@ -117,7 +133,27 @@ def suggest(
         review = review_path(output)
     suggest_file(project, input, output, limit=limit, threshold=threshold,
                  batch_size=batch_size, strict=strict, resume=resume,
-                 release_above=release_above, review=review, exclude=exclude)
+                 release_above=release_above, review=review, exclude=exclude,
+                 fmt=fmt, merge=merge, agency=agency)
+
+
+OUTPUT_FORMATS = ("jsonl", "parquet", "marc", "marcxml")
+
+
+def output_format_of(output: Path | None, given: str | None, merge: bool, agency: str | None,
+                     input: Path | None) -> str:
+    """The output format of a local run, checked against --merge/--agency."""
+    if output is None:
+        if merge or agency is not None or given is not None:
+            fail("--format, --merge and --agency go with --output")
+        return "jsonl"
+    fmt = output_format(output, given)
+    if fmt == "jsonl" and (merge or agency is not None):
+        fail("--merge and --agency go with MARC output: --format marc or marcxml, or an "
+             "--output named .mrc or .xml")
+    if merge and (input is None or input.is_dir() or guess_format(input) != "marc"):
+        fail(f"--merge needs MARC input (binary or MARC-XML); {input} is not")
+    return fmt
 
 
 def read_exclude(path: Path | None) -> frozenset[str]:
@@ -151,14 +187,17 @@ def suggest_one(project: Project, rec: Record, limit: int | None, threshold: flo
 def suggest_file(project: Project, input: Path, output: Path, *, limit: int | None,
                  threshold: float | None, batch_size: int, strict: bool, resume: bool,
                  release_above: float | None = None, review: Path | None = None,
-                 exclude: frozenset[str] = frozenset()) -> None:
-    """Tag every record of ``input`` into ``output`` (and ``review``, see `tag_records`);
-    exit status 1 on a failed run or a malformed record under ``strict``, 130 on Ctrl-C,
-    0 otherwise."""
+                 exclude: frozenset[str] = frozenset(), fmt: str = "jsonl",
+                 merge: bool = False, agency: str | None = None) -> None:
+    """Tag every record of ``input`` into ``output`` (and ``review``, see `tag_records`)
+    as ``fmt`` (JSONL or MARC, `open_prediction_stream`); exit status 1 on a failed run or a
+    malformed record under ``strict``, 130 on Ctrl-C, 0 otherwise."""
     if not input.exists():
         fail(f"records not found: {input}")
-    stream = PredictionStream(output, resume=resume)
-    side = PredictionStream(review, resume=resume) if review is not None else None
+    source = input if merge else None
+    stream = open_prediction_stream(output, fmt, resume, agency=agency, merge=source)
+    side = open_prediction_stream(review, fmt, resume, agency=agency, merge=source) \
+        if review is not None else None
     try:
         stream.open()
         if side is not None:
@@ -172,7 +211,7 @@ def suggest_file(project: Project, input: Path, output: Path, *, limit: int | No
     report = InputReport(strict=strict)
     try:
         _tag_all(project, input, stream, report, counts, limit, threshold, batch_size,
-                 side, release_above, exclude)
+                 side, release_above, exclude, merge)
     except BaseException as exc:
         stream.close()
         if side is not None:
@@ -201,7 +240,7 @@ def _tag_all(project: Project, input: Path, stream: PredictionStream, report: In
              counts: TagCounts, limit: int | None, threshold: float | None, batch_size: int,
              review: PredictionStream | None = None,
              release_above: float | None = None,
-             exclude: frozenset[str] = frozenset()) -> None:
+             exclude: frozenset[str] = frozenset(), merge: bool = False) -> None:
     t0 = time.perf_counter()
     shown = 0
 
@@ -218,7 +257,10 @@ def _tag_all(project: Project, input: Path, stream: PredictionStream, report: In
             rate = c.tagged / max(time.perf_counter() - t0, 1e-9)
             bar.update(task, completed=c.tagged, rate=f"{rate:.0f} rec/s")
 
-        tag_records(read_records(input, report=report),
+        # --merge: read by the same decoder that the output stream re-reads the input with
+        records = (rec for _, rec in iter_marc_records(input, report)) if merge \
+            else read_records(input, report=report)
+        tag_records(records,
                     lambda chunk: project.tag(chunk, limit, threshold, exclude),
                     stream, counts, batch_size, on_batch=on_batch, on_warning=warn,
                     review=review, release_above=release_above)

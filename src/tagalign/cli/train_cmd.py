@@ -9,7 +9,7 @@ import typer
 from rich.markup import escape
 
 from tagalign.cli.app import app, console, fail, out
-from tagalign.cli.common import load_records, make_runtime, parse_params
+from tagalign.cli.common import MACHINE_HELP, load_records, make_runtime, parse_params
 from tagalign.evaluate import evaluate, report_tables
 from tagalign.project import DEFAULT_RECIPE, Project, feedback_location
 from tagalign.recipes import get_recipe, recipe_names
@@ -44,7 +44,7 @@ def train(
     projects_file: Path = typer.Option(None, "--projects", help="A projects.toml: PROJECT_DIR is one of its ids, whose table gives the folder, vocab, recipe and params."),
     vocab: Path = typer.Option(None, "--vocab", "-v",
                                help="Vocabulary (any supported format); needed for a new project."),
-    train_src: Path = typer.Option(..., "--train", "-t", help="Training records (JSONL, JSON-LD dir, TSV)."),
+    train_src: Path = typer.Option(..., "--train", "-t", help="Training records (JSONL, JSON-LD dir, TSV, MARC 21 or MARC-XML)."),
     dev: Path = typer.Option(None, "--dev", "-d", help="Dev records: scored after training."),
     recipe: str = typer.Option(DEFAULT_RECIPE, "--recipe", "-r",
                                help=f"One of: {', '.join(recipe_names())}."),
@@ -58,6 +58,7 @@ def train(
     feedback_db: str = typer.Option(None, "--feedback-db",
                                     help="SQLAlchemy URL of the feedback store, as given to serve (default: the projects file's feedback_db, else PROJECT/feedback.sqlite)."),
     strict: bool = typer.Option(False, "--strict", help="Stop at the first malformed record."),
+    machine_subjects: bool = typer.Option(False, "--include-machine-subjects", help=MACHINE_HELP),
     threads: int = typer.Option(0, "--threads", help="CPU threads for torch/faiss/omikuji (0 = all)."),
 ) -> None:
     """Train a project's recipe on records.
@@ -65,6 +66,9 @@ def train(
     Example: tagalign train gnd-hybrid --vocab gnd-subjects.tsv.gz --train train.jsonl.gz --dev dev.jsonl.gz
 
     From a projects file: tagalign train --projects projects.toml gnd-hybrid --train train.jsonl.gz
+
+    From MARC (binary or MARC-XML, gzip or not; machine-made subjects left out):
+    tagalign train gnd-hybrid --vocab gnd-subjects.tsv.gz --train titles.mrc.gz
     """
     runtime = make_runtime(threads, compile_ranker=False)  # training scores no batch
     params = parse_params(param, config)
@@ -96,14 +100,15 @@ def train(
     except (FileNotFoundError, BadInputError) as exc:  # BadInputError: --strict
         fail(escape(str(exc)))
     records = load_records(train_src, vocab=project.vocab, strict=strict, limit=limit_train,
-                           description="training records")
+                           description="training records", machine_subjects=machine_subjects)
     if feedback:
         extra = _feedback_records(project, feedback_db)
         if extra:
             console.log(f"+ {len(extra)} records confirmed by librarians")
             records += extra
     dev_records = load_records(dev, vocab=project.vocab, strict=strict,
-                               description="dev records") if dev else None
+                               description="dev records",
+                               machine_subjects=machine_subjects) if dev else None
     t0 = time.perf_counter()
     project.runtime = runtime
     project.train(records, resume=resume)

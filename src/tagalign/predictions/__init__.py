@@ -1,8 +1,13 @@
 """Prediction files, read and written in one place: subjects (`tagalign suggest`), labels
 (`tagalign classify predict`), the shared task's submission folders; the stream that writes
-them as they are made and resumes an interrupted run."""
+them as they are made and resumes an interrupted run; subjects as MARC fields (`marc`)."""
 
 from tagalign.predictions.labels import labels_line, read_label_predictions
+from tagalign.predictions.marc import (
+    MarcPredictionStream,
+    open_prediction_stream,
+    output_format,
+)
 from tagalign.predictions.stream import PartialExistsError, PredictionStream, partial_path
 from tagalign.predictions.subjects import (
     read_estimates,
@@ -14,7 +19,8 @@ from tagalign.predictions.subjects import (
 from tagalign.predictions.submission import read_submission, write_submission
 from tagalign.predictions.tagging import TagCounts, review_path, tag_records
 
-__all__ = ["PartialExistsError", "PredictionStream", "TagCounts", "labels_line",
-           "partial_path", "read_estimates", "read_label_predictions", "read_predictions",
-           "read_rows_by_id", "read_scored_predictions", "read_submission", "review_path",
-           "tag_records", "write_predictions", "write_submission"]
+__all__ = ["MarcPredictionStream", "PartialExistsError", "PredictionStream", "TagCounts",
+           "labels_line", "open_prediction_stream", "output_format", "partial_path",
+           "read_estimates", "read_label_predictions", "read_predictions", "read_rows_by_id",
+           "read_scored_predictions", "read_submission", "review_path", "tag_records",
+           "write_predictions", "write_submission"]

@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from tagalign.errors import InputError
-from tagalign.io import InputReport, parse_lines
+from tagalign.io import InputReport, open_binary, parse_lines
 from tagalign.records.record import Record
 from tagalign.registry import Registry
 from tagalign.vocab.subject import normalize_subject_id
@@ -54,6 +54,8 @@ def record_from_json(obj: object) -> Record:
         type=rtype if isinstance(rtype, str) else None,
         subjects=[normalize_subject_id(s) for s in _strs(obj.get("subjects"))],
         domains=_strs(obj.get("domains")),
+        genres=[normalize_subject_id(s) for s in _strs(obj.get("genres"))],
+        machine_subjects=[normalize_subject_id(s) for s in _strs(obj.get("machine_subjects"))],
     )
 
 
@@ -71,7 +73,12 @@ def read_jsonl(path: Path, report: InputReport) -> Iterator[Record]:
     return parse_lines(path, report, _jsonl_line)
 
 
+#: file name endings of MARC files (binary or MARC-XML; ``.gz`` after any of them too)
+MARC_SUFFIXES = (".mrc", ".marc", ".iso2709", ".marcxml", ".xml")
+
+
 def guess_format(path: Path) -> str:
+    """The record format of ``path``: by its name, else by its first bytes (MARC, JSONL)."""
     path = Path(path)
     if path.is_dir():
         return "jsonld"
@@ -82,8 +89,25 @@ def guess_format(path: Path) -> str:
         return "jsonld"
     if name.endswith((".tsv", ".txt")):
         return "annif-tsv"
-    raise InputError(f"{path}: cannot tell the record format; pass format= one of "
-                     f"{RECORD_FORMATS.names()}")
+    if name.endswith(MARC_SUFFIXES):
+        return "marc"
+    return _sniff(path)
+
+
+def _sniff(path: Path) -> str:
+    from tagalign.records.marc.reader import sniff_marc
+
+    try:
+        with open_binary(path) as fh:
+            head = fh.read(64)
+    except (OSError, EOFError):
+        head = b""
+    if sniff_marc(head) is not None:
+        return "marc"
+    if head.removeprefix(b"\xef\xbb\xbf").lstrip().startswith(b"{"):
+        return "jsonl"
+    raise InputError(f"{path}: cannot tell the record format from its name or its first "
+                     f"bytes; pass format= one of {RECORD_FORMATS.names()}")
 
 
 def read_records(
@@ -93,8 +117,13 @@ def read_records(
     report: InputReport | None = None,
     vocab=None,
     limit: int | None = None,
+    machine_subjects: bool = False,
 ) -> Iterator[Record]:
-    """Stream records from ``path``; with ``vocab``, gold ids not in it are dropped and counted."""
+    """Stream records from ``path``; with ``vocab``, gold ids not in it are dropped and counted.
+
+    ``machine_subjects``: the subjects a machine assigned (MARC records say so, see
+    `tagalign.records.marc.fields`) count as gold too; by default they are left out.
+    """
     path = Path(path)
     if not path.exists():
         raise FileNotFoundError(f"records not found: {path}")
@@ -103,6 +132,8 @@ def read_records(
     for n, rec in enumerate(RECORD_FORMATS.lookup(fmt)(path, report)):
         if limit is not None and n >= limit:
             break
+        if machine_subjects and rec.machine_subjects:
+            rec.subjects = list(dict.fromkeys(rec.subjects + rec.machine_subjects))
         if vocab is not None and rec.subjects:
             kept = []
             for s in rec.subjects:
@@ -117,3 +148,4 @@ def read_records(
 
 # Formats in their own modules register themselves on import.
 from tagalign.records import annif, jsonld  # noqa: E402,F401  isort: skip
+from tagalign.records.marc import reader  # noqa: E402,F401  isort: skip

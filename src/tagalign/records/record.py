@@ -24,6 +24,12 @@ class Record:
     type: str | None = None
     subjects: list[str] = field(default_factory=list)
     domains: list[str] = field(default_factory=list)
+    #: MARC: GND genre/form terms (655 ``$2 gnd-content``), never gold subjects
+    genres: list[str] = field(default_factory=list)
+    #: MARC: GND subjects a machine assigned (a 650 linked to an 883 "maschinell gebildet");
+    #: gold only when asked (``read_records(..., machine_subjects=True)``): a tagger must not
+    #: learn from its own kind
+    machine_subjects: list[str] = field(default_factory=list)
 
     @property
     def text(self) -> str:
@@ -31,9 +37,14 @@ class Record:
         return f"{self.title} {self.abstract}".strip()
 
     def to_json(self) -> dict:
-        return {"id": self.id, "type": self.type, "lang": self.language, "title": self.title,
-                "abstract": self.abstract, "subjects": list(self.subjects),
-                "domains": list(self.domains)}
+        obj = {"id": self.id, "type": self.type, "lang": self.language, "title": self.title,
+               "abstract": self.abstract, "subjects": list(self.subjects),
+               "domains": list(self.domains)}
+        if self.genres:  # only MARC records have them: other records' JSON is unchanged
+            obj["genres"] = list(self.genres)
+        if self.machine_subjects:
+            obj["machine_subjects"] = list(self.machine_subjects)
+        return obj
 
 
 def check_record(rec: Record, max_chars: int = MAX_TEXT_CHARS) -> tuple[Record, str | None]:

@@ -1,0 +1,205 @@
+"""A MARC 21 bibliographic record (a pymarc `Record`) as a tagalign `Record`.
+
+- ``id``: 001, as ``(003)001`` when the record has a 003; without 001, the first 035 $a.
+- ``title``: 245 $a $b $n $p (ISBD's closing `` /`` dropped).
+- ``abstract``: 520 $a, every 520 joined by a space.
+- ``language``: 041 $a, else 008/35-37, as ISO 639-1 where known (`marc_language`).
+- ``type``: for text (leader/06 a or t; 336 $b txt when the leader has no type) Thesis
+  (502, 655 Hochschulschrift), Conference (111, 711, 655 Konferenzschrift), Report (088,
+  655 Forschungsbericht), else by leader/07 (a, b Article; m, c, d Book; s Serial); other
+  media by leader/06 (Video, Audio, Map, …).
+- ``subjects``: GND ids of 650 and 689 (RSWK chains): ``$0 (DE-588)ID`` or
+  ``$0 https://d-nb.info/gnd/ID``, a bare id when the 650 says ``$2 gnd``.
+- ``machine_subjects``: those of a field whose ``$8`` link names an 883 of a machine
+  (`_is_machine`).
+- ``genres``: GND ids of 655 (``$2 gnd-content``).
+
+Walks the fields once (the reading speed of a dump depends on it); nothing here raises on
+odd data except a record without any control number (`NoControlNumber`).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Iterator, Sequence
+
+from pymarc import Record as MarcRecord
+
+from tagalign.errors import InputError
+from tagalign.records.marc.language import marc_language
+from tagalign.records.record import Record
+
+GND_ISIL = "(DE-588)"
+GND_URI = "https://d-nb.info/gnd/"
+MACHINE_NOTE = "maschinell gebildet"
+#: the non-sorting marks around a leading article (MARC-8's and Unicode's), not text
+_NON_SORT = re.compile("[\x88\x89\x98\x9c]")
+_BARE_GND = re.compile(r"^[0-9X-]+[0-9Xx]$")
+_MEDIA = {"c": "Score", "d": "Score", "e": "Map", "f": "Map", "g": "Video", "i": "Audio",
+          "j": "Audio", "k": "Image", "m": "Software", "o": "Kit", "p": "Kit", "r": "Object"}
+_LEVEL = {"a": "Article", "b": "Article", "m": "Book", "c": "Book", "d": "Book",
+          "s": "Serial"}
+#: GND content types (655 $a) that say what kind of text a record is, as RSWK assigns them
+GENRE_TYPES = {"hochschulschrift": "Thesis", "konferenzschrift": "Conference",
+               "forschungsbericht": "Report"}
+
+
+#: the fields `record_from_fields` reads (the fast binary decoder skips all others)
+MAPPED_TAGS = frozenset({"001", "003", "008", "035", "041", "088", "111", "245", "336",
+                         "502", "520", "650", "655", "689", "711", "883"})
+
+
+class NoControlNumber(InputError):
+    """A record with neither 001 nor 035 $a: its suggestions could not be matched to it."""
+
+
+def control_number_id(cn: str, agency: str | None) -> str:
+    """The record id of a 001 and 003: ``(DE-101)123`` (``123`` without an agency)."""
+    return f"({agency}){cn}" if agency else cn
+
+
+def split_record_id(rid: str) -> tuple[str, str | None]:
+    """The inverse of `control_number_id`: ``(DE-101)123`` → (``123``, ``DE-101``)."""
+    if rid.startswith("(") and ")" in rid[1:-1]:
+        agency, _, cn = rid[1:].partition(")")
+        if agency and cn:
+            return cn, agency
+    return rid, None
+
+
+def gnd_id(value: str, bare: bool = False) -> str | None:
+    """The GND id in a ``$0``: ``(DE-588)ID``, a d-nb.info URI, or (``bare``) the id alone;
+    None for other authorities (``(DE-101)…``, ``(DE-627)…``)."""
+    v = value.strip()
+    if v.startswith(GND_ISIL):
+        return v[len(GND_ISIL):].strip() or None
+    if "d-nb.info/gnd/" in v:
+        return v.rsplit("d-nb.info/gnd/", 1)[1].strip().rstrip("/") or None
+    if bare and _BARE_GND.match(v):
+        return v
+    return None
+
+
+#: one field as the mapping reads it: (tag, first indicator, control field data or None,
+#: subfields as (code, value) pairs); pymarc's fields and the fast binary decoder give these
+MarcField = tuple[str, str, "str | None", Sequence[tuple[str, str]]]
+
+
+def _sub(subfields: Sequence[tuple[str, str]], code: str) -> list[str]:
+    return [v for c, v in subfields if c == code]
+
+
+def _title(subfields: Sequence[tuple[str, str]]) -> str:
+    out = ""
+    for code, value in subfields:
+        if code not in "abnp":
+            continue
+        # spaces only: other white space (U+2003 …) is the title's own, as in JSONL
+        v = (_NON_SORT.sub("", value) if _NON_SORT.search(value) else value).strip(" ")
+        if not v:
+            continue
+        if out:
+            if code == "b" and not out.endswith((":", ";", "=")):
+                out += " :"
+            elif code in "np" and not out.endswith((".", ",", ":", ";")):
+                out += "."
+            out += " "
+        out += v
+    return out.removesuffix("/").rstrip(" ")
+
+
+def _is_machine(ind1: str, subfields: Sequence[tuple[str, str]]) -> bool:
+    """An 883 (metadata provenance) that marks its linked fields as made by a machine: ind1
+    0 (fully machine-generated), or a process ($a) DNB's way, ``maschinell gebildet``
+    (DNB writes ind1 1); never with ind1 2 (not machine-generated)."""
+    return ind1 != "2" and (ind1 == "0" or any("maschinell" in v.lower()
+                                               for v in _sub(subfields, "a")))
+
+
+def _type(leader: str, tags: set[str], content: str | None, genre: str | None) -> str | None:
+    kind, level = leader[6:7], leader[7:8]
+    if kind not in ("a", "t"):
+        if kind in _MEDIA:
+            return _MEDIA[kind]
+        if content != "txt":  # no type in the leader: 336 $b decides whether it is text
+            return None
+    if "502" in tags or genre == "Thesis":
+        return "Thesis"
+    if "111" in tags or "711" in tags or genre == "Conference":
+        return "Conference"
+    if "088" in tags or genre == "Report":
+        return "Report"
+    return _LEVEL.get(level)
+
+
+def pymarc_fields(marc: MarcRecord) -> Iterator[MarcField]:
+    """A pymarc record's fields as `MarcField`s."""
+    for f in marc.fields:
+        ind = f.indicators.first if f.indicators is not None else " "
+        yield f.tag, ind, f.data if f.control_field else None, f.subfields
+
+
+def record_from_marc(marc: MarcRecord) -> Record:
+    """One tagalign `Record` of a pymarc record (see the module's table)."""
+    return record_from_fields(str(marc.leader), pymarc_fields(marc))
+
+
+def record_from_fields(leader: str, fields: Iterable[MarcField]) -> Record:
+    """One tagalign `Record` (see the module's table); raises `NoControlNumber`."""
+    cn = agency = lang008 = lang041 = system = content = genre = None
+    title = ""
+    abstracts: list[str] = []
+    tags: set[str] = set()
+    linked: list[tuple[list[str], list[str]]] = []  # (GND ids, $8 links) of 650/689
+    genres: list[str] = []
+    machine_links: set[str] = set()
+    for tag, ind1, data, subs in fields:
+        tags.add(tag)
+        if data is not None:
+            if tag == "001":
+                cn = data.strip() or None
+            elif tag == "003":
+                agency = data.strip() or None
+            elif tag == "008" and len(data) >= 38:
+                lang008 = data[35:38]
+            continue
+        if tag == "650" or tag == "689":
+            bare = tag == "650" and any(v.strip().lower() == "gnd" for v in _sub(subs, "2"))
+            ids = [i for c, v in subs if c == "0" and (i := gnd_id(v, bare)) is not None]
+            if ids:
+                linked.append((ids, [v.strip() for c, v in subs if c == "8"]))
+        elif tag == "245":
+            title = title or _title(subs)
+        elif tag == "520":
+            # kept as they are: an abstract cut into several 520s joins back the same
+            abstracts += [v for c, v in subs if c == "a" and v.strip()]
+        elif tag == "655":
+            genres += [i for c, v in subs if c == "0" and (i := gnd_id(v)) is not None]
+            genre = genre or next((GENRE_TYPES[k] for v in _sub(subs, "a")
+                                   if (k := v.strip().lower()) in GENRE_TYPES), None)
+        elif tag == "883":
+            if _is_machine(ind1, subs):
+                machine_links.update(v.strip() for v in _sub(subs, "8"))
+        elif tag == "041":
+            lang041 = lang041 or next(iter(_sub(subs, "a")), None)
+        elif tag == "035":
+            system = system or next((v.strip() for v in _sub(subs, "a") if v.strip()), None)
+        elif tag == "336":
+            content = content or next(iter(_sub(subs, "b")), None)
+    subjects: list[str] = []
+    machine: list[str] = []
+    for ids, links in linked:
+        (machine if machine_links.intersection(links) else subjects).extend(ids)
+    if cn is not None:
+        rid = control_number_id(cn, agency)
+    elif system is not None:
+        rid = system
+    else:
+        raise NoControlNumber("no control number (001) and no 035 $a")
+    return Record(
+        id=rid, title=title, abstract=" ".join(abstracts),
+        language=marc_language(lang041) or marc_language(lang008),
+        type=_type(leader, tags, content, genre),
+        subjects=list(dict.fromkeys(subjects)),
+        genres=list(dict.fromkeys(genres)),
+        machine_subjects=[s for s in dict.fromkeys(machine) if s not in subjects])
