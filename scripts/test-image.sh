@@ -22,6 +22,7 @@
 #     TORCH_WHEEL           a local CPU torch wheel to build with, for machines that do not
 #                           reach the CPU-only torch index (default: a torch-2.13.0+cpu
 #                           cp311 wheel in PIP_FIND_LINKS, else the index)
+#     PIP_CERT              a CA bundle for the build's pip (default: pip's own setting here)
 #     DEBIAN_MIRROR         debootstrap's mirror (default: debootstrap's own)
 #     TEST_PYTHON           the Python with annif-client (default .venv/bin/python)
 #     KEEP=1                leave the container running after the checks
@@ -87,6 +88,13 @@ if [ -n "${TORCH_WHEEL:-}" ]; then
     echo "torch from $TORCH_WHEEL"
     ARGS+=" --volume $(dirname "$TORCH_WHEEL"):/wheels:ro"
     ARGS+=" --build-arg TORCH=/wheels/$(basename "$TORCH_WHEEL") --build-arg TORCH_INDEX="
+fi
+# pip's CA bundle on this machine (a TLS-inspecting proxy's CA may be in it), for the
+# build's pip too: pip inside the image knows only its own certifi bundle
+CA=${PIP_CERT:-$(python3 -m pip config get global.cert 2>/dev/null || true)}
+if [ -n "$CA" ] && [ -f "$CA" ]; then
+    echo "pip's CA bundle: $CA"
+    ARGS+=" --volume $(dirname "$CA"):/pip-ca:ro --build-arg PIP_CA=/pip-ca/$(basename "$CA")"
 fi
 t0=$SECONDS
 nice -n 10 make --no-print-directory image IMAGE="$IMAGE" IMAGE_ARGS="$ARGS"
