@@ -125,7 +125,7 @@ feedback_db = "/var/lib/tagalign/feedback.sqlite"
 EOF
 chown -R 10001:10001 "$WORK/projects" "$WORK/state"
 t0=$SECONDS
-nice -n 10 "${RUN[@]}" --rm -v "$WORK/projects:/projects" -v "$WORK/state:/var/lib/tagalign" \
+nice -n 10 "${RUN[@]}" --rm --no-healthcheck -v "$WORK/projects:/projects" -v "$WORK/state:/var/lib/tagalign" \
     -v "$WORK/train.jsonl.gz:/data/train.jsonl.gz:ro" --entrypoint tagalign "$IMAGE" \
     train --projects /projects/projects.toml small --train /data/train.jsonl.gz --threads 2
 echo "trained in $((SECONDS - t0)) s"
@@ -142,8 +142,9 @@ cleanup() {
 trap cleanup EXIT
 t0=$SECONDS
 # host networking: the server binds the loopback only, on a free port (the image's CMD
-# says 0.0.0.0:8000); TAGALIGN_HEALTH_URL moves the HEALTHCHECK along
-"${RUN[@]}" -d --name "$NAME" -v "$WORK/projects:/projects:ro" -v "$WORK/state:/var/lib/tagalign" \
+# says 0.0.0.0:8000); TAGALIGN_HEALTH_URL moves the HEALTHCHECK along. Its timer needs
+# systemd, which a sandbox lacks: the check is run once by hand below instead.
+"${RUN[@]}" -d --name "$NAME" --health-interval disable -v "$WORK/projects:/projects:ro" -v "$WORK/state:/var/lib/tagalign" \
     -e TAGALIGN_HEALTH_URL="http://127.0.0.1:$PORT/tagalign/v1/health" "$IMAGE" \
     --projects /projects/projects.toml --host 127.0.0.1 --port "$PORT" >/dev/null
 BASE_URL=http://127.0.0.1:$PORT
