@@ -99,6 +99,8 @@ fi
 t0=$SECONDS
 nice -n 10 make --no-print-directory image IMAGE="$IMAGE" IMAGE_ARGS="$ARGS"
 echo "built in $((SECONDS - t0)) s"
+"${PODMAN[@]}" image inspect --format '{{.Size}}' "$IMAGE" \
+    | awk '{printf "%s: %d bytes (%.2f GB)\n", "'"$IMAGE"'", $1, $1 / 1e9}'
 
 step "train a small project inside the image"
 WORK=$CACHE/run
@@ -203,7 +205,4 @@ print(f"{ctype}; {len(families)} metric families, e.g.",
 assert ctype.startswith("text/plain") and families, (ctype, body[:200])
 EOF
 
-step "image size"
-"${PODMAN[@]}" image inspect --format '{{.Size}}' "$IMAGE" \
-    | awk '{printf "%s: %d bytes (%.2f GB)\n", "'"$IMAGE"'", $1, $1 / 1e9}'
 printf '\nPASSED: scripts/test-image.sh in %s s\n' "$SECONDS"
