@@ -100,7 +100,7 @@ t0=$SECONDS
 nice -n 10 make --no-print-directory image IMAGE="$IMAGE" IMAGE_ARGS="$ARGS"
 echo "built in $((SECONDS - t0)) s"
 "${PODMAN[@]}" image inspect --format '{{.Size}}' "$IMAGE" \
-    | awk '{printf "%s: %d bytes (%.2f GB)\n", "'"$IMAGE"'", $1, $1 / 1e9}'
+    | awk '{printf "%s: %.0f bytes (%.2f GB)\n", "'"$IMAGE"'", $1, $1 / 1e9}'
 
 step "train a small project inside the image"
 WORK=$CACHE/run
@@ -145,8 +145,9 @@ trap cleanup EXIT
 t0=$SECONDS
 # host networking: the server binds the loopback only, on a free port (the image's CMD
 # says 0.0.0.0:8000); TAGALIGN_HEALTH_URL moves the HEALTHCHECK along. Its timer needs
-# systemd, which a sandbox lacks: the check is run once by hand below instead.
-"${RUN[@]}" -d --name "$NAME" --health-interval disable -v "$WORK/projects:/projects:ro" -v "$WORK/state:/var/lib/tagalign" \
+# systemd, which a sandbox lacks (podman logs "unable to get systemd connection"): the
+# check is run once by hand below instead.
+"${RUN[@]}" -d --name "$NAME" -v "$WORK/projects:/projects:ro" -v "$WORK/state:/var/lib/tagalign" \
     -e TAGALIGN_HEALTH_URL="http://127.0.0.1:$PORT/tagalign/v1/health" "$IMAGE" \
     --projects /projects/projects.toml --host 127.0.0.1 --port "$PORT" >/dev/null
 BASE_URL=http://127.0.0.1:$PORT
@@ -200,9 +201,12 @@ try:
 except urllib.error.HTTPError as exc:
     sys.exit(f"FAILED: {sys.argv[1]} answered {exc.code}: this build serves no /metrics")
 families = list(text_string_to_metric_families(body))
-print(f"{ctype}; {len(families)} metric families, e.g.",
-      ", ".join(sorted(f.name for f in families)[:6]))
-assert ctype.startswith("text/plain") and families, (ctype, body[:200])
+ours = sorted(f.name for f in families if f.name.startswith("tagalign_"))
+print(f"{ctype}; {len(families)} metric families, tagalign's: {', '.join(ours)}")
+assert ctype.startswith("text/plain"), ctype
+# the requests above were counted: some tagalign_ sample is above zero
+assert any(s.value > 0 for f in families if f.name.startswith("tagalign_") for s in f.samples), \
+    body[:500]
 EOF
 
 printf '\nPASSED: scripts/test-image.sh in %s s\n' "$SECONDS"
