@@ -5,7 +5,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo serve-demo test lint browser postgres clean
+.PHONY: demo serve-demo test lint browser postgres image clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -49,6 +49,16 @@ $(ANNIF_OPENAPI): | $(STAMP)
 
 test: $(STAMP) browser postgres $(ANNIF_OPENAPI)
 	OMP_NUM_THREADS=2 $(VENV)/bin/pytest -q -p no:cacheprovider --durations=25
+
+# The server's container image (Containerfile, docs/deploy.md). podman with the vfs storage
+# driver and chroot isolation works on machines without overlay or user namespaces; with
+# docker: make image IMAGE_BUILD='docker build'. IMAGE_ARGS adds build options, e.g.
+# IMAGE_ARGS='--build-arg BASE=debian-python:bookworm'. scripts/test-image.sh checks it.
+IMAGE ?= localhost/tagalign:latest
+IMAGE_BUILD ?= podman --storage-driver vfs build --isolation chroot --format docker
+IMAGE_ARGS ?=
+image:
+	$(IMAGE_BUILD) $(IMAGE_ARGS) -f Containerfile -t $(IMAGE) .
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check src tests benchmarks
