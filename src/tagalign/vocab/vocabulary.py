@@ -12,7 +12,7 @@ from pathlib import Path
 
 from tagalign.errors import ConflictError, InputError
 from tagalign.io import write_bytes_atomic
-from tagalign.vocab.prefix import PrefixIndex
+from tagalign.vocab.prefix import PrefixIndex, fold
 from tagalign.vocab.subject import Subject
 
 FORMAT_VERSION = 1
@@ -100,13 +100,15 @@ class Vocabulary:
 
         One pass over the labels; the type-ahead box of the web page calls this too.
         """
-        needle = query.strip().casefold()
+        needle = fold(query)
         if not needle:
             return []
         at_word = re.compile(r"(?<!\w)" + re.escape(needle))
         ranked: list[tuple[int, int, Subject]] = []
         for i, subject in enumerate(self.subjects):
-            best = min((_match_rank(lab.casefold(), needle, at_word)
+            # folded as the prefix index folds: a typed "ä" finds a decomposed one (the
+            # GND's labels often have them so)
+            best = min((_match_rank(fold(lab), needle, at_word)
                         for lab in subject.all_labels()),
                        default=_NO_MATCH)
             if best < _NO_MATCH:
