@@ -13,6 +13,8 @@ import unicodedata
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from marc_authority import authority, small_dump, write_binary, write_xml
@@ -203,3 +205,32 @@ def test_vocab_load_counts_and_show_by_alt_label(dumps, tmp_path):
     assert "4000001-1" in res.stdout and "type: s, saz" in res.stdout
     res = runner.invoke(app, ["vocab", "show", str(tmp_path / "v"), "Nichts"])
     assert res.exit_code == 1 and "no label equals it" in res.output
+
+
+# -- damaged dumps -------------------------------------------------------------------------
+def _dump_bytes(tmp: Path) -> dict[str, bytes]:
+    return {"mrc.xml": write_xml(tmp / "d.mrc.xml", small_dump()).read_bytes(),
+            "mrc": write_binary(tmp / "d.mrc", small_dump()).read_bytes()}
+
+
+@pytest.fixture(scope="module")
+def dump_bytes(tmp_path_factory) -> dict[str, bytes]:
+    return _dump_bytes(tmp_path_factory.mktemp("bytes"))
+
+
+@settings(max_examples=60, derandomize=True, deadline=None, database=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(kind=st.sampled_from(["mrc.xml", "mrc"]), gz=st.booleans(), cut=st.floats(0, 1),
+       flips=st.lists(st.tuples(st.floats(0, 1), st.integers(0, 255)), max_size=4))
+def test_damaged_dumps_never_raise(dump_bytes, tmp_path_factory, kind, gz, cut, flips):
+    """Cut and overwritten bytes cost records, reported, never the run."""
+    data = bytearray(dump_bytes[kind])
+    for where, byte in flips:
+        data[int(where * (len(data) - 1))] = byte
+    data = bytes(data[:max(1, int(cut * len(data)))])
+    path = tmp_path_factory.mktemp("dmg") / f"d.{kind}{'.gz' if gz else ''}"
+    path.write_bytes(gzip.compress(data) if gz else data)
+    got = list(read_authorities(path, quiet()))
+    assert all(s.id and s.label() for s in got)
+    if not flips:  # only cut: the records before the cut, as they were
+        assert [s.id for s in got] == [s.id for s in EXPECTED][:len(got)]

@@ -52,6 +52,8 @@ def _load_everything(data: bytes, gz: bool) -> None:
     for fmt, name in VOCAB_FILES.items():
         name = name + ".gz" if gz and fmt != "skos" else name
         _with_file(name, data, lambda p, fmt=fmt: list(VOCAB_FORMATS[fmt](p, report=_quiet())))
+    for name in ("v.mrc", "v.mrc.xml"):  # the GND authority dump: binary or MARC-XML
+        _with_file(name, data, lambda p: list(VOCAB_FORMATS["gnd-marc"](p, report=_quiet())))
     _with_file("skos.nt", data, lambda p: list(VOCAB_FORMATS["skos"](p, report=_quiet())))
     _with_file("skos.rdf", data, lambda p: list(VOCAB_FORMATS["skos"](p, report=_quiet())))
     _with_file("p.jsonl.gz" if gz else "p.jsonl", data,

@@ -23,6 +23,7 @@ deleted records (leader/05 ``d``) and records that are not authority records (le
 
 from __future__ import annotations
 
+import gzip
 import logging
 import xml.etree.ElementTree as ET
 import zlib
@@ -204,7 +205,7 @@ def _xml_records(fh: IO[bytes]) -> Iterator[tuple[str, str, Fields]]:
                 parser.feed(data)
             else:
                 parser.close()
-        except (ET.ParseError, EOFError, OSError, zlib.error) as exc:
+        except (ET.ParseError, EOFError, gzip.BadGzipFile, zlib.error) as exc:
             error, data = exc, b""
         for _, elem in parser.read_events():
             if root is None:
@@ -254,11 +255,11 @@ def read_authorities(path: Path, report: Reporter, counts: AuthorityCounts | Non
     by the bytes), in file order; non-subject records go to ``counts``, malformed ones and
     a file cut short to ``report``."""
     counts = counts if counts is not None else AuthorityCounts()
-    xml = _is_xml(path)
     n = 0
-    with open_binary(path) as fh:
-        records = _xml_records(fh) if xml else _binary_records(fh, path, report)
-        try:
+    try:
+        xml = _is_xml(path)
+        with open_binary(path) as fh:
+            records = _xml_records(fh) if xml else _binary_records(fh, path, report)
             for n, (leader, control, fields) in enumerate(records, 1):  # noqa: B007
                 kind = skip_reason(leader, fields)
                 if kind is not None:
@@ -272,12 +273,14 @@ def read_authorities(path: Path, report: Reporter, counts: AuthorityCounts | Non
                     continue
                 counts.subjects += 1
                 yield subject
-        except ET.ParseError as exc:
-            report.bad(str(path), f"not well-formed MARC-XML after {n} records ({exc})")
-        except EOFError:
-            report.bad(str(path), f"compressed data ends early after {n} records")
-        except (OSError, zlib.error) as exc:  # gzip.BadGzipFile is an OSError
-            report.bad(str(path), f"compressed data is corrupt after {n} records ({exc})")
+    except ET.ParseError as exc:
+        report.bad(str(path), f"not well-formed MARC-XML after {n} records ({exc})")
+    except EOFError:
+        report.bad(str(path), f"compressed data ends early after {n} records")
+    except (gzip.BadGzipFile, zlib.error) as exc:
+        report.bad(str(path), f"compressed data is corrupt after {n} records ({exc})")
+    except pymarc.PymarcException as exc:  # what permissive reading still cannot pass
+        report.bad(str(path), f"not readable as MARC 21 after {n} records ({exc})")
 
 
 def with_narrower(subjects: list[Subject]) -> list[Subject]:
