@@ -5,6 +5,7 @@ vocabulary without them gives the label source its index and results as before."
 from __future__ import annotations
 
 import dataclasses
+import io
 from pathlib import Path
 
 import httpx
@@ -35,16 +36,11 @@ def gnd(tmp_path_factory) -> Vocabulary:
     """The pymarc-built dump: Pilze with the alternative label Mykologie, Holzschutz with
     Holzkonservierung and Holzschutzverfahren, Bank <Möbel> with Sitzbank."""
     path = write_xml(tmp_path_factory.mktemp("gnd") / "dump.mrc.xml.gz", small_dump(), gz=True)
-    return load_vocabulary(path, report=InputReport(strict=False, stream=__import__("io")
-                                                    .StringIO()))
+    return load_vocabulary(path, report=InputReport(stream=io.StringIO()))  # one bad record
 
 
 def without_alts(vocab: Vocabulary) -> Vocabulary:
     return Vocabulary(dataclasses.replace(s, alt_labels={}) for s in vocab)
-
-
-def batch_of(records: list[Record], an: Analyzer) -> Batch:
-    return Batch.tokenised(records, an)
 
 
 # -- the lexical source --------------------------------------------------------------------
@@ -55,7 +51,7 @@ def test_lexical_source_finds_a_subject_by_its_alternative_label(gnd):
     recs = [Record(id="a", title="Mykologie der Wälder", language="de"),
             Record(id="b", title="Pilze im Holzschutz", language="de"),
             Record(id="c", title="Verfahren der Holzkonservierung", language="de")]
-    batch = batch_of(recs, an)
+    batch = Batch.tokenised(recs, an)
     c = m.candidates(batch)
     pairs = {(r, gnd.subjects[p].id): f for r, p, f in zip(c.rows.tolist(), c.cols.tolist(),
                                                            c.feats.tolist(), strict=True)}
@@ -70,7 +66,7 @@ def test_lexical_source_finds_a_subject_by_its_alternative_label(gnd):
     # the same vocabulary without them: the alternative label finds nothing
     plain = LabelMatcher()
     plain.fit(FitContext(without_alts(gnd), an))
-    assert plain.candidates(batch_of(recs[:1], an)).rows.size == 0
+    assert plain.candidates(Batch.tokenised(recs[:1], an)).rows.size == 0
 
 
 # -- the label source ----------------------------------------------------------------------
