@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import gzip
 import logging
+import sys
 import xml.etree.ElementTree as ET
 import zlib
 from collections import Counter
@@ -100,7 +101,7 @@ def entity_types(fields: Fields) -> tuple[str | None, list[str]]:
     for sub in fields.get("075", []):
         for c, v in sub:
             if c == "b" and v.strip():
-                codes.append(v.strip())
+                codes.append(sys.intern(v.strip()))  # a few codes, 200k times: one copy
                 if ("2", "gndgen") in sub and general is None:
                     general = v.strip()
     return general or (codes[0] if codes else None), codes
@@ -136,8 +137,8 @@ def to_subject(fields: Fields, language: str = "de") -> Subject:
             into = broader if is_broader else related
             if target not in into:
                 into.append(target)
-    notations = dict.fromkeys(v.strip() for sub in fields.get("065", []) for c, v in sub
-                              if c == "a" and v.strip())
+    notations = dict.fromkeys(sys.intern(v.strip()) for sub in fields.get("065", [])
+                              for c, v in sub if c == "a" and v.strip())
     definition = " ".join(v.strip() for sub in fields.get("677", []) for c, v in sub
                           if c == "a" and v.strip())
     return Subject(sid, {language: label}, {language: alts} if alts else {}, broader,
