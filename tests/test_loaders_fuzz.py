@@ -55,6 +55,8 @@ def _load_everything(data: bytes, gz: bool) -> None:
     # MARC-XML: the same bytes inside a record, so expat and the record builder meet them
     _with_file("r.xml", b"<collection><record><leader>" + data, lambda p: list(
         read_records(p, format="marc", report=_quiet())))
+    for name in ("v.mrc", "v.mrc.xml"):  # the GND authority dump: binary or MARC-XML
+        _with_file(name, data, lambda p: list(VOCAB_FORMATS["gnd-marc"](p, report=_quiet())))
     _with_file("skos.nt", data, lambda p: list(VOCAB_FORMATS["skos"](p, report=_quiet())))
     _with_file("skos.rdf", data, lambda p: list(VOCAB_FORMATS["skos"](p, report=_quiet())))
     _with_file("p.jsonl.gz" if gz else "p.jsonl", data,

@@ -11,7 +11,14 @@ from rich.table import Table
 
 from tagalign.cli.app import console, fail, out, vocab_app
 from tagalign.records import BadInputError, InputReport
-from tagalign.vocab import VOCAB_FORMATS, UnknownFormatError, Vocabulary, load_vocabulary
+from tagalign.vocab import (
+    VOCAB_FORMATS,
+    Subject,
+    UnknownFormatError,
+    Vocabulary,
+    load_vocabulary,
+    normalize_subject_id,
+)
 
 
 def _load(source: Path, fmt: str | None, strict: bool = False) -> Vocabulary:
@@ -32,14 +39,15 @@ def _load(source: Path, fmt: str | None, strict: bool = False) -> Vocabulary:
 
 @vocab_app.command("load")
 def load(
-    source: Path = typer.Argument(..., help="Vocabulary file (TSV, GND JSON, SKOS, Annif TSV, YAML)."),
+    source: Path = typer.Argument(..., help="Vocabulary file (TSV, GND JSON, GND MARC 21 authority dump, SKOS, Annif TSV, YAML)."),
     out: Path = typer.Option(..., "--out", "-o", help="Folder for the fast saved form."),
     fmt: str = typer.Option(None, "--format", "-f", help=f"Force a format: {', '.join(sorted(VOCAB_FORMATS))}."),
     strict: bool = typer.Option(False, "--strict", help="Stop at the first malformed line or entry."),
 ) -> None:
     """Load a vocabulary from any supported format and save it in the fast form.
 
-    Example: tagalign vocab load gnd-subjects.tsv.gz --out gnd/
+    Example: tagalign vocab load gnd-subjects.tsv.gz --out gnd/    |    tagalign vocab load
+    authorities-gnd-sachbegriff_dnbmarc_20240213.mrc.xml.gz --out gnd/
     """
     t0 = time.perf_counter()
     vocab = _load(source, fmt, strict)
@@ -50,15 +58,43 @@ def load(
                   f"fingerprint {vocab.fingerprint}")
 
 
+def _lookup(vocab: Vocabulary, key: str) -> list[Subject]:
+    """The subject with id ``key`` (or its GND URI), else every subject with a label
+    (preferred or alternative) equal to it."""
+    subj = (vocab.get(key) or vocab.get(normalize_subject_id(key))
+            or vocab.get(key.split("/")[-1].removeprefix("gnd:")))
+    if subj is not None:
+        return [subj]
+    return [m.subject for m in vocab.prefix_index.exact(key)]
+
+
+#: relations listed per kind before "… N more"
+MAX_RELATED = 8
+
+
+def _relations(vocab: Vocabulary, s: Subject) -> str:
+    """``broader: Label (id)`` lines: each related subject named by its label."""
+    lines = []
+    for kind in ("broader", "narrower", "related"):
+        ids = getattr(s, kind)
+        for sid in ids[:MAX_RELATED]:
+            other = vocab.get(sid)
+            lines.append(f"{kind}: {other.label()} ({sid})" if other else f"{kind}: {sid}")
+        if len(ids) > MAX_RELATED:
+            lines.append(f"{kind}: … {len(ids) - MAX_RELATED} more")
+    return "\n".join(lines)
+
+
 @vocab_app.command("show")
 def show(
     source: Path = typer.Argument(..., help="Vocabulary (any format or a saved folder)."),
-    ids: list[str] = typer.Argument(None, help="Subject ids to show."),
-    search: str = typer.Option(None, "--search", "-s", help="Show subjects whose label contains TEXT: exact matches first, then prefixes, word starts, other substrings."),
+    ids: list[str] = typer.Argument(None, help="Subject ids (or URIs), or labels: a subject whose preferred or alternative label equals one is shown."),
+    search: str = typer.Option(None, "--search", "-s", help="Show subjects whose label (preferred or alternative) contains TEXT: exact matches first, then prefixes, word starts, other substrings."),
     limit: int = typer.Option(20, "--limit", "-n", help="Most subjects to show for --search (-1: all)."),
     fmt: str = typer.Option(None, "--format", "-f", help="Force a format."),
 ) -> None:
-    """Show subjects by id, or search labels.
+    """Show subjects by id or label, or search labels: alternative labels, broader,
+    narrower and related subjects (with their labels), classification and entity type.
 
     Example: tagalign vocab show gnd/ 4015065-3    |    tagalign vocab show gnd/ --search Epos
     """
@@ -69,18 +105,21 @@ def show(
         if not ids:
             fail("give subject ids or --search TEXT")
         subjects = []
-        for sid in ids:
-            subj = vocab.get(sid) or vocab.get(sid.split("/")[-1].removeprefix("gnd:"))
-            if subj is None:
-                fail(f"subject {sid} is not in the vocabulary ({len(vocab)} subjects)")
-            subjects.append(subj)
-    table = Table("id", "labels", "alternate", "broader / related", "classification")
+        for key in ids:
+            found = _lookup(vocab, key)
+            if not found:
+                fail(f"subject {escape(key)} is not in the vocabulary ({len(vocab)} subjects; "
+                     "no label equals it either)")
+            subjects.extend(s for s in found if s not in subjects)
+    table = Table("id", "labels", "alternate", "broader / narrower / related",
+                  "classification / type")
     for s in subjects:
         table.add_row(
             s.id, "\n".join(f"{k}: {v}" for k, v in s.labels.items()),
             "\n".join(f"{k}: {', '.join(v)}" for k, v in s.alt_labels.items() if v),
-            "\n".join(filter(None, [", ".join(s.broader), ", ".join(s.related)])),
-            "\n".join(f"{n} {m}".strip() for n, m in s.classification))
+            _relations(vocab, s),
+            "\n".join([f"{n} {m}".strip() for n, m in s.classification]
+                      + ([f"type: {', '.join(s.entity_types)}"] if s.entity_types else [])))
     out.print(table)
     if search:
         console.print(f"{len(subjects)} subjects shown")

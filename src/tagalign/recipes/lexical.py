@@ -63,9 +63,12 @@ class LexicalRecipe(Recipe):
                                   strict=True), key=lambda x: (x[0], -x[2])):
             if len(out[r]) < limit:
                 subj = self.vocab.subjects[c]
-                out[r].append(Suggestion(subj.id, s, subj.label(langs[r]),
-                                         {"sources": ["lexical"],
-                                          "label_match": subj.label(langs[r])}))
+                why: dict[str, Any] = {"sources": ["lexical"],
+                                       "label_match": subj.label(langs[r])}
+                alt = self.matcher_.matched_alt(batch, r, c)
+                if alt is not None:  # found through an alternative label
+                    why["matched"] = alt
+                out[r].append(Suggestion(subj.id, s, subj.label(langs[r]), why))
         return out
 
     def save(self, path: Path) -> None:

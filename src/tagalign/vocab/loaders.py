@@ -78,6 +78,11 @@ def guess_format(path: Path) -> str:
     if name.endswith(".json.gz") and _is_saved(path):
         return "saved"
     stem = name.removesuffix(".gz")
+    # the DNB's dump names (…_dnbmarc_20240213.mrc.xml.gz), binary MARC, or MARC-XML by
+    # another name (a SKOS RDF/XML file never holds a MARC21/slim collection)
+    if stem.endswith((".mrc", ".marc", ".mrc.xml", ".marc.xml", ".marcxml")) or (
+            stem.endswith(".xml") and _is_marcxml(path)):
+        return "gnd-marc"
     if stem.endswith((".ttl", ".rdf", ".xml", ".nt", ".owl")):
         return "skos"
     if stem.endswith((".yaml", ".yml")):
@@ -87,6 +92,15 @@ def guess_format(path: Path) -> str:
     if stem.endswith((".tsv", ".csv", ".txt")):
         return "gnd-tsv" if first_line(path).startswith("gnd_id") else "annif-tsv"
     raise UnknownFormatError(path, VOCAB_FORMATS.names() + ["saved"])
+
+
+def _is_marcxml(path: Path) -> bool:
+    try:
+        with open_binary(path) as fh:
+            head = fh.read(4096)
+    except (EOFError, OSError):
+        return False
+    return b"www.loc.gov/MARC21/slim" in head
 
 
 def _is_saved(path: Path) -> bool:
@@ -121,4 +135,4 @@ def load_invenio_gnd() -> Vocabulary:
 
 
 # Formats in their own modules register themselves on import.
-from tagalign.vocab import annif, gnd_json, invenio, skos  # noqa: E402,F401  isort: skip
+from tagalign.vocab import annif, gnd_json, gnd_marc, invenio, skos  # noqa: E402,F401  isort: skip

@@ -88,5 +88,23 @@ class PrefixIndex:
                 break
         return out
 
+    def exact(self, label: str) -> list[PrefixMatch]:
+        """Every subject with a label (preferred or alternate, any language) equal to
+        ``label`` up to case: the keys equal to it come first in their range."""
+        key = fold(label)
+        if not key:
+            return []
+        out: list[PrefixMatch] = []
+        seen: set[int] = set()
+        i = bisect_left(self._keys, key)
+        while i < len(self._keys) and self._keys[i] == key:
+            pos = self._subject[i]
+            if pos not in seen:
+                seen.add(pos)
+                text, lang, preferred = self._labels[self._label[i]]
+                out.append(PrefixMatch(self.subjects[pos], text, lang, preferred))
+            i += 1
+        return out
+
 
 __all__ = ["PrefixIndex", "PrefixMatch", "fold"]

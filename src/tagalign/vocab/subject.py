@@ -41,6 +41,9 @@ class Subject:
     related: list[str] = field(default_factory=list)
     classification: list[tuple[str, str]] = field(default_factory=list)
     definition: str | None = None
+    #: the authority file's entity type codes (GND 075: ``s`` Sachbegriff, then the
+    #: specific one, e.g. ``saz``); empty for formats that carry none
+    entity_types: list[str] = field(default_factory=list)
 
     def label(self, language: str | None = None, fallback: str = "de") -> str:
         """Preferred label in ``language``, else ``fallback``, else any label, else the id."""

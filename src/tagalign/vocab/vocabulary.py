@@ -12,7 +12,7 @@ from pathlib import Path
 
 from tagalign.errors import ConflictError, InputError
 from tagalign.io import write_bytes_atomic
-from tagalign.vocab.prefix import PrefixIndex
+from tagalign.vocab.prefix import PrefixIndex, fold
 from tagalign.vocab.subject import Subject
 
 FORMAT_VERSION = 1
@@ -21,6 +21,10 @@ _PREFIX_LOCK = threading.Lock()  # one build of a prefix index, however many req
 
 
 _NO_MATCH = 4
+# columns every saved file has; later ones are written only when a subject has a value, so
+# a vocabulary without them saves byte for byte as before they existed
+_FIRST_COLUMNS = ("alt_labels", "broader", "narrower", "related", "classification",
+                  "definition")
 
 
 def _match_rank(label: str, needle: str, at_word: re.Pattern[str]) -> int:
@@ -59,7 +63,7 @@ class Vocabulary:
         for lang, alts in other.alt_labels.items():
             have = into.alt_labels.setdefault(lang, [])
             have.extend(a for a in alts if a not in have)
-        for name in ("broader", "narrower", "related", "classification"):
+        for name in ("broader", "narrower", "related", "classification", "entity_types"):
             have = getattr(into, name)
             have.extend(x for x in getattr(other, name) if x not in have)
         into.definition = into.definition or other.definition
@@ -96,13 +100,15 @@ class Vocabulary:
 
         One pass over the labels; the type-ahead box of the web page calls this too.
         """
-        needle = query.strip().casefold()
+        needle = fold(query)
         if not needle:
             return []
         at_word = re.compile(r"(?<!\w)" + re.escape(needle))
         ranked: list[tuple[int, int, Subject]] = []
         for i, subject in enumerate(self.subjects):
-            best = min((_match_rank(lab.casefold(), needle, at_word)
+            # folded as the prefix index folds: a typed "ä" finds a decomposed one (the
+            # GND's labels often have them so)
+            best = min((_match_rank(fold(lab), needle, at_word)
                         for lab in subject.all_labels()),
                        default=_NO_MATCH)
             if best < _NO_MATCH:
@@ -172,13 +178,14 @@ class Vocabulary:
             "labels": {lang: [s.labels.get(lang, "") for s in self.subjects] for lang in langs},
         }
         for name in ("alt_labels", "broader", "narrower", "related", "classification",
-                     "definition"):
+                     "definition", "entity_types"):
             sparse = {}
             for i, s in enumerate(self.subjects):
                 v = getattr(s, name)
                 if v:
                     sparse[i] = v
-            cols[name] = sparse
+            if sparse or name in _FIRST_COLUMNS:
+                cols[name] = sparse
         data = json.dumps(cols, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
         write_bytes_atomic(path, gzip.compress(data, compresslevel=3))
         return path
@@ -199,7 +206,9 @@ class Vocabulary:
         for i, sid in enumerate(ids):
             labels = {lang: col[i] for lang, col in label_cols.items() if col[i]}
             subjects.append(Subject(sid, labels))
-        for name in ("alt_labels", "broader", "narrower", "related", "definition"):
+        # columns a file saved before they existed lacks load empty (entity_types)
+        for name in ("alt_labels", "broader", "narrower", "related", "definition",
+                     "entity_types"):
             for i, v in cols.get(name, {}).items():
                 setattr(subjects[int(i)], name, v)
         for i, v in cols.get("classification", {}).items():

@@ -6,7 +6,7 @@ const I18N = {
     title: "Title", abstract: "Abstract", suggest: "Suggest subjects", suggestions: "Suggestions",
     export: "Export accepted (JSON)", accept: "Accept", reject: "Reject", working: "Working…",
     done: n => `${n} suggestions`, accepted: n => `${n} accepted`, sources: "Sources",
-    labelMatch: "Label found in the text", neighbours: "Similar records", notFound: "Record not found",
+    labelMatch: "Label found in the text", altLabel: "through the alternative label", neighbours: "Similar records", notFound: "Record not found",
     needTitle: "Please enter a title", saved: "Saved", score: "score",
     queue: "Review queue", next: "Finish and next", keys: "Keys", keyMove: "next / previous subject",
     keyAccept: "accept the marked subject", keyReject: "reject the marked subject",
@@ -28,7 +28,7 @@ const I18N = {
     title: "Titel", abstract: "Zusammenfassung", suggest: "Schlagwörter vorschlagen", suggestions: "Vorschläge",
     export: "Angenommene exportieren (JSON)", accept: "Annehmen", reject: "Ablehnen", working: "Arbeite…",
     done: n => `${n} Vorschläge`, accepted: n => `${n} angenommen`, sources: "Quellen",
-    labelMatch: "Bezeichnung im Text gefunden", neighbours: "Ähnliche Datensätze", notFound: "Datensatz nicht gefunden",
+    labelMatch: "Bezeichnung im Text gefunden", altLabel: "über die abweichende Bezeichnung", neighbours: "Ähnliche Datensätze", notFound: "Datensatz nicht gefunden",
     needTitle: "Bitte einen Titel eingeben", saved: "Gespeichert", score: "Wert",
     queue: "Warteschlange", next: "Abschließen und weiter", keys: "Tasten", keyMove: "nächstes / voriges Schlagwort",
     keyAccept: "markiertes Schlagwort annehmen", keyReject: "markiertes Schlagwort ablehnen",
@@ -191,6 +191,7 @@ function reasonsOf(s) {
   const parts = [];
   if (r.sources) parts.push(`${t("sources")}: ${r.sources.join(", ")}`);
   if (r.label_match) parts.push(`${t("labelMatch")}: „${r.label_match}“`);
+  if (r.matched) parts.push(`${t("altLabel")} „${r.matched}“`);
   div.textContent = parts.join(" · ");
   if (r.neighbours && r.neighbours.length) {
     const head = document.createElement("div");

@@ -2,17 +2,23 @@
 
 The only source that can suggest subjects never seen in training. Subjects are embedded
 once (German preferred label; English label averaged in where the vocabulary has one).
+Each alternative label is one more row of the index pointing at its subject, so a record
+near "Mykologie" finds "Pilze" when the vocabulary lists it as an alternative label; a
+subject's score is that of its nearest row. A vocabulary without alternative labels gives
+an index of one row per subject, searched as before they were indexed.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from tagalign.errors import ModelFormatError
 from tagalign.index import VectorIndex
+from tagalign.io import load_npy, read_json, save_npy_atomic, write_json_atomic
 from tagalign.suggest.sources.base import (
     Batch,
     Candidates,
@@ -33,6 +39,49 @@ def subject_matrix(vocab, encoder) -> np.ndarray:
     return de.astype(np.float32)
 
 
+def alt_label_rows(vocab) -> tuple[list[str], np.ndarray]:
+    """(alternative labels, the subject position of each): every language's, in vocabulary
+    order, without repeats of a subject's other labels."""
+    labels: list[str] = []
+    owners: list[int] = []
+    for pos, s in enumerate(vocab.subjects):
+        seen = set(s.labels.values())
+        for alts in s.alt_labels.values():
+            for alt in alts:
+                if alt and alt not in seen:
+                    seen.add(alt)
+                    labels.append(alt)
+                    owners.append(pos)
+    return labels, np.asarray(owners, np.int64)
+
+
+def best_per_subject(sims: np.ndarray, rows: np.ndarray, owner: np.ndarray, k: int
+                     ) -> tuple[np.ndarray, np.ndarray, np.ndarray, bool]:
+    """Index hits (best first) → each record's ``k`` best distinct subjects: (scores,
+    subject positions, the row that scored, whether every record got ``k`` or all rows
+    were searched); -1 pads."""
+    n = len(sims)
+    out_s = np.full((n, k), -np.inf, np.float32)
+    out_p = np.full((n, k), -1, np.int64)
+    out_r = np.full((n, k), -1, np.int64)
+    complete = True
+    subjects = np.where(rows >= 0, owner[np.clip(rows, 0, None)], -1)
+    for r in range(n):
+        j = 0
+        seen: set[int] = set()
+        for s, p, row in zip(sims[r].tolist(), subjects[r].tolist(), rows[r].tolist(),
+                             strict=True):
+            if p < 0 or p in seen:
+                continue
+            seen.add(p)
+            out_s[r, j], out_p[r, j], out_r[r, j] = s, p, row
+            j += 1
+            if j == k:
+                break
+        complete &= j == k or rows.shape[1] == 0 or rows[r, -1] < 0
+    return out_s, out_p, out_r, complete
+
+
 @register_source
 class LabelRetrieval(Source):
     name = "labels"
@@ -44,6 +93,10 @@ class LabelRetrieval(Source):
         self.index_kind = index
         self.index_: VectorIndex | None = None
         self.matrix_: np.ndarray | None = None
+        #: subject position of each index row (None: one row per subject, in order)
+        self.owner_: np.ndarray | None = None
+        self.n_subjects_ = 0
+        self.alt_labels_: list[str] = []  # the text of each row after the subjects'
 
     @classmethod
     def from_params(cls, params: Mapping[str, Any], top_k: int) -> LabelRetrieval:
@@ -51,21 +104,82 @@ class LabelRetrieval(Source):
 
     def fit(self, ctx: FitContext) -> None:
         self.matrix_ = subject_matrix(ctx.vocab, ctx.encoder)
-        self.index_ = VectorIndex(self.index_kind).build(self.matrix_)
+        self.n_subjects_ = len(ctx.vocab)
+        labels, owners = alt_label_rows(ctx.vocab)
+        vectors = self.matrix_
+        if labels:
+            alt = np.asarray(ctx.encoder.encode(labels), np.float32)
+            alt /= np.linalg.norm(alt, axis=1, keepdims=True).clip(1e-9)
+            vectors = np.vstack([self.matrix_, alt])
+            self._set_rows(labels, owners)
+        self.index_ = VectorIndex(self.index_kind).build(vectors)
+
+    def _set_rows(self, labels: list[str], owners: np.ndarray) -> None:
+        self.alt_labels_ = labels
+        self.owner_ = np.concatenate([np.arange(self.n_subjects_, dtype=np.int64), owners])
+
+    def _search(self, q: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+        """(scores, subject positions, the rows that scored or None) of each query's
+        ``top_k`` best subjects. With alternative-label rows several rows may name one
+        subject: the search widens until each record has ``top_k`` distinct ones (so a
+        narrower ``top_k`` is a prefix of a wider one, as `Candidates.truncate` needs)."""
+        if self.owner_ is None:
+            sims, pos = self.index_.search(q, self.top_k)
+            return sims, pos, None
+        width = 2 * self.top_k
+        while True:
+            sims, rows = self.index_.search(q, width)
+            out_s, out_p, out_r, complete = best_per_subject(sims, rows, self.owner_,
+                                                             self.top_k)
+            if complete or width >= len(self.index_):
+                return out_s, out_p, out_r
+            width *= 2
 
     def candidates(self, batch: Batch) -> Candidates:
         q = np.ascontiguousarray(batch.embeddings, dtype=np.float32)
-        sims, pos = self.index_.search(q, self.top_k)
-        n = len(batch)
-        rows = np.repeat(np.arange(n), self.top_k)
+        sims, pos, rows = self._search(q)
+        if rows is not None:  # which subjects an alternative label found, for `reasons`
+            batch.evidence[self.name] = [
+                {int(p): self.alt_labels_[row - self.n_subjects_]
+                 for p, row in zip(pos[r].tolist(), rows[r].tolist(), strict=True)
+                 if row >= self.n_subjects_} for r in range(len(rows))]
+        n, k = pos.shape
+        rows_ = np.repeat(np.arange(n), k)
         ok = pos.ravel() >= 0
-        rows, cols, vals = rows[ok], pos.ravel()[ok].astype(np.int64), sims.ravel()[ok]
-        gap = vals - sims[:, 0][rows]
-        feats = np.column_stack([vals, ranks_of(rows), gap]).astype(np.float32)
-        return Candidates(rows, cols, feats, self.features)
+        rows_, cols, vals = rows_[ok], pos.ravel()[ok].astype(np.int64), sims.ravel()[ok]
+        gap = vals - sims[:, 0][rows_]
+        feats = np.column_stack([vals, ranks_of(rows_), gap]).astype(np.float32)
+        return Candidates(rows_, cols, feats, self.features)
+
+    def reasons(self, batch: Batch, r: int, positions: Sequence[int]
+                ) -> dict[int, dict[str, Any]]:
+        """``matched``: the alternative label nearest the record, where one (not the
+        preferred label) found the subject."""
+        found = batch.evidence.get(self.name)
+        if not found:
+            return {}
+        return {pos: {"matched": found[r][pos]} for pos in positions if pos in found[r]}
 
     def save(self, path: Path) -> None:
         self.index_.save(path / "index")
+        if self.owner_ is not None:  # only with alternative labels: else as before them
+            save_npy_atomic(path / "alt-owners.npy", self.owner_[self.n_subjects_:])
+            write_json_atomic(path / "alt-labels.json", self.alt_labels_)
 
     def load_state(self, path: Path, ctx: FitContext) -> None:
         self.index_ = VectorIndex.load(path / "index", mmap=ctx.mmap)
+        self.n_subjects_ = len(ctx.vocab)
+        extra = len(self.index_) - self.n_subjects_
+        if extra <= 0:  # one row per subject (every model saved before alternative labels)
+            return
+        if not (path / "alt-owners.npy").exists():
+            raise ModelFormatError(
+                f"{path}: the label index has {extra} rows beyond the vocabulary's "
+                f"{self.n_subjects_} subjects but no alt-owners.npy: the model is incomplete "
+                "or was trained with another vocabulary; retrain the project (tagalign train)")
+        owners = load_npy(path / "alt-owners.npy")
+        labels = read_json(path / "alt-labels.json")
+        if len(owners) != extra or len(labels) != extra:
+            raise ModelFormatError(f"{path}: {len(owners)} alternative-label rows listed, the "
+                                   f"index has {extra}; retrain the project (tagalign train)")
+        self._set_rows(labels, owners.astype(np.int64))

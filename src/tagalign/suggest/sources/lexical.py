@@ -30,6 +30,7 @@ from tagalign.suggest.sources.base import (
     Source,
     register_source,
 )
+from tagalign.text import Analyzer
 from tagalign.text.analyzer import _STOP
 from tagalign.vocab import Vocabulary
 
@@ -56,6 +57,7 @@ class LabelMatcher(Source):
         self.gold_: np.ndarray | None = None
         self._prec: np.ndarray | None = None
         self.vocab_: Vocabulary | None = None
+        self.analyzer_: Analyzer | None = None
 
     @classmethod
     def from_params(cls, params: Mapping[str, Any], top_k: int) -> LabelMatcher:
@@ -63,7 +65,7 @@ class LabelMatcher(Source):
 
     def fit(self, ctx: FitContext) -> None:
         analyzer, vocab = ctx.analyzer, ctx.vocab
-        self.vocab_ = vocab
+        self.vocab_, self.analyzer_ = vocab, analyzer
         table: dict[str, list[tuple[int, int]]] = defaultdict(list)
         for pos, subj in enumerate(vocab.subjects):
             seen = set()
@@ -173,7 +175,9 @@ class LabelMatcher(Source):
                                 keys[pos] = gram
                             else:
                                 f[0] += 1.0
-                                f[4] = max(f[4], float(pref))
+                                if pref > f[4]:  # the evidence names the best kind of label
+                                    f[4] = float(pref)
+                                    keys[pos] = gram
                     elif gram not in prefixes:
                         break
                     m += 1
@@ -187,15 +191,46 @@ class LabelMatcher(Source):
             matches.append(keys)
         return Candidates.from_lists(rows, cols, feats, self.features)
 
+    def stem_key(self, label: str, lang: str) -> str:
+        """A label's stemmed form as the table keys it in ``lang`` (without the prefix)."""
+        toks = [t for t in self.analyzer_.words(label) if t not in _STOP[lang]]
+        return " ".join(self.analyzer_.stem(toks, lang))
+
+    def matched_alt(self, batch: Batch, r: int, pos: int) -> str | None:
+        """The alternative label of subject ``pos`` found in record ``r``'s text, or None
+        when a preferred label was (or nothing). Only subjects with alternative labels
+        cost a stemming of their labels."""
+        matches = batch.evidence.get(self.name)
+        if not matches or pos not in matches[r] or self.analyzer_ is None:
+            return None
+        subj = self.vocab_.subjects[pos]
+        if not subj.alt_labels:
+            return None
+        lang = batch.languages[r] if batch.languages[r] in ("de", "en") else "de"
+        gram = matches[r][pos]
+        if lang in subj.labels and self.stem_key(subj.labels[lang], lang) == gram:
+            return None
+        alts = list(subj.alt_labels.get(lang, []))
+        if self.cross_language and lang == "en" and "en" not in subj.labels:
+            alts += subj.alt_labels.get("de", [])  # looked for in English texts too
+        return next((alt for alt in alts if self.stem_key(alt, lang) == gram), None)
+
     def reasons(self, batch: Batch, r: int, positions: Sequence[int]
                 ) -> dict[int, dict[str, Any]]:
-        """The subject's label in the record's language, for subjects found in its text."""
+        """The subject's label in the record's language, for subjects found in its text;
+        ``matched``: the alternative label found, where not a preferred one."""
         matches = batch.evidence.get(self.name)
         if not matches or self.vocab_ is None:
             return {}
         lang = batch.languages[r]
-        return {pos: {"label_match": self.vocab_.subjects[pos].label(lang)}
-                for pos in positions if pos in matches[r]}
+        out: dict[int, dict[str, Any]] = {}
+        for pos in positions:
+            if pos in matches[r]:
+                out[pos] = {"label_match": self.vocab_.subjects[pos].label(lang)}
+                alt = self.matched_alt(batch, r, pos)
+                if alt is not None:
+                    out[pos]["matched"] = alt
+        return out
 
     def save(self, path: Path) -> None:
         write_json_atomic(path / "lexical.json", {"max_ngram": self.max_ngram,
@@ -210,7 +245,7 @@ class LabelMatcher(Source):
         data = read_json(path / "lexical.json")
         self.table_ = {k: [tuple(x) for x in v] for k, v in data["table"].items()}
         self.cross_language = data["cross_language"]
-        self.vocab_ = ctx.vocab
+        self.vocab_, self.analyzer_ = ctx.vocab, ctx.analyzer
         self._index_prefixes()
         # "counts": whether training records were counted (the hybrid's, not the lexical
         # recipe's); format-1 models, saved before the key, had counts exactly when the
