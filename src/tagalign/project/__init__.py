@@ -1,5 +1,6 @@
 """A `Project`: one folder holding a vocabulary, a recipe's config and its trained model
-(`folder.py`), and the folder's names, errors and config settings (`config.py`)."""
+(`folder.py`), the folder's names, errors and config settings (`config.py`) and the
+version of its model (`version.py`)."""
 
 from tagalign.errors import NotTrainedError
 from tagalign.project.config import (
@@ -19,9 +20,11 @@ from tagalign.project.config import (
     feedback_location,
 )
 from tagalign.project.folder import Project
+from tagalign.project.version import ModelVersion, model_version
 from tagalign.recipes import ReadOnlyError
 
 __all__ = ["BY_LANGUAGE", "CONFIG_NAME", "DEFAULT_LIMIT", "DEFAULT_RECIPE", "FEEDBACK_FILE",
-           "MODEL_DIR", "TUNED", "WORK_DIR", "LearningNotAllowedError", "NotAProjectError",
+           "MODEL_DIR", "TUNED", "WORK_DIR", "LearningNotAllowedError", "ModelVersion",
+           "NotAProjectError",
            "NotTrainedError", "Project", "ProjectError", "ProjectExistsError", "ReadOnlyError",
-           "config_defaults", "feedback_location"]
+           "config_defaults", "feedback_location", "model_version"]

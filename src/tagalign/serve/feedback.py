@@ -18,6 +18,7 @@ import datetime as _dt
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from sqlalchemy import (
     Column,
@@ -32,6 +33,7 @@ from sqlalchemy import (
     event,
     func,
     select,
+    text,
 )
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import IntegrityError
@@ -129,8 +131,44 @@ class FeedbackStore:
                 rows.append({**base, "subject_id": "", "decision": CLEARED})
         if rows:
             with self.engine.begin() as conn:
+                if self.engine.dialect.name == "postgresql":
+                    # writers one at a time, so row ids become visible in their order: a
+                    # reader that has seen id n never sees an id below n appear later (the
+                    # workers' catch-up, `learned_since`, relies on it). SQLite has one
+                    # writer anyway; this mode blocks other writers, never readers.
+                    conn.execute(text("LOCK TABLE decisions IN SHARE ROW EXCLUSIVE MODE"))
                 conn.execute(decisions.insert(), rows)
         return sum(row["decision"] != CLEARED for row in rows)
+
+    def last_id(self, project: str | None = None) -> int:
+        """The highest row id of the decisions (0: none): rows written later have higher
+        ids (`learned_since`). Ids count over the whole table; ``project`` is taken for
+        `ServedStores.last_id`'s signature."""
+        with self.engine.connect() as conn:
+            return int(conn.execute(select(func.max(decisions.c.id))).scalar() or 0)
+
+    def learned_since(self, project: str, after: int) -> tuple[list[Record], int]:
+        """Each record of ``project`` decided in rows after id ``after``, with the subjects
+        its latest request there accepted (none: a record taken back, which a model learns
+        as voting for nothing), in the order of those requests; and the last row id read
+        (``after`` when there is none). What a model must learn to catch up with requests
+        other processes stored (`tagalign.serve.learning`)."""
+        q = (select(decisions).where(decisions.c.project == project, decisions.c.id > after)
+             .order_by(decisions.c.id))
+        latest: dict[str, tuple[Any, list[str]]] = {}
+        last = after
+        with self.engine.connect() as conn:
+            for row in conn.execute(q).mappings():
+                last = row["id"]
+                seen = latest.get(row["record_id"])
+                if seen is None or seen[0]["created"] != row["created"]:  # a later request
+                    latest.pop(row["record_id"], None)  # keeps dict order = request order
+                    seen = latest[row["record_id"]] = (row, [])
+                if row["decision"] == "accept":
+                    seen[1].append(row["subject_id"])
+        return [Record(id=rid, title=row["title"], abstract=row["abstract"] or "",
+                       language=row["language"], type=row["record_type"], subjects=accepted)
+                for rid, (row, accepted) in latest.items()], last
 
     def count(self, project: str | None = None, record_prefix: str | None = None) -> int:
         """Stored decisions, optionally of one project and of record ids with a prefix."""
@@ -252,6 +290,16 @@ class ServedStores:
         store, key = self._route(project)
         return store.count(key, record_prefix)
 
+    def url(self, project: str) -> str:
+        return self._route(project)[0].url
+
+    def last_id(self, project: str) -> int:
+        return self._route(project)[0].last_id()
+
+    def learned_since(self, project: str, after: int) -> tuple[list[Record], int]:
+        store, key = self._route(project)
+        return store.learned_since(key, after)
+
     def confirmed_records(self, project: str) -> Iterator[Record]:
         store, key = self._route(project)
         return store.confirmed_records(key)
@@ -259,6 +307,19 @@ class ServedStores:
     def close(self) -> None:
         for store in {id(s): s for s, _ in self.routes.values()}.values():
             store.close()
+
+
+def last_id(url: str) -> int:
+    """`FeedbackStore.last_id` of the store at ``url``; 0 for an SQLite file not there yet
+    (not created by asking)."""
+    db = sqlite_file(normalise_url(url))
+    if db is not None and not db.exists():
+        return 0
+    store = FeedbackStore(url)
+    try:
+        return store.last_id()
+    finally:
+        store.close()
 
 
 def _sqlite_pragmas(dbapi_conn, _record) -> None:
@@ -269,5 +330,5 @@ def _sqlite_pragmas(dbapi_conn, _record) -> None:
     cur.close()
 
 
-__all__ = ["CLEARED", "Decision", "FeedbackStore", "ServedStores", "normalise_url",
+__all__ = ["CLEARED", "Decision", "FeedbackStore", "ServedStores", "last_id", "normalise_url",
            "sqlite_file", "sqlite_url"]

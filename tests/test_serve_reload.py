@@ -1,0 +1,200 @@
+"""A model swapped in while `tagalign serve` runs (a real server in a subprocess, tiny
+hybrids): the folder replaced as `tagalign download --force` does (`shipping.swap`), then
+``POST …/reload`` or SIGHUP. The old model serves until the new one is in; a broken model is
+refused and the old one keeps answering the same; requests running meanwhile succeed, each
+answered by one model whole; learned records survive the swap; SIGTERM lets a request in
+flight finish and exits 0."""
+
+from __future__ import annotations
+
+import shutil
+import signal
+import threading
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from serving import HeldRequest, ServeProcess, refused
+from tagalign.project import Project, model_version
+from tagalign.records import Record
+from tagalign.shipping.swap import incoming, replace
+
+API = "/tagalign/v1/projects/tiny"
+T = 60  # seconds a test waits for an answer (a loaded machine is slow)
+QUERY = {"title": "Holzschutz und Denkmalpflege", "abstract": "timber beam coating monument "
+         "heritage restoration fungi", "limit": 5}
+LEARNED = {"id": "learned-1", "title": "Pilze der Zukunft",
+           "abstract": "mushroom fungi forecast scenario", "subjects": ["4068097-6"]}
+
+
+def answers(folder: Path) -> list[tuple[str, float]]:
+    """What the model in ``folder`` suggests for `QUERY`, computed here."""
+    rec = Record(id="q", title=QUERY["title"], abstract=QUERY["abstract"])
+    tagged = Project.load(folder).tag([rec], limit=QUERY["limit"])[0]
+    return [(s.id, round(float(s.score), 6)) for s in tagged.suggestions]
+
+
+def served(url: str) -> tuple[list[tuple[str, float]], str]:
+    res = httpx.post(f"{url}{API}/suggest", json=QUERY, timeout=T)
+    assert res.status_code == 200, res.text
+    return ([(r["id"], r["score"]) for r in res.json()["results"]],
+            res.headers["x-model-version"])
+
+
+def swap_in(model: Path, target: Path, break_it: bool = False) -> None:
+    """``model``'s folder replaces ``target`` the way `tagalign download --force` does
+    (the feedback store carried over); ``break_it``: its ranker file is garbage."""
+    shutil.copytree(model, incoming(target))
+    if break_it:
+        ranker = next((incoming(target) / "model" / "ranker").glob("*.json"))
+        ranker.write_text("not json", encoding="utf-8")
+    replace(target)
+
+
+def reload(url: str, project: str = "tiny") -> httpx.Response:
+    # a POST without a body declares JSON all the same (`tagalign.serve.guard`)
+    return httpx.post(f"{url}/tagalign/v1/projects/{project}/reload", timeout=120,
+                      headers={"Content-Type": "application/json"})
+
+
+def version(url: str) -> str:
+    return httpx.get(f"{url}{API}", timeout=T).json()["model_version"]["version"]
+
+
+@pytest.fixture(scope="module")
+def server(tiny_hybrids, tmp_path_factory):
+    a, b = tiny_hybrids
+    root = tmp_path_factory.mktemp("reload")
+    shutil.copytree(a, root / "tiny")
+    srv = ServeProcess(str(root / "tiny"), "--allow-learn", "--no-compile-ranker",
+                       log=root / "log")
+    srv.wait_ready("tiny")
+    yield srv, root / "tiny", {model_version(a).version: answers(a),
+                               model_version(b).version: answers(b)}
+    srv.stop()
+
+
+def test_reload_serves_the_new_model_and_refuses_a_broken_one(server, tiny_hybrids):
+    srv, folder, expected = server
+    a, b = tiny_hybrids
+    va, vb = model_version(a), model_version(b)
+    assert expected[va.version] != expected[vb.version]  # the two models tell apart
+    if version(srv.url) != va.version:
+        swap_in(a, folder)
+        assert reload(srv.url).json()["status"] == "reloaded"
+    assert served(srv.url) == (expected[va.version], va.version)
+    shown = httpx.get(f"{srv.url}{API}", timeout=T).json()
+    assert shown["model_version"] == va.to_json()
+    assert [w["version"] for w in shown["workers"]] == [va.version]
+    assert shown["worker"] == shown["workers"][0]["pid"] == srv.proc.pid
+
+    swap_in(b, folder, break_it=True)  # on disk now, not served: the old model answers
+    assert served(srv.url) == (expected[va.version], va.version)
+    res = reload(srv.url)
+    assert res.status_code == 409
+    detail = res.json()["detail"]
+    assert detail.startswith("project 'tiny': the model in its folder was not loaded "
+                             "(JSONDecodeError: ")
+    assert detail.endswith(f"the model loaded before (version {va.version}) keeps serving")
+    assert str(folder) not in detail
+    assert served(srv.url) == (expected[va.version], va.version)
+    assert httpx.get(f"{srv.url}{API}", timeout=T).json()["model_version"] == va.to_json()
+    assert "reload refused" in srv.log()
+
+    swap_in(b, folder)
+    res = reload(srv.url)
+    assert res.status_code == 200, res.text
+    body = res.json()
+    assert (body["status"], body["model_version"], body["previous_version"]) == (
+        "reloaded", vb.to_json(), va.to_json())
+    assert body["worker"] == srv.proc.pid and body["others_asked"] is False
+    assert served(srv.url) == (expected[vb.version], vb.version)
+    again = reload(srv.url).json()
+    assert (again["status"], again["model_version"]) == ("unchanged", vb.to_json())
+    assert reload(srv.url, "nope").status_code == 404
+
+
+def test_sighup_reloads_while_requests_run(server, tiny_hybrids):
+    srv, folder, expected = server
+    old = version(srv.url)
+    new = next(m for m in tiny_hybrids if model_version(m).version != old)
+    swap_in(new, folder)
+    seen: list[list[tuple[int, str, list]]] = [[] for _ in range(4)]
+    stop = threading.Event()
+
+    def client(log: list) -> None:
+        with httpx.Client(base_url=srv.url, timeout=T) as http:
+            while not stop.is_set():
+                res = http.post(f"{API}/suggest", json=QUERY)
+                log.append((res.status_code, res.headers.get("x-model-version"),
+                            [(r["id"], r["score"]) for r in res.json()["results"]]))
+
+    threads = [threading.Thread(target=client, args=(log,)) for log in seen]
+    for t in threads:
+        t.start()
+    try:
+        deadline = time.time() + 120
+        while not all(seen):  # every client has been answered before the signal
+            assert time.time() < deadline
+            time.sleep(0.05)
+        srv.proc.send_signal(signal.SIGHUP)
+        while version(srv.url) == old:
+            assert time.time() < deadline, srv.log()
+            time.sleep(0.1)
+        marks = [len(log) for log in seen]
+        while any(len(log) < m + 3 for log, m in zip(seen, marks, strict=True)):
+            assert time.time() < deadline
+            time.sleep(0.05)
+    finally:
+        stop.set()
+        for t in threads:
+            t.join(60)
+    rows = [row for log in seen for row in log]
+    assert {status for status, _, _ in rows} == {200}
+    # each answer is one model's, whole: the one its header names
+    assert all(results == expected[v] for _, v, results in rows)
+    assert {v for _, v, _ in rows} == {old, model_version(new).version}
+    assert all(log[-1][1] == model_version(new).version for log in seen)
+
+
+def test_learned_records_survive_a_reload(server, tiny_hybrids):
+    srv, folder, _ = server
+    res = httpx.post(f"{srv.url}{API}/learn", json={"records": [LEARNED]}, timeout=T)
+    assert res.json() == {"stored": 1, "learned": True}
+
+    def neighbours() -> list[str]:
+        body = {"title": LEARNED["title"], "abstract": LEARNED["abstract"], "limit": 8}
+        rows = httpx.post(f"{srv.url}{API}/suggest", json=body, timeout=T).json()["results"]
+        return [n["id"] for r in rows if r["id"] == "4068097-6"
+                for n in r["reasons"].get("neighbours", [])]
+
+    assert "learned-1" in neighbours()
+    old = version(srv.url)
+    swap_in(next(m for m in tiny_hybrids if model_version(m).version != old), folder)
+    res = reload(srv.url).json()
+    assert res["status"] == "reloaded" and res["learned"] >= 1
+    assert "learned-1" in neighbours()
+
+
+def test_sigterm_lets_the_request_in_flight_finish_and_exits_0(tiny_hybrids, tmp_path):
+    a, _ = tiny_hybrids
+    shutil.copytree(a, tmp_path / "tiny")
+    srv = ServeProcess(str(tmp_path / "tiny"), "--no-compile-ranker", log=tmp_path / "log")
+    try:
+        srv.wait_ready("tiny")
+        held = HeldRequest(srv.port, f"{API}/suggest", QUERY)
+        srv.proc.send_signal(signal.SIGTERM)
+        deadline = time.time() + 60
+        while not refused(srv.port):  # stops accepting, the request still open
+            assert time.time() < deadline, srv.log()
+            time.sleep(0.05)
+        status, headers, body = held.finish()
+        assert status == 200 and headers["x-model-version"] == model_version(a).version
+        assert [(r["id"], r["score"]) for r in httpx.Response(200, content=body)
+                .json()["results"]] == answers(a)
+        assert srv.proc.wait(60) == 0, srv.log()
+        assert "Traceback" not in srv.log()
+    finally:
+        srv.stop()
