@@ -151,3 +151,35 @@ def test_a_worker_that_cannot_start_stops_the_server(tiny_hybrids, tmp_path):
     assert res.returncode == 1
     assert "error:" in res.stderr and "a worker failed to start" in res.stderr
     assert "retrain" in res.stderr  # the worker's own message: the model is incomplete
+
+
+def test_the_workers_socket_sends_small_answers_at_once():
+    """The listening socket the workers share is declared TCP, so asyncio turns Nagle's
+    algorithm off on every connection it accepts (as for a socket a single server binds
+    itself); uvicorn's own left it on, and each answer waited 40 ms for a delayed ACK."""
+    import asyncio
+    import socket
+
+    from uvicorn import Config
+
+    from tagalign.serve.supervisor import tcp_socket
+
+    sock = tcp_socket(Config("x:y", host="127.0.0.1", port=free_port()))
+    nodelay: list[int] = []
+
+    async def main() -> None:
+        accepted = asyncio.Event()
+
+        def connected(_reader, writer) -> None:
+            raw = writer.get_extra_info("socket")
+            nodelay.append(raw.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY))
+            accepted.set()
+
+        server = await asyncio.start_server(connected, sock=sock)
+        _, writer = await asyncio.open_connection(*sock.getsockname())
+        await asyncio.wait_for(accepted.wait(), 30)
+        writer.close()
+        server.close()
+
+    asyncio.run(main())
+    assert nodelay == [1]

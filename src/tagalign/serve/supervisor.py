@@ -33,11 +33,11 @@ import logging
 import os
 import shutil
 import signal
+import socket
 import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
-from socket import socket
 from types import FrameType
 
 from uvicorn import Config
@@ -94,7 +94,7 @@ def exit_quietly(_sig: int, _frame: FrameType | None) -> None:
 class WorkerProcess(Process):
     """A uvicorn worker that exits 0 after a graceful stop and reloads on SIGHUP."""
 
-    def target(self, sockets: list[socket] | None = None) -> None:  # pragma: no cover
+    def target(self, sockets: list[socket.socket] | None = None) -> None:  # pragma: no cover
         # runs in the spawned worker (covered by the subprocess tests)
         signal.signal(signal.SIGTERM, exit_quietly)
         signal.signal(signal.SIGINT, exit_quietly)
@@ -106,7 +106,7 @@ class Supervisor(Multiprocess):
     """uvicorn's supervisor with the changes of the module docstring; ``state_dir``: the
     workers' state files (a worker's is deleted when it ends)."""
 
-    def __init__(self, config: Config, sockets: list[socket], state_dir: Path):
+    def __init__(self, config: Config, sockets: list[socket.socket], state_dir: Path):
         super().__init__(config, sockets)
         self.state_dir = state_dir
         self.failed = False
@@ -175,6 +175,20 @@ class Supervisor(Multiprocess):
             self._ended(process)
 
 
+def tcp_socket(config: Config) -> socket.socket:
+    """uvicorn's listening socket, marked as TCP. uvicorn makes it with protocol 0, which
+    asyncio takes for "not TCP" and then leaves Nagle's algorithm on for every accepted
+    connection: a response written in two parts (head, body) then waits for the client's
+    delayed ACK, 40 ms a request (measured: 54 ms median per suggest against 4 ms from one
+    process). The same socket, declared TCP, gets TCP_NODELAY as one process's does."""
+    bound = config.bind_socket()
+    if bound.family not in (socket.AF_INET, socket.AF_INET6):
+        return bound  # a Unix socket: no Nagle
+    sock = socket.socket(bound.family, bound.type, socket.IPPROTO_TCP, fileno=bound.detach())
+    sock.set_inheritable(True)
+    return sock
+
+
 def run_workers(config: Config, prepare: Callable[[Path], None]) -> int:
     """Serve ``config.workers`` workers of ``config.app`` (an import string) until SIGTERM
     or SIGINT; ``prepare(state_dir)`` runs before they start (it sets what they read, such
@@ -189,7 +203,7 @@ def run_workers(config: Config, prepare: Callable[[Path], None]) -> int:
             os.environ[PROMETHEUS_DIR_ENV] = str(metrics_dir)
         events.multiprocess_dir(Path(os.environ[PROMETHEUS_DIR_ENV]))
         prepare(state_dir)
-        supervisor = Supervisor(config, [config.bind_socket()], state_dir)
+        supervisor = Supervisor(config, [tcp_socket(config)], state_dir)
         supervisor.run()
         return 1 if supervisor.failed else 0
     finally:
@@ -197,4 +211,4 @@ def run_workers(config: Config, prepare: Callable[[Path], None]) -> int:
 
 
 __all__ = ["HANGUP", "KILL_GRACE", "PROMETHEUS_DIR_ENV", "Hangup", "Supervisor",
-           "WorkerProcess", "exit_quietly", "run_workers"]
+           "WorkerProcess", "exit_quietly", "run_workers", "tcp_socket"]
