@@ -1,8 +1,8 @@
 """`tagalign serve --workers 2`: two worker processes behind one port (a real server in a
 subprocess, tiny hybrids). Both answer; a record learned through one is used by the
 other; a reload through one reaches both; SIGTERM to the supervisor lets a request in
-flight finish, stops both workers and exits 0; a worker that cannot start stops the
-server with its error."""
+flight finish, stops both workers and exits 0; a worker killed is replaced by one that
+has learned the same; a worker that cannot start stops the server with its error."""
 
 from __future__ import annotations
 
@@ -110,6 +110,36 @@ def test_a_reload_through_one_worker_reaches_both(server, tiny_hybrids):
 
     expected = (target["version"], answers(new))
     assert all(v == expected for values in until_both(suggest).values() for v in values)
+
+
+def test_a_killed_worker_is_replaced_by_one_that_knows_what_was_learned(server):
+    srv, _ = server
+    record = {**LEARNED, "id": "learned-2", "title": "Zukunft der Pilze"}
+    res = httpx.post(f"{srv.url}{API}/learn", json={"records": [record]}, timeout=T)
+    assert res.json()["stored"] == 1
+    before = {w["pid"] for w in httpx.get(f"{srv.url}{API}", timeout=T).json()["workers"]}
+    victim = int(res.headers["x-worker"])  # the one that learned it
+    os.kill(victim, signal.SIGKILL)
+    deadline = time.time() + 300
+    while True:
+        now = {w["pid"] for w in httpx.get(f"{srv.url}{API}", timeout=T).json()["workers"]}
+        if len(now) == 2 and victim not in now:
+            break
+        assert time.time() < deadline, srv.log()
+        time.sleep(0.2)
+    (fresh,) = now - before
+
+    def suggest():
+        body = {"title": record["title"], "abstract": record["abstract"], "limit": 8}
+        res = httpx.post(f"{srv.url}{API}/suggest", json=body, timeout=T)
+        return int(res.headers["x-worker"]), [n["id"] for r in res.json()["results"]
+                                              if r["id"] == ZUKUNFT
+                                              for n in r["reasons"].get("neighbours", [])]
+
+    answered = until_both(suggest)
+    assert fresh in answered  # it replays what was learned since the server started
+    assert all("learned-2" in ids for votes in answered.values() for ids in votes)
+    assert f"worker {victim} ended" in srv.log()
 
 
 def test_sigterm_stops_both_workers_after_the_request_in_flight(tiny_hybrids, tmp_path):

@@ -94,10 +94,11 @@ class ServeSettings:
 
     def start_rows(self) -> dict[str, int]:
         """Per project id, the last row of its feedback store now: what was stored after
-        it reaches every worker (`tagalign.serve.learning`)."""
-        from tagalign.serve.feedback import last_id
+        it reaches every worker (`tagalign.serve.learning`). Opens each store once,
+        creating its tables before the workers open it."""
+        from tagalign.serve.feedback import prepare
 
-        return {pid: last_id(feedback_location(path, db, self.feedback_db)[0])
+        return {pid: prepare(feedback_location(path, db, self.feedback_db)[0])
                 for pid, (path, db) in self.served().items()}
 
 

@@ -36,7 +36,7 @@ from sqlalchemy import (
     text,
 )
 from sqlalchemy.engine import Engine
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy.exc import IntegrityError, OperationalError, ProgrammingError
 
 from tagalign.errors import InputError
 from tagalign.project import Project, feedback_location
@@ -109,7 +109,12 @@ class FeedbackStore:
                                f"({exc.name}); pip install 'tagalign[postgres]'") from exc
         if self.engine.dialect.name == "sqlite":
             event.listen(self.engine, "connect", _sqlite_pragmas)
-        metadata.create_all(self.engine)
+        try:
+            metadata.create_all(self.engine)
+        except (OperationalError, ProgrammingError):
+            # another process created the tables between the check and the CREATE (two
+            # workers opening a new store at once): they are there now
+            metadata.create_all(self.engine)
 
     @classmethod
     def for_project(cls, project_path: Path) -> FeedbackStore:
@@ -309,12 +314,13 @@ class ServedStores:
             store.close()
 
 
-def last_id(url: str) -> int:
-    """`FeedbackStore.last_id` of the store at ``url``; 0 for an SQLite file not there yet
-    (not created by asking)."""
+def prepare(url: str) -> int:
+    """Open the store at ``url`` once, creating its tables (and an SQLite file's folder),
+    and return its last row id (`FeedbackStore.last_id`): done by a server before its
+    workers start, so they find the tables made and agree on where learning starts."""
     db = sqlite_file(normalise_url(url))
-    if db is not None and not db.exists():
-        return 0
+    if db is not None:
+        db.parent.mkdir(parents=True, exist_ok=True)
     store = FeedbackStore(url)
     try:
         return store.last_id()
@@ -324,11 +330,11 @@ def last_id(url: str) -> int:
 
 def _sqlite_pragmas(dbapi_conn, _record) -> None:
     cur = dbapi_conn.cursor()
+    cur.execute("PRAGMA busy_timeout=10000")  # first: switching to WAL may wait for a lock
     cur.execute("PRAGMA journal_mode=WAL")
     cur.execute("PRAGMA synchronous=FULL")
-    cur.execute("PRAGMA busy_timeout=10000")
     cur.close()
 
 
-__all__ = ["CLEARED", "Decision", "FeedbackStore", "ServedStores", "last_id", "normalise_url",
+__all__ = ["CLEARED", "Decision", "FeedbackStore", "ServedStores", "normalise_url", "prepare",
            "sqlite_file", "sqlite_url"]

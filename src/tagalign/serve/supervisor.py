@@ -92,7 +92,34 @@ def exit_quietly(_sig: int, _frame: FrameType | None) -> None:
 
 
 class WorkerProcess(Process):
-    """A uvicorn worker that exits 0 after a graceful stop and reloads on SIGHUP."""
+    """A uvicorn worker that exits 0 after a graceful stop and reloads on SIGHUP, and is
+    never waited for while it starts.
+
+    uvicorn pings a worker through a pipe and waits for the answer (up to
+    ``timeout_worker_healthcheck``); a worker answers from a thread it starts only after
+    its imports. Waiting on one that is still importing holds up the supervisor's loop —
+    a SIGTERM, a worker that failed — for the whole timeout; so until a worker has
+    answered once, it is asked once and not waited for (it counts as alive while its
+    process lives)."""
+
+    answered = False
+    _asked = False
+
+    def is_alive(self, timeout: float = 5) -> bool:
+        if not self.process.is_alive():
+            return False
+        if self.answered:
+            return super().is_alive(timeout)
+        try:
+            if not self._asked:
+                self.parent_conn.send(b"ping")
+                self._asked = True
+            if self.parent_conn.poll(0):
+                self.parent_conn.recv()
+                self.answered = True
+        except (OSError, EOFError):
+            return False
+        return True
 
     def target(self, sockets: list[socket.socket] | None = None) -> None:  # pragma: no cover
         # runs in the spawned worker (covered by the subprocess tests)
@@ -114,6 +141,10 @@ class Supervisor(Multiprocess):
     def _spawn(self) -> WorkerProcess:
         process = WorkerProcess(self.config, self.sockets)
         process.start()
+        # the worker has its end of the ping pipe now; with the supervisor's copy closed,
+        # a worker that dies ends the pipe and a ping sees it at once, instead of waiting
+        # out the healthcheck timeout for an answer that cannot come
+        process.child_conn.close()
         return process
 
     def init_processes(self) -> None:
@@ -131,6 +162,16 @@ class Supervisor(Multiprocess):
         self.processes_num += 1
         self.processes.append(self._spawn())
         log.info("SIGTTIN: %d workers", self.processes_num)
+
+    def handle_ttou(self) -> None:
+        if self.processes_num <= 1:
+            return
+        self.processes_num -= 1
+        process = self.processes.pop()
+        process.terminate()
+        process.join()
+        self._ended(process)
+        log.info("SIGTTOU: %d workers", self.processes_num)
 
     def _ended(self, process: Process) -> None:
         if process.pid is not None:
