@@ -33,11 +33,23 @@ def train_small_project(path: Path, shared: Path, vocab, n: int = 1500) -> Proje
     return project
 
 
-def train_tiny_hybrid(path: Path, seed: int = 0, n: int = 120) -> Path:
-    """A hybrid on the tiny vocabulary and ``n`` tiny records of ``seed`` (seconds)."""
+#: what `train_tiny_hybrid(zeppelins=True)` adds: records that tie words no other record
+#: has to Epos, so that model's answers to them differ from any other tiny hybrid's
+ZEPPELINS = "zeppelin airship blimp hangar"
+
+
+def train_tiny_hybrid(path: Path, seed: int = 0, n: int = 120, zeppelins: bool = False
+                      ) -> Path:
+    """A hybrid on the tiny vocabulary and ``n`` tiny records of ``seed`` (seconds);
+    ``zeppelins``: and 12 records on `ZEPPELINS`, all about Epos (4015065-3)."""
+    from tagalign.records import Record
     from tiny_models import tiny_records, tiny_vocab
 
-    Project.create(path, tiny_vocab(), "hybrid", SMALL_HYBRID).train(tiny_records(n, seed))
+    records = tiny_records(n, seed)
+    if zeppelins:
+        records += [Record(id=f"z{i}", title="Zeppelin", abstract=ZEPPELINS, language="de",
+                           subjects=["4015065-3"]) for i in range(12)]
+    Project.create(path, tiny_vocab(), "hybrid", SMALL_HYBRID).train(records)
     return path
 
 

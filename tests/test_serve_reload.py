@@ -16,15 +16,16 @@ from pathlib import Path
 import httpx
 import pytest
 
-from serving import HeldRequest, ServeProcess, refused
+from serving import ZEPPELINS, HeldRequest, ServeProcess, refused
 from tagalign.project import Project, model_version
 from tagalign.records import Record
 from tagalign.shipping.swap import incoming, replace
 
 API = "/tagalign/v1/projects/tiny"
 T = 60  # seconds a test waits for an answer (a loaded machine is slow)
-QUERY = {"title": "Holzschutz und Denkmalpflege", "abstract": "timber beam coating monument "
-         "heritage restoration fungi", "limit": 5}
+#: the two tiny hybrids answer it differently: only the second knows zeppelins
+QUERY = {"title": "Zeppeline und Pilze", "abstract": f"{ZEPPELINS} mushroom rot decay",
+         "limit": 5}
 LEARNED = {"id": "learned-1", "title": "Pilze der Zukunft",
            "abstract": "mushroom fungi forecast scenario", "subjects": ["4068097-6"]}
 
@@ -198,3 +199,20 @@ def test_sigterm_lets_the_request_in_flight_finish_and_exits_0(tiny_hybrids, tmp
         assert "Traceback" not in srv.log()
     finally:
         srv.stop()
+
+
+def test_model_version_tells_every_save_apart(tmp_path):
+    """The version a reload compares: a new save (even of the same model, in the same
+    second) is a new version; an untouched folder keeps its version; no model, none."""
+    import serve_recipe  # noqa: F401 - registers the "test-overlap" recipe
+    from tiny_models import tiny_records, tiny_vocab
+
+    project = Project.create(tmp_path / "p", tiny_vocab(), "test-overlap")
+    assert model_version(project) is None and project.model_version is None
+    project.train(tiny_records(10))
+    first = model_version(project)
+    assert project.model_version == first == model_version(tmp_path / "p")
+    assert len(first.version) == 12 and first.trained_at
+    project.save_model(project.recipe)  # the same model again, within the same second
+    assert model_version(project).version != first.version
+    assert Project.load(tmp_path / "p").model_version == model_version(project)

@@ -243,14 +243,18 @@ def serve_one(settings: ServeSettings, host: str, port: int, graceful: float) ->
 
     from tagalign.serve.supervisor import HANGUP, exit_quietly
 
-    # before loading: a SIGTERM during the load exits 0 too; SIGHUP then reloads once
-    # the app exists (`Hangup`)
+    # before loading: a SIGTERM during the load exits 0 too, a SIGHUP reloads once the app
+    # exists (`Hangup`); the handlers before are back when serving ends (a caller that
+    # serves in its own process, as the tests do, keeps its own)
+    previous = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGHUP)}
     signal.signal(signal.SIGTERM, exit_quietly)
     HANGUP.install()
-    app = build_app(settings)
-    config = uvicorn.Config(app, host=host, port=port, log_level="warning",
-                            timeout_graceful_shutdown=graceful)
-    uvicorn.Server(config).run()
+    try:
+        uvicorn.run(build_app(settings), host=host, port=port, log_level="warning",
+                    timeout_graceful_shutdown=graceful)
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 def serve_workers(settings: ServeSettings, host: str, port: int, graceful: float) -> int:

@@ -2,9 +2,11 @@
 
 The manifest ``PROJECT/model/recipe.json`` (`tagalign.recipes.saved`) is written last into
 the model folder, which replaces the old one in one rename (`tagalign.io.atomic_dir`); it
-names the recipe, its parameters, the vocabulary and the time the model was saved. So its
-bytes tell two models apart: retraining, `tagalign hyperopt --save` and
-`tagalign download --force` all change them, and an unchanged folder keeps them. A server
+names the recipe, its parameters, the vocabulary, the time the model was saved and a
+random id of the save. So its bytes tell two models apart: retraining, `tagalign hyperopt
+--save` and `tagalign download --force` of another model all change them, and an unchanged
+folder (or the same archive downloaded again) keeps them. (A model saved before the id
+existed is told apart by its time, to the second.) A server
 compares the version of the folder with the one it serves to know whether a reload has
 anything to do (`tagalign.serve.reload`).
 """

@@ -23,7 +23,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NoReturn
 
 from tagalign.errors import ConflictError, TagalignError
 from tagalign.project import ModelVersion, NotTrainedError, Project, model_version
@@ -170,7 +170,7 @@ class LiveProjects(Mapping[str, Project]):
         if self.on_swap is not None:
             self.on_swap()
 
-    def _refuse(self, project_id: str, old: Project, exc: Exception) -> None:
+    def _refuse(self, project_id: str, old: Project, exc: Exception) -> NoReturn:
         served = old.model_version.version if old.model_version else "none"
         log.error("project %s: reload refused, the model loaded before (%s) keeps serving: "
                   "%s: %s", project_id, served, type(exc).__name__, exc)
