@@ -216,3 +216,43 @@ def test_model_version_tells_every_save_apart(tmp_path):
     project.save_model(project.recipe)  # the same model again, within the same second
     assert model_version(project).version != first.version
     assert Project.load(tmp_path / "p").model_version == model_version(project)
+
+
+def test_concurrent_reloads_of_one_project_load_it_once(tmp_path, monkeypatch):
+    """Two reloads at once (two clients, a SIGHUP beside a POST): one loads the new model,
+    the other waits for it and finds nothing left to do. The first load is held until the
+    second reload has begun, so without the wait both would load."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    import serve_recipe  # noqa: F401 - registers the "test-overlap" recipe
+    from serving import LiveServer
+    from tagalign.serve.app import create_app
+    from tagalign.serve.feedback import FeedbackStore
+    from tagalign.serve.reload import LiveProjects
+    from tiny_models import tiny_records, tiny_vocab
+
+    project = Project.create(tmp_path / "toy", tiny_vocab(), "test-overlap")
+    project.train(tiny_records(20))
+    app = create_app({"toy": Project.load(tmp_path / "toy")},
+                     FeedbackStore.for_project(tmp_path / "toy"))
+    calls, second = [], threading.Event()
+    load, reload_ = Project.load.__func__, LiveProjects.reload
+
+    def counted_reload(self, project_id):
+        calls.append(project_id)
+        if len(calls) == 2:
+            second.set()
+        return reload_(self, project_id)
+
+    def held_load(cls, *args, **kwargs):
+        assert second.wait(60)
+        return load(cls, *args, **kwargs)
+
+    monkeypatch.setattr(LiveProjects, "reload", counted_reload)
+    monkeypatch.setattr(Project, "load", classmethod(held_load))
+    with LiveServer(app) as live:
+        project.train(tiny_records(30, seed=3))  # a new model in the folder
+        with ThreadPoolExecutor(2) as pool:
+            done = [r.json() for r in pool.map(lambda _: reload(live.url, "toy"), range(2))]
+    assert sorted(d["status"] for d in done) == ["reloaded", "unchanged"]
+    assert {d["model_version"]["version"] for d in done} == {model_version(project).version}
