@@ -130,7 +130,7 @@ def new_version(folder: Path) -> str:
     manifest = incoming(folder) / "model" / "recipe.json"
     write_json_atomic(manifest, {**read_json(manifest), "reload_marker": time.time()})
     replace(folder)
-    return model_version(folder).version
+    return model_version(folder)["version"]
 
 
 def percentiles(answers: list[Answer]) -> str:
@@ -177,7 +177,7 @@ def reload_under_load(args, recs, pid: str) -> None:
     linked_copy(args.project, folder)
     try:
         with server(folder, args.workers, args, args.tmp / "serve.log") as (url, _, pids):
-            old = model_version(folder).version
+            old = model_version(folder)["version"]
             peak: dict[str, float] = {}
             sampling = threading.Event()
 
@@ -291,7 +291,7 @@ def main() -> None:
     pid = args.project.name
     recs = [r for r in seeded_sample(list(read_records(args.dev)), args.limit_dev, args.seed)
             if r.title.strip()]
-    print(f"project {args.project} (model {model_version(args.project).version}); "
+    print(f"project {args.project} (model {model_version(args.project)['version']}); "
           f"{len(recs)} dev records (seed {args.seed}): " + ", ".join(
               f"{k} {n}" for k, n in Counter(f"{r.language}/{r.type}" for r in recs)
               .most_common()))

@@ -72,8 +72,8 @@ def server(tiny_hybrids, tmp_path_factory):
     srv = ServeProcess(str(root / "tiny"), "--allow-learn", "--no-compile-ranker",
                        log=root / "log")
     srv.wait_ready("tiny")
-    yield srv, root / "tiny", {model_version(a).version: answers(a),
-                               model_version(b).version: answers(b)}
+    yield srv, root / "tiny", {model_version(a)["version"]: answers(a),
+                               model_version(b)["version"]: answers(b)}
     srv.stop()
 
 
@@ -81,27 +81,27 @@ def test_reload_serves_the_new_model_and_refuses_a_broken_one(server, tiny_hybri
     srv, folder, expected = server
     a, b = tiny_hybrids
     va, vb = model_version(a), model_version(b)
-    assert expected[va.version] != expected[vb.version]  # the two models tell apart
-    if version(srv.url) != va.version:
+    assert expected[va["version"]] != expected[vb["version"]]  # the two models tell apart
+    if version(srv.url) != va["version"]:
         swap_in(a, folder)
         assert reload(srv.url).json()["status"] == "reloaded"
-    assert served(srv.url) == (expected[va.version], va.version)
+    assert served(srv.url) == (expected[va["version"]], va["version"])
     shown = httpx.get(f"{srv.url}{API}", timeout=T).json()
-    assert shown["model_version"] == va.to_json()
-    assert [w["version"] for w in shown["workers"]] == [va.version]
+    assert shown["model_version"] == dict(va)
+    assert [w["version"] for w in shown["workers"]] == [va["version"]]
     assert shown["worker"] == shown["workers"][0]["pid"] == srv.proc.pid
 
     swap_in(b, folder, break_it=True)  # on disk now, not served: the old model answers
-    assert served(srv.url) == (expected[va.version], va.version)
+    assert served(srv.url) == (expected[va["version"]], va["version"])
     res = reload(srv.url)
     assert res.status_code == 409
     detail = res.json()["detail"]
     assert detail.startswith("project 'tiny': the model in its folder was not loaded "
                              "(JSONDecodeError: ")
-    assert detail.endswith(f"the model loaded before (version {va.version}) keeps serving")
+    assert detail.endswith(f"the model loaded before (version {va['version']}) keeps serving")
     assert str(folder) not in detail
-    assert served(srv.url) == (expected[va.version], va.version)
-    assert httpx.get(f"{srv.url}{API}", timeout=T).json()["model_version"] == va.to_json()
+    assert served(srv.url) == (expected[va["version"]], va["version"])
+    assert httpx.get(f"{srv.url}{API}", timeout=T).json()["model_version"] == dict(va)
     assert "reload refused" in srv.log()
 
     swap_in(b, folder)
@@ -109,18 +109,18 @@ def test_reload_serves_the_new_model_and_refuses_a_broken_one(server, tiny_hybri
     assert res.status_code == 200, res.text
     body = res.json()
     assert (body["status"], body["model_version"], body["previous_version"]) == (
-        "reloaded", vb.to_json(), va.to_json())
+        "reloaded", dict(vb), dict(va))
     assert body["worker"] == srv.proc.pid and body["others_asked"] is False
-    assert served(srv.url) == (expected[vb.version], vb.version)
+    assert served(srv.url) == (expected[vb["version"]], vb["version"])
     again = reload(srv.url).json()
-    assert (again["status"], again["model_version"]) == ("unchanged", vb.to_json())
+    assert (again["status"], again["model_version"]) == ("unchanged", dict(vb))
     assert reload(srv.url, "nope").status_code == 404
 
 
 def test_sighup_reloads_while_requests_run(server, tiny_hybrids):
     srv, folder, expected = server
     old = version(srv.url)
-    new = next(m for m in tiny_hybrids if model_version(m).version != old)
+    new = next(m for m in tiny_hybrids if model_version(m)["version"] != old)
     swap_in(new, folder)
     seen: list[list[tuple[int, str, list]]] = [[] for _ in range(4)]
     stop = threading.Event()
@@ -156,8 +156,8 @@ def test_sighup_reloads_while_requests_run(server, tiny_hybrids):
     assert {status for status, _, _ in rows} == {200}
     # each answer is one model's, whole: the one its header names
     assert all(results == expected[v] for _, v, results in rows)
-    assert {v for _, v, _ in rows} == {old, model_version(new).version}
-    assert all(log[-1][1] == model_version(new).version for log in seen)
+    assert {v for _, v, _ in rows} == {old, model_version(new)["version"]}
+    assert all(log[-1][1] == model_version(new)["version"] for log in seen)
 
 
 def test_learned_records_survive_a_reload(server, tiny_hybrids):
@@ -173,7 +173,7 @@ def test_learned_records_survive_a_reload(server, tiny_hybrids):
 
     assert "learned-1" in neighbours()
     old = version(srv.url)
-    swap_in(next(m for m in tiny_hybrids if model_version(m).version != old), folder)
+    swap_in(next(m for m in tiny_hybrids if model_version(m)["version"] != old), folder)
     res = reload(srv.url).json()
     assert res["status"] == "reloaded" and res["learned"] >= 1
     assert "learned-1" in neighbours()
@@ -192,7 +192,7 @@ def test_sigterm_lets_the_request_in_flight_finish_and_exits_0(tiny_hybrids, tmp
             assert time.time() < deadline, srv.log()
             time.sleep(0.05)
         status, headers, body = held.finish()
-        assert status == 200 and headers["x-model-version"] == model_version(a).version
+        assert status == 200 and headers["x-model-version"] == model_version(a)["version"]
         assert [(r["id"], r["score"]) for r in httpx.Response(200, content=body)
                 .json()["results"]] == answers(a)
         assert srv.proc.wait(60) == 0, srv.log()
@@ -208,13 +208,14 @@ def test_model_version_tells_every_save_apart(tmp_path):
     from tiny_models import tiny_records, tiny_vocab
 
     project = Project.create(tmp_path / "p", tiny_vocab(), "test-overlap")
-    assert model_version(project) is None and project.model_version is None
+    assert model_version(project) == {"version": None, "trained_at": None}
+    assert project.model_version is None
     project.train(tiny_records(10))
     first = model_version(project)
     assert project.model_version == first == model_version(tmp_path / "p")
-    assert len(first.version) == 12 and first.trained_at
+    assert len(first["version"]) == 12 and first["trained_at"]
     project.save_model(project.recipe)  # the same model again, within the same second
-    assert model_version(project).version != first.version
+    assert model_version(project)["version"] != first["version"]
     assert Project.load(tmp_path / "p").model_version == model_version(project)
 
 
@@ -255,4 +256,4 @@ def test_concurrent_reloads_of_one_project_load_it_once(tmp_path, monkeypatch):
         with ThreadPoolExecutor(2) as pool:
             done = [r.json() for r in pool.map(lambda _: reload(live.url, "toy"), range(2))]
     assert sorted(d["status"] for d in done) == ["reloaded", "unchanged"]
-    assert {d["model_version"]["version"] for d in done} == {model_version(project).version}
+    assert {d["model_version"]["version"] for d in done} == {model_version(project)["version"]}

@@ -52,7 +52,7 @@ def test_two_workers_answer_on_one_port(server, tiny_hybrids):
     srv, _ = server
     shown = httpx.get(f"{srv.url}{API}", timeout=T).json()
     pids = {w["pid"] for w in shown["workers"]}
-    version = model_version(tiny_hybrids[0]).to_json()
+    version = dict(model_version(tiny_hybrids[0]))
     assert len(pids) == 2 and srv.proc.pid not in pids
     assert all({"version": w["version"], "trained_at": w["trained_at"]} == version
                for w in shown["workers"])
@@ -90,11 +90,11 @@ def test_a_reload_through_one_worker_reaches_both(server, tiny_hybrids):
     srv, folder = server
     shown = httpx.get(f"{srv.url}{API}", timeout=T).json()
     new = next(m for m in tiny_hybrids
-               if model_version(m).version != shown["model_version"]["version"])
+               if model_version(m)["version"] != shown["model_version"]["version"])
     swap_in(new, folder)
     res = reload(srv.url).json()
     assert res["status"] == "reloaded" and res["others_asked"] is True
-    target = model_version(new).to_json()
+    target = dict(model_version(new))
     assert res["model_version"] == target
     deadline = time.time() + 120
     while any(w["version"] != target["version"]

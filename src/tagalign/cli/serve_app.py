@@ -105,7 +105,8 @@ class ServeSettings:
 # -- one process's app -------------------------------------------------------------------
 def _log(pid: str, proj: Project, mmap: bool) -> None:
     state = "" if proj.is_trained else " [yellow](not trained yet: suggest answers 503)[/]"
-    version = f", model {proj.model_version.version}" if proj.model_version else ""
+    version = (f", model {proj.model_version['version']}"
+               if proj.model_version and proj.model_version["version"] else "")
     console.log(f"project {pid}: {proj.config['recipe']}, {len(proj.vocab)} subjects"
                 + version + (" (memory-mapped, read-only)" if mmap else "")
                 + (", learning allowed" if proj.allow_learn else "")

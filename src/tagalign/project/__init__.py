@@ -1,6 +1,6 @@
 """A `Project`: one folder holding a vocabulary, a recipe's config and its trained model
-(`folder.py`), the folder's names, errors and config settings (`config.py`) and the
-version of its model (`version.py`)."""
+(`folder.py`), the folder's names, errors and config settings (`config.py`) and which
+model it holds (`version.py`)."""
 
 from tagalign.errors import NotTrainedError
 from tagalign.project.config import (

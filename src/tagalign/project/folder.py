@@ -76,11 +76,12 @@ class Project:
         #: `defaults`); kept apart from ``config`` so they are never saved into it
         self.limit: int | None = None
         self.threshold: float | None = None
+        #: the version of the loaded model (`tagalign.project.model_version`, read when it
+        #: was loaded or saved; None: no model)
+        self.model_version: ModelVersion | None = None
         #: the projects file's feedback_db URL (None: `feedback_location`'s default)
         self.feedback_db: str | None = None
         self._excluded: tuple[SubjectRules, frozenset[str]] | None = None
-        #: the version of the loaded model (`tagalign.project.version`; None: no model)
-        self.model_version: ModelVersion | None = None
 
     # -- creation and loading ----------------------------------------------------------
     @classmethod
@@ -382,7 +383,8 @@ class Project:
             "language": self.language or (c["vocabulary"].get("languages") or [None])[0],
             "trained": self.is_trained,
             "trained_at": c.get("trained_at"),
-            "model_version": self.model_version.to_json() if self.model_version else None,
+            "model_version": dict(self.model_version)
+            if self.model_version and self.model_version["version"] else None,
             "dev_scores": c.get("dev_scores"),
             # what a request without them gets (projects file, else saved; per-language
             # values, if any, override these)

@@ -1,60 +1,58 @@
-"""Which trained model a project folder holds: a short hash of its manifest and its time.
+"""Which model a project folder holds: a short version id and when it was trained.
 
-The manifest ``PROJECT/model/recipe.json`` (`tagalign.recipes.saved`) is written last into
-the model folder, which replaces the old one in one rename (`tagalign.io.atomic_dir`); it
-names the recipe, its parameters, the vocabulary, the time the model was saved and a
-random id of the save. So its bytes tell two models apart: retraining, `tagalign hyperopt
---save` and `tagalign download --force` of another model all change them, and an unchanged
-folder (or the same archive downloaded again) keeps them. (A model saved before the id
-existed is told apart by its time, to the second.) A server
-compares the version of the folder with the one it serves to know whether a reload has
-anything to do (`tagalign.serve.reload`).
+The server shows both (``GET`` project, the ``tagalign_model_info`` metric), so a
+dashboard or a client sees when a reload brought in another model. The version is a hash
+of the model's manifest ``model/recipe.json`` (`tagalign.recipes.saved`): it holds the
+recipe, its parameters, the vocabulary's fingerprint, the package versions and the time it
+was saved, so every training — and every change of parameters after training (`tagalign
+hyperopt --save` rewrites it) — gives another version, while copying or shipping the
+folder keeps it.
 """
 
 from __future__ import annotations
 
+import contextlib
+import datetime as _dt
 import hashlib
 import json
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, TypedDict
 
 from tagalign.project.config import MODEL_DIR
 from tagalign.recipes.saved import MANIFEST
 
-#: hex digits of the manifest's SHA-256 that name a version (48 bits: no collisions between
-#: the few models one folder ever holds, short enough to read in a log line or a header)
-VERSION_DIGITS = 12
+if TYPE_CHECKING:
+    from tagalign.project.folder import Project
+
+#: hex digits of the version: 48 bits, as a short git hash, plenty for one project's models
+VERSION_CHARS = 12
 
 
-@dataclass(frozen=True)
-class ModelVersion:
-    """``version``: the first `VERSION_DIGITS` hex digits of the manifest's SHA-256;
-    ``trained_at``: when the model was saved (the manifest's ISO time; None in a manifest
-    written before it had one)."""
+class ModelVersion(TypedDict):
+    """``version``: the manifest's SHA-256, `VERSION_CHARS` hex digits; ``trained_at``:
+    ISO 8601 time the model was saved. Both None for a folder without a trained model."""
 
-    version: str
+    version: str | None
     trained_at: str | None
 
-    def to_json(self) -> dict[str, Any]:
-        return {"version": self.version, "trained_at": self.trained_at}
 
-
-def model_version(project: Any) -> ModelVersion | None:
-    """The version of the model in a project folder (a `Project` or its path); None when
-    the folder holds no trained model. Reads one small file: cheap enough to ask per
-    request."""
-    folder = Path(getattr(project, "path", project))
+def model_version(project_or_path: Project | Path | str) -> ModelVersion:
+    """The `ModelVersion` of a `Project` (or a project folder's path), read from its
+    manifest on disk (a few kilobytes): what a reload would load, or has loaded."""
+    folder = Path(getattr(project_or_path, "path", project_or_path)) / MODEL_DIR
     try:
-        raw = (folder / MODEL_DIR / MANIFEST).read_bytes()
+        raw = (folder / MANIFEST).read_bytes()
     except FileNotFoundError:
-        return None
-    try:
-        saved = json.loads(raw).get("saved")
-    except (ValueError, AttributeError):  # a broken manifest still has a version: loading
-        saved = None                      # it fails and says why
-    return ModelVersion(hashlib.sha256(raw).hexdigest()[:VERSION_DIGITS],
-                        saved if isinstance(saved, str) else None)
+        return ModelVersion(version=None, trained_at=None)
+    trained_at = None
+    # a manifest that is not a JSON object still has a version (loading will refuse it)
+    with contextlib.suppress(ValueError, AttributeError):
+        trained_at = json.loads(raw).get("saved")
+    if not isinstance(trained_at, str):  # manifests of format 1 may predate the key
+        mtime = (folder / MANIFEST).stat().st_mtime
+        trained_at = _dt.datetime.fromtimestamp(mtime, _dt.UTC).isoformat(timespec="seconds")
+    return ModelVersion(version=hashlib.sha256(raw).hexdigest()[:VERSION_CHARS],
+                        trained_at=trained_at)
 
 
-__all__ = ["VERSION_DIGITS", "ModelVersion", "model_version"]
+__all__ = ["VERSION_CHARS", "ModelVersion", "model_version"]

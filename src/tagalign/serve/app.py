@@ -149,9 +149,9 @@ def _json(body: BaseModel, project: Project | None = None) -> Response:
     plain ``def`` endpoint), which costs a single-record suggest more than the validation.
     The same bytes as FastAPI's own serialisation (`response_model` still documents it)."""
     # X-Model-Version: the model that answered (a reload may swap it for the next request)
-    version = project.model_version if project is not None else None
+    version = (project.model_version or {}).get("version") if project is not None else None
     return Response(body.model_dump_json(by_alias=True), media_type="application/json",
-                    headers={"X-Model-Version": version.version} if version else None)
+                    headers={"X-Model-Version": version} if version else None)
 
 
 def _quality(q: Quality | None) -> s.QualityOut | None:
@@ -159,7 +159,7 @@ def _quality(q: Quality | None) -> s.QualityOut | None:
 
 
 def _version(v) -> s.ModelVersionOut | None:
-    return None if v is None else s.ModelVersionOut(**v.to_json())
+    return None if not v or v.get("version") is None else s.ModelVersionOut(**v)
 
 
 def own_error(exc: Exception) -> JSONResponse:

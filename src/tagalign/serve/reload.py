@@ -53,8 +53,9 @@ class Reloaded:
     learned: int = 0
 
 
-def _version_json(v: ModelVersion | None) -> dict[str, Any] | None:
-    return v.to_json() if v else None
+def _known(v: ModelVersion | None) -> ModelVersion | None:
+    """``v`` when it names a model (`model_version` of a folder without one: None)."""
+    return v if v and v["version"] is not None else None
 
 
 def warm(project: Project) -> None:
@@ -93,17 +94,15 @@ class LiveProjects(Mapping[str, Project]):
 
     def state(self) -> dict[str, dict[str, Any]]:
         """Per project id: the version serving and since when (a worker's state file)."""
-        return {pid: {**(_version_json(p.model_version) or {"version": None,
-                                                             "trained_at": None}),
+        return {pid: {**(_known(p.model_version) or {"version": None, "trained_at": None}),
                       "loaded_at": self.loaded_at[pid]}
                 for pid, p in self._current.items()}
 
     def announce(self, seconds: Mapping[str, float]) -> None:
         """`events.model_loaded` for the models loaded at start (``seconds`` each took)."""
         for pid, proj in self._current.items():
-            if proj.model_version is not None:
-                events.model_loaded(pid, seconds.get(pid, 0.0), proj.model_version.version,
-                                    proj.model_version.trained_at)
+            if (v := _known(proj.model_version)) is not None:
+                events.model_loaded(pid, seconds.get(pid, 0.0), v["version"], v["trained_at"])
 
     # -- reloading -------------------------------------------------------------------
     def reload(self, project_id: str) -> Reloaded:
@@ -111,13 +110,12 @@ class LiveProjects(Mapping[str, Project]):
         `ReloadFailedError` (the old model still serving) when it cannot be served."""
         with self._reloading[project_id]:
             old = self._current[project_id]
-            found = model_version(old.path)
+            found = _known(model_version(old.path))
             if found is None:
                 self._refuse(project_id, old, NotTrainedError(
                     "the folder", "it holds no trained model (PROJECT/model/)"))
-            if old.is_trained and found == old.model_version:
-                return Reloaded(project_id, "unchanged", old.model_version,
-                                old.model_version, 0.0)
+            if old.is_trained and found == _known(old.model_version):
+                return Reloaded(project_id, "unchanged", found, found, 0.0)
             start = time.perf_counter()
             try:
                 new = self._load(old)
@@ -126,15 +124,14 @@ class LiveProjects(Mapping[str, Project]):
             except Exception as exc:  # anything: the old model must keep serving
                 self._refuse(project_id, old, exc)
             seconds = time.perf_counter() - start
-        assert new.model_version is not None  # a trained model was loaded
+        version, previous = _known(new.model_version), _known(old.model_version)
+        assert version is not None  # a trained model was loaded
         log.info("project %s: model %s (trained %s) loaded in %.1f s, replacing %s; %d "
-                 "learned records taught to it", project_id, new.model_version.version,
-                 new.model_version.trained_at, seconds,
-                 old.model_version.version if old.model_version else "none", learned)
-        events.model_loaded(project_id, seconds, new.model_version.version,
-                            new.model_version.trained_at)
-        return Reloaded(project_id, "reloaded", new.model_version, old.model_version,
-                        seconds, learned)
+                 "learned records taught to it", project_id, version["version"],
+                 version["trained_at"], seconds,
+                 previous["version"] if previous else "none", learned)
+        events.model_loaded(project_id, seconds, version["version"], version["trained_at"])
+        return Reloaded(project_id, "reloaded", version, previous, seconds, learned)
 
     def reload_all(self) -> list[Reloaded | ReloadFailedError]:
         """`reload` every project (each failure logged and returned, the others go on)."""
@@ -173,7 +170,7 @@ class LiveProjects(Mapping[str, Project]):
             self.on_swap()
 
     def _refuse(self, project_id: str, old: Project, exc: Exception) -> NoReturn:
-        served = old.model_version.version if old.model_version else "none"
+        served = (_known(old.model_version) or {"version": "none"})["version"]
         log.error("project %s: reload refused, the model loaded before (%s) keeps serving: "
                   "%s: %s", project_id, served, type(exc).__name__, exc)
         events.model_load_failed(project_id)
