@@ -1,9 +1,13 @@
-"""A bounded asyncio load generator for `tagalign serve` (benchmarks/load.py, tests).
+"""A bounded asyncio load generator for `tagalign serve` (benchmarks/load.py,
+benchmarks/serve_load.py, tests).
 
 ``clients`` concurrent clients share one queue of jobs: ``suggest`` requests and, spread
 evenly among them, ``learn`` requests that each write one record's decisions to the
 feedback store. Every job runs exactly once, so a run always stops by itself; timeouts
 count as errors. Localhost is what it is meant for; nothing here retries.
+
+`run_until` instead sends suggests until told to stop, keeping each answer's model version
+and worker (a reload or a stop during the load, `benchmarks/serve_load.py`).
 
 Written on httpx's asyncio client rather than Locust: a fixed number of requests with
 exact per-request bookkeeping (which learn rows the server acknowledged) is all we need,
@@ -117,4 +121,49 @@ async def run_load(url: str, project: str, records: Sequence[Record], *,
     return out
 
 
-__all__ = ["LoadResult", "run_load"]
+@dataclass(frozen=True)
+class Answer:
+    """One request of `run_until`: when it started and ended (seconds on the
+    ``time.perf_counter`` clock), its status (0: no answer), the ``X-Model-Version`` and
+    ``X-Worker`` headers it came with, and the error when it failed."""
+
+    start: float
+    end: float
+    status: int
+    version: str | None = None
+    worker: str | None = None
+    error: str | None = None
+
+
+async def run_until(url: str, project: str, records: Sequence[Record], stop: asyncio.Event,
+                    *, clients: int = 16, limit: int = 10, timeout: float = 120.0
+                    ) -> list[Answer]:
+    """Single-record suggests from ``clients`` concurrent clients, cycling through
+    ``records``, until ``stop`` is set: a client starts no request after that, and the
+    ones in flight finish. Every request is returned, failed ones too (no retries)."""
+    base = f"{url}{API}/projects/{project}/suggest"
+    out: list[Answer] = []
+    counter = iter(range(1 << 62))
+
+    async def client(http: httpx.AsyncClient) -> None:
+        while not stop.is_set():
+            body = _suggest_body(records[next(counter) % len(records)], limit)
+            t = time.perf_counter()
+            try:
+                res = await http.post(base, json=body)
+            except httpx.HTTPError as exc:
+                out.append(Answer(t, time.perf_counter(), 0,
+                                  error=f"{type(exc).__name__} {exc}"))
+                await asyncio.sleep(0.05)  # a server not answering: do not spin
+                continue
+            out.append(Answer(t, time.perf_counter(), res.status_code,
+                              res.headers.get("x-model-version"), res.headers.get("x-worker"),
+                              None if res.status_code == 200 else res.text[:200]))
+
+    limits = httpx.Limits(max_connections=clients, max_keepalive_connections=clients)
+    async with httpx.AsyncClient(timeout=timeout, limits=limits) as http:
+        await asyncio.gather(*(client(http) for _ in range(clients)))
+    return out
+
+
+__all__ = ["Answer", "LoadResult", "run_load", "run_until"]

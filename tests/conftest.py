@@ -37,3 +37,16 @@ def gnd_vocab(shared_data):
     from tagalign.vocab import load_vocabulary
 
     return load_vocabulary(shared_data / "gnd" / "gnd-subjects.tsv.gz")
+
+
+@pytest.fixture(scope="session")
+def tiny_hybrids(tmp_path_factory) -> tuple[Path, Path]:
+    """Two tiny trained hybrid projects of one vocabulary that suggest differently (trained
+    on the tiny records of seeds 0 and 1, the second also on records about zeppelins;
+    seconds each): the serve tests' old and new model (`tests/serving.py`,
+    `train_tiny_hybrid`)."""
+    from serving import train_tiny_hybrid
+
+    root = tmp_path_factory.mktemp("hybrids")
+    return (train_tiny_hybrid(root / "a", seed=0),
+            train_tiny_hybrid(root / "b", seed=1, zeppelins=True))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import socket
 import subprocess
 import sys
@@ -35,6 +36,26 @@ def train_small_project(path: Path, shared: Path, vocab, n: int = 1500) -> Proje
     project = Project.create(path, vocab, "hybrid", SMALL_HYBRID)
     project.train(recs)
     return project
+
+
+#: what `train_tiny_hybrid(zeppelins=True)` adds: records that tie words no other record
+#: has to Epos, so that model's answers to them differ from any other tiny hybrid's
+ZEPPELINS = "zeppelin airship blimp hangar"
+
+
+def train_tiny_hybrid(path: Path, seed: int = 0, n: int = 120, zeppelins: bool = False
+                      ) -> Path:
+    """A hybrid on the tiny vocabulary and ``n`` tiny records of ``seed`` (seconds);
+    ``zeppelins``: and 12 records on `ZEPPELINS`, all about Epos (4015065-3)."""
+    from tagalign.records import Record
+    from tiny_models import tiny_records, tiny_vocab
+
+    records = tiny_records(n, seed)
+    if zeppelins:
+        records += [Record(id=f"z{i}", title="Zeppelin", abstract=ZEPPELINS, language="de",
+                           subjects=["4015065-3"]) for i in range(12)]
+    Project.create(path, tiny_vocab(), "hybrid", SMALL_HYBRID).train(records)
+    return path
 
 
 def free_port() -> int:
@@ -84,6 +105,92 @@ class MetricSamples:
 
     def label_values(self) -> set[str]:
         return {v for _, labels in self.values for _, v in labels}
+
+
+class ServeProcess:
+    """`tagalign serve ARGS…` in a subprocess on a free localhost port (its output in
+    ``log``); `wait_ready` polls until the given number of workers answer."""
+
+    def __init__(self, *args: str, log: Path):
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.log_path = log
+        with open(log, "wb") as out:  # a file: a full pipe would stall the server
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "tagalign.cli.main", "serve", *args, "--port",
+                 str(self.port)], stdout=out, stderr=subprocess.STDOUT)
+
+    def log(self) -> str:
+        return self.log_path.read_text(encoding="utf-8", errors="replace")
+
+    def wait_ready(self, project: str, workers: int = 1, timeout: float = 300) -> dict:
+        """GET the project until ``workers`` workers report it (each writes its state once
+        its app exists); returns the last answer."""
+        deadline = time.time() + timeout
+        while True:
+            assert self.proc.poll() is None, self.log()
+            try:
+                res = httpx.get(f"{self.url}/tagalign/v1/projects/{project}", timeout=5)
+                if res.status_code == 200 and len(res.json()["workers"]) == workers:
+                    return res.json()
+            except httpx.HTTPError:
+                pass
+            assert time.time() < deadline, f"server not ready:\n{self.log()}"
+            time.sleep(0.2)
+
+    def stop(self, timeout: float = 60) -> int:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+        return self.proc.wait(timeout)
+
+
+class HeldRequest:
+    """A JSON POST in flight on the server, its body held back: sent up to its headers with
+    ``Expect: 100-continue`` (h11 as the client); once the server asks for the body
+    (``100 Continue``: the app is reading it), a worker has the request. `finish` sends the
+    body and returns the answer's status, headers and body."""
+
+    def __init__(self, port: int, path: str, body: dict):
+        import h11
+
+        self.h11 = h11
+        self.body = json.dumps(body).encode()
+        self.conn = h11.Connection(our_role=h11.CLIENT)
+        self.sock = socket.create_connection(("127.0.0.1", port), timeout=60)
+        self.sock.sendall(self.conn.send(h11.Request(method="POST", target=path, headers=[
+            ("Host", f"127.0.0.1:{port}"), ("Content-Type", "application/json"),
+            ("Content-Length", str(len(self.body))), ("Expect", "100-continue")])))
+        event = self._next()
+        assert isinstance(event, h11.InformationalResponse) and event.status_code == 100, event
+
+    def _next(self):
+        while True:
+            event = self.conn.next_event()
+            if event is not self.h11.NEED_DATA:
+                return event
+            self.conn.receive_data(self.sock.recv(65536))
+
+    def finish(self) -> tuple[int, dict[str, str], bytes]:
+        h11 = self.h11
+        self.sock.sendall(self.conn.send(h11.Data(data=self.body))
+                          + self.conn.send(h11.EndOfMessage()))
+        response = self._next()
+        assert isinstance(response, h11.Response), response
+        data = b""
+        while not isinstance(event := self._next(), h11.EndOfMessage):
+            data += event.data
+        self.sock.close()
+        return (response.status_code, {k.decode(): v.decode() for k, v in response.headers},
+                data)
+
+
+def refused(port: int) -> bool:
+    """No server accepts connections on the port any more."""
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=5).close()
+    except ConnectionRefusedError:
+        return True
+    return False
 
 
 def annif_openapi() -> Path:

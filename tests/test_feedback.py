@@ -148,3 +148,28 @@ def test_latest_request_per_record_replaces_earlier_ones(tmp_path):
     assert list(store.confirmed_records("proj")) == []
     assert store.latest_decisions("proj", "a") == {}
     assert [r.subjects for r in store.confirmed_records()] == [["9-9"]]
+
+
+def test_learned_since_reads_each_records_latest_request_after_a_row(store_url):
+    """What a worker catches up with (`tagalign.serve.learning`): the records decided in
+    rows after the last one it applied, each with the subjects its latest request there
+    accepted (none: taken back), in the order of those requests."""
+    store = FeedbackStore(store_url)
+    start = store.last_id()
+    a, b, c = (Record(id=i, title=f"title {i}", language="de") for i in "abc")
+    store.add("p", [Decision(a, ["1-1"])])
+    store.add("p", [Decision(b, ["2-2"], ["3-3"])])
+    mark = store.last_id()
+    assert mark > start
+    store.add("other", [Decision(c, ["4-4"])])
+    store.add("p", [Decision(a, ["5-5", "6-6"]), Decision(c, [], ["7-7"])])
+    records, last = store.learned_since("p", start)
+    assert [(r.id, r.subjects, r.title, r.language) for r in records] == [
+        ("b", ["2-2"], "title b", "de"), ("a", ["5-5", "6-6"], "title a", "de"),
+        ("c", [], "title c", "de")]  # c: decided with nothing accepted, votes for nothing
+    assert last == store.last_id()
+    later, _ = store.learned_since("p", mark)  # b's only request was before the mark
+    assert [(r.id, r.subjects) for r in later] == [("a", ["5-5", "6-6"]), ("c", [])]
+    assert store.learned_since("p", last) == ([], last)
+    store.add("p", [Decision(b, [])])  # taken back
+    assert [(r.id, r.subjects) for r in store.learned_since("p", last)[0]] == [("b", [])]

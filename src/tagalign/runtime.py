@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import sys
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -34,12 +35,13 @@ def set_threads(n: int) -> None:
     from threadpoolctl import threadpool_limits
 
     threadpool_limits(limits=n)
-    try:
-        import torch
-
+    # torch only when something loaded it already: one loaded later takes its thread count
+    # from OMP_NUM_THREADS, set above; importing it here would cost every process that
+    # never needs it (a hybrid without a transformer, each `serve --workers` worker)
+    # ~180 MB of memory
+    torch = sys.modules.get("torch")
+    if torch is not None:
         torch.set_num_threads(n)
-    except ImportError:  # pragma: no cover - torch is a dependency
-        pass
     import faiss
 
     faiss.omp_set_num_threads(n)

@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import typer
 from rich.markup import escape
 
 from tagalign.cli.app import app, console, fail, feedback_app
-from tagalign.cli.common import COMPILE_HELP, MMAP_HELP, load_records, make_runtime
-from tagalign.errors import InputError
-from tagalign.project import Project, feedback_location
-from tagalign.runtime import Runtime
+from tagalign.cli.common import COMPILE_HELP, MMAP_HELP
+from tagalign.cli.serve_app import ServeSettings, serve_one, serve_workers
+from tagalign.project import feedback_location
 from tagalign.serve import MAX_BODY, MAX_BODY_ENV, accesslog
 from tagalign.serve.tokens import TOKENS_ENV
 
@@ -26,10 +26,12 @@ def serve(
     feedback_db: str = typer.Option(None, "--feedback-db",
                                     help="SQLAlchemy URL of one feedback store for all projects, rows keyed by each project's folder name (default: a projects-file table's feedback_db, else each project's own PROJECT/feedback.sqlite)."),
     records: Path = typer.Option(None, "--records", help="Records file the web page can fetch by id."),
-    threads: int = typer.Option(0, "--threads", min=0, help="CPU threads for the models (0 = all)."),
+    threads: int = typer.Option(0, "--threads", min=0, help="CPU threads for the models of "
+                                "each worker (0 = the cores, shared out among the workers)."),
     compile_ranker: bool = typer.Option(True, "--compile-ranker/--no-compile-ranker", help=COMPILE_HELP),
     mmap: bool = typer.Option(False, "--mmap", help=MMAP_HELP + " Learn requests are refused "
-                              "(409; 403 on Annif's /v1)."),
+                              "(409; 403 on Annif's /v1). With --workers, the workers share "
+                              "the mapped pages."),
     allow_learn: bool = typer.Option(False, "--allow-learn",
                                      help="Let the project folders given as arguments learn from "
                                      "/learn requests (off by default, as in Annif: 403). With "
@@ -58,6 +60,13 @@ def serve(
                                                    "(open by default, as in Annif)."),
     metrics: bool = typer.Option(True, "--metrics/--no-metrics", help="Prometheus metrics at GET /metrics (on by default)."),
     log_format: accesslog.LogFormat = typer.Option("auto", "--log-format", help="Access log, one line per request: json (on stdout), text, or auto (text on a terminal, json otherwise)."),
+    workers: int = typer.Option(1, "--workers", min=1, help="Worker processes behind the "
+                                "port, each with its own models (1: this process serves). "
+                                "Learned records reach every worker through the feedback "
+                                "store."),
+    graceful_timeout: float = typer.Option(30.0, "--graceful-timeout", min=0.0,
+                                           help="On SIGTERM: seconds requests in flight may "
+                                           "take to finish before they are cancelled."),
 ) -> None:
     """Serve Annif's REST API at /v1, tagalign's own API at /tagalign/v1 (docs at /docs)
     and the librarians' web page at /. Give Annif clients http://HOST:PORT/v1/ as base URL.
@@ -68,111 +77,55 @@ def serve(
 
     Read-only, less memory: tagalign serve gnd-hybrid --mmap
 
+    Two worker processes sharing the mapped model: tagalign serve gnd-hybrid --mmap --workers 2
+
+    New model without downtime: tagalign download … --into gnd-hybrid --force, then
+    kill -HUP SERVER_PID (or POST /tagalign/v1/projects/gnd-hybrid/reload)
+
     Review queue: tagalign serve gnd-hybrid --queue new.jsonl.gz --release-above 0.8
 
     JSON access log for a collector: tagalign serve gnd-hybrid --log-format json > access.jsonl
     """
-    import uvicorn
-
-    from tagalign.cli.tokens_cmd import serving_tokens
-    from tagalign.serve.app import create_app
-    from tagalign.serve.feedback import ServedStores
+    from tagalign.cli.tokens_cmd import serving_tokens, tokens_path
 
     if release_above is not None and queue is None:
         fail("--release-above needs --queue")
-    runtime = make_runtime(threads, compile_ranker)
     if bool(projects) == bool(projects_file):
         fail("give project folders or --projects FILE (one of the two)")
-    tokens = serving_tokens(tokens_file, projects_file)
+    # read once here (a bad file stops the start, before workers exist); each serving
+    # process reads it again from the path (a TokenStore holds a lock: not for pickling)
+    tokens = tokens_path(tokens_file, projects_file)
+    if tokens is not None:
+        serving_tokens(tokens, None)
     if require_token_for_suggest and tokens is None:
         fail("--require-token-for-suggest needs --tokens-file (or tokens_file in --projects)", 2)
-    if projects_file:
-        loaded = load_projects_file(projects_file, only, mmap=mmap, runtime=runtime)
-    else:
-        loaded = load_folders(projects, mmap=mmap, allow_learn=allow_learn, runtime=runtime)
-    # each project's feedback where train --feedback and feedback export look for it
-    try:
-        store = ServedStores(loaded, feedback_db)
-    except InputError as exc:
-        fail(escape(str(exc)))
-    recs = {r.id: r for r in load_records(records)} if records else {}
-    review = review_queue(queue, release_above, loaded) if queue else None
-    app_ = create_app(loaded, store, recs, review, max_body=max_body,
-                      allowed_hosts=[host, *(allowed_host or [])],
-                      cors_origins=cors_origin or [], tokens=tokens,
-                      require_token_for_suggest=require_token_for_suggest,
-                      metrics=metrics)
-    accesslog.configure(log_format)
+    for path, what in ((records, "--records"), (queue, "--queue")):
+        if path is not None and not path.exists():
+            fail(f"{what}: no file {escape(str(path))}")
+    settings = ServeSettings(
+        projects=[str(p) for p in projects or []],
+        projects_file=str(projects_file) if projects_file else None, only=only,
+        feedback_db=feedback_db, records=str(records) if records else None,
+        queue=str(queue) if queue else None, release_above=release_above, threads=threads,
+        compile_ranker=compile_ranker, mmap=mmap, allow_learn=allow_learn, max_body=max_body,
+        allowed_hosts=[host, *(allowed_host or [])], cors_origins=cors_origin or [],
+        workers=workers, tokens_file=str(tokens) if tokens else None,
+        require_token_for_suggest=require_token_for_suggest, metrics=metrics,
+        log_format=log_format)
     if host in ("0.0.0.0", "::") and not allowed_host:
         console.log("[yellow]requests are answered only for Host localhost, 127.0.0.1 and "
                     "[::1]: give --allowed-host NAME for the names clients use[/]")
-    console.log(f"serving on http://{host}:{port}/  (Annif clients: http://{host}:{port}/v1/;"
-                " tagalign's API docs at /docs" + (", metrics at /metrics)" if metrics else ")"))
-    uvicorn.run(app_, host=host, port=port, log_level="warning")
-
-
-def _log(pid: str, proj: Project, mmap: bool) -> None:
-    state = "" if proj.is_trained else " [yellow](not trained yet: suggest answers 503)[/]"
-    console.log(f"project {pid}: {proj.config['recipe']}, {len(proj.vocab)} subjects"
-                + (" (memory-mapped, read-only)" if mmap else "")
-                + (", learning allowed" if proj.allow_learn else "")
-                + (f", {len(proj.excluded)} excluded" if proj.rules else "") + state)
-
-
-def load_folders(paths: list[Path], *, mmap: bool, allow_learn: bool,
-                 runtime: Runtime | None = None) -> dict[str, Project]:
-    loaded = {}
-    for path in paths:
-        try:
-            with console.status(f"loading {path} …"):
-                proj = Project.load(path, mmap=mmap, runtime=runtime)
-        except FileNotFoundError as exc:
-            fail(escape(str(exc)))
-        proj.trained_recipe()
-        if path.name in loaded:  # the folder name is the project id in every URL
-            fail(f"two projects are named {path.name!r}; rename one folder")
-        proj.allow_learn = allow_learn
-        loaded[path.name] = proj
-        _log(path.name, proj, mmap)
-    return loaded
-
-
-def load_projects_file(source: Path, only: str | None, *, mmap: bool,
-                       runtime: Runtime | None = None) -> dict[str, Project]:
-    """The projects of a projects file; one not trained yet is served untrained."""
-    from tagalign.projects_file import open_project, read_projects, select
-
-    loaded = {}
-    specs = select(read_projects(source),
-                   [x.strip() for x in only.split(",") if x.strip()] if only else None,
-                   source)
-    for pid, spec in specs.items():
-        with console.status(f"loading {pid} ({spec.path}) …"):
-            loaded[pid] = open_project(spec, mmap=mmap, runtime=runtime)
-        if not spec.trained_folder:
-            console.log(f"[yellow]{spec.where('path')}: no trained project at "
-                        f"{spec.path}[/]")
-        _log(pid, loaded[pid], mmap)
-    return loaded
-
-
-def review_queue(queue, release_above: float | None, loaded: dict[str, Project]):
-    from tagalign.serve.queue import RecordQueue
-
-    try:
-        review = RecordQueue(load_records(queue), release_above, name=queue.name)
-    except ValueError as exc:
-        fail(f"{queue}: {exc}")
-    for pid, proj in loaded.items():
-        if not proj.is_trained:
-            continue
-        with console.status(f"choosing the records of {pid}'s queue …"):
-            sel = review.select(pid, proj)
-        console.log(f"queue for {pid}: {len(sel.records)} records"
-                    + (f" ({sel.skipped} released above {release_above})" if sel.estimated
-                       else " (no quality estimates: all records)"
-                       if release_above is not None else ""))
-    return review
+    where = (f"http://{host}:{port}/  (Annif clients: http://{host}:{port}/v1/; tagalign's "
+             "API docs at /docs)")
+    if workers == 1:
+        console.log(f"serving on {where}")
+        serve_one(settings, host, port, graceful_timeout)
+        return
+    console.log(f"serving on {where} with {workers} worker processes (supervisor pid "
+                f"{os.getpid()}: SIGHUP reloads changed models, SIGTERM stops)")
+    status = serve_workers(settings, host, port, graceful_timeout)
+    if status:
+        fail("a worker failed to start (its error is above)", status)
 
 
 @feedback_app.command("export")

@@ -62,14 +62,20 @@ def remove(
                   soft_wrap=True)
 
 
-def serving_tokens(option: Path | None, projects_file: Path | None) -> TokenStore | None:
-    """The tokens `tagalign serve` checks: ``--tokens-file`` (or its environment variable),
-    else the projects file's ``tokens_file`` key, else none (writes as before)."""
+def tokens_path(option: Path | None, projects_file: Path | None) -> Path | None:
+    """The tokens file `tagalign serve` checks: ``--tokens-file`` (or its environment
+    variable), else the projects file's ``tokens_file`` key, else none (writes as before)."""
     path = option
     if path is None and projects_file is not None:
         from tagalign.projects_file import read_server_settings
 
         path = read_server_settings(projects_file).tokens_file
+    return path
+
+
+def serving_tokens(option: Path | None, projects_file: Path | None) -> TokenStore | None:
+    """The tokens of `tokens_path`, read (and said) once."""
+    path = tokens_path(option, projects_file)
     if path is None:
         return None
     store = TokenStore.read(path)

@@ -22,7 +22,7 @@ from typing import Any
 from tagalign.errors import (
     InputError,
     NotTrainedError,  # also imported from here (`tagalign.serve`)
-    )
+)
 from tagalign.io import read_json, versions, write_json_atomic
 from tagalign.project.config import (
     BY_LANGUAGE,
@@ -38,6 +38,7 @@ from tagalign.project.config import (
     _without,
     config_defaults,
 )
+from tagalign.project.version import ModelVersion, model_version
 from tagalign.recipes import ReadOnlyError, Recipe, get_recipe, read_only_message
 from tagalign.recipes.saved import (
     load_recipe,
@@ -76,6 +77,9 @@ class Project:
         #: `defaults`); kept apart from ``config`` so they are never saved into it
         self.limit: int | None = None
         self.threshold: float | None = None
+        #: the version of the loaded model (`tagalign.project.model_version`, read when it
+        #: was loaded or saved; None: no model)
+        self.model_version: ModelVersion | None = None
         #: the projects file's feedback_db URL (None: `feedback_location`'s default)
         self.feedback_db: str | None = None
         self._excluded: tuple[SubjectRules, frozenset[str]] | None = None
@@ -149,7 +153,20 @@ class Project:
         project.load_seconds = time.perf_counter() - start
         return project
 
+    #: the settings a server (a projects file, `tagalign serve` options) gives a loaded
+    #: project, none of them saved in its folder: a reloaded project takes them over
+    SERVING_SETTINGS = ("allow_learn", "rules", "language", "limit", "threshold",
+                        "feedback_db")
+
+    def take_serving_settings(self, other: Project) -> None:
+        """``other``'s `SERVING_SETTINGS` (a reload's new project takes the old one's)."""
+        for name in self.SERVING_SETTINGS:
+            setattr(self, name, getattr(other, name))
+
     def _load_model(self) -> Recipe:
+        # read before the model: a folder replaced meanwhile shows the older version, and
+        # a reload (`tagalign.serve.reload`) then sees a change and loads again
+        self.model_version = model_version(self.path)
         return load_recipe(self.path / MODEL_DIR, self.vocab, mmap=self.mmap,
                            runtime=self.runtime)
 
@@ -198,6 +215,7 @@ class Project:
     def save_model(self, recipe: Recipe) -> None:
         save_recipe(recipe, self.path / MODEL_DIR, self.vocab)
         self.recipe = recipe
+        self.model_version = model_version(self.path)
         self.config["trained_at"] = _now()
         self.config["versions"] = versions()
         write_json_atomic(self.path / CONFIG_NAME, self.config)
@@ -371,6 +389,8 @@ class Project:
             "language": self.language or (c["vocabulary"].get("languages") or [None])[0],
             "trained": self.is_trained,
             "trained_at": c.get("trained_at"),
+            "model_version": dict(self.model_version)
+            if self.model_version and self.model_version["version"] else None,
             "dev_scores": c.get("dev_scores"),
             # what a request without them gets (projects file, else saved; per-language
             # values, if any, override these)

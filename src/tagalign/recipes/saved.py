@@ -1,6 +1,7 @@
 """A trained recipe's folder (``PROJECT/model/``): the recipe's own files and its manifest
-``recipe.json`` (recipe name, parameters, vocabulary fingerprint, package versions and the
-model format), written atomically and read back without pickle.
+``recipe.json`` (recipe name, parameters, vocabulary fingerprint, package versions, the
+model format, when it was saved and a random id of this save), written atomically and read
+back without pickle.
 
 The model format is checked on load, with one message for a model this version cannot read
 (as scikit-learn's ``InconsistentVersionWarning``): retrain, or use the tagalign that
@@ -10,6 +11,7 @@ saved it.
 from __future__ import annotations
 
 import datetime as _dt
+import uuid
 from pathlib import Path
 
 from tagalign.errors import ModelFormatError
@@ -41,6 +43,10 @@ def save_recipe(recipe: Recipe, folder: Path, vocab: Vocabulary) -> None:
             "vocabulary": {"size": len(vocab), "fingerprint": vocab.fingerprint},
             "versions": versions(),
             "saved": now(),
+            # new with every save: two models saved in the same second with the same
+            # parameters still have different manifests, hence versions
+            # (`tagalign.project.model_version`, which a server's reload compares)
+            "id": uuid.uuid4().hex,
         })
 
 

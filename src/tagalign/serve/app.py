@@ -19,7 +19,9 @@ omikuji, LightGBM — release the GIL).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import os
+from collections.abc import AsyncIterator, Mapping, Sequence
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -37,11 +39,12 @@ from tagalign.project import Project, ReadOnlyError
 from tagalign.records import Record
 from tagalign.serve import MAX_BODY, annif, auth, queue, service, subjects
 from tagalign.serve import schemas as s
-from tagalign.serve.feedback import Decision, FeedbackStore
+from tagalign.serve.feedback import Decision, FeedbackStore, ServedStores
 from tagalign.serve.guard import Guard
 from tagalign.serve.observe import Telemetry
 from tagalign.serve.service import Service
 from tagalign.serve.tokens import TokenStore
+from tagalign.serve.workers import Workers
 from tagalign.suggest import Quality, Suggestion
 
 STATIC = Path(__file__).parent / "static"
@@ -85,6 +88,27 @@ class BodyLimit:
         await self.app(scope, limited, send)
 
 
+class WorkerHeader:
+    """ASGI middleware: every answer names the worker process that gave it (``X-Worker``:
+    its pid), so clients and load tests can tell the workers of one port apart."""
+
+    def __init__(self, app):
+        self.app = app
+        self.pid = str(os.getpid()).encode()
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+
+        async def named(message):
+            if message["type"] == "http.response.start":
+                message = {**message, "headers": [*message.get("headers", []),
+                                                  (b"x-worker", self.pid)]}
+            await send(message)
+
+        await self.app(scope, receive, named)
+
+
 def _field(loc) -> str:
     """``("body", "records", 3, "title")`` → ``records.3.title`` (the whole body: ``body``)."""
     return ".".join(str(p) for p in loc if p != "body") or "body"
@@ -124,16 +148,23 @@ def _out(rows: list[Suggestion], titles: Mapping[str, str]) -> list[s.Suggestion
                             reasons=_with_titles(x.reasons, titles)) for x in rows]
 
 
-def _json(body: BaseModel) -> Response:
+def _json(body: BaseModel, project: Project | None = None) -> Response:
     """The response model as JSON, built here in the endpoint's worker thread: returned
     as a model, FastAPI validates it again in a second trip through its thread pool (for a
     plain ``def`` endpoint), which costs a single-record suggest more than the validation.
     The same bytes as FastAPI's own serialisation (`response_model` still documents it)."""
-    return Response(body.model_dump_json(by_alias=True), media_type="application/json")
+    # X-Model-Version: the model that answered (a reload may swap it for the next request)
+    version = (project.model_version or {}).get("version") if project is not None else None
+    return Response(body.model_dump_json(by_alias=True), media_type="application/json",
+                    headers={"X-Model-Version": version} if version else None)
 
 
 def _quality(q: Quality | None) -> s.QualityOut | None:
     return None if q is None else s.QualityOut(**q.to_json())
+
+
+def _version(v) -> s.ModelVersionOut | None:
+    return None if not v or v.get("version") is None else s.ModelVersionOut(**v)
 
 
 def own_error(exc: Exception) -> JSONResponse:
@@ -152,23 +183,31 @@ def error_response(path: str, exc: Exception, project_id: str | None = None) -> 
     return own_error(exc)
 
 
-def create_app(projects: Mapping[str, Project], store: FeedbackStore,
+def create_app(projects: Mapping[str, Project], store: FeedbackStore | ServedStores,
                records: Mapping[str, Record] | None = None,
                review: queue.RecordQueue | None = None, *,
                max_body: int = MAX_BODY, allowed_hosts: Sequence[str] = (),
-               cors_origins: Sequence[str] = (), tokens: TokenStore | None = None,
-               require_token_for_suggest: bool = False,
+               cors_origins: Sequence[str] = (), workers: Workers | None = None,
+               tokens: TokenStore | None = None, require_token_for_suggest: bool = False,
                metrics: bool = True) -> FastAPI:
     """The app serving ``projects`` (id → project; learning only where a project's
     ``allow_learn`` is set); bodies over ``max_body`` bytes are refused with 413.
     ``allowed_hosts``: Host names served besides localhost's; ``cors_origins``: origins
-    whose pages may POST (`tagalign.serve.guard`); ``tokens``: every write then needs one
-    of its tokens, suggest too with ``require_token_for_suggest`` (`tagalign.serve.auth`);
-    ``metrics``: serve ``GET /metrics`` (request ids and the access log are always on:
-    `tagalign.serve.observe`)."""
+    whose pages may POST (`tagalign.serve.guard`); ``workers``: the other processes
+    serving the same port, if any (`tagalign.serve.workers`); ``tokens``: every write
+    then needs one of its tokens, suggest too with ``require_token_for_suggest``
+    (`tagalign.serve.auth`); ``metrics``: serve ``GET /metrics`` (request ids and the access
+    log are always on: `tagalign.serve.observe`). The store is closed when the server
+    stops."""
     if require_token_for_suggest and tokens is None:
         raise UsageError("requiring a token for suggest needs a tokens file")
-    app = FastAPI(title="tagalign", version="1",
+
+    @asynccontextmanager
+    async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        yield
+        store.close()  # after the requests in flight finished (uvicorn's graceful stop)
+
+    app = FastAPI(title="tagalign", version="1", lifespan=lifespan,
                   description="GND subject suggestions with reasons, warnings and feedback. "
                               "Annif's REST API is served beside it at /v1 (give Annif "
                               "clients http://HOST:PORT/v1/); this document describes "
@@ -180,8 +219,9 @@ def create_app(projects: Mapping[str, Project], store: FeedbackStore,
                       421: {"model": s.ErrorOut, "description": "Host header names no "
                             "host this server answers for (--allowed-host)"}})
     telemetry = Telemetry(projects, metrics=metrics)
-    svc = Service(projects, store, records, observer=telemetry)
-    records, titles = svc.records, svc.titles
+    svc = Service(projects, store, records, workers, observer=telemetry)
+    projects, records, titles = svc.projects, svc.records, svc.titles
+    app.state.projects = svc.projects  # the live projects: SIGHUP reloads them (the CLI)
     app.add_middleware(BodyLimit, max_body=max_body)
     app.state.tokens = tokens
     if tokens is not None:  # inside the guard: 421 and 415 first, then 401/403
@@ -189,6 +229,7 @@ def create_app(projects: Mapping[str, Project], store: FeedbackStore,
                            require_for_suggest=require_token_for_suggest)
     app.add_middleware(Guard, render=error_response, hosts=allowed_hosts,
                        origins=cors_origins)
+    app.add_middleware(WorkerHeader)
     telemetry.install(app)  # the outermost middleware, and GET /metrics
 
     @app.exception_handler(RequestValidationError)
@@ -239,19 +280,19 @@ def create_app(projects: Mapping[str, Project], store: FeedbackStore,
     def suggest(project_id: str, body: s.SuggestRequest) -> Response:
         rec = Record(id="request", title=body.title, abstract=body.abstract,
                      language=body.language)
-        tagged = svc.suggest(project_id, [rec], body.limit, body.threshold, body.exclude)[0]
-        return _json(s.SuggestResponse(results=_out(tagged.suggestions, titles),
-                                       warning=tagged.warning,
-                                       quality=_quality(tagged.quality)))
+        proj, tagged = svc.tag(project_id, [rec], body.limit, body.threshold, body.exclude)
+        return _json(s.SuggestResponse(results=_out(tagged[0].suggestions, titles),
+                                       warning=tagged[0].warning,
+                                       quality=_quality(tagged[0].quality)), proj)
 
     @api.post("/projects/{project_id}/suggest-batch", response_model=s.BatchResponse)
     def suggest_batch(project_id: str, body: s.BatchRequest) -> Response:
         recs = [Record(id=r.id or str(i), title=r.title, abstract=r.abstract,
                        language=r.language) for i, r in enumerate(body.records)]
-        tagged = svc.suggest(project_id, recs, body.limit, body.threshold, body.exclude)
+        proj, tagged = svc.tag(project_id, recs, body.limit, body.threshold, body.exclude)
         return _json(s.BatchResponse(results=[_out(t.suggestions, titles) for t in tagged],
                                      warnings=[t.warning for t in tagged],
-                                     qualities=[_quality(t.quality) for t in tagged]))
+                                     qualities=[_quality(t.quality) for t in tagged]), proj)
 
     @api.post("/projects/{project_id}/learn", response_model=s.LearnResponse, responses={
         403: {"model": s.ErrorOut,
@@ -265,6 +306,23 @@ def create_app(projects: Mapping[str, Project], store: FeedbackStore,
                           r.subjects, r.rejected) for r in body.records]
         stored, learned = svc.learn(project_id, items)
         return s.LearnResponse(stored=stored, learned=learned)
+
+    @api.post("/projects/{project_id}/reload", response_model=s.ReloadOut, responses={
+        409: {"model": s.ErrorOut, "description": "The folder's model could not be loaded "
+                                                  "or does not suggest: the model loaded "
+                                                  "before keeps serving (the detail says "
+                                                  "why)"}})
+    def reload(project_id: str) -> s.ReloadOut:
+        """Load the project's folder again if its model changed (a new training or
+        download) and serve it without downtime: requests in flight finish on the old
+        model. Answers once this worker serves the new model; the other workers are asked
+        to reload too (GET the project: each worker's version)."""
+        done, asked = svc.reload(project_id)
+        return s.ReloadOut(project=project_id, status=done.status,
+                           model_version=_version(done.version),
+                           previous_version=_version(done.previous),
+                           seconds=round(done.seconds, 3), learned=done.learned,
+                           worker=os.getpid(), others_asked=asked)
 
     @api.get("/records/{record_id}", response_model=s.RecordOut)
     def get_record(record_id: str) -> s.RecordOut:

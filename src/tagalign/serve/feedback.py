@@ -18,6 +18,7 @@ import datetime as _dt
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from sqlalchemy import (
     Column,
@@ -32,9 +33,10 @@ from sqlalchemy import (
     event,
     func,
     select,
+    text,
 )
 from sqlalchemy.engine import Engine
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy.exc import IntegrityError, OperationalError, ProgrammingError
 
 from tagalign.errors import InputError
 from tagalign.project import Project, feedback_location
@@ -107,7 +109,12 @@ class FeedbackStore:
                                f"({exc.name}); pip install 'tagalign[postgres]'") from exc
         if self.engine.dialect.name == "sqlite":
             event.listen(self.engine, "connect", _sqlite_pragmas)
-        metadata.create_all(self.engine)
+        try:
+            metadata.create_all(self.engine)
+        except (OperationalError, ProgrammingError):
+            # another process created the tables between the check and the CREATE (two
+            # workers opening a new store at once): they are there now
+            metadata.create_all(self.engine)
 
     @classmethod
     def for_project(cls, project_path: Path) -> FeedbackStore:
@@ -129,8 +136,44 @@ class FeedbackStore:
                 rows.append({**base, "subject_id": "", "decision": CLEARED})
         if rows:
             with self.engine.begin() as conn:
+                if self.engine.dialect.name == "postgresql":
+                    # writers one at a time, so row ids become visible in their order: a
+                    # reader that has seen id n never sees an id below n appear later (the
+                    # workers' catch-up, `learned_since`, relies on it). SQLite has one
+                    # writer anyway; this mode blocks other writers, never readers.
+                    conn.execute(text("LOCK TABLE decisions IN SHARE ROW EXCLUSIVE MODE"))
                 conn.execute(decisions.insert(), rows)
         return sum(row["decision"] != CLEARED for row in rows)
+
+    def last_id(self, project: str | None = None) -> int:
+        """The highest row id of the decisions (0: none): rows written later have higher
+        ids (`learned_since`). Ids count over the whole table; ``project`` is taken for
+        `ServedStores.last_id`'s signature."""
+        with self.engine.connect() as conn:
+            return int(conn.execute(select(func.max(decisions.c.id))).scalar() or 0)
+
+    def learned_since(self, project: str, after: int) -> tuple[list[Record], int]:
+        """Each record of ``project`` decided in rows after id ``after``, with the subjects
+        its latest request there accepted (none: a record taken back, which a model learns
+        as voting for nothing), in the order of those requests; and the last row id read
+        (``after`` when there is none). What a model must learn to catch up with requests
+        other processes stored (`tagalign.serve.learning`)."""
+        q = (select(decisions).where(decisions.c.project == project, decisions.c.id > after)
+             .order_by(decisions.c.id))
+        latest: dict[str, tuple[Any, list[str]]] = {}
+        last = after
+        with self.engine.connect() as conn:
+            for row in conn.execute(q).mappings():
+                last = row["id"]
+                seen = latest.get(row["record_id"])
+                if seen is None or seen[0]["created"] != row["created"]:  # a later request
+                    latest.pop(row["record_id"], None)  # keeps dict order = request order
+                    seen = latest[row["record_id"]] = (row, [])
+                if row["decision"] == "accept":
+                    seen[1].append(row["subject_id"])
+        return [Record(id=rid, title=row["title"], abstract=row["abstract"] or "",
+                       language=row["language"], type=row["record_type"], subjects=accepted)
+                for rid, (row, accepted) in latest.items()], last
 
     def count(self, project: str | None = None, record_prefix: str | None = None) -> int:
         """Stored decisions, optionally of one project and of record ids with a prefix."""
@@ -252,6 +295,16 @@ class ServedStores:
         store, key = self._route(project)
         return store.count(key, record_prefix)
 
+    def url(self, project: str) -> str:
+        return self._route(project)[0].url
+
+    def last_id(self, project: str) -> int:
+        return self._route(project)[0].last_id()
+
+    def learned_since(self, project: str, after: int) -> tuple[list[Record], int]:
+        store, key = self._route(project)
+        return store.learned_since(key, after)
+
     def confirmed_records(self, project: str) -> Iterator[Record]:
         store, key = self._route(project)
         return store.confirmed_records(key)
@@ -261,13 +314,27 @@ class ServedStores:
             store.close()
 
 
+def prepare(url: str) -> int:
+    """Open the store at ``url`` once, creating its tables (and an SQLite file's folder),
+    and return its last row id (`FeedbackStore.last_id`): done by a server before its
+    workers start, so they find the tables made and agree on where learning starts."""
+    db = sqlite_file(normalise_url(url))
+    if db is not None:
+        db.parent.mkdir(parents=True, exist_ok=True)
+    store = FeedbackStore(url)
+    try:
+        return store.last_id()
+    finally:
+        store.close()
+
+
 def _sqlite_pragmas(dbapi_conn, _record) -> None:
     cur = dbapi_conn.cursor()
+    cur.execute("PRAGMA busy_timeout=10000")  # first: switching to WAL may wait for a lock
     cur.execute("PRAGMA journal_mode=WAL")
     cur.execute("PRAGMA synchronous=FULL")
-    cur.execute("PRAGMA busy_timeout=10000")
     cur.close()
 
 
-__all__ = ["CLEARED", "Decision", "FeedbackStore", "ServedStores", "normalise_url",
+__all__ = ["CLEARED", "Decision", "FeedbackStore", "ServedStores", "normalise_url", "prepare",
            "sqlite_file", "sqlite_url"]

@@ -114,6 +114,24 @@ class LearnResponse(BaseModel):
     learned: bool
 
 
+class ModelVersionOut(BaseModel):
+    """Which model: a short hash of its manifest (``model/recipe.json``) and when it was
+    saved (`tagalign.project.model_version`)."""
+
+    version: str
+    trained_at: str | None
+
+
+class WorkerModelOut(BaseModel):
+    """The model one worker process serves for a project (they differ while a reload goes
+    through the workers)."""
+
+    pid: int
+    version: str | None
+    trained_at: str | None
+    loaded_at: str | None = None
+
+
 class ProjectOut(BaseModel):
     id: str
     name: str | None
@@ -128,6 +146,26 @@ class ProjectOut(BaseModel):
     allow_learn: bool = Field(False, description="False: learn answers 403")
     rules: dict[str, list[str]] = Field({}, description="Vocabulary rules (exclude, include)")
     excluded: int = Field(0, description="Subjects the rules exclude")
+    model_version: ModelVersionOut | None = Field(
+        None, description="The model the answering worker serves (null: not trained)")
+    worker: int | None = Field(None, description="pid of the worker process that answered")
+    workers: list[WorkerModelOut] = Field(
+        [], description="Every worker's model for this project (`tagalign serve --workers`)")
+
+
+class ReloadOut(BaseModel):
+    project: str
+    status: Literal["reloaded", "unchanged"] = Field(
+        ..., description="unchanged: the folder's model is the one served (nothing loaded)")
+    model_version: ModelVersionOut | None
+    previous_version: ModelVersionOut | None
+    seconds: float = Field(..., description="Time to load, check and swap in the model")
+    learned: int = Field(0, description="Records learned since the server started, taught "
+                                        "to the new model")
+    worker: int = Field(..., description="pid of the worker that reloaded")
+    others_asked: bool = Field(False, description="The other workers were asked to reload "
+                                                  "(each in the background; GET the project "
+                                                  "to see their versions)")
 
 
 class RecordOut(BaseModel):

@@ -11,6 +11,7 @@ them into its error body with the status `http_status` gives.
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import Any, Protocol
 
@@ -30,6 +31,9 @@ from tagalign.project import (
 from tagalign.project import NotTrainedError as ProjectNotTrainedError
 from tagalign.records import Record
 from tagalign.serve.feedback import Decision, FeedbackStore, ServedStores
+from tagalign.serve.learning import Learning
+from tagalign.serve.reload import LiveProjects, Reloaded
+from tagalign.serve.workers import Workers
 from tagalign.suggest import Tagged
 from tagalign.vocab import GND_URI, normalize_subject_id
 
@@ -113,18 +117,30 @@ class Observer(Protocol):
 
 class Service:
     """The served ``projects`` (id → project), their feedback ``store`` and the records
-    file's ``records`` (id → record; reasons name neighbours by these titles); ``observer``
-    hears of each suggest and learn."""
+    file's ``records`` (id → record; reasons name neighbours by these titles).
+
+    ``projects`` are served as `LiveProjects` (each may be reloaded, `reload`), taught what
+    is learned through `Learning`; ``workers``: this process's siblings, if any
+    (`tagalign.serve.workers`; default: it serves alone); ``observer`` hears of each
+    suggest and learn."""
 
     def __init__(self, projects: Mapping[str, Project], store: FeedbackStore | ServedStores,
                  records: Mapping[str, Record] | None = None,
-                 observer: Observer | None = None):
-        self.projects = projects
+                 workers: Workers | None = None, observer: Observer | None = None):
         self.store = store
+        self.workers = workers or Workers()
+        self.learning = Learning(store, projects, self.workers.learned_after,
+                                 shared=self.workers.shared)
+        self.projects = LiveProjects(projects, self.learning, on_swap=self.write_state)
         self.records = records or {}
         self.observer = observer
         #: neighbour titles for reasons: the records file, then records learned here
         self.titles: dict[str, str] = {rid: r.title for rid, r in self.records.items()}
+        self.write_state()
+
+    def write_state(self) -> None:
+        """This worker's state file (what `info` shows of it to the others' clients)."""
+        self.workers.write_state(self.projects.state())
 
     def project(self, project_id: str) -> Project:
         if project_id not in self.projects:
@@ -132,8 +148,23 @@ class Service:
         return self.projects[project_id]
 
     def info(self, project_id: str) -> dict[str, Any]:
-        """`Project.info` under the id it is served as."""
-        return self.project(project_id).info() | {"id": project_id}
+        """`Project.info` under the id it is served as, with the pid of the worker answering
+        and the model version each worker serves (they differ while a reload goes through
+        them)."""
+        proj = self.project(project_id)
+        states = self.workers.states() or [{"pid": os.getpid(),
+                                             "projects": self.projects.state()}]
+        return proj.info() | {"id": project_id, "worker": os.getpid(), "workers": [
+            {"pid": st["pid"], **st["projects"][project_id]} for st in states
+            if project_id in st.get("projects", {})]}
+
+    # -- reload ------------------------------------------------------------------------
+    def reload(self, project_id: str) -> tuple[Reloaded, bool]:
+        """Reload a project's model in this process (`LiveProjects.reload`), then ask every
+        other worker to reload too; ``(what was done here, whether others were asked)``."""
+        self.project(project_id)
+        done = self.projects.reload(project_id)
+        return done, self.workers.reload_siblings()
 
     # -- suggest -----------------------------------------------------------------------
     def suggest(self, project_id: str, records: Sequence[Record], limit: int | None = None,
@@ -145,16 +176,31 @@ class Service:
         ``limit``/``threshold`` None: the project's (`Project.defaults`), else
         ``default_limit`` and 0; a ``limit`` of 0 asks for nothing (Annif allows it); more
         than `MAX_LIMIT` get `MAX_LIMIT`. Blank text gets no suggestions and a warning."""
+        return self.tag(project_id, records, limit, threshold, exclude,
+                        default_limit=default_limit, estimate=estimate)[1]
+
+    def tag(self, project_id: str, records: Sequence[Record], limit: int | None = None,
+            threshold: float | None = None, exclude: Collection[str] = (), *,
+            default_limit: int = OWN_DEFAULT_LIMIT, estimate: bool = True
+            ) -> tuple[Project, list[Tagged]]:
+        """`suggest`, and the project that answered (the model a reload may have replaced
+        since: a request keeps the one it started with)."""
         proj = self.require_trained(project_id)
+        learned = self.learning.before_suggest(project_id, proj,
+                                               lambda: self.projects[project_id])
+        if learned:  # other workers' records: now in this one's model
+            self._keep_titles(learned)
+            proj = self.projects[project_id]
         if limit == 0:
             tagged = [Tagged([]) for _ in records]
         else:
-            tagged = proj.tag(records, limit=limit if limit is None else min(limit, MAX_LIMIT),
-                              threshold=threshold, exclude=exclude,
+            if limit is not None:
+                limit = min(limit, MAX_LIMIT)
+            tagged = proj.tag(records, limit=limit, threshold=threshold, exclude=exclude,
                               fallback_limit=default_limit, estimate=estimate)
         if self.observer is not None:
             self.observer.suggested(project_id, tagged)
-        return tagged
+        return proj, tagged
 
     def require_trained(self, project_id: str) -> Project:
         """The project, or `NotTrainedError` when it has no trained model yet (Annif asks
@@ -195,12 +241,18 @@ class Service:
             self._learned(project_id, 0, "stored")
             return 0, False
         stored = self.store.add(project_id, items)
-        self.titles.update((d.record.id, d.record.title) for d in items)
-        # every record, with or without accepted subjects: a recipe learns per record id,
-        # the latest decision replacing earlier ones (none accepted: it stops voting)
-        learned = proj.learn([d.record for d in items])
-        self._learned(project_id, len(items), "learned" if learned else "stored")
-        return stored, learned
+        self._keep_titles(d.record for d in items)
+        # taught from the store (`tagalign.serve.learning`): these rows and any other
+        # worker's since, in row order. Every record, with or without accepted subjects:
+        # a recipe learns per record id, the latest decision replacing earlier ones (none
+        # accepted: it stops voting)
+        taught, online = self.learning.catch_up(project_id, lambda: self.projects[project_id])
+        self._keep_titles(taught)
+        self._learned(project_id, len(items), "learned" if online else "stored")
+        return stored, online
+
+    def _keep_titles(self, records: Iterable[Record]) -> None:
+        self.titles.update((r.id, r.title) for r in records)
 
     def _learned(self, project_id: str, records: int, outcome: str) -> None:
         if self.observer is not None:

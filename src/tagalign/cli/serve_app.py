@@ -1,0 +1,326 @@
+"""What `tagalign serve` runs: its settings, the app one serving process builds from them,
+and the two ways to run it (`serve_one`: this process; `serve_workers`: N spawned worker
+processes behind one port, `tagalign.serve.supervisor`).
+
+The settings are plain values (`ServeSettings`), checked by the command before anything
+starts. One process builds the app from them (`build_app`: models, feedback stores,
+records, review queue); with ``--workers N`` each worker does, from the settings the
+supervisor hands it as JSON in `SETTINGS_ENV` (uvicorn builds a worker's app by calling a
+factory named by an import string, `create`, and passes nothing else to it).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import signal
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rich.markup import escape
+
+from tagalign.cli.app import console, fail, log_to_console
+from tagalign.cli.common import load_records, make_runtime
+from tagalign.errors import InputError, TagalignError
+from tagalign.project import Project, feedback_location
+from tagalign.runtime import Runtime
+from tagalign.serve import MAX_BODY, accesslog, events
+
+#: the environment variable that carries `ServeSettings` to the workers
+SETTINGS_ENV = "TAGALIGN_SERVE_SETTINGS"
+#: what the app factory names to uvicorn
+FACTORY = "tagalign.cli.serve_app:create"
+
+
+@dataclass
+class ServeSettings:
+    """`tagalign serve`'s options as plain values (JSON for the workers); paths as text."""
+
+    projects: list[str] = field(default_factory=list)
+    projects_file: str | None = None
+    only: str | None = None
+    feedback_db: str | None = None
+    records: str | None = None
+    queue: str | None = None
+    release_above: float | None = None
+    threads: int = 0
+    compile_ranker: bool = True
+    mmap: bool = False
+    allow_learn: bool = False
+    max_body: int = MAX_BODY
+    allowed_hosts: list[str] = field(default_factory=list)
+    cors_origins: list[str] = field(default_factory=list)
+    workers: int = 1
+    tokens_file: str | None = None
+    require_token_for_suggest: bool = False
+    metrics: bool = True
+    log_format: str = "auto"
+    # set by the supervisor for its workers (`tagalign.serve.workers.Workers`)
+    state_dir: str | None = None
+    supervisor: int | None = None
+    learned_after: dict[str, int] = field(default_factory=dict)
+
+    def to_json(self) -> str:
+        return json.dumps(dataclasses.asdict(self))
+
+    @classmethod
+    def from_json(cls, text: str) -> ServeSettings:
+        return cls(**json.loads(text))
+
+    def worker_threads(self) -> int:
+        """Threads each process's models use: ``--threads``, else the machine's cores
+        shared out among the workers (N workers each using every core would make the
+        cores' thread pools wait for each other)."""
+        if self.threads or self.workers == 1:
+            return self.threads
+        return max(1, (os.cpu_count() or 1) // self.workers)
+
+    def served(self) -> dict[str, tuple[Path, str | None]]:
+        """Project id → (folder, projects file's feedback_db), read without loading a
+        model: checks what can be checked before workers start (a missing or untrained
+        folder, a projects file's errors) and tells where each one's feedback is."""
+        if self.projects_file:
+            from tagalign.projects_file import read_projects, select
+
+            only = [x.strip() for x in self.only.split(",") if x.strip()] if self.only else None
+            specs = select(read_projects(self.projects_file), only, Path(self.projects_file))
+            return {pid: (spec.path, spec.feedback_db) for pid, spec in specs.items()}
+        out: dict[str, tuple[Path, str | None]] = {}
+        for folder in map(Path, self.projects):
+            Project.check_trained_folder(folder)
+            if folder.name in out:  # the folder name is the project id in every URL
+                raise InputError(f"two projects are named {folder.name!r}; rename one folder")
+            out[folder.name] = (folder, None)
+        return out
+
+    def start_rows(self) -> dict[str, int]:
+        """Per project id, the last row of its feedback store now: what was stored after
+        it reaches every worker (`tagalign.serve.learning`). Opens each store once,
+        creating its tables before the workers open it."""
+        from tagalign.serve.feedback import prepare
+
+        return {pid: prepare(feedback_location(path, db, self.feedback_db)[0])
+                for pid, (path, db) in self.served().items()}
+
+
+# -- one process's app -------------------------------------------------------------------
+def _log(pid: str, proj: Project, mmap: bool) -> None:
+    state = "" if proj.is_trained else " [yellow](not trained yet: suggest answers 503)[/]"
+    version = (f", model {proj.model_version['version']}"
+               if proj.model_version and proj.model_version["version"] else "")
+    console.log(f"project {pid}: {proj.config['recipe']}, {len(proj.vocab)} subjects"
+                + version + (" (memory-mapped, read-only)" if mmap else "")
+                + (", learning allowed" if proj.allow_learn else "")
+                + (f", {len(proj.excluded)} excluded" if proj.rules else "") + state)
+
+
+def load_folders(paths: list[Path], *, mmap: bool, allow_learn: bool,
+                 runtime: Runtime | None = None,
+                 seconds: dict[str, float] | None = None) -> dict[str, Project]:
+    loaded = {}
+    for path in paths:
+        start = time.perf_counter()
+        try:
+            with console.status(f"loading {path} …"):
+                proj = Project.load(path, mmap=mmap, runtime=runtime)
+        except FileNotFoundError as exc:
+            fail(escape(str(exc)))
+        proj.trained_recipe()
+        if path.name in loaded:  # the folder name is the project id in every URL
+            fail(f"two projects are named {path.name!r}; rename one folder")
+        proj.allow_learn = allow_learn
+        loaded[path.name] = proj
+        if seconds is not None:
+            seconds[path.name] = time.perf_counter() - start
+        _log(path.name, proj, mmap)
+    return loaded
+
+
+def load_projects_file(source: Path, only: str | None, *, mmap: bool,
+                       runtime: Runtime | None = None,
+                       seconds: dict[str, float] | None = None) -> dict[str, Project]:
+    """The projects of a projects file; one not trained yet is served untrained."""
+    from tagalign.projects_file import open_project, read_projects, select
+
+    loaded = {}
+    specs = select(read_projects(source),
+                   [x.strip() for x in only.split(",") if x.strip()] if only else None,
+                   source)
+    for pid, spec in specs.items():
+        start = time.perf_counter()
+        with console.status(f"loading {pid} ({spec.path}) …"):
+            loaded[pid] = open_project(spec, mmap=mmap, runtime=runtime)
+        if seconds is not None:
+            seconds[pid] = time.perf_counter() - start
+        if not spec.trained_folder:
+            console.log(f"[yellow]{spec.where('path')}: no trained project at "
+                        f"{spec.path}[/]")
+        _log(pid, loaded[pid], mmap)
+    return loaded
+
+
+def review_queue(queue, release_above: float | None, loaded: dict[str, Project]):
+    from tagalign.serve.queue import RecordQueue
+
+    try:
+        review = RecordQueue(load_records(queue), release_above, name=queue.name)
+    except ValueError as exc:
+        fail(f"{queue}: {exc}")
+    for pid, proj in loaded.items():
+        if not proj.is_trained:
+            continue
+        with console.status(f"choosing the records of {pid}'s queue …"):
+            sel = review.select(pid, proj)
+        console.log(f"queue for {pid}: {len(sel.records)} records"
+                    + (f" ({sel.skipped} released above {release_above})" if sel.estimated
+                       else " (no quality estimates: all records)"
+                       if release_above is not None else ""))
+    return review
+
+
+def build_app(settings: ServeSettings) -> Any:
+    """The app one serving process runs: its models loaded, its stores opened; SIGHUP
+    then reloads the models whose folders changed (`tagalign.serve.reload`)."""
+    from tagalign.serve.app import create_app
+    from tagalign.serve.feedback import ServedStores
+    from tagalign.serve.reload import warm
+    from tagalign.serve.supervisor import HANGUP
+    from tagalign.serve.tokens import TokenStore
+    from tagalign.serve.workers import Workers
+
+    accesslog.configure(settings.log_format)  # per process: logging is set up per process
+    runtime = make_runtime(settings.worker_threads(), settings.compile_ranker)
+    seconds: dict[str, float] = {}
+    if settings.projects_file:
+        loaded = load_projects_file(Path(settings.projects_file), settings.only,
+                                    mmap=settings.mmap, runtime=runtime, seconds=seconds)
+    else:
+        loaded = load_folders([Path(p) for p in settings.projects], mmap=settings.mmap,
+                              allow_learn=settings.allow_learn, runtime=runtime,
+                              seconds=seconds)
+    # each project's feedback where train --feedback and feedback export look for it
+    try:
+        store = ServedStores(loaded, settings.feedback_db)
+    except InputError as exc:
+        fail(escape(str(exc)))
+    for pid, proj in loaded.items():
+        if proj.is_trained:
+            with console.status(f"warming {pid} up …"):
+                warm(proj)  # the first request waits for nothing a check suggest loads
+    recs = {r.id: r for r in load_records(Path(settings.records))} if settings.records else {}
+    review = (review_queue(Path(settings.queue), settings.release_above, loaded)
+              if settings.queue else None)
+    workers = Workers(settings.workers,
+                      Path(settings.state_dir) if settings.state_dir else None,
+                      settings.supervisor, settings.learned_after)
+    app = create_app(loaded, store, recs, review, max_body=settings.max_body,
+                     allowed_hosts=settings.allowed_hosts, cors_origins=settings.cors_origins,
+                     workers=workers,
+                     tokens=TokenStore.read(settings.tokens_file) if settings.tokens_file else None,
+                     require_token_for_suggest=settings.require_token_for_suggest,
+                     metrics=settings.metrics)
+    projects = app.state.projects
+    projects.announce(seconds)
+    # reloads from now on reach this app's metrics (the loads at start it counted itself);
+    # one app per process: callbacks of an app served before in this process are dropped
+    observe_reloads(app.state.metrics)
+    HANGUP.attach(projects.reload_in_background)
+    return app
+
+
+#: the reload callbacks of the app this process serves (`observe_reloads`)
+_SUBSCRIBED: list[tuple[list, Any]] = []
+
+
+def observe_reloads(metrics: Any) -> None:
+    """Subscribe an app's metrics (`tagalign.serve.metrics`) to the reload events
+    (`tagalign.serve.events`), in place of an app served before in this process."""
+    for callbacks, callback in _SUBSCRIBED:
+        if callback in callbacks:
+            callbacks.remove(callback)
+
+    def loaded(project_id: str, seconds: float, version: str, trained_at: str | None) -> None:
+        metrics.model_loaded(project_id, seconds, version, trained_at or "")
+
+    _SUBSCRIBED[:] = [(events.on_model_loaded, loaded),
+                      (events.on_model_load_failed, metrics.model_load_failed)]
+    for callbacks, callback in _SUBSCRIBED:
+        callbacks.append(callback)
+
+
+def create() -> Any:
+    """uvicorn's app factory in a worker process: the app of the settings in
+    `SETTINGS_ENV`. A worker that cannot build it exits with uvicorn's
+    ``STARTUP_FAILURE``, which stops the supervisor (the error would repeat)."""
+    from uvicorn.config import STARTUP_FAILURE
+
+    log_to_console()
+    try:
+        return build_app(ServeSettings.from_json(os.environ[SETTINGS_ENV]))
+    except SystemExit:  # `fail` printed the error already
+        pass
+    except TagalignError as exc:
+        console.print(f"[bold red]error:[/] {escape(str(exc))}", soft_wrap=True)
+    except Exception:  # any other: its traceback, and the server stops all the same
+        console.print_exception()
+    raise SystemExit(STARTUP_FAILURE)
+
+
+# -- running -----------------------------------------------------------------------------
+def serve_one(settings: ServeSettings, host: str, port: int, graceful: float) -> None:
+    """This process serves (models loaded here); SIGTERM stops it gracefully, exit 0."""
+    import uvicorn
+
+    from tagalign.serve.supervisor import HANGUP, exit_quietly
+
+    # before loading: a SIGTERM during the load exits 0 too, a SIGHUP reloads once the app
+    # exists (`Hangup`); the handlers before are back when serving ends (a caller that
+    # serves in its own process, as the tests do, keeps its own)
+    previous = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGHUP)}
+    signal.signal(signal.SIGTERM, exit_quietly)
+    HANGUP.install()
+    try:
+        uvicorn.run(build_app(settings), host=host, port=port, log_level="warning",
+                    timeout_graceful_shutdown=graceful)
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def serve_workers(settings: ServeSettings, host: str, port: int, graceful: float) -> int:
+    """``settings.workers`` spawned workers on one port (`tagalign.serve.supervisor`);
+    returns the exit status."""
+    import uvicorn
+
+    from tagalign.serve.supervisor import run_workers
+
+    # checked here, once, before any worker starts: a missing folder, a projects file's
+    # error; and the feedback row the server starts after, the same for every worker
+    rows = settings.start_rows()
+    if settings.metrics:  # one /metrics over all workers (prometheus-client's multiprocess mode)
+        from tagalign.serve import metrics
+
+        if metrics.prepare_multiprocess_dir not in events.on_multiprocess_dir:
+            events.on_multiprocess_dir.append(metrics.prepare_multiprocess_dir)
+            events.on_worker_exited.append(metrics.worker_exited)
+
+    def prepare(state_dir: Path) -> None:
+        worker = dataclasses.replace(settings, state_dir=str(state_dir),
+                                     supervisor=os.getpid(), learned_after=rows)
+        os.environ[SETTINGS_ENV] = worker.to_json()
+
+    config = uvicorn.Config(FACTORY, factory=True, host=host, port=port,
+                            workers=settings.workers, log_level="warning",
+                            timeout_graceful_shutdown=graceful,
+                            # a worker loading GBs of model still answers the pings from a
+                            # thread of its own, but give a busy machine time
+                            timeout_worker_healthcheck=30)
+    return run_workers(config, prepare)
+
+
+__all__ = ["FACTORY", "SETTINGS_ENV", "ServeSettings", "build_app", "create",
+           "load_folders", "load_projects_file", "review_queue", "serve_one",
+           "serve_workers"]

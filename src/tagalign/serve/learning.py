@@ -1,0 +1,110 @@
+"""Learned records reach every model that serves a project: each worker's, and a reloaded
+one's.
+
+The feedback store is the one record of what was learned. A learn request stores its
+decisions, then its worker *catches up*: it reads the rows stored after the last one it
+applied (its own and any other worker's, `FeedbackStore.learned_since`) and teaches them
+to the project in row order, each record's latest decision replacing the earlier ones (as
+`Project.learn` does within one request). With several worker processes, each also
+catches up before a suggest on a project that may learn, so a record learned through one
+worker is used by the next request to any worker: one indexed query per suggest, which
+finds nothing most of the time. A reloaded model learns every row stored since the server
+started before it serves (`replay`), so a reload loses nothing learned.
+
+"Since the server started" is the highest row id when it started (`start`): rows stored
+before were either in the training data of the model or, as before workers existed,
+wait for the next ``tagalign train --feedback``. A worker that starts again after a crash
+replays from the same row, so it serves what its siblings serve.
+
+Row ids become visible in their order (SQLite has one writer; on PostgreSQL,
+`FeedbackStore.add` takes a lock that orders writers), so "after the last row applied"
+misses nothing.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Protocol
+
+from tagalign.project import Project
+from tagalign.records import Record
+
+
+class LearnedRows(Protocol):
+    """What catching up reads from a store (`FeedbackStore` or `ServedStores`)."""
+
+    def last_id(self, project: str) -> int: ...
+
+    def learned_since(self, project: str, after: int) -> tuple[list[Record], int]: ...
+
+
+def learns(project: Project) -> bool:
+    """Whether a project's model takes learned records at all (trained and not mapped)."""
+    return project.is_trained and not project.mmap
+
+
+class Learning:
+    """Per served project id: the store row the server started after (``start``, default
+    the store's last row now) and the last row its model applied. ``shared``: other
+    processes learn into the same store (several workers), so a suggest catches up first
+    (`before_suggest`)."""
+
+    def __init__(self, store: LearnedRows, project_ids: Iterable[str],
+                 start: Mapping[str, int] | None = None, *, shared: bool = False):
+        self.store = store
+        self.shared = shared
+        ids = list(project_ids)
+        given = start or {}
+        self.start = {pid: given[pid] if pid in given else store.last_id(pid) for pid in ids}
+        self.applied = dict(self.start)
+        #: whether the project's model learned online the last time it was taught
+        self.online: dict[str, bool] = dict.fromkeys(ids, False)
+        self._locks = {pid: threading.Lock() for pid in ids}
+
+    def lock(self, project_id: str) -> threading.Lock:
+        """Held while a project's model is taught or swapped for a reloaded one."""
+        return self._locks[project_id]
+
+    def catch_up(self, project_id: str, current: Callable[[], Project]
+                 ) -> tuple[list[Record], bool]:
+        """Teach the project now serving (``current()``, asked under the lock, so a model
+        swapped in meanwhile is the one taught) the rows stored since the last it applied;
+        ``(records taught, whether the model learns online)``."""
+        with self._locks[project_id]:
+            records, last = self.store.learned_since(project_id, self.applied[project_id])
+            if records:
+                self.online[project_id] = self._teach(current(), records)
+            self.applied[project_id] = last
+            return records, self.online[project_id]
+
+    def before_suggest(self, project_id: str, project: Project,
+                       current: Callable[[], Project]) -> list[Record]:
+        """With ``shared`` learning, catch up a project that may learn; else nothing."""
+        if not self.shared or not project.allow_learn or not learns(project):
+            return []
+        return self.catch_up(project_id, current)[0]
+
+    def replay(self, project_id: str, new: Project, swap: Callable[[], None]) -> int:
+        """Teach a reloaded model every row since the server started, then ``swap`` it in
+        while no other row can be applied in between; returns the records taught. The bulk
+        is taught before taking the lock (a suggest waiting to catch up is not held up by
+        it), the rows stored meanwhile under it."""
+        records, upto = self.store.learned_since(project_id, self.start[project_id])
+        online = self._teach(new, records) if records else None
+        with self._locks[project_id]:
+            more, last = self.store.learned_since(project_id, upto)
+            if more:
+                online = self._teach(new, more)
+            swap()
+            self.applied[project_id] = last
+            if online is not None:
+                self.online[project_id] = online
+            return len({r.id for r in [*records, *more]})
+
+    @staticmethod
+    def _teach(project: Project, records: Sequence[Record]) -> bool:
+        return learns(project) and project.learn(records)
+
+
+__all__ = ["LearnedRows", "Learning", "learns"]

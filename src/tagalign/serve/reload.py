@@ -1,0 +1,187 @@
+"""The served projects, each replaced by a new model without a moment's downtime.
+
+A project folder gets a new model while it is served (``tagalign train`` into it, or
+``tagalign download --force``, which replaces the whole folder). `LiveProjects.reload`
+then loads the folder *beside* the model serving (for a while the process holds both:
+its memory for the model doubles, less with ``--mmap``, whose pages the page cache
+shares), checks it (one suggest), teaches it what was learned since the server started
+(`tagalign.serve.learning`) and swaps it in with one reference assignment. A request
+takes the project once when it starts and finishes on that object, so requests running
+during the swap finish on the old model and the next ones get the new one; the old model
+is freed when the last of them ends. A model that fails to load or to suggest is refused:
+the old one keeps serving, the log and `events.model_load_failed` say why, and so does
+the HTTP answer (`ReloadFailedError`, 409).
+
+Reloads of one project run one at a time; a folder whose model has the version served
+(`tagalign.project.model_version`, its manifest's hash) is left alone ("unchanged").
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any, NoReturn
+
+from tagalign.errors import ConflictError, TagalignError
+from tagalign.project import ModelVersion, NotTrainedError, Project, model_version
+from tagalign.records import Record
+from tagalign.serve import events
+from tagalign.serve.learning import Learning
+from tagalign.serve.workers import now
+
+log = logging.getLogger(__name__)
+
+
+class ReloadFailedError(ConflictError):
+    """A project's folder holds a model that could not be loaded or does not suggest; the
+    model loaded before keeps serving (409: the folder's state conflicts with a reload)."""
+
+
+@dataclass(frozen=True)
+class Reloaded:
+    """What one reload did: ``status`` "reloaded" or "unchanged"; the version now served
+    and the one before; seconds taken; records learned since the start taught to it."""
+
+    project_id: str
+    status: str
+    version: ModelVersion | None
+    previous: ModelVersion | None
+    seconds: float
+    learned: int = 0
+
+
+def _known(v: ModelVersion | None) -> ModelVersion | None:
+    """``v`` when it names a model (`model_version` of a folder without one: None)."""
+    return v if v and v["version"] is not None else None
+
+
+def warm(project: Project) -> None:
+    """One suggest for a made-up record (a vocabulary label, in its language): raises when
+    the model cannot answer, and loads the parts a model reads on first use, so a new
+    worker or model answers its first client as fast as the next. The record names its
+    language: the language detector's dictionaries (seconds to load, ~140 MB in each
+    process) load only when a request without a language first needs them."""
+    subject = next(iter(project.vocab))
+    language, label = next(iter(subject.labels.items()))
+    project.tag([Record(id="warm-up", title=label, language=language)], limit=1)
+
+
+class LiveProjects(Mapping[str, Project]):
+    """Project id → the project serving now; `reload` replaces one. ``learning`` keeps the
+    models taught (`tagalign.serve.learning`); ``on_swap`` runs after every swap (a worker
+    writes its state file there)."""
+
+    def __init__(self, projects: Mapping[str, Project], learning: Learning, *,
+                 on_swap: Callable[[], None] | None = None):
+        self._current: dict[str, Project] = dict(projects)
+        self.learning = learning
+        self.on_swap = on_swap
+        self.loaded_at = dict.fromkeys(self._current, now())
+        self._reloading = {pid: threading.Lock() for pid in self._current}
+
+    # -- the mapping: what requests read ---------------------------------------------
+    def __getitem__(self, project_id: str) -> Project:
+        return self._current[project_id]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._current)
+
+    def __len__(self) -> int:
+        return len(self._current)
+
+    def state(self) -> dict[str, dict[str, Any]]:
+        """Per project id: the version serving and since when (a worker's state file)."""
+        return {pid: {**(_known(p.model_version) or {"version": None, "trained_at": None}),
+                      "loaded_at": self.loaded_at[pid]}
+                for pid, p in self._current.items()}
+
+    def announce(self, seconds: Mapping[str, float]) -> None:
+        """`events.model_loaded` for the models loaded at start (``seconds`` each took)."""
+        for pid, proj in self._current.items():
+            if (v := _known(proj.model_version)) is not None:
+                events.model_loaded(pid, seconds.get(pid, 0.0), v["version"], v["trained_at"])
+
+    # -- reloading -------------------------------------------------------------------
+    def reload(self, project_id: str) -> Reloaded:
+        """Load the project's folder again if its model changed, and serve it; raises
+        `ReloadFailedError` (the old model still serving) when it cannot be served."""
+        with self._reloading[project_id]:
+            old = self._current[project_id]
+            found = _known(model_version(old.path))
+            if found is None:
+                self._refuse(project_id, old, NotTrainedError(
+                    "the folder", "it holds no trained model (PROJECT/model/)"))
+            if old.is_trained and found == _known(old.model_version):
+                return Reloaded(project_id, "unchanged", found, found, 0.0)
+            start = time.perf_counter()
+            try:
+                new = self._load(old)
+                learned = self.learning.replay(project_id, new,
+                                               lambda: self._swap(project_id, new))
+            except Exception as exc:  # anything: the old model must keep serving
+                self._refuse(project_id, old, exc)
+            seconds = time.perf_counter() - start
+        version, previous = _known(new.model_version), _known(old.model_version)
+        assert version is not None  # a trained model was loaded
+        log.info("project %s: model %s (trained %s) loaded in %.1f s, replacing %s; %d "
+                 "learned records taught to it", project_id, version["version"],
+                 version["trained_at"], seconds,
+                 previous["version"] if previous else "none", learned)
+        events.model_loaded(project_id, seconds, version["version"], version["trained_at"])
+        return Reloaded(project_id, "reloaded", version, previous, seconds, learned)
+
+    def reload_all(self) -> list[Reloaded | ReloadFailedError]:
+        """`reload` every project (each failure logged and returned, the others go on)."""
+        out: list[Reloaded | ReloadFailedError] = []
+        for pid in list(self._current):
+            try:
+                out.append(self.reload(pid))
+            except ReloadFailedError as exc:
+                out.append(exc)
+        return out
+
+    def reload_in_background(self) -> threading.Thread:
+        """`reload_all` in a thread of its own (a signal handler must return at once)."""
+        thread = threading.Thread(target=self.reload_all, name="tagalign-reload",
+                                  daemon=True)
+        thread.start()
+        return thread
+
+    def _load(self, old: Project) -> Project:
+        """The folder's project beside ``old``, with ``old``'s serving settings, checked."""
+        config = Project.read_config(old.path)
+        vocab = old.vocab if (config["vocabulary"]["fingerprint"] == old.vocab.fingerprint
+                              and config["vocabulary"]["size"] == len(old.vocab)) else None
+        new = Project.load(old.path, vocab, mmap=old.mmap, runtime=old.runtime)
+        new.take_serving_settings(old)
+        if not new.is_trained:  # model/ vanished between the version check and the load
+            raise NotTrainedError("the folder", "it holds no trained model (PROJECT/model/)")
+        warm(new)  # a model that loads but cannot answer must not replace one that can
+        _ = new.vocab.prefix_index  # subject search ready, as at start (`subjects.warm`)
+        return new
+
+    def _swap(self, project_id: str, new: Project) -> None:
+        self._current = {**self._current, project_id: new}  # one assignment: atomic
+        self.loaded_at[project_id] = now()
+        if self.on_swap is not None:
+            self.on_swap()
+
+    def _refuse(self, project_id: str, old: Project, exc: Exception) -> NoReturn:
+        served = (_known(old.model_version) or {"version": "none"})["version"]
+        log.error("project %s: reload refused, the model loaded before (%s) keeps serving: "
+                  "%s: %s", project_id, served, type(exc).__name__, exc)
+        events.model_load_failed(project_id)
+        # the answer names no server path (as every answer, `service.public_error`)
+        reason = str(exc)
+        for folder in {str(old.path.resolve()), str(old.path)}:
+            reason = reason.replace(folder, "PROJECT")
+        kind = "" if isinstance(exc, TagalignError) else f"{type(exc).__name__}: "
+        raise ReloadFailedError(
+            f"project {project_id!r}: the model in its folder was not loaded ({kind}"
+            f"{reason}); the model loaded before (version {served}) keeps serving") from exc
+
+
+__all__ = ["LiveProjects", "ReloadFailedError", "Reloaded", "warm"]

@@ -1,0 +1,215 @@
+"""`tagalign serve --workers 2`: two worker processes behind one port (a real server in a
+subprocess, tiny hybrids). Both answer; a record learned through one is used by the
+other; a reload through one reaches both; SIGTERM to the supervisor lets a request in
+flight finish, stops both workers and exits 0; a worker killed is replaced by one that
+has learned the same; a worker that cannot start stops the server with its error."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import httpx
+import pytest
+
+from serving import HeldRequest, ServeProcess, free_port, refused
+from tagalign.project import model_version
+from test_serve_reload import API, LEARNED, QUERY, T, answers, reload, swap_in
+
+ZUKUNFT = LEARNED["subjects"][0]
+
+
+def until_both(fetch, deadline: float = 120) -> dict[int, list]:
+    """Call ``fetch()`` → (worker pid, value) from 4 threads, each call on a new
+    connection, until two workers have answered; their values by pid."""
+    by_pid: dict[int, list] = {}
+    end = time.time() + deadline
+    with ThreadPoolExecutor(4) as pool:
+        while len(by_pid) < 2:
+            assert time.time() < end, f"one worker answered all: {list(by_pid)}"
+            for pid, value in pool.map(lambda _: fetch(), range(8)):
+                by_pid.setdefault(pid, []).append(value)
+    return by_pid
+
+
+@pytest.fixture(scope="module")
+def server(tiny_hybrids, tmp_path_factory):
+    root = tmp_path_factory.mktemp("workers")
+    shutil.copytree(tiny_hybrids[0], root / "tiny")
+    srv = ServeProcess(str(root / "tiny"), "--workers", "2", "--allow-learn",
+                       "--no-compile-ranker", log=root / "log")
+    srv.wait_ready("tiny", workers=2)
+    yield srv, root / "tiny"
+    assert srv.stop() == 0, srv.log()
+
+
+def test_two_workers_answer_on_one_port(server, tiny_hybrids):
+    srv, _ = server
+    shown = httpx.get(f"{srv.url}{API}", timeout=T).json()
+    pids = {w["pid"] for w in shown["workers"]}
+    version = dict(model_version(tiny_hybrids[0]))
+    assert len(pids) == 2 and srv.proc.pid not in pids
+    assert all({"version": w["version"], "trained_at": w["trained_at"]} == version
+               for w in shown["workers"])
+
+    def get():
+        res = httpx.get(f"{srv.url}{API}", timeout=T)
+        assert int(res.headers["x-worker"]) == res.json()["worker"]
+        return res.json()["worker"], res.json()["model_version"]
+
+    answered = until_both(get)
+    assert set(answered) == pids
+    assert all(v == version for values in answered.values() for v in values)
+
+
+def test_a_record_learned_through_one_worker_is_used_by_both(server):
+    srv, _ = server
+    res = httpx.post(f"{srv.url}{API}/learn", json={"records": [LEARNED]}, timeout=T)
+    assert res.json() == {"stored": 1, "learned": True}
+    learner = int(res.headers["x-worker"])
+
+    def suggest():
+        body = {"title": LEARNED["title"], "abstract": LEARNED["abstract"], "limit": 8}
+        res = httpx.post(f"{srv.url}{API}/suggest", json=body, timeout=T)
+        voted = [n for r in res.json()["results"] if r["id"] == ZUKUNFT
+                 for n in r["reasons"].get("neighbours", [])]
+        return int(res.headers["x-worker"]), voted
+
+    answered = until_both(suggest)
+    assert learner in answered  # and the other worker, which never saw the request:
+    for votes in answered.values():
+        assert all({"id": "learned-1", "title": LEARNED["title"]} in v for v in votes)
+
+
+def test_a_reload_through_one_worker_reaches_both(server, tiny_hybrids):
+    srv, folder = server
+    shown = httpx.get(f"{srv.url}{API}", timeout=T).json()
+    new = next(m for m in tiny_hybrids
+               if model_version(m)["version"] != shown["model_version"]["version"])
+    swap_in(new, folder)
+    res = reload(srv.url).json()
+    assert res["status"] == "reloaded" and res["others_asked"] is True
+    target = dict(model_version(new))
+    assert res["model_version"] == target
+    deadline = time.time() + 120
+    while any(w["version"] != target["version"]
+              for w in httpx.get(f"{srv.url}{API}", timeout=T).json()["workers"]):
+        assert time.time() < deadline, srv.log()
+        time.sleep(0.1)
+
+    def suggest():
+        res = httpx.post(f"{srv.url}{API}/suggest", json=QUERY, timeout=T)
+        return int(res.headers["x-worker"]), (
+            res.headers["x-model-version"],
+            [(r["id"], r["score"]) for r in res.json()["results"]])
+
+    expected = (target["version"], answers(new))
+    assert all(v == expected for values in until_both(suggest).values() for v in values)
+
+
+def test_a_killed_worker_is_replaced_by_one_that_knows_what_was_learned(server):
+    srv, _ = server
+    record = {**LEARNED, "id": "learned-2", "title": "Zukunft der Pilze"}
+    res = httpx.post(f"{srv.url}{API}/learn", json={"records": [record]}, timeout=T)
+    assert res.json()["stored"] == 1
+    before = {w["pid"] for w in httpx.get(f"{srv.url}{API}", timeout=T).json()["workers"]}
+    victim = int(res.headers["x-worker"])  # the one that learned it
+    os.kill(victim, signal.SIGKILL)
+    deadline = time.time() + 300
+    while True:
+        now = {w["pid"] for w in httpx.get(f"{srv.url}{API}", timeout=T).json()["workers"]}
+        if len(now) == 2 and victim not in now:
+            break
+        assert time.time() < deadline, srv.log()
+        time.sleep(0.2)
+    (fresh,) = now - before
+
+    def suggest():
+        body = {"title": record["title"], "abstract": record["abstract"], "limit": 8}
+        res = httpx.post(f"{srv.url}{API}/suggest", json=body, timeout=T)
+        return int(res.headers["x-worker"]), [n["id"] for r in res.json()["results"]
+                                              if r["id"] == ZUKUNFT
+                                              for n in r["reasons"].get("neighbours", [])]
+
+    answered = until_both(suggest)
+    assert fresh in answered  # it replays what was learned since the server started
+    assert all("learned-2" in ids for votes in answered.values() for ids in votes)
+    assert f"worker {victim} ended" in srv.log()
+
+
+def test_sigterm_stops_both_workers_after_the_request_in_flight(tiny_hybrids, tmp_path):
+    shutil.copytree(tiny_hybrids[0], tmp_path / "tiny")
+    srv = ServeProcess(str(tmp_path / "tiny"), "--workers", "2", "--mmap", "--allow-learn",
+                       "--no-compile-ranker", log=tmp_path / "log")
+    try:
+        shown = srv.wait_ready("tiny", workers=2)
+        pids = [w["pid"] for w in shown["workers"]]
+        assert shown["read_only"] is True  # mapped: learning refused with a reason
+        learn = httpx.post(f"{srv.url}{API}/learn", json={"records": [LEARNED]}, timeout=T)
+        assert learn.status_code == 409 and "--mmap" in learn.json()["detail"]
+        held = HeldRequest(srv.port, f"{API}/suggest", QUERY)
+        srv.proc.send_signal(signal.SIGTERM)
+        deadline = time.time() + 60
+        while not refused(srv.port):
+            assert time.time() < deadline, srv.log()
+            time.sleep(0.05)
+        status, _, body = held.finish()
+        assert status == 200
+        assert [(r["id"], r["score"]) for r in httpx.Response(200, content=body)
+                .json()["results"]] == answers(tiny_hybrids[0])
+        assert srv.proc.wait(60) == 0, srv.log()
+        for pid in pids:  # the supervisor waited for its workers
+            with pytest.raises(ProcessLookupError):
+                os.kill(pid, 0)
+        assert "Traceback" not in srv.log()
+    finally:
+        srv.stop()
+
+
+def test_a_worker_that_cannot_start_stops_the_server(tiny_hybrids, tmp_path):
+    shutil.copytree(tiny_hybrids[0], tmp_path / "tiny")
+    # checked before any worker starts: the folder is a trained project
+    (tmp_path / "tiny" / "model" / "ranker").rename(tmp_path / "ranker")
+    res = subprocess.run([sys.executable, "-m", "tagalign.cli.main", "serve",
+                          str(tmp_path / "tiny"), "--workers", "2", "--port", str(free_port())],
+                         capture_output=True, text=True, timeout=300)
+    assert res.returncode == 1
+    assert "error:" in res.stderr and "a worker failed to start" in res.stderr
+    assert "retrain" in res.stderr  # the worker's own message: the model is incomplete
+
+
+def test_the_workers_socket_sends_small_answers_at_once():
+    """The listening socket the workers share is declared TCP, so asyncio turns Nagle's
+    algorithm off on every connection it accepts (as for a socket a single server binds
+    itself); uvicorn's own left it on, and each answer waited 40 ms for a delayed ACK."""
+    import asyncio
+    import socket
+
+    from uvicorn import Config
+
+    from tagalign.serve.supervisor import tcp_socket
+
+    sock = tcp_socket(Config("x:y", host="127.0.0.1", port=free_port()))
+    nodelay: list[int] = []
+
+    async def main() -> None:
+        accepted = asyncio.Event()
+
+        def connected(_reader, writer) -> None:
+            raw = writer.get_extra_info("socket")
+            nodelay.append(raw.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY))
+            accepted.set()
+
+        server = await asyncio.start_server(connected, sock=sock)
+        _, writer = await asyncio.open_connection(*sock.getsockname())
+        await asyncio.wait_for(accepted.wait(), 30)
+        writer.close()
+        server.close()
+
+    asyncio.run(main())
+    assert nodelay == [1]
