@@ -274,7 +274,7 @@ def serve_one(settings: ServeSettings, host: str, port: int, graceful: float) ->
     """This process serves (models loaded here); SIGTERM stops it gracefully, exit 0."""
     import uvicorn
 
-    from tagalign.serve.supervisor import HANGUP, exit_quietly
+    from tagalign.serve.supervisor import HANGUP, DrainingServer, exit_quietly
 
     # before loading: a SIGTERM during the load exits 0 too, a SIGHUP reloads once the app
     # exists (`Hangup`); the handlers before are back when serving ends (a caller that
@@ -283,8 +283,15 @@ def serve_one(settings: ServeSettings, host: str, port: int, graceful: float) ->
     signal.signal(signal.SIGTERM, exit_quietly)
     HANGUP.install()
     try:
-        uvicorn.run(build_app(settings), host=host, port=port, log_level="warning",
-                    timeout_graceful_shutdown=graceful)
+        # uvicorn.run's server, with its graceful stop's pause (`DrainingServer`)
+        server = DrainingServer(uvicorn.Config(build_app(settings), host=host, port=port,
+                                               log_level="warning",
+                                               timeout_graceful_shutdown=graceful))
+        server.run()
+        if not server.started:  # the port was taken, say: as uvicorn.run exits
+            from uvicorn.config import STARTUP_FAILURE
+
+            raise SystemExit(STARTUP_FAILURE)
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
