@@ -99,6 +99,15 @@ def load() -> float:
     return os.getloadavg()[0]
 
 
+def cpu_seconds(pids: list[int]) -> float:
+    """User + system CPU seconds the processes ``pids`` have used so far."""
+    total = 0.0
+    for pid in pids:
+        times = psutil.Process(pid).cpu_times()
+        total += times.user + times.system
+    return total
+
+
 def memory_mib(pids: list[int]) -> dict[str, float]:
     """Summed RSS, PSS and USS of ``pids`` (MiB)."""
     out = Counter()
@@ -142,14 +151,20 @@ def percentiles(answers: list[Answer]) -> str:
 
 # -- the parts ---------------------------------------------------------------------------
 def throughput(args, recs, pid: str) -> None:
-    rows = {}
+    rows, busy = {}, {}
     for workers in sorted({1, args.workers}):
         with server(args.project, workers, args, args.tmp / "serve.log") as (url, _, pids):
             asyncio.run(run_load(url, pid, recs, suggest_requests=max(50, 10 * workers),
                                  learn_requests=0, clients=args.clients))  # warm-up
             start_load = load()
+            # how busy the cores were: the server's CPU seconds and the load generator's
+            # (this process) per second of the run; 2.0 is both cores of this machine
+            cpu0, own0, t0 = cpu_seconds(pids), time.process_time(), time.perf_counter()
             res = asyncio.run(run_load(url, pid, recs, suggest_requests=args.requests,
                                        learn_requests=0, clients=args.clients))
+            wall = time.perf_counter() - t0
+            busy[workers] = ((cpu_seconds(pids) - cpu0) / wall,
+                             (time.process_time() - own0) / wall)
             rows[workers] = (len(res.suggest_ms) / res.wall_s, res.percentile(50),
                              res.percentile(95), len(res.errors), start_load,
                              memory_mib(pids))
@@ -161,6 +176,9 @@ def throughput(args, recs, pid: str) -> None:
               f"{start_load:>5.1f}" + (f" {mem['rss']:>8.0f} {mem['pss']:>8.0f} "
                                        f"{mem['uss']:>8.0f}" if "memory" in args.parts
                                        else ""))
+    for workers, (server_cores, client_cores) in busy.items():
+        print(f"  {workers} worker(s): server busy {server_cores:.2f} cores, load generator "
+              f"{client_cores:.2f} cores (of {os.cpu_count()})")
     if len(rows) == 2:
         one, many = rows[1], rows[args.workers]
         print(f"throughput {args.workers} workers / 1: {many[0] / one[0]:.2f}× "
