@@ -323,13 +323,12 @@ def test_auto_log_format_is_text_on_a_terminal_and_json_otherwise():
 
 
 def test_metrics_off_is_404_and_the_cli_flag_turns_them_off(tmp_path, monkeypatch):
-    import uvicorn
-
     from tagalign.cli import app as cli
+    from tagalign.cli import serve_app
 
     Project.create(tmp_path / "toy", tiny_vocab(), "test-overlap").train(tiny_records(20))
     built = []
-    monkeypatch.setattr(uvicorn, "run", lambda app_, **kw: built.append(app_))
+    monkeypatch.setattr(serve_app, "run_server", lambda app_, *a: built.append(app_))
     runner = CliRunner()
     try:
         for flag in ("--no-metrics", "--metrics"):

@@ -272,9 +272,7 @@ def create() -> Any:
 # -- running -----------------------------------------------------------------------------
 def serve_one(settings: ServeSettings, host: str, port: int, graceful: float) -> None:
     """This process serves (models loaded here); SIGTERM stops it gracefully, exit 0."""
-    import uvicorn
-
-    from tagalign.serve.supervisor import HANGUP, DrainingServer, exit_quietly
+    from tagalign.serve.supervisor import HANGUP, exit_quietly
 
     # before loading: a SIGTERM during the load exits 0 too, a SIGHUP reloads once the app
     # exists (`Hangup`); the handlers before are back when serving ends (a caller that
@@ -283,18 +281,25 @@ def serve_one(settings: ServeSettings, host: str, port: int, graceful: float) ->
     signal.signal(signal.SIGTERM, exit_quietly)
     HANGUP.install()
     try:
-        # uvicorn.run's server, with its graceful stop's pause (`DrainingServer`)
-        server = DrainingServer(uvicorn.Config(build_app(settings), host=host, port=port,
-                                               log_level="warning",
-                                               timeout_graceful_shutdown=graceful))
-        server.run()
-        if not server.started:  # the port was taken, say: as uvicorn.run exits
-            from uvicorn.config import STARTUP_FAILURE
-
-            raise SystemExit(STARTUP_FAILURE)
+        run_server(build_app(settings), host, port, graceful)
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+
+
+def run_server(app: Any, host: str, port: int, graceful: float) -> None:
+    """`uvicorn.run` with its graceful stop's pause (`DrainingServer`): serve ``app`` in this
+    process until SIGTERM or SIGINT."""
+    import uvicorn
+    from uvicorn.config import STARTUP_FAILURE
+
+    from tagalign.serve.supervisor import DrainingServer
+
+    server = DrainingServer(uvicorn.Config(app, host=host, port=port, log_level="warning",
+                                           timeout_graceful_shutdown=graceful))
+    server.run()
+    if not server.started:  # the port was taken, say: as uvicorn.run exits
+        raise SystemExit(STARTUP_FAILURE)
 
 
 def serve_workers(settings: ServeSettings, host: str, port: int, graceful: float) -> int:
@@ -329,5 +334,5 @@ def serve_workers(settings: ServeSettings, host: str, port: int, graceful: float
 
 
 __all__ = ["FACTORY", "SETTINGS_ENV", "ServeSettings", "build_app", "create",
-           "load_folders", "load_projects_file", "review_queue", "serve_one",
+           "load_folders", "load_projects_file", "review_queue", "run_server", "serve_one",
            "serve_workers"]
