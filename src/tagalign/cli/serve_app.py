@@ -15,7 +15,6 @@ import dataclasses
 import json
 import os
 import signal
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -118,11 +117,9 @@ def _log(pid: str, proj: Project, mmap: bool) -> None:
 
 
 def load_folders(paths: list[Path], *, mmap: bool, allow_learn: bool,
-                 runtime: Runtime | None = None,
-                 seconds: dict[str, float] | None = None) -> dict[str, Project]:
+                 runtime: Runtime | None = None) -> dict[str, Project]:
     loaded = {}
     for path in paths:
-        start = time.perf_counter()
         try:
             with console.status(f"loading {path} …"):
                 proj = Project.load(path, mmap=mmap, runtime=runtime)
@@ -133,15 +130,12 @@ def load_folders(paths: list[Path], *, mmap: bool, allow_learn: bool,
             fail(f"two projects are named {path.name!r}; rename one folder")
         proj.allow_learn = allow_learn
         loaded[path.name] = proj
-        if seconds is not None:
-            seconds[path.name] = time.perf_counter() - start
         _log(path.name, proj, mmap)
     return loaded
 
 
 def load_projects_file(source: Path, only: str | None, *, mmap: bool,
-                       runtime: Runtime | None = None,
-                       seconds: dict[str, float] | None = None) -> dict[str, Project]:
+                       runtime: Runtime | None = None) -> dict[str, Project]:
     """The projects of a projects file; one not trained yet is served untrained."""
     from tagalign.projects_file import open_project, read_projects, select
 
@@ -150,11 +144,8 @@ def load_projects_file(source: Path, only: str | None, *, mmap: bool,
                    [x.strip() for x in only.split(",") if x.strip()] if only else None,
                    source)
     for pid, spec in specs.items():
-        start = time.perf_counter()
         with console.status(f"loading {pid} ({spec.path}) …"):
             loaded[pid] = open_project(spec, mmap=mmap, runtime=runtime)
-        if seconds is not None:
-            seconds[pid] = time.perf_counter() - start
         if not spec.trained_folder:
             console.log(f"[yellow]{spec.where('path')}: no trained project at "
                         f"{spec.path}[/]")
@@ -193,14 +184,12 @@ def build_app(settings: ServeSettings) -> Any:
 
     accesslog.configure(settings.log_format)  # per process: logging is set up per process
     runtime = make_runtime(settings.worker_threads(), settings.compile_ranker)
-    seconds: dict[str, float] = {}
     if settings.projects_file:
         loaded = load_projects_file(Path(settings.projects_file), settings.only,
-                                    mmap=settings.mmap, runtime=runtime, seconds=seconds)
+                                    mmap=settings.mmap, runtime=runtime)
     else:
         loaded = load_folders([Path(p) for p in settings.projects], mmap=settings.mmap,
-                              allow_learn=settings.allow_learn, runtime=runtime,
-                              seconds=seconds)
+                              allow_learn=settings.allow_learn, runtime=runtime)
     # each project's feedback where train --feedback and feedback export look for it
     try:
         store = ServedStores(loaded, settings.feedback_db)
@@ -223,7 +212,7 @@ def build_app(settings: ServeSettings) -> Any:
                      require_token_for_suggest=settings.require_token_for_suggest,
                      metrics=settings.metrics)
     projects = app.state.projects
-    projects.announce(seconds)
+    projects.announce()
     # reloads from now on reach this app's metrics (the loads at start it counted itself);
     # one app per process: callbacks of an app served before in this process are dropped
     observe_reloads(app.state.metrics)

@@ -98,11 +98,13 @@ class LiveProjects(Mapping[str, Project]):
                       "loaded_at": self.loaded_at[pid]}
                 for pid, p in self._current.items()}
 
-    def announce(self, seconds: Mapping[str, float]) -> None:
-        """`events.model_loaded` for the models loaded at start (``seconds`` each took)."""
+    def announce(self) -> None:
+        """`events.model_loaded` for the models loaded at start (each with its
+        `Project.load_seconds`)."""
         for pid, proj in self._current.items():
             if (v := _known(proj.model_version)) is not None:
-                events.model_loaded(pid, seconds.get(pid, 0.0), v["version"], v["trained_at"])
+                events.model_loaded(pid, proj.load_seconds or 0.0, v["version"],
+                                    v["trained_at"])
 
     # -- reloading -------------------------------------------------------------------
     def reload(self, project_id: str) -> Reloaded:
