@@ -10,9 +10,12 @@ records sampled with ``--seed`` (the sample's languages and types are printed).
    side by side (default threads: the cores shared out among the workers); requests per
    second, p50 and p95, and the ratio N/1 (issue 31's target: ≥ 1.5× with 2 workers).
 2. **memory** — after each throughput run (the pages the requests touch are in): the
-   workers' summed RSS, PSS (a page shared by n processes counts 1/n) and USS (pages only
-   one process holds), from psutil, and the ratio N/1 (target: ≤ 1.3× with ``--mmap``,
-   which both runs use unless ``--no-mmap``).
+   server's processes (the workers and, with several, the supervisor, which holds the
+   models the workers share) summed: RSS, PSS (a page shared by n processes counts 1/n,
+   so the sum is the memory the server really takes) and USS (pages only one process
+   holds), from psutil, and the ratio N/1 (target: ≤ 1.3× with ``--mmap``, which both
+   runs use unless ``--no-mmap``). Summed RSS counts a shared page once per process that
+   maps it; PSS is the one that adds up.
 3. **reload** — ``--reload-seconds`` of load against N workers serving a hard-linked copy
    of the project; a quarter of the way in, a new version of the model is swapped into
    the folder the way ``tagalign download --force`` does (`tagalign.shipping.swap`): the
@@ -153,21 +156,25 @@ def percentiles(answers: list[Answer]) -> str:
 def throughput(args, recs, pid: str) -> None:
     rows, busy = {}, {}
     for workers in sorted({1, args.workers}):
-        with server(args.project, workers, args, args.tmp / "serve.log") as (url, _, pids):
+        with server(args.project, workers, args, args.tmp / "serve.log") as (url, proc, pids):
             asyncio.run(run_load(url, pid, recs, suggest_requests=max(50, 10 * workers),
                                  learn_requests=0, clients=args.clients))  # warm-up
             start_load = load()
             # how busy the cores were: the server's CPU seconds and the load generator's
             # (this process) per second of the run; 2.0 is both cores of this machine
+            per0 = [cpu_seconds([p]) for p in pids]
             cpu0, own0, t0 = cpu_seconds(pids), time.process_time(), time.perf_counter()
             res = asyncio.run(run_load(url, pid, recs, suggest_requests=args.requests,
                                        learn_requests=0, clients=args.clients))
             wall = time.perf_counter() - t0
             busy[workers] = ((cpu_seconds(pids) - cpu0) / wall,
-                             (time.process_time() - own0) / wall)
+                             (time.process_time() - own0) / wall,
+                             [(cpu_seconds([p]) - c) / wall for p, c in zip(pids, per0,
+                                                                            strict=True)])
             rows[workers] = (len(res.suggest_ms) / res.wall_s, res.percentile(50),
                              res.percentile(95), len(res.errors), start_load,
-                             memory_mib(pids))
+                             # the supervisor too: it holds the models workers share
+                             memory_mib(sorted({*pids, proc.pid})))
     print(f"\n{'workers':>7} {'req/s':>8} {'p50 ms':>7} {'p95 ms':>7} {'errors':>6} "
           f"{'load':>5}" + (f" {'RSS MiB':>8} {'PSS MiB':>8} {'USS MiB':>8}"
                             if "memory" in args.parts else ""))
@@ -176,8 +183,9 @@ def throughput(args, recs, pid: str) -> None:
               f"{start_load:>5.1f}" + (f" {mem['rss']:>8.0f} {mem['pss']:>8.0f} "
                                        f"{mem['uss']:>8.0f}" if "memory" in args.parts
                                        else ""))
-    for workers, (server_cores, client_cores) in busy.items():
-        print(f"  {workers} worker(s): server busy {server_cores:.2f} cores, load generator "
+    for workers, (server_cores, client_cores, each) in busy.items():
+        print(f"  {workers} worker(s): server busy {server_cores:.2f} cores "
+              f"({' + '.join(f'{c:.2f}' for c in each)} by worker), load generator "
               f"{client_cores:.2f} cores (of {os.cpu_count()})")
     if len(rows) == 2:
         one, many = rows[1], rows[args.workers]

@@ -171,16 +171,21 @@ def test_sigterm_stops_both_workers_after_the_request_in_flight(tiny_hybrids, tm
         srv.stop()
 
 
-def test_a_worker_that_cannot_start_stops_the_server(tiny_hybrids, tmp_path):
+@pytest.mark.parametrize("preload", [True, False])
+def test_a_model_that_cannot_load_stops_the_server(tiny_hybrids, tmp_path, preload):
+    """Preloaded (the default), the supervisor's load fails before any worker starts;
+    with --no-preload the first worker's does, and that stops the supervisor."""
     shutil.copytree(tiny_hybrids[0], tmp_path / "tiny")
     # checked before any worker starts: the folder is a trained project
     (tmp_path / "tiny" / "model" / "ranker").rename(tmp_path / "ranker")
     res = subprocess.run([sys.executable, "-m", "tagalign.cli.main", "serve",
-                          str(tmp_path / "tiny"), "--workers", "2", "--port", str(free_port())],
+                          str(tmp_path / "tiny"), "--workers", "2", "--port", str(free_port()),
+                          *([] if preload else ["--no-preload"])],
                          capture_output=True, text=True, timeout=300)
     assert res.returncode == 1
-    assert "error:" in res.stderr and "a worker failed to start" in res.stderr
-    assert "retrain" in res.stderr  # the worker's own message: the model is incomplete
+    assert "error:" in res.stderr and "retrain" in res.stderr  # the model is incomplete
+    assert ("a worker failed to start" in res.stderr) is not preload
+    assert "Traceback" not in res.stderr
 
 
 def test_the_workers_socket_sends_small_answers_at_once():

@@ -12,6 +12,7 @@ factory named by an import string, `create`, and passes nothing else to it).
 from __future__ import annotations
 
 import dataclasses
+import gc
 import json
 import os
 import signal
@@ -24,7 +25,7 @@ from rich.markup import escape
 from tagalign.cli.app import console, fail, log_to_console
 from tagalign.cli.common import load_records, make_runtime
 from tagalign.errors import InputError, TagalignError
-from tagalign.project import Project, feedback_location
+from tagalign.project import Project, feedback_location, model_version
 from tagalign.runtime import Runtime
 from tagalign.serve import MAX_BODY, accesslog, events
 
@@ -57,6 +58,7 @@ class ServeSettings:
     require_token_for_suggest: bool = False
     metrics: bool = True
     log_format: str = "auto"
+    preload: bool = True
     # set by the supervisor for its workers (`tagalign.serve.workers.Workers`)
     state_dir: str | None = None
     supervisor: int | None = None
@@ -172,6 +174,77 @@ def review_queue(queue, release_above: float | None, loaded: dict[str, Project])
     return review
 
 
+def load_served(settings: ServeSettings, runtime: Runtime) -> dict[str, Project]:
+    """The projects ``settings`` serve, loaded."""
+    if settings.projects_file:
+        return load_projects_file(Path(settings.projects_file), settings.only,
+                                  mmap=settings.mmap, runtime=runtime)
+    return load_folders([Path(p) for p in settings.projects], mmap=settings.mmap,
+                        allow_learn=settings.allow_learn, runtime=runtime)
+
+
+#: the projects the supervisor loaded before it forked its workers (`preload`), which every
+#: worker then serves: their memory is the supervisor's, shared by all (a page is copied
+#: only when a worker writes to it)
+_PRELOADED: dict[str, Project] = {}
+
+
+def preload(settings: ServeSettings) -> None:
+    """Load the served projects in this process (the supervisor) for workers forked after
+    it. ``gc.freeze`` moves every object there is now out of the collector's reach: a
+    collection in a worker would otherwise write to (and so copy) every page of them."""
+    runtime = make_runtime(settings.worker_threads(), settings.compile_ranker)
+    _PRELOADED.update(load_served(settings, runtime))
+    gc.collect()
+    gc.freeze()
+
+
+def _stale() -> list[str]:
+    """The preloaded projects whose folders hold another model now."""
+    return [pid for pid, proj in _PRELOADED.items()
+            if proj.model_version != model_version(proj.path)]
+
+
+def _load_only(settings: ServeSettings, pids: list[str], runtime: Runtime
+               ) -> dict[str, Project]:
+    only = (dataclasses.replace(settings, only=",".join(pids)) if settings.projects_file
+            else dataclasses.replace(settings, projects=[str(_PRELOADED[pid].path)
+                                                         for pid in pids]))
+    return load_served(only, runtime)
+
+
+def refresh_preloaded(settings: ServeSettings) -> bool:
+    """Reload, in the supervisor, the preloaded projects whose folders changed (SIGHUP, in
+    a thread of its own: `tagalign.serve.rollover`); whether any did. Raises as loading
+    does: the old models stay."""
+    stale = _stale()
+    if not stale:
+        return False
+    fresh = _load_only(settings, stale, make_runtime(settings.worker_threads(),
+                                                     settings.compile_ranker))
+    gc.unfreeze()  # the old models' objects can be collected again
+    _PRELOADED.update(fresh)
+    del fresh
+    gc.collect()
+    gc.freeze()
+    return True
+
+
+def _served_projects(settings: ServeSettings, runtime: Runtime) -> dict[str, Project]:
+    """The projects a worker serves: the supervisor's (`preload`) while their folders hold
+    the model they loaded, else its own. A worker started after a reload the supervisor
+    has not caught up with (one replacing a worker that died) must not serve the model the
+    supervisor loaded before it."""
+    if not _PRELOADED:
+        return load_served(settings, runtime)
+    stale = _stale()
+    if not stale:
+        return dict(_PRELOADED)
+    console.log(f"models changed since the server loaded them: {', '.join(stale)}; "
+                "loading them in this worker")
+    return {**_PRELOADED, **_load_only(settings, stale, runtime)}
+
+
 def build_app(settings: ServeSettings) -> Any:
     """The app one serving process runs: its models loaded, its stores opened; SIGHUP
     then reloads the models whose folders changed (`tagalign.serve.reload`)."""
@@ -184,12 +257,7 @@ def build_app(settings: ServeSettings) -> Any:
 
     accesslog.configure(settings.log_format)  # per process: logging is set up per process
     runtime = make_runtime(settings.worker_threads(), settings.compile_ranker)
-    if settings.projects_file:
-        loaded = load_projects_file(Path(settings.projects_file), settings.only,
-                                    mmap=settings.mmap, runtime=runtime)
-    else:
-        loaded = load_folders([Path(p) for p in settings.projects], mmap=settings.mmap,
-                              allow_learn=settings.allow_learn, runtime=runtime)
+    loaded = _served_projects(settings, runtime)
     # each project's feedback where train --feedback and feedback export look for it
     try:
         store = ServedStores(loaded, settings.feedback_db)
@@ -319,7 +387,13 @@ def serve_workers(settings: ServeSettings, host: str, port: int, graceful: float
                             # a worker loading GBs of model still answers the pings from a
                             # thread of its own, but give a busy machine time
                             timeout_worker_healthcheck=30)
-    return run_workers(config, prepare)
+    if settings.preload:
+        try:
+            preload(settings)
+        except TagalignError as exc:  # before any worker: the error is the supervisor's
+            fail(escape(str(exc)))
+    return run_workers(config, prepare, fork=settings.preload,
+                       refresh=lambda: refresh_preloaded(settings))
 
 
 __all__ = ["FACTORY", "SETTINGS_ENV", "ServeSettings", "build_app", "create",

@@ -64,6 +64,10 @@ def serve(
                                 "port, each with its own models (1: this process serves). "
                                 "Learned records reach every worker through the feedback "
                                 "store."),
+    preload: bool = typer.Option(True, "--preload/--no-preload", help="With --workers: load "
+                                 "the models once, before the workers start, and fork them "
+                                 "from that process: the workers share the models' memory "
+                                 "(--no-preload: each worker loads its own)."),
     graceful_timeout: float = typer.Option(30.0, "--graceful-timeout", min=0.0,
                                            help="On SIGTERM: seconds requests in flight may "
                                            "take to finish before they are cancelled."),
@@ -111,7 +115,7 @@ def serve(
         allowed_hosts=[host, *(allowed_host or [])], cors_origins=cors_origin or [],
         workers=workers, tokens_file=str(tokens) if tokens else None,
         require_token_for_suggest=require_token_for_suggest, metrics=metrics,
-        log_format=log_format)
+        log_format=log_format, preload=preload)
     if host in ("0.0.0.0", "::") and not allowed_host:
         console.log("[yellow]requests are answered only for Host localhost, 127.0.0.1 and "
                     "[::1]: give --allowed-host NAME for the names clients use[/]")

@@ -44,7 +44,7 @@ from tagalign.serve.guard import Guard
 from tagalign.serve.observe import Telemetry
 from tagalign.serve.service import Service
 from tagalign.serve.tokens import TokenStore
-from tagalign.serve.workers import Workers
+from tagalign.serve.workers import STOPPING, Workers
 from tagalign.suggest import Quality, Suggestion
 
 STATIC = Path(__file__).parent / "static"
@@ -90,7 +90,9 @@ class BodyLimit:
 
 class WorkerHeader:
     """ASGI middleware: every answer names the worker process that gave it (``X-Worker``:
-    its pid), so clients and load tests can tell the workers of one port apart."""
+    its pid), so clients and load tests can tell the workers of one port apart; once the
+    process stops serving (`STOPPING`), it also says ``Connection: close`` (uvicorn then
+    closes the connection after the answer, and the client opens a new one elsewhere)."""
 
     def __init__(self, app):
         self.app = app
@@ -102,8 +104,10 @@ class WorkerHeader:
 
         async def named(message):
             if message["type"] == "http.response.start":
-                message = {**message, "headers": [*message.get("headers", []),
-                                                  (b"x-worker", self.pid)]}
+                headers = [*message.get("headers", []), (b"x-worker", self.pid)]
+                if STOPPING.is_set():
+                    headers.append((b"connection", b"close"))
+                message = {**message, "headers": headers}
             await send(message)
 
         await self.app(scope, receive, named)
