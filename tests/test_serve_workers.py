@@ -218,3 +218,50 @@ def test_the_workers_socket_sends_small_answers_at_once():
 
     asyncio.run(main())
     assert nodelay == [1]
+
+
+def test_each_worker_has_a_socket_of_its_own_on_one_port():
+    """`worker_sockets`: N listening sockets on one port (SO_REUSEPORT), each handed
+    connections by the kernel, every one declared TCP (Nagle off); a port another server
+    holds is refused as without SO_REUSEPORT."""
+    import socket
+
+    from uvicorn import Config
+
+    from tagalign.serve.supervisor import worker_sockets
+
+    port = free_port()
+    config = Config("x:y", host="127.0.0.1", port=port)
+    socks = worker_sockets(config, 2)
+    try:
+        assert len(socks) == 2
+        assert {s.getsockname() for s in socks} == {("127.0.0.1", port)}
+        assert all(s.proto == socket.IPPROTO_TCP for s in socks)
+        for s in socks:
+            s.listen(64)
+            s.setblocking(False)
+        got = [0, 0]
+        clients = []
+        for _ in range(64):  # 64 connections from distinct ports: both sockets get some
+            clients.append(socket.create_connection(("127.0.0.1", port)))
+        deadline = time.time() + 30
+        while sum(got) < 64 and time.time() < deadline:
+            for i, s in enumerate(socks):
+                try:
+                    conn, _ = s.accept()
+                except BlockingIOError:
+                    continue
+                conn.close()
+                got[i] += 1
+        assert sum(got) == 64 and min(got) > 0, got
+        for c in clients:
+            c.close()
+    finally:
+        for s in socks:
+            s.close()
+    held = socket.create_server(("127.0.0.1", port))  # another server, no SO_REUSEPORT
+    try:
+        with pytest.raises(SystemExit):
+            worker_sockets(config, 2)
+    finally:
+        held.close()
