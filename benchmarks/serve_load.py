@@ -55,7 +55,7 @@ import numpy as np
 import psutil
 
 from _common import DATA, free_port, seeded_sample
-from loadtest import Answer, run_load, run_until
+from loadtest import Answer, run_lean, run_load, run_until
 from tagalign.io import read_json, write_json_atomic
 from tagalign.project import model_version
 from tagalign.records import read_records
@@ -164,8 +164,12 @@ def throughput(args, recs, pid: str) -> None:
             # (this process) per second of the run; 2.0 is both cores of this machine
             per0 = [cpu_seconds([p]) for p in pids]
             cpu0, own0, t0 = cpu_seconds(pids), time.process_time(), time.perf_counter()
-            res = asyncio.run(run_load(url, pid, recs, suggest_requests=args.requests,
-                                       learn_requests=0, clients=args.clients))
+            if args.client == "lean":
+                res = asyncio.run(run_lean(url, pid, recs, suggest_requests=args.requests,
+                                           clients=args.clients))
+            else:
+                res = asyncio.run(run_load(url, pid, recs, suggest_requests=args.requests,
+                                           learn_requests=0, clients=args.clients))
             wall = time.perf_counter() - t0
             busy[workers] = ((cpu_seconds(pids) - cpu0) / wall,
                              (time.process_time() - own0) / wall,
@@ -301,6 +305,9 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--clients", type=int, default=16)
     ap.add_argument("--requests", type=int, default=2000, help="Suggests per throughput run.")
+    ap.add_argument("--client", choices=("lean", "httpx"), default="lean",
+                    help="Throughput's load generator: lean (HTTP/1.1 on asyncio streams, "
+                    "little CPU taken from the server) or httpx.")
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--reload-seconds", type=float, default=60.0)
     ap.add_argument("--sigterm-after", type=float, default=10.0)
@@ -321,7 +328,8 @@ def main() -> None:
           f"{len(recs)} dev records (seed {args.seed}): " + ", ".join(
               f"{k} {n}" for k, n in Counter(f"{r.language}/{r.type}" for r in recs)
               .most_common()))
-    print(f"{os.cpu_count()} CPUs, load {load():.1f}; {args.clients} clients; "
+    print(f"{os.cpu_count()} CPUs, load {load():.1f}; {args.clients} clients "
+          f"({args.client} load generator for throughput); "
           f"{'--mmap' if args.mmap else 'no mmap'}; serve options {args.serve_arg}; "
           f"server log {args.tmp / 'serve.log'}")
     if "throughput" in args.parts or "memory" in args.parts:

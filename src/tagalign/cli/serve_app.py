@@ -26,9 +26,11 @@ from tagalign.cli.app import console, fail, log_to_console
 from tagalign.cli.common import load_records, make_runtime
 from tagalign.errors import InputError, TagalignError
 from tagalign.project import Project, feedback_location, model_version
-from tagalign.runtime import Runtime
+from tagalign.runtime import Runtime, cap_malloc_arenas
 from tagalign.serve import MAX_BODY, accesslog, events
 
+#: malloc arenas of a serving process (`tagalign.runtime.cap_malloc_arenas`: why)
+MALLOC_ARENAS = 2
 #: the environment variable that carries `ServeSettings` to the workers
 SETTINGS_ENV = "TAGALIGN_SERVE_SETTINGS"
 #: what the app factory names to uvicorn
@@ -193,6 +195,11 @@ def preload(settings: ServeSettings) -> None:
     """Load the served projects in this process (the supervisor) for workers forked after
     it. ``gc.freeze`` moves every object there is now out of the collector's reach: a
     collection in a worker would otherwise write to (and so copy) every page of them."""
+    import tagalign.serve.app  # noqa: F401  (what a worker imports: shared, not imported N times)
+    import tagalign.serve.feedback  # noqa: F401
+    import tagalign.serve.tokens  # noqa: F401
+
+    cap_malloc_arenas(MALLOC_ARENAS)  # inherited by the workers
     runtime = make_runtime(settings.worker_threads(), settings.compile_ranker)
     _PRELOADED.update(load_served(settings, runtime))
     gc.collect()
@@ -256,6 +263,7 @@ def build_app(settings: ServeSettings) -> Any:
     from tagalign.serve.workers import Workers
 
     accesslog.configure(settings.log_format)  # per process: logging is set up per process
+    cap_malloc_arenas(MALLOC_ARENAS)
     runtime = make_runtime(settings.worker_threads(), settings.compile_ranker)
     loaded = _served_projects(settings, runtime)
     # each project's feedback where train --feedback and feedback export look for it
