@@ -124,7 +124,7 @@ class Classifier(ABC):
             train, tune_on = holdout(train, int(self.params.get("seed", 0)))
             where = "holdout"
         self._fit(train, self.labels_.matrix(train))
-        found = tune(self.predict_proba(tune_on), self.labels_.matrix(tune_on))
+        found = tune(self._tuning_scores(tune_on), self.labels_.matrix(tune_on))
         self.thresholds_ = {k.replace("dev_", f"{where}_"): v for k, v in found.items()}
         self.thresholds_["tuned_on"] = where
         self.thresholds_["tuned_on_records"] = len(tune_on)
@@ -133,6 +133,11 @@ class Classifier(ABC):
     @abstractmethod
     def _fit(self, train: Sequence[Example], y: np.ndarray) -> None:
         ...
+
+    def _tuning_scores(self, tune_on: Sequence[Example]) -> np.ndarray:
+        """The scores the thresholds are tuned on: the trained model's on records it never
+        saw (a stacker learned on ``tune_on`` itself overrides this: out-of-fold scores)."""
+        return self.predict_proba(tune_on)
 
     @abstractmethod
     def predict_proba(self, examples: Sequence[Example]) -> np.ndarray:
