@@ -11,10 +11,14 @@ from tagalign.io import InputReport
 from tagalign.predictions.subjects import read_rows_by_id
 
 
+def label_scores(labels: Sequence[tuple[str, float]]) -> list[dict]:
+    """``[{"label", "score"}]``: the one JSON shape of scored labels (classify predict,
+    the domains beside suggested subjects)."""
+    return [{"label": label, "score": round(float(score), 4)} for label, score in labels]
+
+
 def labels_line(rid: str, labels: Sequence[tuple[str, float]]) -> str:
-    return json.dumps({"id": rid, "labels": [{"label": label, "score": round(score, 4)}
-                                             for label, score in labels]},
-                      ensure_ascii=False) + "\n"
+    return json.dumps({"id": rid, "labels": label_scores(labels)}, ensure_ascii=False) + "\n"
 
 
 def _labels(obj: dict) -> list[str]:

@@ -9,10 +9,11 @@ of the list is the ranking; scores are kept for people, not re-sorted.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
 from tagalign.io import InputReport, atomic_text, parse_lines
+from tagalign.predictions.labels import label_scores
 from tagalign.suggest import Quality, Suggestion
 from tagalign.vocab import normalize_subject_id
 
@@ -50,10 +51,15 @@ def object_with_id(line: str) -> dict | None:
 
 
 def subjects_line(rid: str, suggestions: Iterable[Suggestion],
-                  quality: Quality | None = None) -> str:
+                  quality: Quality | None = None,
+                  domains: Sequence[tuple[str, float]] | None = None) -> str:
+    """``{"id", "subjects", "quality"?, "domains"?}``; ``domains`` in the shape of
+    `labels_line`'s labels (``[{"label", "score"}]``)."""
     obj: dict = {"id": rid, "subjects": [s.to_json() for s in suggestions]}
     if quality is not None:
         obj["quality"] = quality.to_json()
+    if domains is not None:
+        obj["domains"] = label_scores(domains)
     return json.dumps(obj, ensure_ascii=False) + "\n"
 
 
