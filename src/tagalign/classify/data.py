@@ -39,7 +39,7 @@ class Example:
     suggested: list[tuple[str, float]] | None = None
 
 
-def _is_text_jsonl(path: Path) -> bool:
+def is_text_jsonl(path: Path) -> bool:
     """True when the first non-empty line of a JSONL file carries ``text`` (the plain form)."""
     name = path.name.lower().removesuffix(".gz")
     if path.is_dir() or not name.endswith((".jsonl", ".ndjson")):
@@ -96,7 +96,7 @@ def read_examples(path: Path | str, *, label_field: str = "domains",
     if not path.exists():
         raise FileNotFoundError(f"input not found: {path}")
     report = report if report is not None else InputReport()
-    rows = (_read_text_jsonl(path, report) if _is_text_jsonl(path)
+    rows = (_read_text_jsonl(path, report) if is_text_jsonl(path)
             else _read_record_source(path, report, label_field))
     out: list[Example] = []
     for where, ex in rows:

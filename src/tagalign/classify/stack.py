@@ -80,6 +80,8 @@ class SubjectStackClassifier(Classifier):
         self.stacker_: Stacker | None = None
         #: each dev record's fold in the last `fit` (out-of-fold tuning scores, see module)
         self.tuning_folds_: np.ndarray | None = None
+        #: the dev records' out-of-fold scores of the last `fit` (the honest dev figures)
+        self.tuning_scores_: np.ndarray | None = None
         #: where the subject project was at training (the default of predict and suggest)
         self.subjects_project_: str | None = None
         self.counts_: Any = None  # the profile counts of a loaded model, until `bind`
@@ -158,6 +160,7 @@ class SubjectStackClassifier(Classifier):
         make = Stacker(p["stacker"], rounds=p["rounds"], learning_rate=p["learning_rate"],
                        leaves=p["leaves"], C=p["C"], seed=p["seed"], threads=p["threads"])
         oof, self.tuning_folds_, self.stacker_ = cross_fit(make, X, y, p["folds"], p["seed"])
+        self.tuning_scores_ = oof
         self._tick("stacker", 1, 1)
         return oof
 

@@ -2,7 +2,7 @@
 (`tagalign classify predict`), the shared task's submission folders; the stream that writes
 them as they are made and resumes an interrupted run; subjects as MARC fields (`marc`)."""
 
-from tagalign.predictions.labels import label_scores, labels_line, read_label_predictions
+from tagalign.predictions.labels import label_scores, labels_line, read_label_predictions  # noqa: E501
 from tagalign.predictions.marc import (
     MarcPredictionStream,
     open_prediction_stream,

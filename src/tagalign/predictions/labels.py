@@ -8,13 +8,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from tagalign.io import InputReport
-from tagalign.predictions.subjects import read_rows_by_id
-
-
-def label_scores(labels: Sequence[tuple[str, float]]) -> list[dict]:
-    """``[{"label", "score"}]``: the one JSON shape of scored labels (classify predict,
-    the domains beside suggested subjects)."""
-    return [{"label": label, "score": round(float(score), 4)} for label, score in labels]
+from tagalign.predictions.subjects import label_scores, read_rows_by_id
 
 
 def labels_line(rid: str, labels: Sequence[tuple[str, float]]) -> str:

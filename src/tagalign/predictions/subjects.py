@@ -13,7 +13,6 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
 from tagalign.io import InputReport, atomic_text, parse_lines
-from tagalign.predictions.labels import label_scores
 from tagalign.suggest import Quality, Suggestion
 from tagalign.vocab import normalize_subject_id
 
@@ -48,6 +47,12 @@ def object_with_id(line: str) -> dict | None:
     if not isinstance(obj, dict) or not isinstance(obj.get("id"), str):
         raise ValueError("expected an object with an 'id'")
     return obj
+
+
+def label_scores(labels: Sequence[tuple[str, float]]) -> list[dict]:
+    """``[{"label", "score"}]``: the one JSON shape of scored labels (`classify predict`'s
+    lines, the domains beside suggested subjects)."""
+    return [{"label": label, "score": round(float(score), 4)} for label, score in labels]
 
 
 def subjects_line(rid: str, suggestions: Iterable[Suggestion],
