@@ -6,20 +6,21 @@ from __future__ import annotations
 
 import gzip
 import json
+import re
 from pathlib import Path
 
 import numpy as np
 import pytest
-from serving import SMALL_HYBRID, train_tiny_hybrid
-from tiny_models import TOPICS, tiny_records, tiny_vocab
 from typer.testing import CliRunner
 
+from serving import SMALL_HYBRID, train_tiny_hybrid
 from tagalign.classify import Example, get_classifier, load_classifier
 from tagalign.classify.stacker import Stacker
 from tagalign.cli import app
 from tagalign.project import Project
 from tagalign.records import Record
 from tagalign.vocab import Subject, Vocabulary, VocabularyMismatchError
+from tiny_models import TOPICS, tiny_records, tiny_vocab
 
 #: each tiny topic's domain: literature, computing, building
 DOMAIN = dict(zip(TOPICS, ["lit", "inf", "bau", "bau", "lit", "inf", "inf", "bau"], strict=True))
@@ -174,3 +175,59 @@ def test_save_and_load_give_identical_probabilities(kind, tmp_path):
     np.testing.assert_array_equal(clf.predict_proba(new), loaded.predict_proba(new))
     assert loaded.predict(new) == clf.predict(new)
     assert loaded.thresholds_ == json.loads(json.dumps(clf.thresholds_))
+
+
+@pytest.fixture(scope="module")
+def served(stack):
+    """The tiny project served from a projects file whose table names the domain model."""
+    import shutil
+
+    from serving import LiveServer
+    from tagalign.projects_file import open_project, read_projects
+    from tagalign.serve.app import create_app
+    from tagalign.serve.feedback import FeedbackStore
+
+    root, project, model, _ = stack
+    toml = root / "projects.toml"
+    toml.write_text('[tiny]\npath = "project"\ndomains = "model"\n', "utf-8")
+    served = open_project(read_projects(toml)["tiny"])
+    assert served.domains is not None and served.domains.depth == 5
+    with LiveServer(create_app({"tiny": served}, FeedbackStore.for_project(project))) as srv:
+        srv.chromium = shutil.which("chromium") or "/usr/bin/chromium"
+        yield srv
+
+
+def test_tagalign_api_answers_domains_and_annif_api_is_unchanged(served):
+    import httpx
+
+    body = {"title": "Epos", "abstract": "epic hero saga verse poem", "limit": 2}
+    one = httpx.post(f"{served.url}/tagalign/v1/projects/tiny/suggest", json=body).json()
+    assert len(one["results"]) == 2
+    assert one["domains"][0]["label"] == "lit" and 0 < one["domains"][0]["score"] <= 1
+    batch = httpx.post(f"{served.url}/tagalign/v1/projects/tiny/suggest-batch", json={
+        "records": [{"title": body["title"], "abstract": body["abstract"]},
+                    {"title": "Holzschutz", "abstract": "timber wood beam coating"}]
+    }).json()
+    assert [d[0]["label"] for d in batch["domains"]] == ["lit", "bau"]
+    annif = httpx.post(f"{served.url}/v1/projects/tiny/suggest",
+                       data={"text": "Epos\nepic hero saga", "limit": 2}).json()
+    assert set(annif) == {"results"}
+
+
+@pytest.mark.browser
+def test_the_page_shows_the_domains_beside_the_subjects(served):
+    from playwright.sync_api import expect, sync_playwright
+
+    if not Path(served.chromium).exists():
+        pytest.skip("Debian chromium is not installed (make test installs it as root)")
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=served.chromium, env={"HOME": "/tmp"},
+                                     args=["--headless", "--no-sandbox", "--disable-gpu"])
+        page = browser.new_page(locale="en-US")
+        page.goto(served.url + "/")
+        page.fill("#title", "Holzschutz")
+        page.fill("#abstract", "timber wood protection beam coating")
+        page.click("#suggest")
+        expect(page.locator("#results > li").first).to_be_visible(timeout=30_000)
+        expect(page.locator("#domains")).to_have_text(re.compile(r"^Domains: bau \(0\.\d\d\)"))
+        browser.close()
