@@ -258,11 +258,17 @@ def run(args) -> list[dict]:
             found = tune_thresholds(oof, y_tune)
             stack.thresholds_ = {**found, "tuned_on": "dev (out of fold)",
                                  "tuned_on_records": len(tune)}
+            chosen = stack.choose_decision(oof, y_tune)
             probs = stack.stack_proba(pe, s_eval)
             minutes = text_min + sug_min + prof_min + (time.perf_counter() - t0) / 60
-            emit(score(f"text + subjects ({kind})", labels, gold, probs, found["per_class"],
-                       minutes, small, {"params": stack.params,
-                                        "oof_micro_f1": found["dev_micro_f1_per_class"]}))
+            other = "per_class" if chosen == "global" else "global"
+            emit(score(f"text + subjects ({kind}, {chosen} thr.)", labels, gold, probs,
+                       found[chosen], minutes, small, {"params": stack.params, "decision": chosen,
+                                        "oof_micro_f1": found["dev_micro_f1_per_class"],
+                                        "nested": stack.thresholds_["nested_micro_f1"],
+                                        "other_decision": score(
+                                            other, labels, gold, probs, found[other], 0,
+                                            small)}))
             stack.subjects_project_ = str(args.project)
             stack.save(args.work_dir / f"stack-{kind}{tag(args)}")
     if "mcpt" in rows:

@@ -231,3 +231,27 @@ def test_the_page_shows_the_domains_beside_the_subjects(served):
         expect(page.locator("#results > li").first).to_be_visible(timeout=30_000)
         expect(page.locator("#domains")).to_have_text(re.compile(r"^Domains: bau \(0\.\d\d\)"))
         browser.close()
+
+
+def test_the_thresholds_served_are_chosen_on_held_out_folds():
+    from tagalign.classify.thresholds import choose_decision
+
+    rng = np.random.default_rng(0)
+    gold = (rng.random((400, 3)) < 0.4).astype(np.float32)
+    probs = np.clip(gold * 0.3 + rng.random((400, 3)) * 0.6, 0, 1).astype(np.float32)
+    probs[:, 1] *= 0.3  # one class scores far lower: only its own threshold finds it
+    folds = np.arange(400) % 4
+    chosen, means = choose_decision(probs, gold, folds)
+    assert chosen == "per_class" and means["per_class"] > means["global"] + 0.05
+    probs[:, 1] /= 0.3  # calibrated alike: one threshold does as well
+    assert choose_decision(probs, gold, folds)[1]["global"] >= means["global"] + 0.05
+    clf = get_classifier("subjects-stack", text_recipe="linear", rounds=20)
+    clf.bind(tiny_vocab())
+    dev = examples(60, 1, "d", noisy=True)
+    clf.fit(examples(160, 0, "t"), dev)
+    assert clf.thresholds_["default"] in ("global", "per_class")
+    assert set(clf.thresholds_["nested_micro_f1"]) == {"global", "per_class"}
+    for served in ("global", "per_class"):
+        clf.thresholds_["default"] = served
+        np.testing.assert_array_equal(clf.decide(clf.predict_proba(dev)),
+                                      clf.decide(clf.predict_proba(dev), served))

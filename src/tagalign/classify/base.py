@@ -144,13 +144,21 @@ class Classifier(ABC):
         """(n, |labels|) scores in [0, 1]."""
 
     # -- deciding -------------------------------------------------------------------
-    def decide(self, probs: np.ndarray, decision: str = "per_class") -> np.ndarray:
-        """0/1 matrix from scores with the tuned ``per_class`` or ``global`` thresholds."""
+    @property
+    def default_decision(self) -> str:
+        """The thresholds `decide` uses unless told: ``per_class``, or what the recipe
+        chose when it tuned them (``thresholds_["default"]``, e.g. `subjects-stack`)."""
+        return self.thresholds_.get("default", "per_class")
+
+    def decide(self, probs: np.ndarray, decision: str | None = None) -> np.ndarray:
+        """0/1 matrix from scores with the tuned ``per_class`` or ``global`` thresholds
+        (None: `default_decision`)."""
+        decision = decision or self.default_decision
         if decision not in ("per_class", "global"):
             raise InputError("decision must be 'per_class' or 'global'")
         return decide(probs, np.asarray(self.thresholds_[decision], np.float32))
 
-    def predict(self, examples: Sequence[Example], decision: str = "per_class"
+    def predict(self, examples: Sequence[Example], decision: str | None = None
                 ) -> list[list[tuple[str, float]]]:
         """Per example, its chosen labels with scores, best first."""
         probs = self.predict_proba(examples)

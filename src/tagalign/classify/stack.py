@@ -114,7 +114,23 @@ class SubjectStackClassifier(Classifier):
             raise InputError("recipe 'subjects-stack' learns its stacker on --dev records "
                              "(neither the text model nor the subject project saw them); "
                              "give a labelled dev file")
-        return super().fit(train, dev, labels)
+        super().fit(train, dev, labels)
+        self.choose_decision(self.tuning_scores_, self.labels_.matrix(
+            [ex for ex in dev if ex.labels]))
+        return self
+
+    def choose_decision(self, oof: np.ndarray, y: np.ndarray) -> str:
+        """Serve the global or the per-class thresholds, chosen by nested cross-validation
+        over the stacker's folds on the dev records alone (`choose_decision`): the stacker
+        calibrates each domain itself (a categorical feature, or one regression each), so
+        29 per-class thresholds on top of it tend to fit the 4,000 tuning records
+        (measured: docs/classify.md)."""
+        from tagalign.classify.thresholds import choose_decision
+
+        chosen, means = choose_decision(oof, y, self.tuning_folds_)
+        self.thresholds_["default"] = chosen
+        self.thresholds_["nested_micro_f1"] = {k: round(v, 4) for k, v in means.items()}
+        return chosen
 
     def _fit(self, train: Sequence[Example], y: np.ndarray) -> None:
         vocab = self._vocab()

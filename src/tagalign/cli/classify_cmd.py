@@ -181,7 +181,7 @@ def predict(
     model_dir: Path = typer.Argument(..., help="A trained classifier folder."),
     input: Path = typer.Option(..., "--input", "-i", help="Records to classify (any record source, or JSONL with 'text')."),
     output: Path = typer.Option(..., "--output", "-o", help="Predictions JSONL (.gz ok): {\"id\", \"labels\": [{\"label\", \"score\"}]} per line."),
-    decision: str = typer.Option("per_class", "--decision", help="Thresholds: per_class or global (both tuned on dev)."),
+    decision: str = typer.Option(None, "--decision", help="Thresholds: per_class or global (both tuned on dev). Default: per_class, or the one the model chose (subjects-stack chooses by cross-validation on dev)."),
     label_set: Path = typer.Option(None, "--label-set", help="Refuse a model not trained on exactly these labels (one per line, or a CSV such as domains.csv)."),
     batch_size: int = typer.Option(1024, "--batch-size", min=1, help="Records per batch."),
     strict: bool = typer.Option(False, "--strict", help="Stop at the first malformed record."),
@@ -192,7 +192,7 @@ def predict(
 
     Example: tagalign classify predict domains-model --input dev.jsonl.gz --output domains.jsonl
     """
-    if decision not in ("per_class", "global"):
+    if decision not in (None, "per_class", "global"):
         fail("--decision must be per_class or global")
     if not input.exists():
         fail(f"input records not found: {input}")
