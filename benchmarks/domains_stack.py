@@ -21,7 +21,7 @@ Rows:
 ``--few-shot DOMAIN`` keeps only ``--few-shot-n`` (50) seeded training records of that
 domain (the others are dropped from train for the text model and the profiles; the
 subject project stays the full one): the few-shot setting of the issue. Every row also
-reports the F1 of each domain with ≤ 50 training records.
+reports the F1 of each domain with ≤ 50 training records (and of those in ``--show``).
 
 Intermediate results are cached in ``--work-dir``: the trained text model, its dev scores,
 the project's top-k suggestions for every dev record (JSONL) and their timings; a rerun
@@ -189,6 +189,8 @@ def main() -> None:
     ap.add_argument("--n-eval", type=int, default=10**9, help="default: all the rest")
     ap.add_argument("--few-shot", default=None, help="a domain cut to --few-shot-n records")
     ap.add_argument("--few-shot-n", type=int, default=SMALL)
+    ap.add_argument("--show", default="", help="domains whose F1 is reported besides those "
+                    f"with ≤ {SMALL} training records (comma-separated)")
     ap.add_argument("--mcpt-n-train", type=int, default=40000)
     ap.add_argument("--mcpt-epochs", type=int, default=1)
     ap.add_argument("--mcpt-seq", type=int, default=64)
@@ -209,7 +211,8 @@ def run(args) -> list[dict]:
     labels = LabelSet(read_label_set(args.label_set))
     train, tune, evals = load_data(args)
     counts = labels.matrix(train).sum(0)
-    small = [d for d, c in zip(labels.labels, counts, strict=True) if c <= SMALL]
+    small = [d for d, c in zip(labels.labels, counts, strict=True)
+             if c <= SMALL or d in args.show.split(",")]
     y_tune, gold = labels.matrix(tune), labels.matrix(evals)
     print(f"train {len(train)}, tune {len(tune)}, scored {len(evals)}, {len(labels)} labels; "
           f"domains with ≤ {SMALL} training records: {small or 'none'}", flush=True)

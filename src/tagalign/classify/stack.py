@@ -12,7 +12,8 @@ Three parts, each learned where it cannot have seen what it is judged on:
    text model nor the subject project saw. Cross-fitted inside dev (``folds``, seeded): each
    dev record's tuning score comes from the stacker of the other folds; the thresholds
    (global and per class) are tuned on those out-of-fold scores as every recipe tunes its
-   own, then the stacker is learned again on all of dev.
+   own, then the stacker is learned again on all of dev. Which of the two is served
+   (`choose_decision`) is decided on dev too, by nested cross-validation over the folds.
 
 The suggestions are plain input (`Example.suggested`: (subject id, score) best first), so
 this layer never runs a project; `tagalign.project.domains` feeds them in. The vocabulary
