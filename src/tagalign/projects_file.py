@@ -41,7 +41,6 @@ from typing import Any
 from tagalign.errors import InputError, TagalignError
 from tagalign.io import read_json
 from tagalign.project import CONFIG_NAME, Project, ProjectError
-from tagalign.project.domains import attach
 from tagalign.recipes import recipe_names
 from tagalign.runtime import Runtime
 from tagalign.vocab import Vocabulary, VocabularyMismatchError, load_vocabulary
@@ -293,6 +292,10 @@ def apply_settings(spec: ProjectSpec, project: Project) -> None:
     project.threshold = spec.threshold
     project.feedback_db = spec.feedback_db
     if spec.domains is not None:
+        # here, not at the top: the classifiers import torch, which a projects file
+        # without domain models never needs
+        from tagalign.project.domains import attach
+
         try:
             attach(project, spec.domains)
         except (TagalignError, OSError, ValueError) as exc:

@@ -17,7 +17,7 @@ import shutil
 import time
 from collections.abc import Collection, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tagalign.errors import (
     InputError,
@@ -39,7 +39,6 @@ from tagalign.project.config import (
     _without,
     config_defaults,
 )
-from tagalign.project.domains import DomainModel
 from tagalign.project.version import ModelVersion, model_version
 from tagalign.recipes import ReadOnlyError, Recipe, get_recipe, read_only_message
 from tagalign.recipes.saved import (
@@ -54,6 +53,9 @@ from tagalign.suggest import Suggestion, Tagged, keep_above
 from tagalign.text import guess_language
 from tagalign.vocab import Vocabulary, normalize_subject_id
 from tagalign.vocab.rules import SubjectRules
+
+if TYPE_CHECKING:  # loading one imports the classifiers (and torch): only when attached
+    from tagalign.project.domains import DomainModel
 
 
 class Project:
