@@ -93,7 +93,7 @@ def test_errors_name_the_file_the_table_and_the_key(deployment, tmp_path):
     assert error('[a]\nrecipe = "lexical"\nallow_lern = true\n') == (
         f"{src} [a] allow_lern: unknown key (did you mean 'allow_learn'?); known keys: name, "
         "recipe, vocab, language, path, params, limit, threshold, allow_learn, exclude, "
-        "include, feedback_db")
+        "include, feedback_db, domains")
     assert error("[a]\nlimit = true\n") == f"{src} [a] limit: expected a whole number, got True"
     assert f"{src} [a] recipe: unknown recipe 'hybird'" in error('[a]\nrecipe = "hybird"\n')
     assert error(f'[a]\n{trained}\nrecipe = "lexical"\n').startswith(
@@ -207,3 +207,10 @@ def test_tagalign_api_excludes_per_request(server):
     lexical = httpx.post(f"{server.url}/tagalign/v1/projects/lexical/suggest", json={
         "title": "Pilze Epos Zukunft Denkmalpflege Holzschutz"}).json()["results"]
     assert len(lexical) == 3
+
+
+def test_a_domain_model_that_is_not_there_names_the_key(tmp_path, tiny_hybrids):
+    toml = tmp_path / "projects.toml"
+    toml.write_text(f'[p]\npath = "{tiny_hybrids[0]}"\ndomains = "missing-model"\n', "utf-8")
+    with pytest.raises(ProjectsFileError, match=r"\[p\] domains: .*missing-model"):
+        open_project(read_projects(toml)["p"])

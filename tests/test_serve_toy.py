@@ -191,7 +191,8 @@ def test_16_concurrent_requests(toy):
 def test_blank_record_gets_no_suggestions_and_a_warning(toy):
     res = httpx.post(toy.url + SUGGEST, json={"title": "  ", "abstract": "\n"})
     assert res.status_code == 200
-    assert res.json() == {"results": [], "warning": EMPTY_WARNING, "quality": None}
+    assert res.json() == {"results": [], "warning": EMPTY_WARNING, "quality": None,
+                          "domains": None}
     ok = httpx.post(toy.url + SUGGEST, json={"title": "Pilze"}).json()
     assert ok["results"] and ok["warning"] is None
     batch = httpx.post(toy.url + BATCH, json={"records": [

@@ -17,6 +17,9 @@ One table per project; the table name is the project id (in every URL)::
     include = "keep.txt"
     feedback_db = "postgresql://…"   # feedback store: a URL or an SQLite file (default:
                                      # feedback.sqlite in the project's folder)
+    domains = "domains-stack"        # a domain model trained on this project (`tagalign
+                                     # classify train --subjects-project`): /tagalign/v1
+                                     # answers and the page give each record's domains too
 
 Settings of the server rather than of one project are keys above the first table::
 
@@ -35,7 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tagalign.errors import InputError
+from tagalign.errors import InputError, TagalignError
 from tagalign.io import read_json
 from tagalign.project import CONFIG_NAME, Project, ProjectError
 from tagalign.recipes import recipe_names
@@ -44,7 +47,7 @@ from tagalign.vocab import Vocabulary, VocabularyMismatchError, load_vocabulary
 from tagalign.vocab.rules import ALL, SubjectRules, read_id_file
 
 KEYS = ("name", "recipe", "vocab", "language", "path", "params", "limit", "threshold",
-        "allow_learn", "exclude", "include", "feedback_db")
+        "allow_learn", "exclude", "include", "feedback_db", "domains")
 #: keys of the whole server, written above the first table (`read_server_settings`)
 SERVER_KEYS = ("tokens_file",)
 
@@ -72,6 +75,8 @@ class ProjectSpec:
     #: SQLAlchemy URL of the feedback store (a plain path: an SQLite file; None: the
     #: project's own, `tagalign.project.feedback_location`)
     feedback_db: str | None = None
+    #: a domain model folder (`tagalign.project.domains`) served beside the subjects
+    domains: Path | None = None
 
     def where(self, key: str | None = None) -> str:
         """``projects.toml [id] key``: where an error's value is written."""
@@ -181,6 +186,8 @@ def _spec(source: Path, pid: str, table: dict[str, Any]) -> ProjectSpec:
     if (value := get("feedback_db", str, "an SQLAlchemy URL or an SQLite file")) is not None:
         spec.feedback_db = value if "://" in value else \
             f"sqlite:///{(source.parent / value).resolve()}"
+    if (value := get("domains", str, "a domain model folder")) is not None:
+        spec.domains = source.parent / value
     return spec
 
 
@@ -284,6 +291,15 @@ def apply_settings(spec: ProjectSpec, project: Project) -> None:
     project.limit = spec.limit
     project.threshold = spec.threshold
     project.feedback_db = spec.feedback_db
+    if spec.domains is not None:
+        # here, not at the top: the classifiers import torch, which a projects file
+        # without domain models never needs
+        from tagalign.project.domains import attach
+
+        try:
+            attach(project, spec.domains)
+        except (TagalignError, OSError, ValueError) as exc:
+            raise ProjectsFileError(f"{spec.where('domains')}: {exc}") from None
 
 
 def project_for_training(spec: ProjectSpec, overwrite: bool = False) -> Project:

@@ -1,11 +1,17 @@
 """Multi-label text classification (record domains and other label sets).
 
-data → model (recipes `linear-ngrams` (the default), `linear` and `label-contrastive`
-(mCPT, R5)) → thresholds → metrics. The CLI (`tagalign classify`) is a thin layer over
-`get_classifier` / `load_classifier`.
+data → model (recipes `linear-ngrams` (the default), `linear`, `label-contrastive`
+(mCPT, R5) and `subjects-stack` (text + a subject project's suggestions)) → thresholds
+→ metrics. The CLI (`tagalign classify`) is a thin layer over `get_classifier` /
+`load_classifier`.
 """
 
-from tagalign.classify import label_contrastive, linear, ngrams  # noqa: F401 - registration
+from tagalign.classify import (  # noqa: F401 - registration
+    label_contrastive,
+    linear,
+    ngrams,
+    stack,
+)
 from tagalign.classify.base import (
     CLASSIFIERS,
     Classifier,

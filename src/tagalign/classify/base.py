@@ -124,7 +124,7 @@ class Classifier(ABC):
             train, tune_on = holdout(train, int(self.params.get("seed", 0)))
             where = "holdout"
         self._fit(train, self.labels_.matrix(train))
-        found = tune(self.predict_proba(tune_on), self.labels_.matrix(tune_on))
+        found = tune(self._tuning_scores(tune_on), self.labels_.matrix(tune_on))
         self.thresholds_ = {k.replace("dev_", f"{where}_"): v for k, v in found.items()}
         self.thresholds_["tuned_on"] = where
         self.thresholds_["tuned_on_records"] = len(tune_on)
@@ -134,18 +134,31 @@ class Classifier(ABC):
     def _fit(self, train: Sequence[Example], y: np.ndarray) -> None:
         ...
 
+    def _tuning_scores(self, tune_on: Sequence[Example]) -> np.ndarray:
+        """The scores the thresholds are tuned on: the trained model's on records it never
+        saw (a stacker learned on ``tune_on`` itself overrides this: out-of-fold scores)."""
+        return self.predict_proba(tune_on)
+
     @abstractmethod
     def predict_proba(self, examples: Sequence[Example]) -> np.ndarray:
         """(n, |labels|) scores in [0, 1]."""
 
     # -- deciding -------------------------------------------------------------------
-    def decide(self, probs: np.ndarray, decision: str = "per_class") -> np.ndarray:
-        """0/1 matrix from scores with the tuned ``per_class`` or ``global`` thresholds."""
+    @property
+    def default_decision(self) -> str:
+        """The thresholds `decide` uses unless told: ``per_class``, or what the recipe
+        chose when it tuned them (``thresholds_["default"]``, e.g. `subjects-stack`)."""
+        return self.thresholds_.get("default", "per_class")
+
+    def decide(self, probs: np.ndarray, decision: str | None = None) -> np.ndarray:
+        """0/1 matrix from scores with the tuned ``per_class`` or ``global`` thresholds
+        (None: `default_decision`)."""
+        decision = decision or self.default_decision
         if decision not in ("per_class", "global"):
             raise InputError("decision must be 'per_class' or 'global'")
         return decide(probs, np.asarray(self.thresholds_[decision], np.float32))
 
-    def predict(self, examples: Sequence[Example], decision: str = "per_class"
+    def predict(self, examples: Sequence[Example], decision: str | None = None
                 ) -> list[list[tuple[str, float]]]:
         """Per example, its chosen labels with scores, best first."""
         probs = self.predict_proba(examples)

@@ -31,9 +31,15 @@ class Example:
     #: the text already tokenised by the project's `Analyzer` (the hybrid tagger has them);
     #: the `linear` recipe then skips tokenising
     tokens: list[str] | None = None
+    #: gold subject ids (records read from a record source): `subjects-stack` counts its
+    #: subject → domain profiles on them
+    subjects: list[str] | None = None
+    #: a subject project's suggestions for the record, (subject id, score) best first:
+    #: the input `subjects-stack` reads beside the text (filled by `tagalign.project.domains`)
+    suggested: list[tuple[str, float]] | None = None
 
 
-def _is_text_jsonl(path: Path) -> bool:
+def is_text_jsonl(path: Path) -> bool:
     """True when the first non-empty line of a JSONL file carries ``text`` (the plain form)."""
     name = path.name.lower().removesuffix(".gz")
     if path.is_dir() or not name.endswith((".jsonl", ".ndjson")):
@@ -77,7 +83,8 @@ def _read_record_source(path: Path, report: InputReport, label_field: str
         if labels is None:
             raise InputError(f"records have no field {label_field!r}; use 'domains' or "
                              "'subjects', or JSONL with 'text' and 'labels'")
-        yield f"{path}: record {rec.id}", Example(rec.id, rec.text, list(labels), rec.language)
+        yield f"{path}: record {rec.id}", Example(rec.id, rec.text, list(labels), rec.language,
+                                                  subjects=list(rec.subjects))
 
 
 def read_examples(path: Path | str, *, label_field: str = "domains",
@@ -89,7 +96,7 @@ def read_examples(path: Path | str, *, label_field: str = "domains",
     if not path.exists():
         raise FileNotFoundError(f"input not found: {path}")
     report = report if report is not None else InputReport()
-    rows = (_read_text_jsonl(path, report) if _is_text_jsonl(path)
+    rows = (_read_text_jsonl(path, report) if is_text_jsonl(path)
             else _read_record_source(path, report, label_field))
     out: list[Example] = []
     for where, ex in rows:

@@ -32,6 +32,7 @@ import scipy.sparse as sp
 
 from tagalign.classify.base import LabelSetMismatch, get_classifier, load_classifier
 from tagalign.classify.data import Example
+from tagalign.classify.profiles import domain_matrix, subject_domain_counts
 from tagalign.errors import InputError
 from tagalign.io import (
     load_csr,
@@ -48,18 +49,6 @@ from tagalign.suggest.sources.memory import label_matrix
 from tagalign.vocab import VocabularyMismatchError
 
 TUNE_SAMPLE = 2000  # thresholds are not used here; tuning them on a sample keeps fit cheap
-
-
-def domain_matrix(records: Sequence[Record], labels: Sequence[str]) -> sp.csr_matrix:
-    """(records × labels) 0/1 matrix of gold domains (codes outside ``labels`` ignored)."""
-    index = {lab: j for j, lab in enumerate(labels)}
-    rows, cols = [], []
-    for i, r in enumerate(records):
-        for j in sorted({index[d] for d in r.domains if d in index}):
-            rows.append(i)
-            cols.append(j)
-    return sp.csr_matrix((np.ones(len(rows), np.float32), (rows, cols)),
-                         shape=(len(records), len(labels)))
 
 
 @register_source
@@ -107,7 +96,7 @@ class DomainSource(Source):
             raise InputError(f"the training records carry no example of domains {missing}")
         self.classifier_, self.labels_ = clf, clf.labels_.labels
         D = domain_matrix(records, self.labels_)
-        self.counts_ = (ctx.Y.T.tocsr().astype(np.float32) @ D).tocsr()
+        self.counts_ = subject_domain_counts(ctx.Y, D)
         freq = np.asarray(D.sum(axis=0)).ravel() + 1.0
         self.overall_ = (freq / freq.sum()).astype(np.float32)
         self.vocab_ = ctx.vocab
@@ -120,7 +109,8 @@ class DomainSource(Source):
         recs = [r for r in batch.records if r.domains and r.subjects]
         if not recs:
             return
-        delta = label_matrix(recs, self.vocab_).T.tocsr() @ domain_matrix(recs, self.labels_)
+        delta = subject_domain_counts(label_matrix(recs, self.vocab_),
+                                      domain_matrix(recs, self.labels_))
         self.counts_ = (self.counts_ + delta).tocsr()
         self._refresh()
 

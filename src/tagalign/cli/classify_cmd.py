@@ -18,7 +18,7 @@ from tagalign.predictions import (
     labels_line,
     read_label_predictions,
 )
-from tagalign.records import BadInputError, InputReport
+from tagalign.records import BadInputError, InputReport, read_records
 from tagalign.runtime import set_threads
 
 classify_app = typer.Typer(
@@ -27,8 +27,40 @@ classify_app = typer.Typer(
 app.add_typer(classify_app, name="classify")
 
 RECIPES = ("linear-ngrams (TF-IDF word uni+bigrams and character n-grams + logistic "
-           "regression), linear (TF-IDF words + logistic regression) or label-contrastive "
-           "(mCPT)")
+           "regression), linear (TF-IDF words + logistic regression), label-contrastive "
+           "(mCPT) or subjects-stack (text + a subject project's suggestions, the default "
+           "with --subjects-project)")
+STACK = "subjects-stack"
+SUBJECTS_HELP = ("A trained subject project whose suggestions the subjects-stack recipe "
+                 "reads beside the text (default with predict: the one the model was "
+                 "trained with).")
+
+
+def _subject_project(path: Path):
+    from tagalign.project import Project
+
+    project = Project.load(path)
+    project.trained_recipe()  # NotTrainedError before any record is read
+    return project
+
+
+def _records_by_id(path: Path) -> dict | None:
+    """The records of a record source by id (their titles count apart from the abstract
+    for the subject project); None for plain text JSONL."""
+    from tagalign.classify.data import is_text_jsonl
+
+    if is_text_jsonl(path):
+        return None
+    return {r.id: r for r in read_records(path, report=InputReport())}
+
+
+def _suggest_into(project, examples, depth: int, path: Path) -> None:
+    from tagalign.project.domains import suggest_into
+
+    with progress() as bar:
+        task = bar.add_task(f"subjects of {project.path.name}", total=len(examples), rate="")
+        suggest_into(project, examples, depth, _records_by_id(path),
+                     on_batch=lambda done, _total: bar.update(task, completed=done))
 
 
 def _examples(path: Path, label_field: str, *, strict: bool, require_labels: bool,
@@ -84,24 +116,42 @@ def train(
     config: Path = typer.Option(None, "--config", help="JSON file of recipe parameters."),
     strict: bool = typer.Option(False, "--strict", help="Stop at the first malformed record."),
     threads: int = typer.Option(0, "--threads", help="CPU threads for torch (0 = all)."),
+    subjects_project: Path = typer.Option(None, "--subjects-project", help="A trained subject project (recipe subjects-stack, the default then): its suggestions for the --dev records, never for --train, are read beside the text; it must not have trained on the dev records."),
 ) -> None:
     """Train a multi-label classifier and save it (model, thresholds, label set, config).
 
     Example: tagalign classify train domains-model --train train.jsonl.gz --dev dev.jsonl.gz --recipe linear
+
+    Text and subjects: tagalign classify train domains-stack --train train.jsonl.gz --dev dev.jsonl.gz --subjects-project gnd-hybrid
     """
     from tagalign.classify import DEFAULT_RECIPE, get_classifier
     from tagalign.classify.metrics import report
 
     set_threads(threads)  # 0 leaves the defaults
-    for what, path in (("training records", train_src), ("dev records", dev)):
+    for what, path in (("training records", train_src), ("dev records", dev),
+                       ("subject project", subjects_project)):
         if path is not None and not path.exists():
             fail(f"{what} not found: {path}")
+    recipe = recipe or (STACK if subjects_project is not None else DEFAULT_RECIPE)
+    if (recipe == STACK) != (subjects_project is not None):
+        fail(f"--subjects-project goes with --recipe {STACK} (and {STACK} needs it)")
+    if recipe == STACK and dev is None:
+        fail(f"--recipe {STACK} learns its stacker on --dev records the subject project "
+             "never saw: give --dev")
     label_list = _label_set(label_set)
-    clf = get_classifier(recipe or DEFAULT_RECIPE, **parse_params(param, config))
+    clf = get_classifier(recipe, **parse_params(param, config))
     train_ex = _examples(train_src, labels, strict=strict, require_labels=True,
                          what="training records")
     dev_ex = _examples(dev, labels, strict=strict, require_labels=True,
                        what="dev records") if dev else None
+    if recipe == STACK:
+        from tagalign.project.domains import check_held_out
+
+        project = _subject_project(subjects_project)
+        check_held_out(project, dev_ex)
+        clf.bind(project.vocab)
+        clf.subjects_project_ = str(subjects_project.resolve())
+        _suggest_into(project, dev_ex, clf.params["top_k"], dev)
     t0 = time.perf_counter()
     with progress() as bar:
         clf.progress = PhaseBars(bar)
@@ -113,7 +163,10 @@ def train(
                       "scores reported", soft_wrap=True)
     extra: dict = {"train_seconds": round(seconds, 1), "label_field": labels}
     if dev_ex:
-        scores = report(clf.labels_.matrix(dev_ex), clf.decide(clf.predict_proba(dev_ex)),
+        # a stacker learned on dev is scored out of fold (each record by the stacker of the
+        # other folds): its dev figures are not read off the records it learned
+        probs = clf.tuning_scores_ if recipe == STACK else clf.predict_proba(dev_ex)
+        scores = report(clf.labels_.matrix(dev_ex), clf.decide(probs),
                         clf.labels_.labels, [ex.language for ex in dev_ex])
         extra["dev_scores"] = {k: scores[k] for k in ("n", "micro_f1", "macro_f1",
                                                       "by_language")}
@@ -128,23 +181,37 @@ def predict(
     model_dir: Path = typer.Argument(..., help="A trained classifier folder."),
     input: Path = typer.Option(..., "--input", "-i", help="Records to classify (any record source, or JSONL with 'text')."),
     output: Path = typer.Option(..., "--output", "-o", help="Predictions JSONL (.gz ok): {\"id\", \"labels\": [{\"label\", \"score\"}]} per line."),
-    decision: str = typer.Option("per_class", "--decision", help="Thresholds: per_class or global (both tuned on dev)."),
+    decision: str = typer.Option(None, "--decision", help="Thresholds: per_class or global (both tuned on dev). Default: per_class, or the one the model chose (subjects-stack chooses by cross-validation on dev)."),
     label_set: Path = typer.Option(None, "--label-set", help="Refuse a model not trained on exactly these labels (one per line, or a CSV such as domains.csv)."),
     batch_size: int = typer.Option(1024, "--batch-size", min=1, help="Records per batch."),
     strict: bool = typer.Option(False, "--strict", help="Stop at the first malformed record."),
     resume: bool = typer.Option(False, "--resume", help="Continue an interrupted run: keep what OUT.partial holds, classify the rest."),
+    subjects_project: Path = typer.Option(None, "--subjects-project", help=SUBJECTS_HELP),
 ) -> None:
     """Label records with a trained classifier (at least one label per record).
 
     Example: tagalign classify predict domains-model --input dev.jsonl.gz --output domains.jsonl
     """
-    if decision not in ("per_class", "global"):
+    if decision not in (None, "per_class", "global"):
         fail("--decision must be per_class or global")
     if not input.exists():
         fail(f"input records not found: {input}")
     clf = _load(model_dir, label_set)
+    project = None
+    if clf.name == STACK:
+        where = subjects_project or (Path(clf.subjects_project_)
+                                     if clf.subjects_project_ else None)
+        if where is None or not where.exists():
+            fail(f"{model_dir} reads a subject project's suggestions; the one it was trained "
+                 f"with ({where}) is not there: give --subjects-project")
+        project = _subject_project(where)
+        clf.bind(project.vocab, f"domain model {model_dir}")
+    elif subjects_project is not None:
+        fail(f"{model_dir} is a {clf.name!r} classifier: it reads text alone "
+             "(--subjects-project goes with subjects-stack models)")
     examples = _examples(input, "domains", strict=strict, require_labels=False,
                          what="input records")
+    records = _records_by_id(input) if project is not None else None
     stream = PredictionStream(output, resume=resume).open()
     todo = [ex for ex in examples if ex.id not in stream.done]
     if len(todo) < len(examples):
@@ -155,6 +222,10 @@ def predict(
             task = bar.add_task("classifying", total=len(todo), rate="")
             for i in range(0, len(todo), batch_size):
                 chunk = todo[i:i + batch_size]
+                if project is not None:
+                    from tagalign.project.domains import suggest_into
+
+                    suggest_into(project, chunk, clf.params["top_k"], records, batch_size)
                 for ex, row in zip(chunk, clf.predict(chunk, decision), strict=True):
                     stream.write_line(ex.id, labels_line(ex.id, row))
                 stream.flush()

@@ -80,6 +80,7 @@ def suggest(
     exclude_file: Path = typer.Option(None, "--exclude", help="File of subject ids or GND URIs (one a line) never to suggest; the limit is filled from the others."),
     threads: int = typer.Option(0, "--threads", min=0, help="CPU threads for the models (0 = all)."),
     compile_ranker: bool = typer.Option(True, "--compile-ranker/--no-compile-ranker", help=COMPILE_HELP),
+    domains: Path = typer.Option(None, "--domains", help="A domain model trained on this project (`tagalign classify train --subjects-project`): each line gets \"domains\": [{\"label\", \"score\"}], from the same pass's suggestions (JSONL output, --engine local)."),
 ) -> None:
     """Suggest subjects for records (a file, or one --title/--abstract).
 
@@ -97,6 +98,9 @@ def suggest(
 
     Never these subjects: tagalign suggest gnd-hybrid --title "…" --exclude excluded-ids.txt
 
+    Domains beside the subjects: tagalign suggest gnd-hybrid --input dev.jsonl.gz --output
+    pred.jsonl --domains domains-stack
+
     MARC in, MARC out (650/883 as DNB writes machine subjects; --merge: the input records
     whole, with these fields added): tagalign suggest gnd-hybrid --input titles.mrc
     --output suggested.xml --format marcxml --merge --agency DE-101
@@ -106,7 +110,11 @@ def suggest(
         fail(f"--engine takes local or ray; --format takes {', '.join(OUTPUT_FORMATS)}")
     if review is not None and release_above is None:
         fail("--review goes with --release-above")
+    if domains is not None and not domains.exists():
+        fail(f"domain model not found: {domains}")
     if engine == "ray" or output_format == "parquet":
+        if domains is not None:
+            fail("--domains works with --engine local and JSONL output")
         if release_above is not None:
             fail("--release-above works with --engine local and JSONL output")
         if output_format in ("marc", "marcxml") or merge or agency is not None:
@@ -124,8 +132,14 @@ def suggest(
     if title is None and not input.exists():
         fail(f"records not found: {input}")  # before the seconds of loading the project
     fmt = output_format_of(output, output_format, merge, agency, input)
+    if domains is not None and fmt != "jsonl":
+        fail("--domains writes JSONL (MARC output has no field for domains)")
     project = load_trained(project_dir, mmap=mmap,
                            runtime=make_runtime(threads, compile_ranker))
+    if domains is not None:
+        from tagalign.project.domains import attach
+
+        attach(project, domains)
     if title is not None:
         rec = Record(id="cli", title=title, abstract=abstract, language=language)
         return suggest_one(project, rec, limit, threshold, exclude)
@@ -174,11 +188,15 @@ def load_trained(project_dir: Path, mmap: bool = False, runtime: Runtime | None 
 
 def suggest_one(project: Project, rec: Record, limit: int | None, threshold: float | None,
                 exclude: frozenset[str] = frozenset()) -> None:
-    tagged = project.tag([rec], limit, threshold, exclude)[0]
+    tagged = project.tag([rec], limit, threshold, exclude,
+                         domains=project.domains is not None)[0]
     if tagged.warning:
         console.print(f"[yellow]warning:[/] {tagged.warning}")
     if tagged.suggestions:
         print_suggestions(tagged.suggestions)
+    if tagged.domains:
+        out.print("domains: " + ", ".join(f"{lab} ({score:.2f})"
+                                          for lab, score in tagged.domains))
     if tagged.quality is not None:  # part of the result: stdout, beside the table
         out.print(f"estimated quality: recall {tagged.quality.recall:.2f}, "
                   f"precision {tagged.quality.precision:.2f}")
@@ -261,7 +279,8 @@ def _tag_all(project: Project, input: Path, stream: PredictionStream, report: In
         records = (rec for _, rec in iter_marc_records(input, report)) if merge \
             else read_records(input, report=report)
         tag_records(records,
-                    lambda chunk: project.tag(chunk, limit, threshold, exclude),
+                    lambda chunk: project.tag(chunk, limit, threshold, exclude,
+                                              domains=project.domains is not None),
                     stream, counts, batch_size, on_batch=on_batch, on_warning=warn,
                     review=review, release_above=release_above)
 

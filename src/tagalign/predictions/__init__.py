@@ -2,7 +2,7 @@
 (`tagalign classify predict`), the shared task's submission folders; the stream that writes
 them as they are made and resumes an interrupted run; subjects as MARC fields (`marc`)."""
 
-from tagalign.predictions.labels import labels_line, read_label_predictions
+from tagalign.predictions.labels import label_scores, labels_line, read_label_predictions  # noqa: E501
 from tagalign.predictions.marc import (
     MarcPredictionStream,
     open_prediction_stream,
@@ -20,7 +20,7 @@ from tagalign.predictions.submission import read_submission, write_submission
 from tagalign.predictions.tagging import TagCounts, review_path, tag_records
 
 __all__ = ["MarcPredictionStream", "PartialExistsError", "PredictionStream", "TagCounts",
-           "labels_line", "open_prediction_stream", "output_format", "partial_path",
+           "label_scores", "labels_line", "open_prediction_stream", "output_format", "partial_path",
            "read_estimates", "read_label_predictions", "read_predictions", "read_rows_by_id",
            "read_scored_predictions", "read_submission", "review_path", "tag_records",
            "write_predictions", "write_submission"]

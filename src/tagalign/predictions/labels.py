@@ -8,13 +8,11 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from tagalign.io import InputReport
-from tagalign.predictions.subjects import read_rows_by_id
+from tagalign.predictions.subjects import label_scores, read_rows_by_id
 
 
 def labels_line(rid: str, labels: Sequence[tuple[str, float]]) -> str:
-    return json.dumps({"id": rid, "labels": [{"label": label, "score": round(score, 4)}
-                                             for label, score in labels]},
-                      ensure_ascii=False) + "\n"
+    return json.dumps({"id": rid, "labels": label_scores(labels)}, ensure_ascii=False) + "\n"
 
 
 def _labels(obj: dict) -> list[str]:

@@ -19,7 +19,7 @@ from __future__ import annotations
 import gzip
 import io
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import IO
 
@@ -104,8 +104,10 @@ class MarcPredictionStream(PredictionStream):
         self.flush()
 
     def write(self, rid: str, suggestions: Iterable[Suggestion],
-              quality: Quality | None = None) -> None:
-        """One record with its suggestions (the quality estimate has no MARC field)."""
+              quality: Quality | None = None,
+              domains: Sequence[tuple[str, float]] | None = None) -> None:
+        """One record with its suggestions (the quality estimate and the domains have no
+        MARC field: `tagalign suggest --domains` writes JSONL)."""
         if self.merge is not None:
             rec = self._input_record(rid)
         else:

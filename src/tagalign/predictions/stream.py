@@ -9,7 +9,7 @@ from __future__ import annotations
 import gzip
 import io
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import IO, TextIO
 
@@ -92,9 +92,11 @@ class PredictionStream:
         self.flush()
 
     def write(self, rid: str, suggestions: Iterable[Suggestion],
-              quality: Quality | None = None) -> None:
-        """One record's subjects (`tagalign suggest`), with its quality estimate if any."""
-        self.write_line(rid, subjects_line(rid, suggestions, quality))
+              quality: Quality | None = None,
+              domains: Sequence[tuple[str, float]] | None = None) -> None:
+        """One record's subjects (`tagalign suggest`), with its quality estimate and its
+        domains if any."""
+        self.write_line(rid, subjects_line(rid, suggestions, quality, domains))
 
     def write_line(self, rid: str, line: str) -> None:
         """One record's prediction line, already serialised (labels, subjects)."""

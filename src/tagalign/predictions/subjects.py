@@ -9,7 +9,7 @@ of the list is the ranking; scores are kept for people, not re-sorted.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
 from tagalign.io import InputReport, atomic_text, parse_lines
@@ -49,11 +49,22 @@ def object_with_id(line: str) -> dict | None:
     return obj
 
 
+def label_scores(labels: Sequence[tuple[str, float]]) -> list[dict]:
+    """``[{"label", "score"}]``: the one JSON shape of scored labels (`classify predict`'s
+    lines, the domains beside suggested subjects)."""
+    return [{"label": label, "score": round(float(score), 4)} for label, score in labels]
+
+
 def subjects_line(rid: str, suggestions: Iterable[Suggestion],
-                  quality: Quality | None = None) -> str:
+                  quality: Quality | None = None,
+                  domains: Sequence[tuple[str, float]] | None = None) -> str:
+    """``{"id", "subjects", "quality"?, "domains"?}``; ``domains`` in the shape of
+    `labels_line`'s labels (``[{"label", "score"}]``)."""
     obj: dict = {"id": rid, "subjects": [s.to_json() for s in suggestions]}
     if quality is not None:
         obj["quality"] = quality.to_json()
+    if domains is not None:
+        obj["domains"] = label_scores(domains)
     return json.dumps(obj, ensure_ascii=False) + "\n"
 
 

@@ -81,7 +81,7 @@ def tag_records(records: Iterable[Record], suggest: SuggestBatch, stream: Predic
     def run(chunk: list[Record]) -> None:
         for rec, tagged in zip(chunk, suggest(chunk), strict=True):
             warning = cut.pop(rec.id, None) or tagged.warning
-            target(tagged).write(rec.id, tagged.suggestions, tagged.quality)
+            target(tagged).write(rec.id, tagged.suggestions, tagged.quality, tagged.domains)
             counts.tagged += 1
             if warning:
                 counts.empty += warning == EMPTY_WARNING

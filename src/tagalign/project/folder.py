@@ -17,11 +17,12 @@ import shutil
 import time
 from collections.abc import Collection, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tagalign.errors import (
     InputError,
     NotTrainedError,  # also imported from here (`tagalign.serve`)
+    UsageError,
 )
 from tagalign.io import read_json, versions, write_json_atomic
 from tagalign.project.config import (
@@ -52,6 +53,9 @@ from tagalign.suggest import Suggestion, Tagged, keep_above
 from tagalign.text import guess_language
 from tagalign.vocab import Vocabulary, normalize_subject_id
 from tagalign.vocab.rules import SubjectRules
+
+if TYPE_CHECKING:  # loading one imports the classifiers (and torch): only when attached
+    from tagalign.project.domains import DomainModel
 
 
 class Project:
@@ -86,6 +90,8 @@ class Project:
         #: seconds `load` took (vocabulary and model; None: not loaded by `load`), for the
         #: server's ``tagalign_model_load_seconds``
         self.load_seconds: float | None = None
+        #: the domain model `tag(domains=True)` answers with (`tagalign.project.domains`)
+        self.domains: DomainModel | None = None
 
     # -- creation and loading ----------------------------------------------------------
     @classmethod
@@ -156,12 +162,15 @@ class Project:
     #: the settings a server (a projects file, `tagalign serve` options) gives a loaded
     #: project, none of them saved in its folder: a reloaded project takes them over
     SERVING_SETTINGS = ("allow_learn", "rules", "language", "limit", "threshold",
-                        "feedback_db")
+                        "feedback_db", "domains")
 
     def take_serving_settings(self, other: Project) -> None:
-        """``other``'s `SERVING_SETTINGS` (a reload's new project takes the old one's)."""
+        """``other``'s `SERVING_SETTINGS` (a reload's new project takes the old one's; its
+        domain model reads this vocabulary, or the reload is refused)."""
         for name in self.SERVING_SETTINGS:
             setattr(self, name, getattr(other, name))
+        if self.domains is not None:
+            self.domains.bind(self.vocab)
 
     def _load_model(self) -> Recipe:
         # read before the model: a folder replaced meanwhile shows the older version, and
@@ -323,7 +332,8 @@ class Project:
 
     def tag(self, records: Sequence[Record], limit: int | None = None,
             threshold: float | None = None, exclude: Collection[str] = (), *,
-            fallback_limit: int = DEFAULT_LIMIT, estimate: bool = True) -> list[Tagged]:
+            fallback_limit: int = DEFAULT_LIMIT, estimate: bool = True,
+            domains: bool = False) -> list[Tagged]:
         """Suggestions, warning and quality estimate per record. Degenerate records never
         reach the recipe as they are (`tagalign.records.check_record`): empty text gets no
         suggestions, no quality and `EMPTY_WARNING`; text over `MAX_TEXT_CHARS` is cut,
@@ -338,8 +348,13 @@ class Project:
         exclusions the quality estimate describes the list before them (the estimator
         learned the score profiles of whole lists; the recipe runs again for the lists that
         held an excluded subject).
-        ``estimate=False``: no quality wanted (the estimator does not run)."""
+        ``estimate=False``: no quality wanted (the estimator does not run).
+        ``domains``: each record's domains too (`Tagged.domains`, from the attached
+        ``domains`` model), read off the same ranking as the subjects, before exclusions."""
         self.trained_recipe()
+        model = self.domains if domains else None
+        if domains and model is None:
+            raise UsageError(f"project {self.path.name} has no domain model attached")
         banned = self.excluded
         if exclude:
             banned = banned | {normalize_subject_id(i) for i in exclude}
@@ -353,10 +368,16 @@ class Project:
                                   []).append(i)
             for (n, cut), idx in groups.items():
                 recs = [checked[i][0] for i in idx]
-                if estimate:
+                if model is not None:  # one ranking, deep enough for the domain model
+                    rows = self.recipe.suggest_deeper(recs, n, cut, model.depth)
+                    for i, found in zip(idx, model.predict(recs, [r[2] for r in rows]),
+                                        strict=True):
+                        out[i].domains = found
+                elif estimate:
                     rows = self.recipe.suggest_with_quality(recs, limit=n, threshold=cut)
-                    for i, (row, quality) in zip(idx, rows, strict=True):
-                        out[i].suggestions, out[i].quality = row, quality
+                if model is not None or estimate:
+                    for i, (row, quality, *_) in zip(idx, rows, strict=True):
+                        out[i].suggestions, out[i].quality = row, quality if estimate else None
                     # only lists that hold an excluded subject are made again
                     idx = [i for i in idx if any(x.id in banned for x in out[i].suggestions)]
                     recs = [checked[i][0] for i in idx]

@@ -152,6 +152,20 @@ class Recipe(ABC):
         record; a recipe without a quality estimator reports None, never a made-up value."""
         return [(keep_above(row, threshold), None) for row in self.suggest(records, limit)]
 
+    def suggest_deeper(self, records: Sequence[Record], limit: int, threshold: float,
+                       depth: int) -> list[tuple[list[Suggestion], Quality | None,
+                                                 list[Suggestion]]]:
+        """`suggest_with_quality` and, from the same pass, each record's top ``depth``
+        suggestions uncut by ``threshold`` (what a domain model reads beside the subjects,
+        `tagalign.project.domains`, however short the returned list is)."""
+        return [(keep_above(row[:limit], threshold), None, row[:depth])
+                for row in self.suggest(records, max(limit, depth))]
+
+    def seen_record_ids(self) -> frozenset[str] | None:
+        """Ids of the records the model learned from, when it keeps them (None: unknown);
+        a stacker must never learn on suggestions for these."""
+        return None
+
     def search_space(self) -> SearchSpace:
         """Parameters that change what a *trained* model suggests without retraining it
         (`tagalign hyperopt` tunes them in seconds per trial); default: none."""

@@ -175,6 +175,18 @@ class HybridRecipe(Recipe):
         return [row for rows in self._batches(records)
                 for row in self._pipeline().suggest_with_quality(rows, limit, threshold)]
 
+    def suggest_deeper(self, records: Sequence[Record], limit: int, threshold: float,
+                       depth: int) -> list[tuple[list[Suggestion], Quality | None,
+                                                 list[Suggestion]]]:
+        """One ranking to ``max(limit, depth)`` per record: the quality estimate still
+        describes the top ``limit`` after ``threshold``."""
+        return [row for rows in self._batches(records)
+                for row in self._pipeline().suggest_deeper(rows, limit, threshold, depth)]
+
+    def seen_record_ids(self) -> frozenset[str]:
+        """The record memory's ids: every training record, and those learned since."""
+        return frozenset(self._pipeline().memory.ids)
+
     def _batches(self, records: Sequence[Record]) -> list[Sequence[Record]]:
         """``records`` in pieces of ``batch_size`` (bounded memory per piece)."""
         bs = self.params["batch_size"]

@@ -167,6 +167,11 @@ def _quality(q: Quality | None) -> s.QualityOut | None:
     return None if q is None else s.QualityOut(**q.to_json())
 
 
+def _domains(found: list[tuple[str, float]] | None) -> list[s.DomainOut] | None:
+    return None if found is None else [s.DomainOut(label=lab, score=round(float(sc), 4))
+                                       for lab, sc in found]
+
+
 def _version(v) -> s.ModelVersionOut | None:
     return None if not v or v.get("version") is None else s.ModelVersionOut(**v)
 
@@ -284,19 +289,24 @@ def create_app(projects: Mapping[str, Project], store: FeedbackStore | ServedSto
     def suggest(project_id: str, body: s.SuggestRequest) -> Response:
         rec = Record(id="request", title=body.title, abstract=body.abstract,
                      language=body.language)
-        proj, tagged = svc.tag(project_id, [rec], body.limit, body.threshold, body.exclude)
+        proj, tagged = svc.tag(project_id, [rec], body.limit, body.threshold, body.exclude,
+                               domains=True)
         return _json(s.SuggestResponse(results=_out(tagged[0].suggestions, titles),
                                        warning=tagged[0].warning,
-                                       quality=_quality(tagged[0].quality)), proj)
+                                       quality=_quality(tagged[0].quality),
+                                       domains=_domains(tagged[0].domains)), proj)
 
     @api.post("/projects/{project_id}/suggest-batch", response_model=s.BatchResponse)
     def suggest_batch(project_id: str, body: s.BatchRequest) -> Response:
         recs = [Record(id=r.id or str(i), title=r.title, abstract=r.abstract,
                        language=r.language) for i, r in enumerate(body.records)]
-        proj, tagged = svc.tag(project_id, recs, body.limit, body.threshold, body.exclude)
+        proj, tagged = svc.tag(project_id, recs, body.limit, body.threshold, body.exclude,
+                               domains=True)
         return _json(s.BatchResponse(results=[_out(t.suggestions, titles) for t in tagged],
                                      warnings=[t.warning for t in tagged],
-                                     qualities=[_quality(t.quality) for t in tagged]), proj)
+                                     qualities=[_quality(t.quality) for t in tagged],
+                                     domains=[_domains(t.domains) for t in tagged]
+                                     if proj.domains is not None else None), proj)
 
     @api.post("/projects/{project_id}/learn", response_model=s.LearnResponse, responses={
         403: {"model": s.ErrorOut,

@@ -65,6 +65,16 @@ class QualityOut(BaseModel):
                              description="Expected share of it that is right.")
 
 
+class DomainOut(BaseModel):
+    """One domain of the record (the shape of `tagalign classify predict`'s labels)."""
+
+    label: str = Field(..., description="The domain's code (e.g. a LinSearch code).")
+    score: float = Field(..., ge=0.0, le=1.0, description="The domain model's score.")
+
+
+DOMAINS_HELP = ("The record's domains, best first, from the project's domain model (text and "
+                "these suggestions together); null when the project has none.")
+
 QUALITY_HELP = ("Estimated quality of the results; null when the project's recipe has no "
                 "estimator or the record has no text.")
 
@@ -74,6 +84,7 @@ class SuggestResponse(BaseModel):
     warning: str | None = Field(None, description="Why the results are empty or partial "
                                                   "(e.g. a record without text); else null.")
     quality: QualityOut | None = Field(None, description=QUALITY_HELP)
+    domains: list[DomainOut] | None = Field(None, description=DOMAINS_HELP)
 
 
 class BatchResponse(BaseModel):
@@ -81,6 +92,9 @@ class BatchResponse(BaseModel):
     warnings: list[str | None] = Field([], description="One warning or null per record.")
     qualities: list[QualityOut | None] = Field([], description="One quality estimate or "
                                                "null per record (see SuggestResponse).")
+    domains: list[list[DomainOut] | None] | None = Field(
+        None, description="One list of domains or null per record (see SuggestResponse); "
+                          "null when the project has no domain model.")
 
 
 class LearnRecord(RecordIn):

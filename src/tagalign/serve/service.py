@@ -181,10 +181,11 @@ class Service:
 
     def tag(self, project_id: str, records: Sequence[Record], limit: int | None = None,
             threshold: float | None = None, exclude: Collection[str] = (), *,
-            default_limit: int = OWN_DEFAULT_LIMIT, estimate: bool = True
-            ) -> tuple[Project, list[Tagged]]:
+            default_limit: int = OWN_DEFAULT_LIMIT, estimate: bool = True,
+            domains: bool = False) -> tuple[Project, list[Tagged]]:
         """`suggest`, and the project that answered (the model a reload may have replaced
-        since: a request keeps the one it started with)."""
+        since: a request keeps the one it started with). ``domains``: each record's domains
+        too when the project has a domain model (`Tagged.domains`; None otherwise)."""
         proj = self.require_trained(project_id)
         learned = self.learning.before_suggest(project_id, proj,
                                                lambda: self.projects[project_id])
@@ -197,7 +198,8 @@ class Service:
             if limit is not None:
                 limit = min(limit, MAX_LIMIT)
             tagged = proj.tag(records, limit=limit, threshold=threshold, exclude=exclude,
-                              fallback_limit=default_limit, estimate=estimate)
+                              fallback_limit=default_limit, estimate=estimate,
+                              domains=domains and proj.domains is not None)
         if self.observer is not None:
             self.observer.suggested(project_id, tagged)
         return proj, tagged

@@ -158,12 +158,13 @@ class HybridPipeline:
         return Ranked(rows, cols, X, names, support, scores,
                       top_k(rows, cols, scores, len(batch), limit))
 
-    def rank(self, batch: Batch, limit: int, threshold: float | None = None
+    def rank(self, batch: Batch, limit: int, threshold: float | None = None, depth: int = 0
              ) -> tuple[list[list[tuple[int, float, list[str]]]], list[Quality | None]]:
         """Top ``limit`` (subject position, score, supporting sources) per record, and its
         quality estimate for that list after ``threshold`` (None: no estimate wanted). The
-        estimator reads the same (blended) scores the list is cut by."""
-        r = self.ranked(batch, limit)
+        estimator reads the same (blended) scores the list is cut by. ``depth`` > ``limit``:
+        the lists go on to ``depth`` (the estimate still describes the top ``limit``)."""
+        r = self.ranked(batch, max(limit, depth))
         names = [s.name for s in self.sources]
         qualities: list[Quality | None] = [None] * len(batch)
         estimator = self.quality_in_force()
@@ -203,23 +204,31 @@ class HybridPipeline:
         return [(keep_above(row, threshold), q)
                 for row, q in self._in_parts(records, limit, threshold)]
 
-    def _in_parts(self, records: Sequence[Record], limit: int, threshold: float | None
-                  ) -> list[tuple[list[Suggestion], Quality | None]]:
+    def suggest_deeper(self, records: Sequence[Record], limit: int, threshold: float,
+                       depth: int) -> list[tuple[list[Suggestion], Quality | None,
+                                                 list[Suggestion]]]:
+        """`suggest_with_quality` plus each record's top ``depth`` uncut, one ranking."""
+        return [(keep_above(row[:limit], threshold), q, row[:depth])
+                for row, q in self._in_parts(records, limit, threshold, depth)]
+
+    def _in_parts(self, records: Sequence[Record], limit: int, threshold: float | None,
+                  depth: int = 0) -> list[tuple[list[Suggestion], Quality | None]]:
         """`_tag` over ``records``; a large batch split into parts on the runtime's parts
         pool (one per thread, each part's libraries on one thread), results in order."""
         n = min(self.runtime.n_threads, len(records) // MIN_PART)
         pool = self.runtime.parts_pool() if n >= 2 else None
         if pool is None:
-            return self._tag(records, limit, threshold, None)
+            return self._tag(records, limit, threshold, None, depth)
         bounds = np.linspace(0, len(records), n + 1).astype(int)
-        futures = [pool.submit(self._tag, records[a:b], limit, threshold, 1)
+        futures = [pool.submit(self._tag, records[a:b], limit, threshold, 1, depth)
                    for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
         return [row for f in futures for row in f.result()]
 
     def _tag(self, records: Sequence[Record], limit: int, threshold: float | None,
-             threads: int | None) -> list[tuple[list[Suggestion], Quality | None]]:
+             threads: int | None, depth: int = 0
+             ) -> list[tuple[list[Suggestion], Quality | None]]:
         batch = self.prepare(records, threads)
-        ranked, qualities = self.rank(batch, limit, threshold)
+        ranked, qualities = self.rank(batch, limit, threshold, depth)
         return [(self._suggestions(batch, i, row), q)
                 for i, (row, q) in enumerate(zip(ranked, qualities, strict=True))]
 

@@ -38,12 +38,14 @@ class Quality:
 
 @dataclass(slots=True)
 class Tagged:
-    """One record's answer: its suggestions, a warning (empty or cut text) and the quality
-    estimate (None when the recipe has no estimator or the record had no text)."""
+    """One record's answer: its suggestions, a warning (empty or cut text), the quality
+    estimate (None when the recipe has no estimator or the record had no text) and its
+    domains with scores, best first (None when no domain model is attached)."""
 
     suggestions: list[Suggestion]
     warning: str | None = None
     quality: Quality | None = None
+    domains: list[tuple[str, float]] | None = None
 
 
 def keep_above(row: list[Suggestion], threshold: float) -> list[Suggestion]:

@@ -17,6 +17,7 @@ const I18N = {
       + (q.estimated ? ` · ${q.skipped} released (estimated recall ≥ ${q.release_above})` : ""),
     allDone: (q) => `All ${q.size} records finished`, noMatch: "no subject starts with this",
     recall: n => `About ${n} in 10 of the right subjects are in this list.`,
+    domains: "Domains",
     precision: n => `About ${n} in 10 of these suggestions are right.`,
     learnOff: "Accept/reject is off: this project does not learn from feedback (allow_learn).",
     tokenTitle: "API token", tokenLabel: "Token", tokenOk: "Use token", cancel: "Cancel",
@@ -39,6 +40,7 @@ const I18N = {
       + (q.estimated ? ` · ${q.skipped} freigegeben (geschätzte Vollständigkeit ≥ ${q.release_above})` : ""),
     allDone: (q) => `Alle ${q.size} Datensätze abgeschlossen`, noMatch: "kein Schlagwort beginnt so",
     recall: n => `Etwa ${n} von 10 der richtigen Schlagwörter stehen in dieser Liste.`,
+    domains: "Fachgebiete",
     precision: n => `Etwa ${n} von 10 dieser Vorschläge sind richtig.`,
     learnOff: "Annehmen/Ablehnen ist aus: dieses Projekt lernt nicht aus Rückmeldungen (allow_learn).",
     tokenTitle: "API-Token", tokenLabel: "Token", tokenOk: "Token verwenden", cancel: "Abbrechen",
@@ -47,7 +49,7 @@ const I18N = {
     forgetToken: "Token vergessen", tokenForgotten: "Token vergessen" },
 };
 let ui = "en";
-let current = { recordId: null, suggestions: [], decisions: {}, quality: null, selected: 0 };
+let current = { recordId: null, suggestions: [], decisions: {}, quality: null, domains: null, selected: 0 };
 let queue = null;  // where the server's review queue stands (GET …/queue), null without one
 let saving = Promise.resolve();  // decisions are stored in order, and before "next" moves on
 const GND = "https://d-nb.info/gnd/";
@@ -154,9 +156,10 @@ async function runSuggest(recordId, decisions = {}, labels = {}) {
   const body = { title, abstract: $("abstract").value, limit: Number($("limit").value) || 10 };
   if ($("language").value) body.language = $("language").value;
   try {
-    const { results, warning, quality } = await api(`${projectPath()}/suggest`, body);
+    const { results, warning, quality, domains } = await api(`${projectPath()}/suggest`, body);
     current = { recordId, suggestions: results, decisions: { ...decisions }, title,
-      abstract: body.abstract, language: body.language || null, quality: quality || null, selected: 0 };
+      abstract: body.abstract, language: body.language || null, quality: quality || null,
+      domains: domains || null, selected: 0 };
     for (const sid of Object.keys(decisions)) {  // subjects added by search earlier
       if (!results.some(s => s.id === sid)) current.suggestions.push({ id: sid, label: labels[sid] || sid, score: null, added: true });
     }
@@ -217,6 +220,9 @@ function render(focusSid, focusDecision) {
   const q = current.quality;
   $("quality").hidden = !q;
   $("quality").textContent = q ? qualityText(q) : "";
+  const d = current.domains;  // the project's domain model, if it has one
+  $("domains").hidden = !d;
+  $("domains").textContent = d ? `${t("domains")}: ` + d.map(x => `${x.label} (${x.score.toFixed(2)})`).join(", ") : "";
   const ol = $("results");
   ol.innerHTML = "";
   const canLearn = learnAllowed();
@@ -354,7 +360,7 @@ async function nextRecord() {
   } catch (e) { $("status").textContent = e.message; return; }
   renderQueue();
   if (queue.position !== null) await loadItem(queue.position);
-  else { current = { recordId: null, suggestions: [], decisions: {}, quality: null, selected: 0 }; render(); }
+  else { current = { recordId: null, suggestions: [], decisions: {}, quality: null, domains: null, selected: 0 }; render(); }
 }
 
 // -- keys: anywhere but in a text field ----------------------------------------------------

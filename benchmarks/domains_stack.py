@@ -1,0 +1,295 @@
+"""Record domains from text and suggested subjects together (issue 34): `linear-ngrams` vs
+subjects only vs `subjects-stack` (text + subjects) [vs mCPT at an hour's budget].
+
+The protocol of `benchmarks/domains_variants.py`: all training records (labelled), one
+seeded (``--seed``) permutation of the labelled dev records, its first ``--n-tune`` (4,000)
+tune the thresholds (global + per class, micro-F1) — and are the stacker's ``--dev`` —
+the other 15,896 are scored; all 29 labels of ``domains.csv`` scored. The subject project
+(``--project``, default the full-train hybrid) is read only; it never saw a dev record.
+
+Rows:
+
+* ``linear-ngrams`` — the text classifier alone (the `classify` default);
+* ``subjects only`` — Σ score·P(d|s) / Σ score over the project's top ``--top-k``
+  suggestions, P(d|s) counted on train's gold subjects × gold domains; thresholds tuned;
+* ``text + subjects (lightgbm|logistic)`` — `subjects-stack`: the stacker cross-fitted on
+  the 4,000 tune records (out-of-fold scores tune the thresholds), refit on them, scoring
+  the 15,896 (``--stackers`` picks which);
+* ``mcpt`` — `label-contrastive` on a seeded ``--mcpt-n-train`` sample at the budget knobs
+  below; only with ``--rows ...,mcpt`` (up to an hour on 2 cores: ask before running it).
+
+``--few-shot DOMAIN`` keeps only ``--few-shot-n`` (50) seeded training records of that
+domain (the others are dropped from train for the text model and the profiles; the
+subject project stays the full one): the few-shot setting of the issue. Every row also
+reports the F1 of each domain with ≤ 50 training records (and of those in ``--show``).
+
+Intermediate results are cached in ``--work-dir``: the trained text model, its dev scores,
+the project's top-k suggestions for every dev record (JSONL) and their timings; a rerun
+reuses them, so stacker variants cost seconds. Rows are appended to
+``WORK/results.jsonl`` as they finish and the table is printed at the end.
+
+    flock /tmp/tagalign-cpu.lock nice -n 5 .venv/bin/python benchmarks/domains_stack.py
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import DATA, peak_rss_gb  # noqa: E402
+
+SMALL = 50  # "few-shot": a domain with at most this many training records
+
+
+def load_data(args):
+    from tagalign.classify import read_examples
+    from tagalign.records import InputReport
+
+    quiet = InputReport(stream=open("/dev/null", "w"))  # noqa: SIM115 - skips not shown
+    train = read_examples(args.train, report=quiet, require_labels=True)
+    dev = read_examples(args.dev, report=quiet, require_labels=True)
+    if args.few_shot:
+        rng = np.random.default_rng(args.seed)
+        having = [i for i, ex in enumerate(train) if args.few_shot in ex.labels]
+        drop = set(rng.permutation(having)[args.few_shot_n:].tolist())
+        train = [ex for i, ex in enumerate(train) if i not in drop]
+    perm = np.random.default_rng(args.seed).permutation(len(dev))
+    tune = [dev[i] for i in perm[: args.n_tune]]
+    evals = [dev[i] for i in perm[args.n_tune: args.n_tune + args.n_eval]]
+    return train, tune, evals
+
+
+def tag(args) -> str:
+    return f"-fs-{args.few_shot}{args.few_shot_n}" if args.few_shot else ""
+
+
+def text_model(args, train, tune, labels):
+    """The trained `linear-ngrams` (cached folder) and its minutes."""
+    from tagalign.classify import get_classifier, load_classifier
+
+    folder = args.work_dir / f"text-model{tag(args)}"
+    meta = args.work_dir / f"text-model{tag(args)}.json"
+    if (folder / "config.json").exists() and meta.exists():
+        return load_classifier(folder, labels=labels), json.loads(meta.read_text())["minutes"]
+    t0 = time.perf_counter()
+    clf = get_classifier("linear-ngrams")
+    clf.fit(train, tune, labels=labels)
+    minutes = (time.perf_counter() - t0) / 60
+    clf.save(folder)
+    meta.write_text(json.dumps({"minutes": minutes, "n_train": len(train)}))
+    print(f"text model trained in {minutes:.1f} min", flush=True)
+    return clf, minutes
+
+
+def text_probs(args, clf, tune, evals) -> tuple[np.ndarray, np.ndarray, float]:
+    path = args.work_dir / f"text-probs{tag(args)}-seed{args.seed}.npy"
+    meta = path.with_suffix(".json")
+    if path.exists() and meta.exists():
+        probs = np.load(path)
+        minutes = json.loads(meta.read_text())["minutes"]
+    else:
+        t0 = time.perf_counter()
+        probs = clf.predict_proba(tune + evals)
+        minutes = (time.perf_counter() - t0) / 60
+        np.save(path, probs)
+        meta.write_text(json.dumps({"minutes": minutes}))
+    return probs[: len(tune)], probs[len(tune):], minutes
+
+
+def suggestions(args, examples) -> tuple[dict[str, list], float]:
+    """The project's top ``--top-k`` for every dev record (cached JSONL), and minutes."""
+    path = args.work_dir / f"suggested-top{args.top_k}.jsonl"
+    meta = args.work_dir / f"suggested-top{args.top_k}.json"
+    if path.exists() and meta.exists():
+        rows = {}
+        for line in path.read_text("utf-8").splitlines():
+            obj = json.loads(line)
+            rows[obj["id"]] = [tuple(x) for x in obj["s"]]
+        if all(ex.id in rows for ex in examples):
+            return rows, json.loads(meta.read_text())["minutes"]
+    from tagalign.project import Project
+    from tagalign.project.domains import suggest_into
+    from tagalign.records import InputReport, read_records
+
+    t0 = time.perf_counter()
+    project = Project.load(args.project)
+    load_min = (time.perf_counter() - t0) / 60
+    quiet = InputReport(stream=open("/dev/null", "w"))  # noqa: SIM115
+    records = {r.id: r for r in read_records(args.dev, report=quiet)}
+    todo = list(examples)
+    t0 = time.perf_counter()
+
+    def tick(done: int, total: int) -> None:
+        if done % 2048 < 512:
+            rate = done / max(time.perf_counter() - t0, 1e-9)
+            print(f"  suggested {done}/{total} ({rate:.0f} rec/s)", flush=True)
+
+    suggest_into(project, todo, args.top_k, records, on_batch=tick)
+    minutes = (time.perf_counter() - t0) / 60
+    with open(path, "w", encoding="utf-8") as fh:
+        for ex in todo:
+            fh.write(json.dumps({"id": ex.id, "s": ex.suggested}) + "\n")
+    meta.write_text(json.dumps({"minutes": minutes, "load_minutes": load_min,
+                                "n": len(todo)}))
+    print(f"suggestions of {len(todo)} dev records in {minutes:.1f} min "
+          f"(+{load_min:.1f} min loading the project)", flush=True)
+    return {ex.id: ex.suggested for ex in todo}, minutes
+
+
+def score(name, labels, gold, probs, per_class, minutes, small, extra=None) -> dict:
+    from tagalign.classify.metrics import report
+    from tagalign.classify.thresholds import decide
+
+    r = report(gold, decide(probs, np.asarray(per_class, np.float32)), labels.labels)
+    return {"row": name, "micro_f1": r["micro_f1"], "macro_f1": r["macro_f1"],
+            "minutes": minutes, "small_domains": {
+                d: round(r["per_class"].get(d, {"f1": 0.0})["f1"], 4) for d in small},
+            "rss_gb": peak_rss_gb(), **(extra or {})}
+
+
+def mcpt_row(args, train, tune, evals, labels, small, gold) -> dict:
+    """`label-contrastive` at the budget knobs (seeded train sample): built, run on request."""
+    from tagalign.classify import get_classifier
+
+    idx = np.sort(np.random.default_rng(args.seed).permutation(len(train))[: args.mcpt_n_train])
+    params = {"base_model": "e5-small", "max_seq_length": args.mcpt_seq,
+              "train_layers": args.mcpt_train_layers, "epochs_head": 50,
+              "epochs_contrastive": args.mcpt_epochs, "epochs_post": 50,
+              "per_language": False}
+    t0 = time.perf_counter()
+    clf = get_classifier("label-contrastive", **params)
+    clf.fit([train[i] for i in idx], tune, labels=labels.labels)
+    probs = clf.predict_proba(evals)
+    minutes = (time.perf_counter() - t0) / 60
+    return score("mcpt", labels, gold, probs, clf.thresholds_["per_class"], minutes, small,
+                 {"params": params, "n_train": len(idx)})
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--train", type=Path, default=DATA / "llms4subjects/train.jsonl.gz")
+    ap.add_argument("--dev", type=Path, default=DATA / "llms4subjects/dev.jsonl.gz")
+    ap.add_argument("--label-set", type=Path, default=DATA / "llms4subjects/domains.csv")
+    ap.add_argument("--project", type=Path, default=Path("/work/runs/full/project"))
+    ap.add_argument("--work-dir", type=Path, default=Path("/work/runs/domains"))
+    ap.add_argument("--rows", default="text,subjects,stack",
+                    help="text, subjects, stack, mcpt (mcpt: up to an hour)")
+    ap.add_argument("--stackers", default="lightgbm,logistic")
+    ap.add_argument("--top-k", type=int, default=20)
+    ap.add_argument("--folds", type=int, default=5)
+    ap.add_argument("--param", action="append", default=[],
+                    help="subjects-stack parameter key=value (JSON), e.g. rounds=500")
+    ap.add_argument("--n-tune", type=int, default=4000)
+    ap.add_argument("--n-eval", type=int, default=10**9, help="default: all the rest")
+    ap.add_argument("--few-shot", default=None, help="a domain cut to --few-shot-n records")
+    ap.add_argument("--few-shot-n", type=int, default=SMALL)
+    ap.add_argument("--show", default="", help="domains whose F1 is reported besides those "
+                    f"with ≤ {SMALL} training records (comma-separated)")
+    ap.add_argument("--mcpt-n-train", type=int, default=40000)
+    ap.add_argument("--mcpt-epochs", type=int, default=1)
+    ap.add_argument("--mcpt-seq", type=int, default=64)
+    ap.add_argument("--mcpt-train-layers", type=int, default=2)
+    ap.add_argument("--seed", type=int, default=0)
+    args = ap.parse_args()
+    args.work_dir.mkdir(parents=True, exist_ok=True)
+    run(args)
+
+
+def run(args) -> list[dict]:
+    from tagalign.classify import LabelSet, get_classifier, read_label_set
+    from tagalign.classify.profiles import SubjectEvidence
+    from tagalign.classify.thresholds import tune as tune_thresholds
+    from tagalign.vocab import Vocabulary
+
+    rows = args.rows.split(",")
+    labels = LabelSet(read_label_set(args.label_set))
+    train, tune, evals = load_data(args)
+    counts = labels.matrix(train).sum(0)
+    small = [d for d, c in zip(labels.labels, counts, strict=True)
+             if c <= SMALL or d in args.show.split(",")]
+    y_tune, gold = labels.matrix(tune), labels.matrix(evals)
+    print(f"train {len(train)}, tune {len(tune)}, scored {len(evals)}, {len(labels)} labels; "
+          f"domains with ≤ {SMALL} training records: {small or 'none'}", flush=True)
+    out_path = args.work_dir / f"results{tag(args)}.jsonl"
+    results = []
+
+    def emit(r: dict) -> None:
+        r = {**r, "few_shot": args.few_shot, "n_tune": len(tune), "n_eval": len(evals)}
+        results.append(r)
+        with open(out_path, "a", encoding="utf-8") as fh:
+            fh.write(json.dumps(r) + "\n")
+        print(f"{r['row']:34s} micro-F1 {r['micro_f1']:.4f} macro-F1 {r['macro_f1']:.4f} "
+              f"{r['minutes']:.1f} min small {r['small_domains']}", flush=True)
+
+    text_min = sug_min = 0.0
+    if {"text", "stack"} & set(rows):
+        clf, train_min = text_model(args, train, tune, labels.labels)
+        pt, pe, pred_min = text_probs(args, clf, tune, evals)
+        text_min = train_min + pred_min
+        if "text" in rows:
+            found = tune_thresholds(pt, y_tune)
+            emit(score("linear-ngrams", labels, gold, pe, found["per_class"], text_min, small))
+    if {"subjects", "stack"} & set(rows):
+        sug, sug_min = suggestions(args, tune + evals)
+        s_tune, s_eval = [sug[ex.id] for ex in tune], [sug[ex.id] for ex in evals]
+        t0 = time.perf_counter()
+        vocab = Vocabulary.load(args.project)
+        evidence = SubjectEvidence.fit(vocab, [ex.subjects for ex in train], labels.matrix(train),
+                                       args.top_k)
+        prof_min = (time.perf_counter() - t0) / 60
+        if "subjects" in rows:
+            found = tune_thresholds(evidence.weighted(s_tune), y_tune)
+            emit(score("subjects only", labels, gold, evidence.weighted(s_eval),
+                       found["per_class"], sug_min + prof_min, small))
+    if "stack" in rows:
+        extra = dict(kv.split("=", 1) for kv in args.param)
+        params = {k: json.loads(v) for k, v in extra.items()}
+        for kind in args.stackers.split(","):
+            t0 = time.perf_counter()
+            stack = get_classifier("subjects-stack", stacker=kind, top_k=args.top_k,
+                                   folds=args.folds, seed=args.seed, **params)
+            stack.labels_, stack.text_, stack.evidence_ = labels, clf, evidence
+            stack.bind(vocab)
+            stack.vocabulary_ = {"fingerprint": vocab.fingerprint, "size": len(vocab)}
+            oof = stack.fit_stacker(pt, s_tune, y_tune)
+            found = tune_thresholds(oof, y_tune)
+            stack.thresholds_ = {**found, "tuned_on": "dev (out of fold)",
+                                 "tuned_on_records": len(tune)}
+            chosen = stack.choose_decision(oof, y_tune)
+            probs = stack.stack_proba(pe, s_eval)
+            minutes = text_min + sug_min + prof_min + (time.perf_counter() - t0) / 60
+            other = "per_class" if chosen == "global" else "global"
+            emit(score(f"text + subjects ({kind}, {chosen} thr.)", labels, gold, probs,
+                       found[chosen], minutes, small, {"params": stack.params, "decision": chosen,
+                                        "oof_micro_f1": found["dev_micro_f1_per_class"],
+                                        "nested": stack.thresholds_["nested_micro_f1"],
+                                        "other_decision": score(
+                                            other, labels, gold, probs, found[other], 0,
+                                            small)}))
+            stack.subjects_project_ = str(args.project)
+            stack.save(args.work_dir / f"stack-{kind}{tag(args)}")
+    if "mcpt" in rows:
+        emit(mcpt_row(args, train, tune, evals, labels, small, gold))
+    print()
+    print(table(results, small))
+    return results
+
+
+def table(results: list[dict], small: list[str]) -> str:
+    head = "| row | micro-F1 | macro-F1 | minutes |" + "".join(f" F1 {d} |" for d in small)
+    lines = [head, "|---|---|---|---|" + "---|" * len(small)]
+    for r in results:
+        lines.append(f"| {r['row']} | {r['micro_f1']:.4f} | {r['macro_f1']:.4f} | "
+                     f"{r['minutes']:.1f} |" + "".join(f" {r['small_domains'].get(d, 0):.4f} |"
+                                                      for d in small))
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    main()

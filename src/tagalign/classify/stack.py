@@ -1,0 +1,223 @@
+"""`subjects-stack`: a record's domains from its text and a subject project's suggestions.
+
+Three parts, each learned where it cannot have seen what it is judged on:
+
+1. a text classifier (``text_recipe``, default `linear-ngrams`) trained on ``--train``;
+2. subject → domain profiles (`tagalign.classify.profiles`) counted on the ``--train``
+   records' gold subjects × gold domains (their suggestions are never used);
+3. a stacker (`tagalign.classify.stacker`) over per-(record, domain) features — the text
+   probability, the score-weighted subject evidence Σ score·P(d|s) / Σ score over the top
+   ``top_k`` suggestions, the top subject's P(d|s), the largest P(d|s), the ranks of the
+   domain in both, the evidence's mass — learned on ``--dev``, whose records neither the
+   text model nor the subject project saw. Cross-fitted inside dev (``folds``, seeded): each
+   dev record's tuning score comes from the stacker of the other folds; the thresholds
+   (global and per class) are tuned on those out-of-fold scores as every recipe tunes its
+   own, then the stacker is learned again on all of dev. Which of the two is served
+   (`choose_decision`) is decided on dev too, by nested cross-validation over the folds.
+
+The suggestions are plain input (`Example.suggested`: (subject id, score) best first), so
+this layer never runs a project; `tagalign.project.domains` feeds them in. The vocabulary
+the profiles index is bound with `bind` (a model refuses another vocabulary: its
+fingerprint is saved with it). Saved without pickle: the text model's folder, the profile
+counts (npy), the stacker (LightGBM text format or npy) and ``subjects.json``.
+
+The default stacker is ``lightgbm``, pooled over the domains with the domain as a
+categorical feature: measured against one logistic regression per domain on the full data
+(`benchmarks/domains_stack.py`, docs/classify.md) it was the better of the two, and it lets
+the rare domains share what the frequent ones show about trusting text vs subjects.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from tagalign.classify.base import (
+    Classifier,
+    get_classifier,
+    load_classifier,
+    register_classifier,
+)
+from tagalign.classify.data import Example
+from tagalign.classify.profiles import SubjectEvidence
+from tagalign.classify.stacker import KINDS, Stacker, cross_fit
+from tagalign.errors import InputError, ModelFormatError, UsageError
+from tagalign.io import load_csr, read_json, save_csr_atomic, write_json_atomic
+from tagalign.vocab import Vocabulary, VocabularyMismatchError
+
+TEXT_DIR, STACKER_DIR, META = "text", "stacker", "subjects.json"
+
+
+@register_classifier
+class SubjectStackClassifier(Classifier):
+    name = "subjects-stack"
+    defaults: dict[str, Any] = {"text_recipe": "linear-ngrams", "text_params": {},
+                                "top_k": 20, "stacker": "lightgbm", "rounds": 300,
+                                "learning_rate": 0.05, "leaves": 15, "C": 1.0, "folds": 5,
+                                "seed": 0, "threads": 0}
+
+    @classmethod
+    def check_params(cls, params: dict[str, Any]) -> None:
+        super().check_params(params)
+        if params.get("stacker", "lightgbm") not in KINDS:
+            raise InputError(f"recipe 'subjects-stack': stacker must be one of {KINDS}")
+        if int(params.get("folds", 5)) < 2:
+            raise InputError("recipe 'subjects-stack': folds must be at least 2")
+        if params.get("text_recipe") == cls.name:
+            raise InputError("recipe 'subjects-stack': text_recipe must be a text classifier")
+
+    def __init__(self, **params: Any):
+        super().__init__(**params)
+        #: the subject project's vocabulary (`bind`); runtime state, saved as its fingerprint
+        self.vocab: Vocabulary | None = None
+        #: what the bound vocabulary must be: {"fingerprint", "size"} (saved, checked)
+        self.vocabulary_: dict[str, Any] | None = None
+        #: the text classifier; set before `fit` to reuse one already trained on train
+        self.text_: Classifier | None = None
+        self.evidence_: SubjectEvidence | None = None
+        self.stacker_: Stacker | None = None
+        #: each dev record's fold in the last `fit` (out-of-fold tuning scores, see module)
+        self.tuning_folds_: np.ndarray | None = None
+        #: the dev records' out-of-fold scores of the last `fit` (the honest dev figures)
+        self.tuning_scores_: np.ndarray | None = None
+        #: where the subject project was at training (the default of predict and suggest)
+        self.subjects_project_: str | None = None
+        self.counts_: Any = None  # the profile counts of a loaded model, until `bind`
+
+    # -- the vocabulary -------------------------------------------------------------------
+    def bind(self, vocab: Vocabulary, what: str = "this domain model") -> None:
+        """Read suggestions of ``vocab``'s subjects; a trained model refuses a vocabulary
+        other than its own (`VocabularyMismatchError`, the fingerprint check of every
+        artifact)."""
+        if self.vocabulary_ is not None:
+            vocab.check(self.vocabulary_["fingerprint"], self.vocabulary_["size"], what)
+        counts = self.evidence_.counts if self.evidence_ is not None else self.counts_
+        if counts is not None:
+            if counts.shape[0] != len(vocab):  # same fingerprint, other size: a bad folder
+                raise VocabularyMismatchError(f"{what}: profiles of {counts.shape[0]} "
+                                              f"subjects, vocabulary of {len(vocab)}")
+            self.evidence_ = SubjectEvidence(vocab, counts, self.params["top_k"])
+        self.vocab = vocab
+
+    def _vocab(self) -> Vocabulary:
+        if self.vocab is None:
+            raise UsageError("recipe 'subjects-stack' reads subject suggestions: bind the "
+                             "subject project's vocabulary first (--subjects-project)")
+        return self.vocab
+
+    # -- learning -------------------------------------------------------------------------
+    def fit(self, train: Sequence[Example], dev: Sequence[Example] | None = None,
+            labels: Sequence[str] | None = None) -> Classifier:
+        if not [ex for ex in dev or () if ex.labels]:
+            raise InputError("recipe 'subjects-stack' learns its stacker on --dev records "
+                             "(neither the text model nor the subject project saw them); "
+                             "give a labelled dev file")
+        super().fit(train, dev, labels)
+        self.choose_decision(self.tuning_scores_, self.labels_.matrix(
+            [ex for ex in dev if ex.labels]))
+        return self
+
+    def choose_decision(self, oof: np.ndarray, y: np.ndarray) -> str:
+        """Serve the global or the per-class thresholds, chosen by nested cross-validation
+        over the stacker's folds on the dev records alone (`choose_decision`): the stacker
+        calibrates each domain itself (a categorical feature, or one regression each), so
+        29 per-class thresholds on top of it tend to fit the 4,000 tuning records
+        (measured: docs/classify.md)."""
+        from tagalign.classify.thresholds import choose_decision
+
+        chosen, means = choose_decision(oof, y, self.tuning_folds_)
+        self.thresholds_["default"] = chosen
+        self.thresholds_["nested_micro_f1"] = {k: round(v, 4) for k, v in means.items()}
+        return chosen
+
+    def _fit(self, train: Sequence[Example], y: np.ndarray) -> None:
+        vocab = self._vocab()
+        self.vocabulary_ = {"fingerprint": vocab.fingerprint, "size": len(vocab)}
+        if self.text_ is None:
+            text = get_classifier(self.params["text_recipe"], **self.params["text_params"])
+            text.progress = self.progress
+            text.labels_ = self.labels_
+            text._fit(train, y)
+            self.text_ = text
+        elif self.text_.labels_ != self.labels_:
+            raise InputError("the given text classifier was trained on another label set")
+        with_subjects = [i for i, ex in enumerate(train) if ex.subjects]
+        if not with_subjects:
+            raise InputError("recipe 'subjects-stack' counts subject → domain profiles on the "
+                             "training records' gold subjects; none of them has any")
+        self._tick("subject profiles", 0, 1)
+        self.evidence_ = SubjectEvidence.fit(vocab, [train[i].subjects for i in with_subjects],
+                                             y[with_subjects], self.params["top_k"])
+        self._tick("subject profiles", 1, 1)
+
+    def _tuning_scores(self, tune_on: Sequence[Example]) -> np.ndarray:
+        """Out-of-fold stacked scores of the dev records (see the module docstring); the
+        text model's own thresholds are tuned on its dev probabilities on the way."""
+        from tagalign.classify.thresholds import tune
+
+        text_probs = self.text_.predict_proba(tune_on)
+        y = self.labels_.matrix(tune_on)
+        if not self.text_.thresholds_:
+            found = tune(text_probs, y)
+            self.text_.thresholds_ = {**found, "tuned_on": "dev",
+                                      "tuned_on_records": len(tune_on)}
+        return self.fit_stacker(text_probs, _suggested(tune_on), y)
+
+    def fit_stacker(self, text_probs: np.ndarray, suggested: Sequence[Any], y: np.ndarray
+                    ) -> np.ndarray:
+        """Cross-fit the stacker on held-out records (text probabilities and suggestions of
+        models that never saw them); returns the out-of-fold scores and keeps the stacker
+        learned on all of them."""
+        p = self.params
+        self._tick("stacker", 0, 1)
+        X = self.evidence_.features(text_probs, suggested)
+        make = Stacker(p["stacker"], rounds=p["rounds"], learning_rate=p["learning_rate"],
+                       leaves=p["leaves"], C=p["C"], seed=p["seed"], threads=p["threads"])
+        oof, self.tuning_folds_, self.stacker_ = cross_fit(make, X, y, p["folds"], p["seed"])
+        self.tuning_scores_ = oof
+        self._tick("stacker", 1, 1)
+        return oof
+
+    # -- scoring --------------------------------------------------------------------------
+    def predict_proba(self, examples: Sequence[Example]) -> np.ndarray:
+        if not examples:
+            return np.zeros((0, len(self.labels_)), np.float32)
+        return self.stack_proba(self.text_.predict_proba(examples), _suggested(examples))
+
+    def stack_proba(self, text_probs: np.ndarray, suggested: Sequence[Any]) -> np.ndarray:
+        """The stacked scores from the text probabilities and the suggestions."""
+        self._vocab()
+        return self.stacker_.predict_proba(self.evidence_.features(text_probs, suggested))
+
+    # -- persistence ----------------------------------------------------------------------
+    def _save_state(self, folder: Path) -> None:
+        self.text_.save(folder / TEXT_DIR)
+        self.stacker_.save(folder / STACKER_DIR)
+        save_csr_atomic(folder, "profiles", self.evidence_.counts)
+        write_json_atomic(folder / META, {
+            "vocabulary": self.vocabulary_, "shape": list(self.evidence_.counts.shape),
+            "subjects_project": self.subjects_project_, **self.evidence_.describe()})
+
+    def _load_state(self, folder: Path) -> None:
+        meta = read_json(folder / META)
+        self.vocabulary_ = meta["vocabulary"]
+        self.subjects_project_ = meta.get("subjects_project")
+        shape = tuple(meta["shape"])
+        if shape[1] != len(self.labels_):
+            raise ModelFormatError(f"{folder}: profiles of {shape[1]} domains for "
+                                   f"{len(self.labels_)} labels")
+        self.text_ = load_classifier(folder / TEXT_DIR, labels=self.labels_.labels)
+        self.stacker_ = Stacker.load(folder / STACKER_DIR, threads=self.params["threads"])
+        self.counts_ = load_csr(folder, "profiles", shape)
+
+
+def _suggested(examples: Sequence[Example]) -> list[list[tuple[str, float]]]:
+    missing = sum(ex.suggested is None for ex in examples)
+    if missing:
+        raise UsageError(f"recipe 'subjects-stack': {missing} of {len(examples)} records "
+                         "carry no subject suggestions (run them through the subject "
+                         "project first: --subjects-project)")
+    return [list(ex.suggested) for ex in examples]

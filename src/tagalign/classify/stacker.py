@@ -1,0 +1,154 @@
+"""The stacker of `subjects-stack`: per (record, domain) features → P(domain), and the
+cross-fitting that keeps its threshold tuning honest.
+
+Two kinds, both over `tagalign.classify.profiles.FEATURES`:
+
+* ``lightgbm`` — one gradient-boosted model pooled over all domains (the domain a
+  categorical feature), so a rare domain borrows how text and subject evidence combine from
+  the frequent ones; saved as LightGBM's own text model format;
+* ``logistic`` — one logistic regression per domain (scikit-learn), standardised features;
+  saved as coefficients (npy).
+
+`cross_fit` learns ``folds`` stackers, each on the records outside its fold, and scores each
+record only with the stacker that did not see it (the out-of-fold scores the thresholds are
+tuned on); then the stacker is learned again on all records.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from tagalign.errors import InputError, ModelFormatError
+from tagalign.io import load_npy, read_json, save_npy_atomic, write_json_atomic
+from tagalign.io.atomic import write_bytes_atomic
+
+KINDS = ("lightgbm", "logistic")
+
+
+class Stacker:
+    """``kind`` (`KINDS`) with its parameters; `fit` on (records × domains × features) and
+    (records × domains) gold; `predict_proba` → (records × domains)."""
+
+    def __init__(self, kind: str = "lightgbm", rounds: int = 300, learning_rate: float = 0.05,
+                 leaves: int = 15, C: float = 1.0, seed: int = 0, threads: int = 0):
+        if kind not in KINDS:
+            raise InputError(f"stacker must be one of {KINDS}, not {kind!r}")
+        self.kind, self.rounds, self.learning_rate, self.leaves = kind, rounds, learning_rate, \
+            leaves
+        self.C, self.seed, self.threads = C, seed, threads
+        self.booster_: Any = None
+        self.mean_: np.ndarray | None = None
+        self.scale_: np.ndarray | None = None
+        self.coef_: np.ndarray | None = None  # (domains × features)
+        self.intercept_: np.ndarray | None = None
+
+    # -- learning ---------------------------------------------------------------------
+    def fit(self, X: np.ndarray, y: np.ndarray) -> Stacker:
+        if self.kind == "lightgbm":
+            self._fit_lightgbm(X, y)
+        else:
+            self._fit_logistic(X, y)
+        return self
+
+    def _pooled(self, X: np.ndarray) -> np.ndarray:
+        """(records·domains × features+1): the features, then the domain's column index."""
+        n, d, f = X.shape
+        dom = np.broadcast_to(np.arange(d, dtype=np.float32)[None, :, None], (n, d, 1))
+        return np.concatenate([X, dom], axis=2).reshape(n * d, f + 1)
+
+    def _fit_lightgbm(self, X: np.ndarray, y: np.ndarray) -> None:
+        import lightgbm as lgb
+
+        params = {"objective": "binary", "learning_rate": self.learning_rate,
+                  "num_leaves": self.leaves, "min_data_in_leaf": 20, "feature_fraction": 0.9,
+                  "bagging_fraction": 0.9, "bagging_freq": 1, "seed": self.seed,
+                  "deterministic": True, "force_row_wise": True, "verbosity": -1,
+                  "num_threads": self.threads or 0}
+        data = lgb.Dataset(self._pooled(X), y.reshape(-1).astype(np.float32),
+                           categorical_feature=[X.shape[2]], free_raw_data=True)
+        self.booster_ = lgb.train(params, data, num_boost_round=self.rounds)
+
+    def _fit_logistic(self, X: np.ndarray, y: np.ndarray) -> None:
+        from sklearn.linear_model import LogisticRegression
+
+        n, d, f = X.shape
+        flat = X.reshape(n * d, f)
+        self.mean_, self.scale_ = flat.mean(0), flat.std(0) + 1e-6
+        Z = (X - self.mean_) / self.scale_
+        self.coef_ = np.zeros((d, f), np.float32)
+        self.intercept_ = np.zeros(d, np.float32)
+        for j in range(d):
+            if y[:, j].min() == y[:, j].max():  # a domain on no (or every) tuning record
+                self.intercept_[j] = -20.0 if y[:, j].max() == 0 else 20.0
+                continue
+            lr = LogisticRegression(C=self.C, max_iter=1000, random_state=self.seed)
+            lr.fit(Z[:, j, :], y[:, j].astype(int))
+            self.coef_[j], self.intercept_[j] = lr.coef_.ravel(), float(lr.intercept_[0])
+
+    # -- scoring ----------------------------------------------------------------------
+    def predict_proba(self, X: np.ndarray) -> np.ndarray:
+        n, d, _ = X.shape
+        if n == 0:
+            return np.zeros((0, d), np.float32)
+        if self.kind == "lightgbm":
+            p = self.booster_.predict(self._pooled(X), num_threads=self.threads or 0)
+            return np.asarray(p, np.float32).reshape(n, d)
+        Z = (X - self.mean_) / self.scale_
+        logits = np.einsum("ndf,df->nd", Z, self.coef_) + self.intercept_
+        return (1.0 / (1.0 + np.exp(-logits))).astype(np.float32)
+
+    # -- persistence ------------------------------------------------------------------
+    def config(self) -> dict[str, Any]:
+        return {"kind": self.kind, "rounds": self.rounds, "learning_rate": self.learning_rate,
+                "leaves": self.leaves, "C": self.C, "seed": self.seed}
+
+    def save(self, folder: Path) -> None:
+        folder.mkdir(parents=True, exist_ok=True)
+        write_json_atomic(folder / "stacker.json", self.config())
+        if self.kind == "lightgbm":
+            write_bytes_atomic(folder / "stacker.lgb.txt",
+                               self.booster_.model_to_string().encode("utf-8"))
+        else:
+            for name in ("mean_", "scale_", "coef_", "intercept_"):
+                save_npy_atomic(folder / f"{name.rstrip('_')}.npy", getattr(self, name))
+
+    @classmethod
+    def load(cls, folder: Path, threads: int = 0) -> Stacker:
+        self = cls(**read_json(folder / "stacker.json"), threads=threads)
+        if self.kind == "lightgbm":
+            import lightgbm as lgb
+
+            text = (folder / "stacker.lgb.txt").read_text("utf-8")
+            self.booster_ = lgb.Booster(model_str=text)
+        else:
+            for name in ("mean_", "scale_", "coef_", "intercept_"):
+                setattr(self, name, load_npy(folder / f"{name.rstrip('_')}.npy"))
+            if self.coef_.shape[0] != len(self.intercept_):
+                raise ModelFormatError(f"{folder}: stacker coefficients do not match")
+        return self
+
+
+def fold_ids(n: int, folds: int, seed: int) -> np.ndarray:
+    """Each of ``n`` records' fold (0 … folds−1), a seeded shuffle dealt round-robin."""
+    if n < folds:
+        raise InputError(f"cross-fitting needs at least {folds} dev records, got {n}")
+    out = np.empty(n, np.int64)
+    out[np.random.default_rng(seed).permutation(n)] = np.arange(n) % folds
+    return out
+
+
+def cross_fit(make: Stacker, X: np.ndarray, y: np.ndarray, folds: int, seed: int
+              ) -> tuple[np.ndarray, np.ndarray, Stacker]:
+    """``(out-of-fold scores, each record's fold, the stacker fit on all records)``; a
+    record's out-of-fold score comes from the stacker learned on the other folds only."""
+    fold = fold_ids(len(X), folds, seed)
+    oof = np.zeros(y.shape, np.float32)
+    for f in range(folds):
+        held = fold == f
+        part = Stacker(**make.config(), threads=make.threads).fit(X[~held], y[~held])
+        oof[held] = part.predict_proba(X[held])
+    full = Stacker(**make.config(), threads=make.threads).fit(X, y)
+    return oof, fold, full

@@ -1,0 +1,257 @@
+"""`subjects-stack`: a record's domains from its text and a subject project's suggestions
+(`tagalign classify train --subjects-project`, `tagalign suggest --domains`), on a tiny
+hybrid and a tiny domain model (seconds)."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from serving import SMALL_HYBRID, train_tiny_hybrid
+from tagalign.classify import Example, get_classifier, load_classifier
+from tagalign.classify.stacker import Stacker
+from tagalign.cli import app
+from tagalign.project import Project
+from tagalign.records import Record
+from tagalign.vocab import Subject, Vocabulary, VocabularyMismatchError
+from tiny_models import TOPICS, tiny_records, tiny_vocab
+
+#: each tiny topic's domain: literature, computing, building
+DOMAIN = dict(zip(TOPICS, ["lit", "inf", "bau", "bau", "lit", "inf", "inf", "bau"], strict=True))
+#: the label set: one label no record carries (kept, never predicted)
+LABELS = ["bau", "inf", "lit", "rest"]
+runner = CliRunner()
+
+
+def with_domains(recs: list[Record], prefix: str | None = None) -> list[Record]:
+    for i, r in enumerate(recs):
+        r.domains = sorted({DOMAIN[s] for s in r.subjects})
+        if prefix is not None:
+            r.id = f"{prefix}{i}"
+    return recs
+
+
+def write(path: Path, recs: list[Record]) -> Path:
+    with gzip.open(path, "wt", encoding="utf-8") as fh:
+        for r in recs:
+            fh.write(json.dumps(r.to_json()) + "\n")
+    return path
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory):
+    """(root, project, domain model folder, dev file): the hybrid of `train_tiny_hybrid`
+    (trained on records r0…r119 of seed 0) and a domain model trained beside it."""
+    root = tmp_path_factory.mktemp("stack")
+    project = train_tiny_hybrid(root / "project", seed=0)
+    train = write(root / "train.jsonl.gz", with_domains(tiny_records(160, seed=0)))
+    dev = write(root / "dev.jsonl.gz", with_domains(tiny_records(80, seed=5), prefix="d"))
+    labels = root / "labels.txt"
+    labels.write_text("\n".join(LABELS) + "\n", "utf-8")
+    res = runner.invoke(app, ["classify", "train", str(root / "model"), "--train", str(train),
+                              "--dev", str(dev), "--subjects-project", str(project),
+                              "--label-set", str(labels), "--param", 'text_recipe="linear"',
+                              "--param", "rounds=30", "--param", "top_k=5"])
+    assert res.exit_code == 0, res.output
+    return root, project, root / "model", dev
+
+
+def test_training_records_the_stack_and_its_subject_project(stack):
+    root, project, model, _ = stack
+    config = json.loads((model / "config.json").read_text())
+    assert config["recipe"] == "subjects-stack" and config["labels"] == LABELS
+    assert config["dev_scores"]["micro_f1"] > 0.9  # out-of-fold scores of the 80 dev records
+    meta = json.loads((model / "subjects.json").read_text())
+    assert meta["subjects_project"] == str(project.resolve())
+    assert meta["vocabulary"] == {"fingerprint": tiny_vocab().fingerprint, "size": len(TOPICS)}
+    assert not list(model.rglob("*.pkl")) and not list(model.rglob("*.pickle"))
+    assert (model / "stacker" / "stacker.lgb.txt").read_text().startswith("tree")
+
+
+def test_suggest_with_domains_writes_them_beside_the_subjects(stack):
+    root, project, model, dev = stack
+    out, labels_out = root / "pred.jsonl", root / "domains.jsonl"
+    # --limit 1: the domains still read the top 5 the stacker was trained on
+    res = runner.invoke(app, ["suggest", str(project), "--input", str(dev), "--output",
+                              str(out), "--domains", str(model), "--limit", "1"])
+    assert res.exit_code == 0, res.output
+    lines = [json.loads(line) for line in out.read_text().splitlines()]
+    assert len(lines) == 80 and all(len(line["subjects"]) == 1 for line in lines)
+    assert all(line["domains"] and set(line["domains"][0]) == {"label", "score"}
+               for line in lines)
+    res = runner.invoke(app, ["classify", "predict", str(model), "--input", str(dev),
+                              "--output", str(labels_out)])
+    assert res.exit_code == 0, res.output
+    predicted = {json.loads(line)["id"]: json.loads(line)["labels"]
+                 for line in labels_out.read_text().splitlines()}
+    assert {line["id"]: line["domains"] for line in lines} == predicted
+    gold = {f"d{i}": sorted({DOMAIN[s] for s in r.subjects})
+            for i, r in enumerate(tiny_records(80, seed=5))}
+    hits = sum(sorted(d["label"] for d in line["domains"]) == gold[line["id"]]
+               for line in lines)
+    assert hits >= 60
+    res = runner.invoke(app, ["suggest", str(project), "--title", "Epos",
+                              "--abstract", "epic hero saga verse", "--domains", str(model)])
+    assert res.exit_code == 0 and "domains: lit" in res.stdout, res.output
+
+
+def test_a_subject_project_of_another_vocabulary_is_refused(stack, tmp_path):
+    root, _, model, dev = stack
+    vocab = Vocabulary([*tiny_vocab().subjects, Subject("4000000-0", {"de": "Neu"})])
+    other = Project.create(tmp_path / "other", vocab, "hybrid", SMALL_HYBRID)
+    other.train(tiny_records(120, seed=0))
+    res = runner.invoke(app, ["suggest", str(tmp_path / "other"), "--title", "Epos",
+                              "--domains", str(model)])
+    assert res.exit_code != 0
+    assert f"domain model {model} was trained with another vocabulary" in res.output
+    res = runner.invoke(app, ["classify", "predict", str(model), "--input", str(dev),
+                              "--output", str(tmp_path / "x.jsonl"), "--subjects-project",
+                              str(tmp_path / "other")])
+    assert res.exit_code != 0 and "trained with another vocabulary" in res.output
+    with pytest.raises(VocabularyMismatchError):
+        load_classifier(model).bind(vocab)
+
+
+def test_dev_records_the_subject_project_trained_on_are_refused(stack, tmp_path):
+    root, project, _, _ = stack
+    res = runner.invoke(app, ["classify", "train", str(tmp_path / "m"), "--train",
+                              str(root / "train.jsonl.gz"), "--dev",
+                              str(root / "train.jsonl.gz"), "--subjects-project", str(project)])
+    assert res.exit_code != 0
+    assert "120 of the 160 dev records were training records of the subject project" \
+        in res.output
+    assert not (tmp_path / "m").exists()
+
+
+def examples(n: int, seed: int, prefix: str, noisy: bool = False) -> list[Example]:
+    """Tiny records with gold subjects and, as if a subject project had run, suggestions:
+    the gold subjects, and with ``noisy`` a wrong one first for every third record."""
+    out = []
+    ids = list(TOPICS)
+    for i, r in enumerate(tiny_records(n, seed)):
+        ex = Example(f"{prefix}{i}", r.text, sorted({DOMAIN[s] for s in r.subjects}),
+                     r.language, subjects=list(r.subjects))
+        wrong = [ids[(ids.index(r.subjects[0]) + 2) % len(ids)]] if noisy and i % 3 == 0 \
+            else []
+        ex.suggested = [(s, 0.9 - 0.2 * j) for j, s in enumerate(wrong + r.subjects)]
+        out.append(ex)
+    return out
+
+
+@pytest.mark.parametrize("kind", ["logistic", "lightgbm"])
+def test_tuning_scores_come_from_the_folds_that_held_each_record_out(kind):
+    clf = get_classifier("subjects-stack", text_recipe="linear", stacker=kind, rounds=20,
+                         folds=4, seed=3)
+    clf.bind(tiny_vocab())
+    dev = examples(80, 1, "d", noisy=True)
+    clf.fit(examples(160, 0, "t"), dev)
+    folds, oof = clf.tuning_folds_, clf.tuning_scores_
+    assert sorted(np.bincount(folds).tolist()) == [20, 20, 20, 20]
+    X = clf.evidence_.features(clf.text_.predict_proba(dev), [ex.suggested for ex in dev])
+    y = clf.labels_.matrix(dev)
+    for f in range(4):
+        held = folds == f
+        alone = Stacker(**clf.stacker_.config()).fit(X[~held], y[~held])
+        np.testing.assert_allclose(oof[held], alone.predict_proba(X[held]), atol=1e-6)
+        # the stacker that learned every dev record scores them otherwise
+        assert np.abs(clf.stacker_.predict_proba(X[held]) - oof[held]).max() > 1e-4
+
+
+@pytest.mark.parametrize("kind", ["logistic", "lightgbm"])
+def test_save_and_load_give_identical_probabilities(kind, tmp_path):
+    clf = get_classifier("subjects-stack", text_recipe="linear", stacker=kind, rounds=20)
+    clf.bind(tiny_vocab())
+    clf.fit(examples(160, 0, "t"), examples(60, 1, "d", noisy=True))
+    new = examples(40, 7, "n", noisy=True)
+    clf.save(tmp_path / "m")
+    loaded = load_classifier(tmp_path / "m", labels=clf.labels_.labels)
+    loaded.bind(tiny_vocab())
+    np.testing.assert_array_equal(clf.predict_proba(new), loaded.predict_proba(new))
+    assert loaded.predict(new) == clf.predict(new)
+    assert loaded.thresholds_ == json.loads(json.dumps(clf.thresholds_))
+
+
+@pytest.fixture(scope="module")
+def served(stack):
+    """The tiny project served from a projects file whose table names the domain model."""
+    import shutil
+
+    from serving import LiveServer
+    from tagalign.projects_file import open_project, read_projects
+    from tagalign.serve.app import create_app
+    from tagalign.serve.feedback import FeedbackStore
+
+    root, project, model, _ = stack
+    toml = root / "projects.toml"
+    toml.write_text('[tiny]\npath = "project"\ndomains = "model"\n', "utf-8")
+    served = open_project(read_projects(toml)["tiny"])
+    assert served.domains is not None and served.domains.depth == 5
+    with LiveServer(create_app({"tiny": served}, FeedbackStore.for_project(project))) as srv:
+        srv.chromium = shutil.which("chromium") or "/usr/bin/chromium"
+        yield srv
+
+
+def test_tagalign_api_answers_domains_and_annif_api_is_unchanged(served):
+    import httpx
+
+    body = {"title": "Epos", "abstract": "epic hero saga verse poem", "limit": 2}
+    one = httpx.post(f"{served.url}/tagalign/v1/projects/tiny/suggest", json=body).json()
+    assert len(one["results"]) == 2
+    assert one["domains"][0]["label"] == "lit" and 0 < one["domains"][0]["score"] <= 1
+    batch = httpx.post(f"{served.url}/tagalign/v1/projects/tiny/suggest-batch", json={
+        "records": [{"title": body["title"], "abstract": body["abstract"]},
+                    {"title": "Holzschutz", "abstract": "timber wood beam coating"}]
+    }).json()
+    assert [d[0]["label"] for d in batch["domains"]] == ["lit", "bau"]
+    annif = httpx.post(f"{served.url}/v1/projects/tiny/suggest",
+                       data={"text": "Epos\nepic hero saga", "limit": 2}).json()
+    assert set(annif) == {"results"}
+
+
+@pytest.mark.browser
+def test_the_page_shows_the_domains_beside_the_subjects(served):
+    from playwright.sync_api import expect, sync_playwright
+
+    if not Path(served.chromium).exists():
+        pytest.skip("Debian chromium is not installed (make test installs it as root)")
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=served.chromium, env={"HOME": "/tmp"},
+                                     args=["--headless", "--no-sandbox", "--disable-gpu"])
+        page = browser.new_page(locale="en-US")
+        page.goto(served.url + "/")
+        page.fill("#title", "Holzschutz")
+        page.fill("#abstract", "timber wood protection beam coating")
+        page.click("#suggest")
+        expect(page.locator("#results > li").first).to_be_visible(timeout=30_000)
+        expect(page.locator("#domains")).to_have_text(re.compile(r"^Domains: bau \(0\.\d\d\)"))
+        browser.close()
+
+
+def test_the_thresholds_served_are_chosen_on_held_out_folds():
+    from tagalign.classify.thresholds import choose_decision
+
+    rng = np.random.default_rng(0)
+    gold = (rng.random((400, 3)) < 0.4).astype(np.float32)
+    probs = np.clip(gold * 0.3 + rng.random((400, 3)) * 0.6, 0, 1).astype(np.float32)
+    probs[:, 1] *= 0.3  # one class scores far lower: only its own threshold finds it
+    folds = np.arange(400) % 4
+    chosen, means = choose_decision(probs, gold, folds)
+    assert chosen == "per_class" and means["per_class"] > means["global"] + 0.05
+    probs[:, 1] /= 0.3  # calibrated alike: one threshold does as well
+    assert choose_decision(probs, gold, folds)[1]["global"] >= means["global"] + 0.05
+    clf = get_classifier("subjects-stack", text_recipe="linear", rounds=20)
+    clf.bind(tiny_vocab())
+    dev = examples(60, 1, "d", noisy=True)
+    clf.fit(examples(160, 0, "t"), dev)
+    assert clf.thresholds_["default"] in ("global", "per_class")
+    assert set(clf.thresholds_["nested_micro_f1"]) == {"global", "per_class"}
+    for served in ("global", "per_class"):
+        clf.thresholds_["default"] = served
+        np.testing.assert_array_equal(clf.decide(clf.predict_proba(dev)),
+                                      clf.decide(clf.predict_proba(dev), served))
