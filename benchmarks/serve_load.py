@@ -111,11 +111,23 @@ def cpu_seconds(pids: list[int]) -> float:
     return total
 
 
+def tree_memory_mib(proc: psutil.Process) -> dict[str, float]:
+    """`memory_mib` of the server's processes now: the supervisor and its workers (a model
+    swap replaces the workers: their pids change)."""
+    pids = [proc.pid]
+    with contextlib.suppress(psutil.NoSuchProcess):
+        pids += [c.pid for c in proc.children(recursive=True)]
+    return memory_mib(pids)
+
+
 def memory_mib(pids: list[int]) -> dict[str, float]:
     """Summed RSS, PSS and USS of ``pids`` (MiB)."""
     out = Counter()
     for pid in pids:
-        info = psutil.Process(pid).memory_full_info()
+        try:
+            info = psutil.Process(pid).memory_full_info()
+        except psutil.NoSuchProcess:  # ended meanwhile (a worker replaced in a swap)
+            continue
         out.update({"rss": info.rss / 2**20, "pss": info.pss / 2**20,
                     "uss": info.uss / 2**20})
     return dict(out)
@@ -206,14 +218,14 @@ def reload_under_load(args, recs, pid: str) -> None:
     folder = Path(tempfile.mkdtemp(dir=args.work_dir, prefix=".serve-load-")) / pid
     linked_copy(args.project, folder)
     try:
-        with server(folder, args.workers, args, args.tmp / "serve.log") as (url, _, pids):
+        with server(folder, args.workers, args, args.tmp / "serve.log") as (url, proc, _):
             old = model_version(folder)["version"]
             peak: dict[str, float] = {}
             sampling = threading.Event()
 
-            def sample() -> None:  # the workers' memory while two models are loaded
+            def sample() -> None:  # the server's memory while two models are loaded
                 while not sampling.is_set():
-                    for key, value in memory_mib(pids).items():
+                    for key, value in tree_memory_mib(proc).items():
                         peak[key] = max(peak.get(key, 0.0), value)
                     sampling.wait(0.5)
 
@@ -222,7 +234,7 @@ def reload_under_load(args, recs, pid: str) -> None:
                 task = asyncio.create_task(run_until(url, pid, recs, stop,
                                                      clients=args.clients))
                 await asyncio.sleep(args.reload_seconds / 4)
-                before = memory_mib(pids)
+                before = tree_memory_mib(proc)
                 watcher = threading.Thread(target=sample, daemon=True)
                 watcher.start()
                 new = await asyncio.to_thread(new_version, folder)
@@ -258,7 +270,7 @@ def reload_under_load(args, recs, pid: str) -> None:
           f"running while the reload went on: {len(during)} ({percentiles(during)}); "
           f"old version after every worker had the new one: {len(stale)} (must be 0)")
     print(f"  latency over the whole run: {percentiles(answers)}")
-    print(f"  workers' peak memory while reloading: {peak.get('rss', 0):.0f} MiB RSS, "
+    print(f"  server's peak memory while reloading: {peak.get('rss', 0):.0f} MiB RSS, "
           f"{peak.get('pss', 0):.0f} MiB PSS (before: {before['rss']:.0f} / "
           f"{before['pss']:.0f})")
     for a in failed[:10]:
