@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import logging
 import os
-import threading
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import Any, Protocol
 
@@ -94,13 +93,6 @@ class UnknownSubjectsError(InputError):
     http_status = 422  # a body that does not fit the vocabulary: the status of bad bodies
 
 
-#: suggest requests that compute at once in one process; the others wait their turn. The
-#: work is mostly Python under the GIL, so more at once add no throughput, only threads
-#: (each with Omikuji's pool and a malloc arena) and working memory held at the same time
-#: (measured: 16 clients at once grew a worker by ~120 MB over 2,000 requests)
-COMPUTING = 2
-
-
 def subject_id(uri: str) -> str:
     """``https://d-nb.info/gnd/4015065-3`` (``http://``, ``gnd:`` or bare) → ``4015065-3``."""
     return normalize_subject_id(uri)
@@ -142,8 +134,6 @@ class Service:
         self.projects = LiveProjects(projects, self.learning, on_swap=self.write_state)
         self.records = records or {}
         self.observer = observer
-        #: requests computing suggestions at once in this process (`COMPUTING`)
-        self.computing = threading.BoundedSemaphore(COMPUTING)
         #: neighbour titles for reasons: the records file, then records learned here
         self.titles: dict[str, str] = {rid: r.title for rid, r in self.records.items()}
         self.write_state()
@@ -207,11 +197,9 @@ class Service:
         else:
             if limit is not None:
                 limit = min(limit, MAX_LIMIT)
-            with self.computing:
-                tagged = proj.tag(records, limit=limit, threshold=threshold,
-                                  exclude=exclude, fallback_limit=default_limit,
-                                  estimate=estimate,
-                                  domains=domains and proj.domains is not None)
+            tagged = proj.tag(records, limit=limit, threshold=threshold, exclude=exclude,
+                              fallback_limit=default_limit, estimate=estimate,
+                              domains=domains and proj.domains is not None)
         if self.observer is not None:
             self.observer.suggested(project_id, tagged)
         return proj, tagged
