@@ -25,6 +25,8 @@
 #     PIP_CERT              a CA bundle for the build's pip (default: pip's own setting here)
 #     DEBIAN_MIRROR         debootstrap's mirror (default: debootstrap's own)
 #     TEST_PYTHON           the Python with annif-client (default .venv/bin/python)
+#     SERVE_WORKERS         serve with --workers N (default 1: one process; 2 checks the
+#                           preloaded workers inside the container's limits)
 #     KEEP=1                leave the container running after the checks
 set -euo pipefail
 
@@ -149,7 +151,8 @@ t0=$SECONDS
 # check is run once by hand below instead.
 "${RUN[@]}" -d --name "$NAME" -v "$WORK/projects:/projects:ro" -v "$WORK/state:/var/lib/tagalign" \
     -e TAGALIGN_HEALTH_URL="http://127.0.0.1:$PORT/tagalign/v1/health" "$IMAGE" \
-    --projects /projects/projects.toml --host 127.0.0.1 --port "$PORT" >/dev/null
+    --projects /projects/projects.toml --host 127.0.0.1 --port "$PORT" \
+    --workers "${SERVE_WORKERS:-1}" >/dev/null
 BASE_URL=http://127.0.0.1:$PORT
 for _ in $(seq 300); do
     if [ "$("${PODMAN[@]}" inspect --format '{{.State.Running}}' "$NAME")" != true ]; then
