@@ -43,6 +43,13 @@ def add_data_args(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--vocab", type=Path, default=DATA / "gnd/gnd-subjects.tsv.gz")
 
 
+def add_domain_data_args(ap: argparse.ArgumentParser) -> None:
+    """--train/--dev/--label-set of the domain benchmarks (the shared LLMs4Subjects data)."""
+    ap.add_argument("--train", type=Path, default=DATA / "llms4subjects/train.jsonl.gz")
+    ap.add_argument("--dev", type=Path, default=DATA / "llms4subjects/dev.jsonl.gz")
+    ap.add_argument("--label-set", type=Path, default=DATA / "llms4subjects/domains.csv")
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -42,7 +42,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import DATA, peak_rss_gb  # noqa: E402
+from _common import add_domain_data_args, peak_rss_gb  # noqa: E402
 
 SMALL = 50  # "few-shot": a domain with at most this many training records
 
@@ -173,9 +173,7 @@ def mcpt_row(args, train, tune, evals, labels, small, gold) -> dict:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--train", type=Path, default=DATA / "llms4subjects/train.jsonl.gz")
-    ap.add_argument("--dev", type=Path, default=DATA / "llms4subjects/dev.jsonl.gz")
-    ap.add_argument("--label-set", type=Path, default=DATA / "llms4subjects/domains.csv")
+    add_domain_data_args(ap)
     ap.add_argument("--project", type=Path, default=Path("/work/runs/full/project"))
     ap.add_argument("--work-dir", type=Path, default=Path("/work/runs/domains"))
     ap.add_argument("--rows", default="text,subjects,stack",

@@ -26,7 +26,7 @@ import numpy as np
 import scipy.sparse as sp
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import DATA  # noqa: E402
+from _common import add_domain_data_args  # noqa: E402
 
 #: name → (word n-grams, chars of the text start for char n-grams (0: none), C,
 #:          class_weight, embedding encoder or None)
@@ -201,9 +201,7 @@ def with_row(args, ydev, dev, labels, variant: str, row_probs: Path, n_tune: int
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--train", type=Path, default=DATA / "llms4subjects/train.jsonl.gz")
-    ap.add_argument("--dev", type=Path, default=DATA / "llms4subjects/dev.jsonl.gz")
-    ap.add_argument("--label-set", type=Path, default=DATA / "llms4subjects/domains.csv")
+    add_domain_data_args(ap)
     ap.add_argument("--out", type=Path, default=Path("runs/domains-variants"))
     ap.add_argument("--variants", default="base,bi")
     ap.add_argument("--average", default="",

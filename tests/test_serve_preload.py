@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import shutil
 import signal
-import threading
 import time
 
 import httpx
@@ -15,7 +14,7 @@ import pytest
 
 from serving import ServeProcess
 from tagalign.project import model_version
-from test_serve_reload import API, QUERY, T, answers, swap_in
+from test_serve_reload import API, QUERY, T, answers, clients, swap_in
 
 
 def workers(url: str) -> dict[int, str]:
@@ -62,39 +61,15 @@ def test_a_swap_replaces_the_workers_without_a_failed_request(preloaded, tiny_hy
     assert set(before.values()) == {old}
     expected = {old: answers(old_model), new: answers(new_model)}
     swap_in(new_model, folder)
-    seen: list[list[tuple[int, str | None, list]]] = [[] for _ in range(4)]
-    stop = threading.Event()
-
-    def client(log: list) -> None:
-        with httpx.Client(base_url=srv.url, timeout=T) as http:
-            while not stop.is_set():
-                res = http.post(f"{API}/suggest", json=QUERY)
-                log.append((res.status_code, res.headers.get("x-model-version"),
-                            [(r["id"], r["score"]) for r in res.json()["results"]]))
-
-    threads = [threading.Thread(target=client, args=(log,)) for log in seen]
-    for t in threads:
-        t.start()
-    try:
-        deadline = time.time() + 180
-        while not all(seen):
-            assert time.time() < deadline
-            time.sleep(0.05)
+    with clients(srv.url) as seen:
         srv.proc.send_signal(signal.SIGHUP)
+        deadline = time.time() + 180
         while True:  # every worker is a new one, serving the new model
             now = workers(srv.url)
             if len(now) == 2 and set(now.values()) == {new} and not set(now) & set(before):
                 break
             assert time.time() < deadline, srv.log()
             time.sleep(0.1)
-        marks = [len(log) for log in seen]
-        while any(len(log) < m + 3 for log, m in zip(seen, marks, strict=True)):
-            assert time.time() < deadline
-            time.sleep(0.05)
-    finally:
-        stop.set()
-        for t in threads:
-            t.join(60)
     rows = [row for log in seen for row in log]
     assert {status for status, _, _ in rows} == {200}
     assert all(results == expected[v] for _, v, results in rows)

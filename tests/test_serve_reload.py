@@ -7,6 +7,7 @@ flight finish and exits 0."""
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import signal
 import threading
@@ -62,6 +63,41 @@ def reload(url: str, project: str = "tiny") -> httpx.Response:
 
 def version(url: str) -> str:
     return httpx.get(f"{url}{API}", timeout=T).json()["model_version"]["version"]
+
+
+@contextlib.contextmanager
+def clients(url: str, n: int = 4, deadline: float = 180):
+    """``n`` clients suggesting `QUERY` in a loop, each on its kept-alive connection: the
+    block starts once every one has been answered and, when it ends, waits until each has
+    been answered 3 more times, then stops them. Yields per client its
+    (status, X-Model-Version, results) rows."""
+    seen: list[list[tuple[int, str | None, list]]] = [[] for _ in range(n)]
+    stop = threading.Event()
+
+    def client(log: list) -> None:
+        with httpx.Client(base_url=url, timeout=T) as http:
+            while not stop.is_set():
+                res = http.post(f"{API}/suggest", json=QUERY)
+                log.append((res.status_code, res.headers.get("x-model-version"),
+                            [(r["id"], r["score"]) for r in res.json()["results"]]))
+
+    threads = [threading.Thread(target=client, args=(log,)) for log in seen]
+    for t in threads:
+        t.start()
+    try:
+        end = time.time() + deadline
+        while not all(seen):
+            assert time.time() < end
+            time.sleep(0.05)
+        yield seen
+        marks = [len(log) for log in seen]
+        while any(len(log) < m + 3 for log, m in zip(seen, marks, strict=True)):
+            assert time.time() < end
+            time.sleep(0.05)
+    finally:
+        stop.set()
+        for t in threads:
+            t.join(60)
 
 
 @pytest.fixture(scope="module")
@@ -122,36 +158,12 @@ def test_sighup_reloads_while_requests_run(server, tiny_hybrids):
     old = version(srv.url)
     new = next(m for m in tiny_hybrids if model_version(m)["version"] != old)
     swap_in(new, folder)
-    seen: list[list[tuple[int, str, list]]] = [[] for _ in range(4)]
-    stop = threading.Event()
-
-    def client(log: list) -> None:
-        with httpx.Client(base_url=srv.url, timeout=T) as http:
-            while not stop.is_set():
-                res = http.post(f"{API}/suggest", json=QUERY)
-                log.append((res.status_code, res.headers.get("x-model-version"),
-                            [(r["id"], r["score"]) for r in res.json()["results"]]))
-
-    threads = [threading.Thread(target=client, args=(log,)) for log in seen]
-    for t in threads:
-        t.start()
-    try:
-        deadline = time.time() + 120
-        while not all(seen):  # every client has been answered before the signal
-            assert time.time() < deadline
-            time.sleep(0.05)
+    with clients(srv.url) as seen:
         srv.proc.send_signal(signal.SIGHUP)
+        deadline = time.time() + 120
         while version(srv.url) == old:
             assert time.time() < deadline, srv.log()
             time.sleep(0.1)
-        marks = [len(log) for log in seen]
-        while any(len(log) < m + 3 for log, m in zip(seen, marks, strict=True)):
-            assert time.time() < deadline
-            time.sleep(0.05)
-    finally:
-        stop.set()
-        for t in threads:
-            t.join(60)
     rows = [row for log in seen for row in log]
     assert {status for status, _, _ in rows} == {200}
     # each answer is one model's, whole: the one its header names
