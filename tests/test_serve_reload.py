@@ -269,3 +269,17 @@ def test_concurrent_reloads_of_one_project_load_it_once(tmp_path, monkeypatch):
             done = [r.json() for r in pool.map(lambda _: reload(live.url, "toy"), range(2))]
     assert sorted(d["status"] for d in done) == ["reloaded", "unchanged"]
     assert {d["model_version"]["version"] for d in done} == {model_version(project)["version"]}
+
+
+def test_annif_answers_name_the_model_version_too(server):
+    """Annif's /v1 suggest and suggest-batch carry X-Model-Version as tagalign's API does
+    (a header: the bodies stay Annif's)."""
+    srv, _, _ = server
+    current = version(srv.url)
+    one = httpx.post(f"{srv.url}/v1/projects/tiny/suggest", data={"text": QUERY["title"]},
+                     timeout=T)
+    batch = httpx.post(f"{srv.url}/v1/projects/tiny/suggest-batch",
+                       json={"documents": [{"text": QUERY["title"]}]}, timeout=T)
+    assert one.status_code == batch.status_code == 200
+    assert one.headers["x-model-version"] == batch.headers["x-model-version"] == current
+    assert set(one.json()) == {"results"}

@@ -186,6 +186,11 @@ def _number(value: Any, name: str, kind: type, low: float, high: float | None) -
     return x
 
 
+def _versioned(response: Response, version: str | None) -> None:
+    if version:
+        response.headers["X-Model-Version"] = version
+
+
 def _options(values: Mapping[str, Any]) -> tuple[int | None, float | None, str | None]:
     """limit, threshold (None when not given: the project's saved ones), language."""
     limit = values.get("limit")
@@ -235,8 +240,10 @@ def create_router(service: Service) -> APIRouter:
                             for s in rows]}  # limit and threshold: cut by the service
 
     def suggest_texts(project_id: str, texts: list[str], limit: int | None,
-                      threshold: float | None,
-                      language: str | None) -> list[dict[str, list[dict[str, Any]]]]:
+                      threshold: float | None, language: str | None
+                      ) -> tuple[str | None, list[dict[str, list[dict[str, Any]]]]]:
+        """The answers, and the version of the model that gave them (X-Model-Version, as
+        on tagalign's API: a header, so Annif's bodies stay Annif's)."""
         proj = service.project(project_id)
         if language is not None and language not in proj.vocab.languages:
             raise InputError(f'language "{language}" not supported by vocabulary')
@@ -244,9 +251,10 @@ def create_router(service: Service) -> APIRouter:
         # no language: the recipes identify it (`tagalign.text.guess_language`)
         recs = [Record(id=str(i), title=t, abstract=a)
                 for i, (t, a) in enumerate(map(split_text, texts))]
-        tagged = service.suggest(project_id, recs, limit, threshold,
-                                 default_limit=ANNIF_DEFAULT_LIMIT, estimate=False)
-        return [results(proj, t.suggestions, language) for t in tagged]
+        answered, tagged = service.tag(project_id, recs, limit, threshold,
+                                       default_limit=ANNIF_DEFAULT_LIMIT, estimate=False)
+        return ((answered.model_version or {}).get("version"),
+                [results(proj, t.suggestions, language) for t in tagged])
 
     @router.get("/")
     def show_info() -> dict[str, str]:
@@ -273,24 +281,28 @@ def create_router(service: Service) -> APIRouter:
         return project_dump(project_id, service.project(project_id))
 
     @router.post("/projects/{project_id}/suggest")
-    async def suggest(project_id: str, request: Request) -> dict[str, Any]:
+    async def suggest(project_id: str, request: Request, response: Response
+                      ) -> dict[str, Any]:
         form = await _form(request)
         if "text" not in form:
             raise InputError("text: field required")
         limit, threshold, language = _options(form)
         service.project(project_id)
-        out = await run_in_threadpool(suggest_texts, project_id, [form["text"]], limit,
-                                      threshold, language)
+        version, out = await run_in_threadpool(suggest_texts, project_id, [form["text"]],
+                                               limit, threshold, language)
+        _versioned(response, version)
         return out[0]
 
     @router.post("/projects/{project_id}/suggest-batch")
-    async def suggest_batch(project_id: str, request: Request) -> list[dict[str, Any]]:
+    async def suggest_batch(project_id: str, request: Request, response: Response
+                            ) -> list[dict[str, Any]]:
         limit, threshold, language = _options(request.query_params)
         body = _parse(BatchBody.model_validate, await _json(request))
         service.project(project_id)
-        out = await run_in_threadpool(suggest_texts, project_id,
-                                      [d.text for d in body.documents], limit, threshold,
-                                      language)
+        version, out = await run_in_threadpool(suggest_texts, project_id,
+                                               [d.text for d in body.documents], limit,
+                                               threshold, language)
+        _versioned(response, version)
         return [{**r, "document_id": d.document_id}
                 for r, d in zip(out, body.documents, strict=True)]
 
