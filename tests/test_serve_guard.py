@@ -230,3 +230,23 @@ def test_appended_queue_records_keep_the_progress_of_finished_ones(tmp_path: Pat
     with serve([*QUEUE[:3], *QUEUE[3:]]) as srv:
         status = httpx.get(f"{srv.url}{API}/projects/toy/queue").json()
         assert (status["size"], status["finished"], status["position"]) == (5, 3, 3)
+
+
+def test_allowed_hosts_come_from_the_environment_too(tmp_path, monkeypatch):
+    """TAGALIGN_ALLOWED_HOSTS (names separated by spaces) is --allowed-host for a
+    container: a Host it names is answered, another gets 421."""
+    from typer.testing import CliRunner
+
+    from tagalign.cli import app as cli
+    from tagalign.cli import serve_app
+
+    Project.create(tmp_path / "toy", tiny_vocab(), "test-overlap").train(tiny_records(20))
+    built = []
+    monkeypatch.setattr(serve_app, "run_server", lambda app_, *a: built.append(app_))
+    monkeypatch.setenv("TAGALIGN_ALLOWED_HOSTS", "tags.example.org  other.example.org")
+    res = CliRunner().invoke(cli, ["serve", str(tmp_path / "toy"), "--no-metrics"])
+    assert res.exit_code == 0, res.output
+    with LiveServer(built[0]) as srv:
+        for host, status in (("tags.example.org", 200), ("other.example.org", 200),
+                             ("evil.example.org", 421)):
+            assert httpx.get(f"{srv.url}/v1/", headers={"Host": host}).status_code == status

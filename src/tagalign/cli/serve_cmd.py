@@ -15,6 +15,9 @@ from tagalign.project import feedback_location
 from tagalign.serve import MAX_BODY, MAX_BODY_ENV, accesslog
 from tagalign.serve.tokens import TOKENS_ENV
 
+#: the environment variable of ``--allowed-host``: names separated by spaces
+ALLOWED_HOSTS_ENV = "TAGALIGN_ALLOWED_HOSTS"
+
 
 @app.command()
 def serve(
@@ -44,9 +47,12 @@ def serve(
     release_above: float = typer.Option(None, "--release-above", min=0.0, max=1.0,
                                         help="With --queue: leave out records whose estimated "
                                         "recall is at least this (when estimates exist)."),
-    allowed_host: list[str] = typer.Option(None, "--allowed-host", metavar="NAME", help="A Host name clients "
+    allowed_host: list[str] = typer.Option(None, "--allowed-host", metavar="NAME", envvar=ALLOWED_HOSTS_ENV,
+                                           help="A Host name clients "
                                            "use besides --host, localhost, 127.0.0.1 and [::1] "
-                                           "(others: 421; '*': any). Repeatable."),
+                                           "(others: 421; '*': any). Repeatable; or "
+                                           f"{ALLOWED_HOSTS_ENV}, names separated by spaces "
+                                           "(a container's setting)."),
     cors_origin: list[str] = typer.Option(None, "--cors-origin", metavar="ORIGIN", help="An origin whose pages "
                                           "may POST (learn, suggest-batch) across sites, such "
                                           "as https://catalogue.example.org. Repeatable; by "
