@@ -180,7 +180,6 @@ def test_save_and_load_give_identical_probabilities(kind, tmp_path):
 @pytest.fixture(scope="module")
 def served(stack):
     """The tiny project served from a projects file whose table names the domain model."""
-    import shutil
 
     from serving import LiveServer
     from tagalign.projects_file import open_project, read_projects
@@ -193,7 +192,6 @@ def served(stack):
     served = open_project(read_projects(toml)["tiny"])
     assert served.domains is not None and served.domains.depth == 5
     with LiveServer(create_app({"tiny": served}, FeedbackStore.for_project(project))) as srv:
-        srv.chromium = shutil.which("chromium") or "/usr/bin/chromium"
         yield srv
 
 
@@ -216,21 +214,17 @@ def test_tagalign_api_answers_domains_and_annif_api_is_unchanged(served):
 
 @pytest.mark.browser
 def test_the_page_shows_the_domains_beside_the_subjects(served):
-    from playwright.sync_api import expect, sync_playwright
+    from playwright.sync_api import expect
 
-    if not Path(served.chromium).exists():
-        pytest.skip("Debian chromium is not installed (make test installs it as root)")
-    with sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=served.chromium, env={"HOME": "/tmp"},
-                                     args=["--headless", "--no-sandbox", "--disable-gpu"])
-        page = browser.new_page(locale="en-US")
+    from test_serve_browser import chromium_page
+
+    with chromium_page() as page:
         page.goto(served.url + "/")
         page.fill("#title", "Holzschutz")
         page.fill("#abstract", "timber wood protection beam coating")
         page.click("#suggest")
         expect(page.locator("#results > li").first).to_be_visible(timeout=30_000)
         expect(page.locator("#domains")).to_have_text(re.compile(r"^Domains: bau \(0\.\d\d\)"))
-        browser.close()
 
 
 def test_the_thresholds_served_are_chosen_on_held_out_folds():

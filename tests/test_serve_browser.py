@@ -7,6 +7,7 @@ Screenshots go to test-artifacts/.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shutil
 import sqlite3
@@ -25,6 +26,22 @@ ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-f
         "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 
 pytestmark = pytest.mark.browser
+
+
+@contextlib.contextmanager
+def chromium_page(**options):
+    """A new page (``options`` for ``new_page``, locale en-US) of Debian's chromium,
+    headless; the test is skipped where chromium is not installed."""
+    from playwright.sync_api import sync_playwright
+
+    if not Path(CHROMIUM).exists():
+        pytest.skip("Debian chromium is not installed (make test installs it as root)")
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=ARGS, env={"HOME": "/tmp"})
+        try:
+            yield browser.new_page(locale="en-US", **options)
+        finally:
+            browser.close()
 
 
 @pytest.fixture(scope="module")
@@ -48,13 +65,10 @@ def _rows(db: Path) -> list[tuple]:
 
 
 def test_page_suggest_accept_by_mouse_and_keyboard(live):
-    from playwright.sync_api import expect, sync_playwright
+    from playwright.sync_api import expect
 
     ARTIFACTS.mkdir(exist_ok=True)
-    with sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=CHROMIUM, args=ARGS,
-                                     env={"HOME": "/tmp"})
-        page = browser.new_page(locale="en-US", accept_downloads=True)
+    with chromium_page(accept_downloads=True) as page:
         page.goto(live.url + "/")
         expect(page.locator("#project option")).to_have_count(1)
         page.fill("#title", "Schäden durch Pilze an Fachwerkgebäuden")
@@ -104,4 +118,3 @@ def test_page_suggest_accept_by_mouse_and_keyboard(live):
         page.click("#fetch")
         expect(page.locator("#title")).to_have_value(rec.title)
         page.screenshot(path=str(ARTIFACTS / "web-german.png"), full_page=True)
-        browser.close()

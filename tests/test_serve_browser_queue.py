@@ -21,7 +21,7 @@ from tagalign.project import Project
 from tagalign.serve.app import create_app
 from tagalign.serve.feedback import FeedbackStore
 from tagalign.serve.queue import RecordQueue
-from test_serve_browser import ARGS, ARTIFACTS, CHROMIUM
+from test_serve_browser import ARTIFACTS, CHROMIUM, chromium_page
 from test_subject_queue import QUEUE
 from tiny_models import tiny_records, tiny_vocab
 
@@ -57,12 +57,10 @@ def _latest(db: Path, record_id: str) -> dict[str, str]:
 
 
 def test_queue_by_keyboard_search_add_and_resume_after_reload(live):
-    from playwright.sync_api import expect, sync_playwright
+    from playwright.sync_api import expect
 
     ARTIFACTS.mkdir(exist_ok=True)
-    with sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=CHROMIUM, args=ARGS, env={"HOME": "/tmp"})
-        page = browser.new_page(locale="en-US")
+    with chromium_page() as page:
         page.goto(live.url + "/")
         progress = page.locator("#queue-progress")
         expect(progress).to_have_text("Record 1 of 3 · 0 finished", timeout=10_000)
@@ -140,6 +138,5 @@ def test_queue_by_keyboard_search_add_and_resume_after_reload(live):
         page.click("#queue-next")
         expect(progress).to_have_text("All 3 records finished")
         expect(page.locator("#queue-next")).to_be_disabled()
-        browser.close()
     assert sorted(_sql(live.db, "select record_id from queue_progress")) == [
         ("q0",), ("q1",), ("q2",)]

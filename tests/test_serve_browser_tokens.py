@@ -15,7 +15,7 @@ from tagalign.project import Project
 from tagalign.serve.app import create_app
 from tagalign.serve.feedback import FeedbackStore
 from tagalign.serve.tokens import TokenStore
-from test_serve_browser import ARGS, ARTIFACTS, CHROMIUM
+from test_serve_browser import ARTIFACTS, CHROMIUM, chromium_page
 from tiny_models import tiny_records, tiny_vocab
 
 pytestmark = pytest.mark.browser
@@ -46,12 +46,10 @@ def _decisions(db: Path) -> list[tuple[str, str]]:
 
 
 def test_page_asks_for_a_token_once_and_keeps_it_for_the_session(live):
-    from playwright.sync_api import expect, sync_playwright
+    from playwright.sync_api import expect
 
     ARTIFACTS.mkdir(exist_ok=True)
-    with sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=CHROMIUM, args=ARGS, env={"HOME": "/tmp"})
-        page = browser.new_page(locale="en-US")
+    with chromium_page() as page:
         page.goto(live.url + "/")
         expect(page.locator("#forget-token")).to_be_hidden()
         page.fill("#title", "Pilze im Fachwerk")
@@ -100,4 +98,3 @@ def test_page_asks_for_a_token_once_and_keeps_it_for_the_session(live):
         page.click("#token-cancel")
         expect(page.locator("#status")).to_contain_text("needs an API token")
         assert _decisions(live.db) == rows
-        browser.close()
