@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import functools
 import os
-import socket
 import tempfile
 import threading
 import time
@@ -30,7 +29,7 @@ import httpx
 import numpy as np
 import uvicorn
 
-from _common import DATA
+from _common import DATA, free_port
 from tagalign.project import Project
 from tagalign.records import read_records
 
@@ -71,12 +70,6 @@ def instrument(project: Project) -> None:
                                                 project.recipe.suggest_with_quality)
     project.tag = timed("Project.tag", project.tag)
     app_module._out = timed("response objects (_out)", app_module._out)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def main() -> None:
