@@ -147,7 +147,8 @@ class WorkerProcess(Process):
     answered once, it is asked once and not waited for (it counts as alive while its
     process lives)."""
 
-    answered = False
+    answered = False  # it has answered a ping
+    started = False  # its last answer said its server serves
     _asked = False
 
     def __init__(self, config: Config, sockets: list[socket.socket], fork: bool = False,
@@ -171,15 +172,27 @@ class WorkerProcess(Process):
         if self.answered:
             return super().is_alive(timeout)
         try:
-            if not self._asked:
-                self.parent_conn.send(b"ping")
-                self._asked = True
-            if self.parent_conn.poll(0):
-                self.parent_conn.recv()
-                self.answered = True
+            self._ask()
         except (OSError, EOFError):
             return False
         return True
+
+    def serving(self) -> bool:
+        """Whether its server serves, asked without waiting (a model swap's new worker)."""
+        try:
+            self._ask()
+        except (OSError, EOFError):
+            return False
+        return self.started
+
+    def _ask(self) -> None:
+        """A ping sent once, its answer read when there is one, never waited for."""
+        if not self._asked:
+            self.parent_conn.send(b"ping")
+            self._asked = True
+        if self.parent_conn.poll(0):
+            self._asked = False
+            self.answered, self.started = True, bool(self.parent_conn.recv())
 
     def target(self, sockets: list[socket.socket] | None = None) -> None:  # pragma: no cover
         # runs in the spawned worker (covered by the subprocess tests)
@@ -205,7 +218,7 @@ class Supervisor(Multiprocess):
         self.failed = False
         # preloaded workers swap models by being replaced (`tagalign.serve.rollover`)
         self.rollover = None if refresh is None else Rollover(
-            refresh, self._spawn, self._ready, self._retire, ready_timeout=READY_TIMEOUT)
+            refresh, self._spawn, WorkerProcess.serving, self._retire, ready_timeout=READY_TIMEOUT)
         self.retiring: list[tuple[WorkerProcess, float]] = []
 
     def _socket(self, slot: int) -> list[socket.socket]:
@@ -266,19 +279,6 @@ class Supervisor(Multiprocess):
         if process.pid is not None:
             remove_state(self.state_dir, process.pid)
             events.worker_exited(process.pid)
-
-    def _ready(self, process: WorkerProcess) -> bool:
-        """Whether ``process`` serves, without waiting (it answers pings with that)."""
-        try:
-            if not process._asked:
-                process.parent_conn.send(b"ping")
-                process._asked = True
-            if process.parent_conn.poll(0):
-                process._asked = False
-                process.answered = bool(process.parent_conn.recv())
-        except (OSError, EOFError):
-            return False
-        return process.answered
 
     def _retire(self, process: WorkerProcess) -> None:
         """Stop ``process`` gracefully; `_reap` collects it."""
