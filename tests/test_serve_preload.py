@@ -5,6 +5,7 @@ A real server in a subprocess, real clients."""
 
 from __future__ import annotations
 
+import gc
 import shutil
 import signal
 import time
@@ -92,3 +93,30 @@ def test_a_model_that_fails_to_load_leaves_the_workers_serving(preloaded, tiny_h
     res = httpx.post(f"{srv.url}{API}/suggest", json=QUERY, timeout=T)
     assert res.status_code == 200
     assert [(r["id"], r["score"]) for r in res.json()["results"]] == answers(tiny_hybrids[0])
+
+
+def test_the_supervisor_builds_the_subject_search_index_the_workers_share(tiny_hybrids,
+                                                                          tmp_path):
+    """Built in each worker, the prefix index walks every subject, writing to their
+    reference counts: each worker would copy the vocabulary's pages it shares. `preload`
+    builds it before the fork, and a model swap's reload (`refresh_preloaded`) again."""
+    from tagalign.cli import serve_app
+
+    shutil.copytree(tiny_hybrids[0], tmp_path / "tiny")
+    settings = serve_app.ServeSettings(projects=[str(tmp_path / "tiny")],
+                                       compile_ranker=False)
+    try:
+        serve_app.preload(settings)
+        vocab = serve_app._PRELOADED["tiny"].vocab
+        assert getattr(vocab, "_prefix_index", None) is not None
+        first = vocab.prefix_index
+        subject = next(iter(vocab))
+        _, label = next(iter(subject.labels.items()))
+        assert subject in [m.subject for m in first.search(label, 5)]
+        swap_in(tiny_hybrids[1], tmp_path / "tiny")
+        assert serve_app.refresh_preloaded(settings)
+        vocab = serve_app._PRELOADED["tiny"].vocab
+        assert getattr(vocab, "_prefix_index", None) is not None
+    finally:
+        serve_app._PRELOADED.clear()
+        gc.unfreeze()
