@@ -26,10 +26,11 @@ from pathlib import Path
 import typer
 
 from _common import peak_rss_gb
-from tagalign.cli.common import parse_params
+from tagalign.cli.common import make_runtime, parse_params
 from tagalign.evaluate import evaluate
 from tagalign.predictions import write_predictions
 from tagalign.project import DEFAULT_RECIPE, Project
+from tagalign.project.jobs import DEFAULT_JOBS
 from tagalign.records import InputReport, read_records
 from tagalign.vocab import load_vocabulary
 
@@ -93,8 +94,11 @@ def main(argv: list[str] | None = None) -> int:
                 pass
 
     test = list(read_records(args.test))
+    # as `tagalign suggest` tags a file: the saved project loaded with the command's
+    # defaults (all cores, the ranker compiled), its default --jobs, its --batch-size
+    project = Project.load(project_dir, runtime=make_runtime(0, compile_ranker=True))
     t0 = time.perf_counter()
-    preds = project.suggest(test, limit=args.limit)
+    preds = project.suggest(test, limit=args.limit, jobs=DEFAULT_JOBS)
     suggest_s = time.perf_counter() - t0
     write_predictions(args.out, ((r.id, row) for r, row in zip(test, preds, strict=True)))
     print(f"suggest: {len(test)} records in {suggest_s:.1f} s = "

@@ -1,10 +1,14 @@
 #!/usr/bin/env python
 """Batch suggest speed and quality of a saved project on dev (no training).
 
-``--limit-dev N`` scores a sample of N dev records drawn with ``--seed`` (never a file
-prefix: dev is sorted by language and type); the sample's make-up is printed.
+``--jobs`` lists the process counts to time, side by side (default: 1 and `tagalign
+suggest`'s default, one per core: `tagalign.project.jobs`); each run tags the records in
+batches of 512, as the command does, and their answers must be equal. ``--limit-dev N``
+scores a sample of N dev records drawn with ``--seed`` (never a file prefix: dev is sorted
+by language and type); the sample's make-up is printed. The ranker runs compiled, as the
+command's default (``--no-compile-ranker``: LightGBM).
 
-    python benchmarks/suggest_speed.py --project runs/hybrid-full [--limit-dev N]
+    python benchmarks/suggest_speed.py --project runs/hybrid-full [--limit-dev N] [--jobs 1,0]
 """
 
 from __future__ import annotations
@@ -20,7 +24,9 @@ import numpy as np
 from _common import DATA, peak_rss_gb
 from tagalign.evaluate import evaluate
 from tagalign.project import Project
+from tagalign.project.jobs import DEFAULT_JOBS, resolve_jobs
 from tagalign.records import read_records
+from tagalign.runtime import Runtime
 
 
 def main() -> None:
@@ -31,13 +37,13 @@ def main() -> None:
     ap.add_argument("--limit-dev", type=int, help="A seeded sample of this many dev records.")
     ap.add_argument("--seed", type=int, default=0, help="Seed of the --limit-dev sample.")
     ap.add_argument("--threads", type=int, default=0)
+    ap.add_argument("--jobs", default=f"1,{DEFAULT_JOBS}",
+                    help="Comma-separated --jobs values to time (0: one per core).")
+    ap.add_argument("--no-compile-ranker", dest="compile_ranker", action="store_false")
     args = ap.parse_args()
-    if args.threads:
-        from tagalign.runtime import set_threads
-
-        set_threads(args.threads)
     t0 = time.perf_counter()
-    project = Project.load(args.project)
+    project = Project.load(args.project, runtime=Runtime(threads=args.threads,
+                                                         compile_ranker=args.compile_ranker))
     print(f"project loaded in {time.perf_counter() - t0:.1f} s")
     dev = list(read_records(args.dev, vocab=project.vocab))
     if args.limit_dev and args.limit_dev < len(dev):
@@ -47,11 +53,18 @@ def main() -> None:
     print(f"dev: {len(dev)} records (seed {args.seed}): "
           + ", ".join(f"{k} {n}" for k, n in kinds.most_common()))
     project.suggest(dev[:200], limit=20)  # warm-up
-    t0 = time.perf_counter()
-    preds = project.suggest(dev, limit=20)
-    seconds = time.perf_counter() - t0
-    print(f"suggest: {len(dev)} records in {seconds:.1f} s = {len(dev) / seconds:.0f} records/s"
-          f" (batch), peak RSS {peak_rss_gb():.2f} GB")
+    first = None
+    for jobs in [int(j) for j in args.jobs.split(",")]:
+        t0 = time.perf_counter()
+        preds = project.suggest(dev, limit=20, jobs=jobs)
+        seconds = time.perf_counter() - t0
+        print(f"suggest --jobs {jobs} ({resolve_jobs(jobs)} processes): {len(dev)} records in "
+              f"{seconds:.1f} s = {len(dev) / seconds:.0f} records/s (batches of 512), peak "
+              f"RSS of this process {peak_rss_gb():.2f} GB", flush=True)
+        ids = [[s.id for s in row] for row in preds]
+        if first is not None and ids != first:
+            raise SystemExit(f"--jobs {jobs} answered differently from --jobs {args.jobs}")
+        first = ids
     m = evaluate(dev, {r.id: [s.id for s in row] for r, row in zip(dev, preds, strict=True)})
     print(json.dumps({k: round(v, 4) for k, v in m["overall"].items()}))
 

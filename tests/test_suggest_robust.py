@@ -106,6 +106,8 @@ def test_core_truncates_huge_records_and_says_so(proj):
 
 
 def _interrupt_after(monkeypatch, n_batches: int, exc: BaseException) -> None:
+    """`Project.tag` raises ``exc`` from its ``n_batches + 1``-th call on: counted in this
+    process, so the runs it interrupts take ``--jobs 1``."""
     original = Project.tag
     calls = {"n": 0}
 
@@ -130,7 +132,7 @@ def test_resume_after_interruption_equals_an_uninterrupted_run(proj, tmp_path, m
     partial = tmp_path / f"out{suffix}.partial"
     with monkeypatch.context() as m:  # Ctrl-C while the fourth batch is tagged
         _interrupt_after(m, 3, KeyboardInterrupt())
-        res = _suggest(proj, src, out, "--batch-size", "40")
+        res = _suggest(proj, src, out, "--batch-size", "40", "--jobs", "1")
     assert res.exit_code == 130 and "--resume" in res.output and not out.exists()
     assert _ids(partial) == [f"r{i}" for i in range(120)]
     assert "160 records read: 120 tagged" in res.output  # the summary comes even so
@@ -140,7 +142,7 @@ def test_resume_after_interruption_equals_an_uninterrupted_run(proj, tmp_path, m
 
     with monkeypatch.context() as m:  # a crash in the next run: exit 1, partial grows
         _interrupt_after(m, 2, RuntimeError("disk on fire"))
-        crashed = _suggest(proj, src, out, "--batch-size", "40", "--resume")
+        crashed = _suggest(proj, src, out, "--batch-size", "40", "--resume", "--jobs", "1")
     assert crashed.exit_code == 1 and "RuntimeError: disk on fire" in crashed.output
     assert len(_ids(partial)) == 200
 
@@ -153,6 +155,43 @@ def test_resume_after_interruption_equals_an_uninterrupted_run(proj, tmp_path, m
     opener = gzip.open if suffix.endswith(".gz") else open
     with opener(out, "rb") as a, opener(full, "rb") as b:
         assert a.read() == b.read()
+
+
+def _interrupt_at(monkeypatch, record_id: str, exc: BaseException) -> None:
+    """`Project.tag` raises ``exc`` for the records holding ``record_id``, in whichever
+    process tags them (the jobs are forked with it)."""
+    original = Project.tag
+
+    def failing(self, records, *args, **kwargs):
+        if any(r.id == record_id for r in records):
+            raise exc
+        return original(self, records, *args, **kwargs)
+
+    monkeypatch.setattr(Project, "tag", failing)
+
+
+@pytest.mark.parametrize("exc", [KeyboardInterrupt(), RuntimeError("disk on fire")])
+def test_jobs_keep_the_finished_batches_of_an_interrupted_run(proj, tmp_path, monkeypatch,
+                                                              exc):
+    """With 2 jobs the answers equal one process's, and an interruption in a job keeps
+    every batch finished before it; --resume completes the file (1 job or 2)."""
+    src = tmp_path / "in.jsonl"
+    src.write_bytes(b"\n".join(_lines(tiny_records(200, seed=4))) + b"\n")
+    one, two = tmp_path / "one.jsonl", tmp_path / "two.jsonl"
+    assert _suggest(proj, src, one, "--batch-size", "40", "--jobs", "1").exit_code == 0
+    assert _suggest(proj, src, two, "--batch-size", "40", "--jobs", "2").exit_code == 0
+    assert two.read_bytes() == one.read_bytes()
+
+    out, partial = tmp_path / "out.jsonl", tmp_path / "out.jsonl.partial"
+    with monkeypatch.context() as m:  # r130 is in the fourth batch (r120…r159)
+        _interrupt_at(m, "r130", exc)
+        res = _suggest(proj, src, out, "--batch-size", "40", "--jobs", "2")
+    assert res.exit_code == (130 if isinstance(exc, KeyboardInterrupt) else 1), res.output
+    assert "--resume" in res.output and not out.exists()
+    assert _ids(partial) == [f"r{i}" for i in range(120)]
+    done = _suggest(proj, src, out, "--batch-size", "40", "--jobs", "2", "--resume")
+    assert done.exit_code == 0, done.output
+    assert out.read_bytes() == one.read_bytes()
 
 
 def test_every_reading_command_names_bad_lines_and_goes_on(tmp_path):
@@ -215,6 +254,8 @@ def test_resume_after_a_killed_process_equals_an_uninterrupted_run(proj, tmp_pat
     import sys
     import time
 
+    import psutil
+
     from tagalign.io import parse_lines
     from tagalign.records import InputReport
 
@@ -233,13 +274,17 @@ def test_resume_after_a_killed_process_equals_an_uninterrupted_run(proj, tmp_pat
 
     proc = subprocess.Popen([sys.executable, "-c", SLOW_SUGGEST, "suggest", str(proj),
                              "--input", str(src), "--output", str(out), "--limit", "5",
-                             "--batch-size", "10"],
+                             "--batch-size", "10", "--jobs", "2"],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 120
     while finished() < 50 and proc.poll() is None and time.monotonic() < deadline:
         time.sleep(0.05)
+    jobs = psutil.Process(proc.pid).children()
     proc.kill()
     assert proc.wait() == -9, "the run ended before it could be killed"
+    assert len(jobs) == 2
+    # the killed run's jobs end with it (they would wait for work forever)
+    assert psutil.wait_procs(jobs, timeout=30)[1] == []
     kept = finished()
     assert 50 <= kept < 400 and not out.exists()
 

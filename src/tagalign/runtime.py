@@ -147,6 +147,15 @@ class Runtime:
                                                        initializer=initializer))
         return getattr(self, attr)
 
+    def after_fork(self, threads: int) -> None:
+        """In a process forked from the one that made this runtime (`tagalign.project.jobs`):
+        forget the pools, whose threads stayed behind in the parent (a task sent to one
+        would wait forever); new ones, of ``threads``, are made on first use. The caller
+        pins the libraries (`set_threads`) in the thread that will run the models."""
+        self._lock = threading.Lock()  # a copy of the parent's, maybe held at the fork
+        self._pool = self._parts = None
+        self.threads = threads
+
     def close(self) -> None:
         """End the pools (a closed runtime makes new ones if used again)."""
         with self._lock:

@@ -33,6 +33,7 @@ from tagalign.predictions import (
     tag_records,
 )
 from tagalign.project import Project
+from tagalign.project.jobs import DEFAULT_JOBS, TaggingJobs
 from tagalign.records import BadInputError, InputReport, Record, read_records
 from tagalign.records.loaders import guess_format
 from tagalign.records.marc.reader import iter_marc_records
@@ -78,7 +79,8 @@ def suggest(
     review: Path = typer.Option(None, "--review", help="Review file of --release-above "
                                 "(default: OUTPUT with .review before the suffix)."),
     exclude_file: Path = typer.Option(None, "--exclude", help="File of subject ids or GND URIs (one a line) never to suggest; the limit is filled from the others."),
-    threads: int = typer.Option(0, "--threads", min=0, help="CPU threads for the models (0 = all)."),
+    threads: int = typer.Option(0, "--threads", min=0, help="CPU threads for the models (0 = all), shared out among the --jobs."),
+    jobs: int = typer.Option(DEFAULT_JOBS, "--jobs", "-j", min=0, help="Processes tagging a file side by side, forked after the model loads, so they share it (0 = one per core; 1 = this process alone)."),
     compile_ranker: bool = typer.Option(True, "--compile-ranker/--no-compile-ranker", help=COMPILE_HELP),
     domains: Path = typer.Option(None, "--domains", help="A domain model trained on this project (`tagalign classify train --subjects-project`): each line gets \"domains\": [{\"label\", \"score\"}], from the same pass's suggestions (JSONL output, --engine local)."),
 ) -> None:
@@ -148,7 +150,7 @@ def suggest(
     suggest_file(project, input, output, limit=limit, threshold=threshold,
                  batch_size=batch_size, strict=strict, resume=resume,
                  release_above=release_above, review=review, exclude=exclude,
-                 fmt=fmt, merge=merge, agency=agency)
+                 fmt=fmt, merge=merge, agency=agency, jobs=jobs)
 
 
 OUTPUT_FORMATS = ("jsonl", "parquet", "marc", "marcxml")
@@ -206,7 +208,7 @@ def suggest_file(project: Project, input: Path, output: Path, *, limit: int | No
                  threshold: float | None, batch_size: int, strict: bool, resume: bool,
                  release_above: float | None = None, review: Path | None = None,
                  exclude: frozenset[str] = frozenset(), fmt: str = "jsonl",
-                 merge: bool = False, agency: str | None = None) -> None:
+                 merge: bool = False, agency: str | None = None, jobs: int = 1) -> None:
     """Tag every record of ``input`` into ``output`` (and ``review``, see `tag_records`)
     as ``fmt`` (JSONL or MARC, `open_prediction_stream`); exit status 1 on a failed run or a
     malformed record under ``strict``, 130 on Ctrl-C, 0 otherwise."""
@@ -228,8 +230,10 @@ def suggest_file(project: Project, input: Path, output: Path, *, limit: int | No
         console.log(f"resuming: {len(stream.done)} records already in {stream.partial}")
     report = InputReport(strict=strict)
     try:
-        _tag_all(project, input, stream, report, counts, limit, threshold, batch_size,
-                 side, release_above, exclude, merge)
+        # the jobs are forked first, before the progress bar's thread starts
+        with TaggingJobs(project, jobs) as tagger:
+            _tag_all(tagger, input, stream, report, counts, limit, threshold, batch_size,
+                     side, release_above, exclude, merge)
     except BaseException as exc:
         stream.close()
         if side is not None:
@@ -254,7 +258,7 @@ def suggest_file(project: Project, input: Path, output: Path, *, limit: int | No
         console.log(f"predictions written to {output}")
 
 
-def _tag_all(project: Project, input: Path, stream: PredictionStream, report: InputReport,
+def _tag_all(tagger: TaggingJobs, input: Path, stream: PredictionStream, report: InputReport,
              counts: TagCounts, limit: int | None, threshold: float | None, batch_size: int,
              review: PredictionStream | None = None,
              release_above: float | None = None,
@@ -278,11 +282,14 @@ def _tag_all(project: Project, input: Path, stream: PredictionStream, report: In
         # --merge: read by the same decoder that the output stream re-reads the input with
         records = (rec for _, rec in iter_marc_records(input, report)) if merge \
             else read_records(input, report=report)
-        tag_records(records,
-                    lambda chunk: project.tag(chunk, limit, threshold, exclude,
-                                              domains=project.domains is not None),
-                    stream, counts, batch_size, on_batch=on_batch, on_warning=warn,
-                    review=review, release_above=release_above)
+        options = {"limit": limit, "threshold": threshold, "exclude": tuple(exclude),
+                   "domains": tagger.project.domains is not None}
+        tag_records(records, lambda chunk: tagger.tag(chunk, **options), stream, counts,
+                    batch_size, on_batch=on_batch, on_warning=warn, review=review,
+                    release_above=release_above,
+                    # with jobs, the next batch is tagged while one is written
+                    submit=(lambda chunk: tagger.submit(chunk, **options))
+                    if tagger.forked else None)
 
 
 def print_suggestions(rows) -> None:

@@ -9,6 +9,7 @@ the batch to a GPU.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from itertools import chain
 from pathlib import Path
 from typing import Any
 
@@ -43,9 +44,22 @@ class StaticEmbeddingEncoder(STEncoder):
 
         prefix = self.prompts.get(kind, "")
         with torch.inference_mode():
-            features = self.model.preprocess([prefix + t for t in texts])
+            features = self._features([prefix + t for t in texts])
             emb = self.model.forward(features)["sentence_embedding"]
         return normalise(emb.numpy())
+
+    def _features(self, texts: list[str]) -> dict[str, Any]:
+        """``StaticEmbedding.preprocess``'s features (the same token ids and offsets) with
+        the ids joined by `itertools.chain` in C: its list comprehension over every token
+        was 5 % of a batch suggest's time (py-spy, full-train hybrid, one thread)."""
+        import torch
+
+        module = self.model[0]
+        ids = [e.ids for e in module.tokenizer.encode_batch(texts, add_special_tokens=False)]
+        lens = np.fromiter(map(len, ids), np.int64, len(ids))
+        flat = np.fromiter(chain.from_iterable(ids), np.int64, int(lens.sum()))
+        offsets = np.concatenate([[0], np.cumsum(lens[:-1])]).astype(np.int64)
+        return {"input_ids": torch.from_numpy(flat), "offsets": torch.from_numpy(offsets)}
 
     def save(self, path: Path) -> None:
         self.model.save(str(path), safe_serialization=True)

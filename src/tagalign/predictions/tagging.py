@@ -18,6 +18,9 @@ from tagalign.suggest import Tagged
 
 #: records → one `Tagged` each, e.g. `Project.tag`
 SuggestBatch = Callable[[Sequence[Record]], list[Tagged]]
+#: records → a call that waits for their `Tagged` (`tagalign.project.jobs.TaggingJobs.submit`):
+#: the next batch is read and started while one is tagged
+SubmitBatch = Callable[[Sequence[Record]], Callable[[], list[Tagged]]]
 
 
 def review_path(path: Path | str) -> Path:
@@ -62,11 +65,17 @@ def tag_records(records: Iterable[Record], suggest: SuggestBatch, stream: Predic
                 on_batch: Callable[[TagCounts], None] | None = None,
                 on_warning: Callable[[str, str], None] | None = None,
                 review: PredictionStream | None = None,
-                release_above: float | None = None) -> None:
+                release_above: float | None = None,
+                submit: SubmitBatch | None = None) -> None:
     """Tag ``records`` into ``stream`` (opened); ``on_batch`` after each flushed batch,
     ``on_warning(record id, warning)`` for an empty or truncated record. A `BadInputError`
     from ``records`` (strict reading) still writes the batch read before it, then rises.
-    ``review`` (opened) and ``release_above``: see the module docstring."""
+    ``review`` (opened) and ``release_above``: see the module docstring.
+
+    ``submit`` (instead of ``suggest``, which is then not called): a batch is started, and
+    the one before it written when done, so the processes tagging never wait for the
+    writing and reading between two batches. A failure loses only the batches not yet
+    done; each done batch is flushed as before."""
     if (review is None) != (release_above is None):
         raise ValueError("give both review and release_above, or neither")
 
@@ -78,8 +87,8 @@ def tag_records(records: Iterable[Record], suggest: SuggestBatch, stream: Predic
         counts.review += not released
         return stream if released else review
 
-    def run(chunk: list[Record]) -> None:
-        for rec, tagged in zip(chunk, suggest(chunk), strict=True):
+    def write(chunk: list[Record], answers: list[Tagged]) -> None:
+        for rec, tagged in zip(chunk, answers, strict=True):
             warning = cut.pop(rec.id, None) or tagged.warning
             target(tagged).write(rec.id, tagged.suggestions, tagged.quality, tagged.domains)
             counts.tagged += 1
@@ -94,6 +103,25 @@ def tag_records(records: Iterable[Record], suggest: SuggestBatch, stream: Predic
         if on_batch is not None:
             on_batch(counts)
 
+    flying: list[tuple[list[Record], Callable[[], list[Tagged]]]] = []  # started, not written
+    flying_ids: set[str] = set()
+
+    def finish() -> None:
+        """Write the batch started last (waiting until it is done)."""
+        if flying:
+            chunk, answers = flying.pop()
+            write(chunk, answers())
+            flying_ids.clear()
+
+    def run(chunk: list[Record]) -> None:
+        if submit is None:
+            write(chunk, suggest(chunk))
+            return
+        answers = submit(chunk)  # started before the batch before it is written
+        finish()
+        flying.append((chunk, answers))
+        flying_ids.update(r.id for r in chunk)
+
     chunk: list[Record] = []
     pending: set[str] = set()  # ids in `chunk`
     cut: dict[str, str] = {}  # truncation warnings of the records in `chunk`
@@ -102,7 +130,8 @@ def tag_records(records: Iterable[Record], suggest: SuggestBatch, stream: Predic
     try:
         for rec in records:
             counts.read += 1
-            if rec.id in pending or (any(rec.id in d for d in done) and rec.id not in resumed):
+            if rec.id in pending or rec.id in flying_ids \
+                    or (any(rec.id in d for d in done) and rec.id not in resumed):
                 counts.duplicates += 1
             elif rec.id in resumed:
                 counts.already += 1
@@ -120,6 +149,8 @@ def tag_records(records: Iterable[Record], suggest: SuggestBatch, stream: Predic
     except BadInputError:  # --strict: the records before the bad one are still tagged
         if chunk:
             run(chunk)
+        finish()
         raise
     if chunk:
         run(chunk)
+    finish()

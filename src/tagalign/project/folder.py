@@ -314,12 +314,24 @@ class Project:
         return self._excluded[1]
 
     def suggest(self, records: Sequence[Record], limit: int | None = None,
-                threshold: float | None = None, exclude: Collection[str] = ()
-                ) -> list[list[Suggestion]]:
+                threshold: float | None = None, exclude: Collection[str] = (), *,
+                jobs: int = 1, batch_size: int = 512) -> list[list[Suggestion]]:
         """Ranked suggestions per record (none for a record without text; see
-        `suggest_with_warnings` for the reasons and the defaults)."""
-        return [row for row, _ in self.suggest_with_warnings(records, limit, threshold,
-                                                             exclude)]
+        `suggest_with_warnings` for the reasons and the defaults). ``jobs`` other than 1:
+        in that many processes forked from this one (0: one per core), ``batch_size``
+        records at a time, as `tagalign suggest --jobs` tags a file
+        (`tagalign.project.jobs`); the same answers."""
+        if jobs == 1:
+            return [row for row, _ in self.suggest_with_warnings(records, limit, threshold,
+                                                                 exclude)]
+        from tagalign.project.jobs import TaggingJobs
+
+        with TaggingJobs(self, jobs) as tagger:
+            # every batch is queued at once: the jobs never wait between two
+            waiting = [tagger.submit(records[start:start + batch_size], limit, threshold,
+                                     tuple(exclude), estimate=False)
+                       for start in range(0, len(records), batch_size)]
+            return [t.suggestions for answers in waiting for t in answers()]
 
     def suggest_with_warnings(self, records: Sequence[Record], limit: int | None = None,
                               threshold: float | None = None, exclude: Collection[str] = (),
