@@ -305,9 +305,9 @@ def test_the_stack_reads_neighbours_saves_them_and_refuses_records_without(tmp_p
     with pytest.raises(UsageError, match="neighbour records"):
         loaded.predict_proba(new)
     # a model saved for other labels is refused, not misread
-    meta["domains"] = len(clf.labels_) + 2
+    meta["domains"] = other = len(clf.labels_) + 2
     (tmp_path / "m" / "neighbours.json").write_text(json.dumps(meta))
-    with pytest.raises(ModelFormatError, match=f"neighbour domains of {len(clf.labels_) + 2} labels"):
+    with pytest.raises(ModelFormatError, match=f"neighbour domains of {other} labels"):
         load_classifier(tmp_path / "m", labels=clf.labels_.labels)
 
 
