@@ -14,7 +14,10 @@ Rows:
   suggestions, P(d|s) counted on train's gold subjects × gold domains; thresholds tuned;
 * ``text + subjects (lightgbm|logistic)`` — `subjects-stack`: the stacker cross-fitted on
   the 4,000 tune records (out-of-fold scores tune the thresholds), refit on them, scoring
-  the 15,896 (``--stackers`` picks which);
+  the 15,896 (``--stackers`` picks which), without the neighbour records' domains;
+* ``text + subjects + neighbours (…)`` — the same with them (the default recipe): the gold
+  domains of each record's 30 nearest training records in the project's `tfidf_knn` and
+  `emb_knn` searches (`tagalign.classify.neighbours`);
 * ``mcpt`` — `label-contrastive` on a seeded ``--mcpt-n-train`` sample at the budget knobs
   below; only with ``--rows ...,mcpt`` (up to an hour on 2 cores: ask before running it).
 
@@ -24,7 +27,8 @@ subject project stays the full one): the few-shot setting of the issue. Every ro
 reports the F1 of each domain with ≤ 50 training records (and of those in ``--show``).
 
 Intermediate results are cached in ``--work-dir``: the trained text model, its dev scores,
-the project's top-k suggestions for every dev record (JSONL) and their timings; a rerun
+the project's top-k suggestions and neighbour records for every dev record (JSONL) and
+their timings; a rerun
 reuses them, so stacker variants cost seconds. Rows are appended to
 ``WORK/results.jsonl`` as they finish and the table is printed at the end.
 
@@ -102,17 +106,27 @@ def text_probs(args, clf, tune, evals) -> tuple[np.ndarray, np.ndarray, float]:
     return probs[: len(tune)], probs[len(tune):], minutes
 
 
-def suggestions(args, examples) -> tuple[dict[str, list], float]:
-    """The project's top ``--top-k`` for every dev record (cached JSONL), and minutes."""
+def suggestions(args, examples) -> tuple[dict[str, list], dict[str, dict], float]:
+    """The project's top ``--top-k`` for every dev record and its neighbour records of the
+    same pass (cached JSONL: ``suggested-topK.jsonl``, ``neighbours.jsonl``), and minutes.
+    A work dir holding suggestions without neighbours (made before they were read) reads
+    its suggestions and runs the project once more for the neighbours."""
     path = args.work_dir / f"suggested-top{args.top_k}.jsonl"
     meta = args.work_dir / f"suggested-top{args.top_k}.json"
+    nb_path = args.work_dir / "neighbours.jsonl"
+    rows: dict[str, list] = {}
+    nbrs: dict[str, dict] = {}
     if path.exists() and meta.exists():
-        rows = {}
         for line in path.read_text("utf-8").splitlines():
             obj = json.loads(line)
             rows[obj["id"]] = [tuple(x) for x in obj["s"]]
-        if all(ex.id in rows for ex in examples):
-            return rows, json.loads(meta.read_text())["minutes"]
+    if nb_path.exists():
+        for line in nb_path.read_text("utf-8").splitlines():
+            obj = json.loads(line)
+            nbrs[obj["id"]] = {src: [tuple(x) for x in found] for src, found in
+                               obj["n"].items()}
+    if all(ex.id in rows and ex.id in nbrs for ex in examples):
+        return rows, nbrs, json.loads(meta.read_text())["minutes"]
     from tagalign.project import Project
     from tagalign.project.domains import suggest_into
     from tagalign.records import InputReport, read_records
@@ -132,14 +146,21 @@ def suggestions(args, examples) -> tuple[dict[str, list], float]:
 
     suggest_into(project, todo, args.top_k, records, on_batch=tick)
     minutes = (time.perf_counter() - t0) / 60
+    if rows:  # the same ranking as the cached suggestions: the lists must agree
+        same = sum([s for s, _ in rows[ex.id]] == [s for s, _ in ex.suggested] for ex in todo)
+        print(f"  {same} of {len(todo)} suggestion lists equal the cached ones", flush=True)
     with open(path, "w", encoding="utf-8") as fh:
         for ex in todo:
             fh.write(json.dumps({"id": ex.id, "s": ex.suggested}) + "\n")
+    with open(nb_path, "w", encoding="utf-8") as fh:
+        for ex in todo:
+            fh.write(json.dumps({"id": ex.id, "n": ex.neighbours}) + "\n")
     meta.write_text(json.dumps({"minutes": minutes, "load_minutes": load_min,
                                 "n": len(todo)}))
-    print(f"suggestions of {len(todo)} dev records in {minutes:.1f} min "
+    print(f"suggestions and neighbours of {len(todo)} dev records in {minutes:.1f} min "
           f"(+{load_min:.1f} min loading the project)", flush=True)
-    return {ex.id: ex.suggested for ex in todo}, minutes
+    return ({ex.id: ex.suggested for ex in todo}, {ex.id: ex.neighbours for ex in todo},
+            minutes)
 
 
 def score(name, labels, gold, probs, per_class, minutes, small, extra=None) -> dict:
@@ -179,6 +200,8 @@ def main() -> None:
     ap.add_argument("--rows", default="text,subjects,stack",
                     help="text, subjects, stack, mcpt (mcpt: up to an hour)")
     ap.add_argument("--stackers", default="lightgbm,logistic")
+    ap.add_argument("--neighbours", default="off,on",
+                    help="stack rows without (off) and with (on) the neighbour records' domains")
     ap.add_argument("--top-k", type=int, default=20)
     ap.add_argument("--folds", type=int, default=5)
     ap.add_argument("--param", action="append", default=[],
@@ -200,6 +223,8 @@ def main() -> None:
 
 
 def run(args) -> list[dict]:
+    import scipy.sparse as sp
+
     from tagalign.classify import LabelSet, get_classifier, read_label_set
     from tagalign.classify.profiles import SubjectEvidence
     from tagalign.classify.thresholds import tune as tune_thresholds
@@ -234,7 +259,7 @@ def run(args) -> list[dict]:
             found = tune_thresholds(pt, y_tune)
             emit(score("linear-ngrams", labels, gold, pe, found["per_class"], text_min, small))
     if {"subjects", "stack"} & set(rows):
-        sug, sug_min = suggestions(args, tune + evals)
+        sug, nbrs, sug_min = suggestions(args, tune + evals)
         s_tune, s_eval = [sug[ex.id] for ex in tune], [sug[ex.id] for ex in evals]
         t0 = time.perf_counter()
         vocab = Vocabulary.load(args.project)
@@ -248,30 +273,36 @@ def run(args) -> list[dict]:
     if "stack" in rows:
         extra = dict(kv.split("=", 1) for kv in args.param)
         params = {k: json.loads(v) for k, v in extra.items()}
+        n_tune, n_eval = [nbrs[ex.id] for ex in tune], [nbrs[ex.id] for ex in evals]
         for kind in args.stackers.split(","):
-            t0 = time.perf_counter()
-            stack = get_classifier("subjects-stack", stacker=kind, top_k=args.top_k,
-                                   folds=args.folds, seed=args.seed, **params)
-            stack.labels_, stack.text_, stack.evidence_ = labels, clf, evidence
-            stack.bind(vocab)
-            stack.vocabulary_ = {"fingerprint": vocab.fingerprint, "size": len(vocab)}
-            oof = stack.fit_stacker(pt, s_tune, y_tune)
-            found = tune_thresholds(oof, y_tune)
-            stack.thresholds_ = {**found, "tuned_on": "dev (out of fold)",
-                                 "tuned_on_records": len(tune)}
-            chosen = stack.choose_decision(oof, y_tune)
-            probs = stack.stack_proba(pe, s_eval)
-            minutes = text_min + sug_min + prof_min + (time.perf_counter() - t0) / 60
-            other = "per_class" if chosen == "global" else "global"
-            emit(score(f"text + subjects ({kind}, {chosen} thr.)", labels, gold, probs,
-                       found[chosen], minutes, small, {"params": stack.params, "decision": chosen,
-                                        "oof_micro_f1": found["dev_micro_f1_per_class"],
-                                        "nested": stack.thresholds_["nested_micro_f1"],
-                                        "other_decision": score(
-                                            other, labels, gold, probs, found[other], 0,
-                                            small)}))
-            stack.subjects_project_ = str(args.project)
-            stack.save(args.work_dir / f"stack-{kind}{tag(args)}")
+            for with_nb in [{"off": False, "on": True}[x] for x in args.neighbours.split(",")]:
+                t0 = time.perf_counter()
+                stack = get_classifier("subjects-stack", stacker=kind, top_k=args.top_k,
+                                       folds=args.folds, seed=args.seed,
+                                       **{"neighbours": with_nb, **params})
+                stack.labels_, stack.text_, stack.evidence_ = labels, clf, evidence
+                stack.train_domains_ = ([ex.id for ex in train],
+                                        sp.csr_matrix(labels.matrix(train)))
+                stack.bind(vocab)
+                stack.vocabulary_ = {"fingerprint": vocab.fingerprint, "size": len(vocab)}
+                oof = stack.fit_stacker(pt, s_tune, y_tune, n_tune)
+                found = tune_thresholds(oof, y_tune)
+                stack.thresholds_ = {**found, "tuned_on": "dev (out of fold)",
+                                     "tuned_on_records": len(tune)}
+                chosen = stack.choose_decision(oof, y_tune)
+                probs = stack.stack_proba(pe, s_eval, n_eval)
+                minutes = text_min + sug_min + prof_min + (time.perf_counter() - t0) / 60
+                other = "per_class" if chosen == "global" else "global"
+                what = "text + subjects + neighbours" if with_nb else "text + subjects"
+                emit(score(f"{what} ({kind}, {chosen} thr.)", labels, gold, probs,
+                           found[chosen], minutes, small, {
+                               "params": stack.params, "decision": chosen,
+                               "oof_micro_f1": found["dev_micro_f1_per_class"],
+                               "nested": stack.thresholds_["nested_micro_f1"],
+                               "other_decision": score(other, labels, gold, probs,
+                                                       found[other], 0, small)}))
+                stack.subjects_project_ = str(args.project)
+                stack.save(args.work_dir / f"stack-{kind}{'-nb' if with_nb else ''}{tag(args)}")
     if "mcpt" in rows:
         emit(mcpt_row(args, train, tune, evals, labels, small, gold))
     print()

@@ -249,3 +249,99 @@ def test_the_thresholds_served_are_chosen_on_held_out_folds():
         clf.thresholds_["default"] = served
         np.testing.assert_array_equal(clf.decide(clf.predict_proba(dev)),
                                       clf.decide(clf.predict_proba(dev), served))
+
+
+def test_neighbour_features_are_the_weighted_domains_of_the_nearest_training_records():
+    import scipy.sparse as sp
+
+    from tagalign.classify.neighbours import NeighbourEvidence
+
+    # three training records: a (bau), b (inf, lit), c (lit); domains in label order
+    domains = sp.csr_matrix(np.array([[1, 0, 0], [0, 1, 1], [0, 0, 1]], np.float32))
+    nb = NeighbourEvidence(["a", "b", "c"], domains, ["tfidf_knn"], k=3, power=2.0)
+    found = [{"tfidf_knn": [("b", 0.5), ("x", 0.9), ("a", 1.0), ("c", 0.1)]}, {"tfidf_knn": []}]
+    X = nb.features(found)
+    assert X.shape == (2, 3, 6) and nb.names()[0] == "tfidf_knn_share"
+    # "x" is no training record and k=3 reads the first three: b (0.25) and a (1.0)
+    np.testing.assert_allclose(X[0, :, 0], [1.0 / 1.25, 0.25 / 1.25, 0.25 / 1.25], rtol=1e-6)
+    np.testing.assert_array_equal(X[0, :, 1], [0, 1, 2])  # ranks of the shares
+    np.testing.assert_array_equal(X[0, :, 2], [0, 1, 1])  # the nearest known one: b
+    np.testing.assert_allclose(X[0, :, 3], [0.5, 0.5, 0.5])  # unweighted shares
+    np.testing.assert_allclose(X[0, :, 4], 0.5)  # the nearest known similarity
+    np.testing.assert_allclose(X[0, :, 5], 1.25)  # the weight mass
+    assert not X[1][:, [0, 2, 3, 4, 5]].any()  # no neighbours: no evidence (ranks by order)
+    assert nb.coverage(found) == pytest.approx(2 / 3)  # k=3 read: b, x, a
+
+
+def neighbours_of(exs: list[Example], train: list[Example]) -> None:
+    """As if a subject project had searched: each record's neighbours are the training
+    records sharing its first gold subject (similarity 0.9), then one sharing none (0.2)."""
+    for ex in exs:
+        same = [t.id for t in train if t.subjects[0] == ex.subjects[0]][:4]
+        other = next(t.id for t in train if not set(t.subjects) & set(ex.subjects))
+        ex.neighbours = {"tfidf_knn": [(i, 0.9) for i in same] + [(other, 0.2)]}
+
+
+def test_the_stack_reads_neighbours_saves_them_and_refuses_records_without(tmp_path):
+    from tagalign.errors import ModelFormatError, UsageError
+
+    train = examples(160, 0, "t")
+    dev, new = examples(60, 1, "d", noisy=True), examples(40, 7, "n", noisy=True)
+    neighbours_of(dev, train)
+    neighbours_of(new, train)
+    clf = get_classifier("subjects-stack", text_recipe="linear", rounds=20)
+    clf.bind(tiny_vocab())
+    clf.fit(train, dev)
+    assert clf.neighbours_.sources == ["tfidf_knn"] and len(clf.neighbours_.ids) == 160
+    assert clf.stacker_.booster_.num_feature() == 8 + 6 + 1  # + the domain column
+    clf.save(tmp_path / "m")
+    meta = json.loads((tmp_path / "m" / "neighbours.json").read_text())
+    assert meta["ids"][:2] == ["t0", "t1"] and meta["sources"] == ["tfidf_knn"]
+    loaded = load_classifier(tmp_path / "m", labels=clf.labels_.labels)
+    loaded.bind(tiny_vocab())
+    np.testing.assert_array_equal(clf.predict_proba(new), loaded.predict_proba(new))
+    for ex in new:
+        ex.neighbours = None
+    with pytest.raises(UsageError, match="neighbour records"):
+        loaded.predict_proba(new)
+    # a model saved for other labels is refused, not misread
+    meta["domains"] = other = len(clf.labels_) + 2
+    (tmp_path / "m" / "neighbours.json").write_text(json.dumps(meta))
+    with pytest.raises(ModelFormatError, match=f"neighbour domains of {other} labels"):
+        load_classifier(tmp_path / "m", labels=clf.labels_.labels)
+
+
+def test_neighbours_that_are_no_training_records_are_refused():
+    from tagalign.errors import InputError
+
+    train, dev = examples(160, 0, "t"), examples(60, 1, "d")
+    for ex in dev:
+        ex.neighbours = {"tfidf_knn": [("elsewhere", 0.9)]}
+    clf = get_classifier("subjects-stack", text_recipe="linear", rounds=20)
+    clf.bind(tiny_vocab())
+    with pytest.raises(InputError, match="none of the subject project's neighbour records"):
+        clf.fit(train, dev)
+    clf = get_classifier("subjects-stack", text_recipe="linear", rounds=20, neighbours=False)
+    clf.bind(tiny_vocab())
+    clf.fit(train, dev)
+    assert clf.neighbours_ is None
+
+
+def test_the_project_gives_the_neighbours_of_its_own_search(stack):
+    from tagalign.project.domains import suggest_into
+
+    root, project_path, model, _ = stack
+    project = Project.load(project_path)
+    recs = with_domains(tiny_records(10, seed=5), prefix="d")
+    exs = [Example(r.id, r.text, r.domains, r.language) for r in recs]
+    suggest_into(project, exs, 5, {r.id: r for r in recs})
+    pipe = project.trained_recipe().pipeline_
+    src = next(s for s in pipe.sources if s.name == "tfidf_knn")
+    rows, sims = src.neighbours(pipe.prepare(recs))
+    for ex, row, sim in zip(exs, rows, sims, strict=True):
+        want = [(pipe.memory.ids[n], float(s)) for n, s in zip(row, sim, strict=True)
+                if n >= 0 and s > 0]
+        assert set(ex.neighbours) == {"tfidf_knn"} and ex.neighbours["tfidf_knn"] == want
+        assert want and all(rid.startswith("r") for rid, _ in want)
+    config = json.loads((model / "neighbours.json").read_text())
+    assert config["sources"] == ["tfidf_knn"] and config["records"] == 160

@@ -37,6 +37,9 @@ class Example:
     #: a subject project's suggestions for the record, (subject id, score) best first:
     #: the input `subjects-stack` reads beside the text (filled by `tagalign.project.domains`)
     suggested: list[tuple[str, float]] | None = None
+    #: the subject project's neighbour records of this record by source name, (record id,
+    #: similarity) nearest first: `subjects-stack` reads their gold domains
+    neighbours: dict[str, list[tuple[str, float]]] | None = None
 
 
 def is_text_jsonl(path: Path) -> bool:

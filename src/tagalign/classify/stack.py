@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import scipy.sparse as sp
 
 from tagalign.classify.base import (
     Classifier,
@@ -42,6 +43,7 @@ from tagalign.classify.base import (
     register_classifier,
 )
 from tagalign.classify.data import Example
+from tagalign.classify.neighbours import Found, NeighbourEvidence
 from tagalign.classify.profiles import SubjectEvidence
 from tagalign.classify.stacker import KINDS, Stacker, cross_fit
 from tagalign.errors import InputError, ModelFormatError, UsageError
@@ -49,13 +51,15 @@ from tagalign.io import load_csr, read_json, save_csr_atomic, write_json_atomic
 from tagalign.vocab import Vocabulary, VocabularyMismatchError
 
 TEXT_DIR, STACKER_DIR, META = "text", "stacker", "subjects.json"
+NEIGHBOURS = "neighbours.json"
 
 
 @register_classifier
 class SubjectStackClassifier(Classifier):
     name = "subjects-stack"
     defaults: dict[str, Any] = {"text_recipe": "linear-ngrams", "text_params": {},
-                                "top_k": 20, "stacker": "lightgbm", "rounds": 300,
+                                "top_k": 20, "neighbours": True, "neighbour_k": 30,
+                                "neighbour_power": 2.0, "stacker": "lightgbm", "rounds": 300,
                                 "learning_rate": 0.05, "leaves": 15, "C": 1.0, "folds": 5,
                                 "seed": 0, "threads": 0}
 
@@ -78,6 +82,11 @@ class SubjectStackClassifier(Classifier):
         #: the text classifier; set before `fit` to reuse one already trained on train
         self.text_: Classifier | None = None
         self.evidence_: SubjectEvidence | None = None
+        #: the neighbour records' domains (`tagalign.classify.neighbours`); None: not read
+        self.neighbours_: NeighbourEvidence | None = None
+        #: the training records' ids and gold domains, until `fit_stacker` knows which
+        #: neighbour sources the subject project has
+        self.train_domains_: tuple[list[str], sp.csr_matrix] | None = None
         self.stacker_: Stacker | None = None
         #: each dev record's fold in the last `fit` (out-of-fold tuning scores, see module)
         self.tuning_folds_: np.ndarray | None = None
@@ -152,6 +161,7 @@ class SubjectStackClassifier(Classifier):
         self.evidence_ = SubjectEvidence.fit(vocab, [train[i].subjects for i in with_subjects],
                                              y[with_subjects], self.params["top_k"])
         self._tick("subject profiles", 1, 1)
+        self.train_domains_ = ([ex.id for ex in train], sp.csr_matrix(y, dtype=np.float32))
 
     def _tuning_scores(self, tune_on: Sequence[Example]) -> np.ndarray:
         """Out-of-fold stacked scores of the dev records (see the module docstring); the
@@ -164,16 +174,32 @@ class SubjectStackClassifier(Classifier):
             found = tune(text_probs, y)
             self.text_.thresholds_ = {**found, "tuned_on": "dev",
                                       "tuned_on_records": len(tune_on)}
-        return self.fit_stacker(text_probs, _suggested(tune_on), y)
+        return self.fit_stacker(text_probs, _suggested(tune_on), y,
+                                [ex.neighbours or {} for ex in tune_on])
 
-    def fit_stacker(self, text_probs: np.ndarray, suggested: Sequence[Any], y: np.ndarray
-                    ) -> np.ndarray:
-        """Cross-fit the stacker on held-out records (text probabilities and suggestions of
-        models that never saw them); returns the out-of-fold scores and keeps the stacker
-        learned on all of them."""
+    def fit_stacker(self, text_probs: np.ndarray, suggested: Sequence[Any], y: np.ndarray,
+                    neighbours: Sequence[Found] | None = None) -> np.ndarray:
+        """Cross-fit the stacker on held-out records (text probabilities, suggestions and
+        neighbour records of models that never saw them); returns the out-of-fold scores
+        and keeps the stacker learned on all of them. The neighbour sources read are those
+        the subject project gave (none: the features are left out)."""
         p = self.params
         self._tick("stacker", 0, 1)
-        X = self.evidence_.features(text_probs, suggested)
+        self.neighbours_ = None
+        sources = sorted({src for found in neighbours or () for src in found})
+        if p["neighbours"] and sources:
+            if self.train_domains_ is None:
+                raise UsageError("recipe 'subjects-stack': fit the text model and profiles "
+                                 "on --train before the stacker")
+            ids, domains = self.train_domains_
+            self.neighbours_ = NeighbourEvidence(ids, domains, sources, p["neighbour_k"],
+                                                 p["neighbour_power"])
+            if self.neighbours_.coverage(neighbours) == 0.0:
+                raise InputError("recipe 'subjects-stack': none of the subject project's "
+                                 "neighbour records is a --train record; train the domain "
+                                 "model on the records the project learned from, or set "
+                                 "--param neighbours=false")
+        X = self._features(text_probs, suggested, neighbours)
         make = Stacker(p["stacker"], rounds=p["rounds"], learning_rate=p["learning_rate"],
                        leaves=p["leaves"], C=p["C"], seed=p["seed"], threads=p["threads"])
         oof, self.tuning_folds_, self.stacker_ = cross_fit(make, X, y, p["folds"], p["seed"])
@@ -185,12 +211,28 @@ class SubjectStackClassifier(Classifier):
     def predict_proba(self, examples: Sequence[Example]) -> np.ndarray:
         if not examples:
             return np.zeros((0, len(self.labels_)), np.float32)
-        return self.stack_proba(self.text_.predict_proba(examples), _suggested(examples))
+        return self.stack_proba(self.text_.predict_proba(examples), _suggested(examples),
+                                [ex.neighbours or {} for ex in examples])
 
-    def stack_proba(self, text_probs: np.ndarray, suggested: Sequence[Any]) -> np.ndarray:
-        """The stacked scores from the text probabilities and the suggestions."""
+    def stack_proba(self, text_probs: np.ndarray, suggested: Sequence[Any],
+                    neighbours: Sequence[Found] | None = None) -> np.ndarray:
+        """The stacked scores from the text probabilities, the suggestions and (when the
+        stacker learned on them) the neighbour records."""
         self._vocab()
-        return self.stacker_.predict_proba(self.evidence_.features(text_probs, suggested))
+        return self.stacker_.predict_proba(self._features(text_probs, suggested, neighbours))
+
+    def _features(self, text_probs: np.ndarray, suggested: Sequence[Any],
+                  neighbours: Sequence[Found] | None) -> np.ndarray:
+        X = self.evidence_.features(text_probs, suggested)
+        if self.neighbours_ is None:
+            return X
+        if neighbours is None or len(neighbours) != len(suggested) or any(
+                src not in found for found in neighbours for src in self.neighbours_.sources):
+            raise UsageError(f"recipe 'subjects-stack' learned on the neighbour records of "
+                             f"the subject project's sources {self.neighbours_.sources}; "
+                             "give each record's neighbours from such a project "
+                             "(--subjects-project)")
+        return np.concatenate([X, self.neighbours_.features(neighbours)], axis=2)
 
     # -- persistence ----------------------------------------------------------------------
     def _save_state(self, folder: Path) -> None:
@@ -200,6 +242,10 @@ class SubjectStackClassifier(Classifier):
         write_json_atomic(folder / META, {
             "vocabulary": self.vocabulary_, "shape": list(self.evidence_.counts.shape),
             "subjects_project": self.subjects_project_, **self.evidence_.describe()})
+        if self.neighbours_ is not None:
+            nb = self.neighbours_
+            save_csr_atomic(folder, "neighbour-domains", nb.domains)
+            write_json_atomic(folder / NEIGHBOURS, {**nb.describe(), "ids": nb.ids})
 
     def _load_state(self, folder: Path) -> None:
         meta = read_json(folder / META)
@@ -212,6 +258,15 @@ class SubjectStackClassifier(Classifier):
         self.text_ = load_classifier(folder / TEXT_DIR, labels=self.labels_.labels)
         self.stacker_ = Stacker.load(folder / STACKER_DIR, threads=self.params["threads"])
         self.counts_ = load_csr(folder, "profiles", shape)
+        self.neighbours_ = None
+        if (folder / NEIGHBOURS).exists():  # absent: a stacker that read no neighbours
+            nb = read_json(folder / NEIGHBOURS)
+            if nb["domains"] != len(self.labels_):
+                raise ModelFormatError(f"{folder}: neighbour domains of {nb['domains']} "
+                                       f"labels for {len(self.labels_)} labels")
+            domains = load_csr(folder, "neighbour-domains", (len(nb["ids"]), len(self.labels_)))
+            self.neighbours_ = NeighbourEvidence(nb["ids"], domains, nb["sources"], nb["k"],
+                                                 nb["power"])
 
 
 def _suggested(examples: Sequence[Example]) -> list[list[tuple[str, float]]]:

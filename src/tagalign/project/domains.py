@@ -27,7 +27,7 @@ from tagalign.classify import Example, load_classifier
 from tagalign.classify.stack import SubjectStackClassifier
 from tagalign.errors import ConflictError, InputError
 from tagalign.records import EMPTY_WARNING, Record, check_record
-from tagalign.suggest import Suggestion
+from tagalign.suggest import Neighbours, Suggestion
 from tagalign.vocab import Vocabulary
 
 if TYPE_CHECKING:
@@ -70,13 +70,16 @@ class DomainModel:
         """Read another project's suggestions (a reloaded one): same vocabulary or refused."""
         self.classifier.bind(vocab, f"domain model {self.path}")
 
-    def predict(self, records: Sequence[Record], suggested: Sequence[Sequence[Suggestion]]
+    def predict(self, records: Sequence[Record], suggested: Sequence[Sequence[Suggestion]],
+                neighbours: Sequence[Neighbours] | None = None
                 ) -> list[list[tuple[str, float]]]:
-        """Each record's domains (label, score), best first, at the tuned thresholds."""
+        """Each record's domains (label, score), best first, at the tuned thresholds, from
+        the project's suggestions and neighbour records of the same pass."""
+        found = neighbours if neighbours is not None else [{}] * len(records)
         return self.classifier.predict(
             [Example(r.id, r.text, [], r.language,
-                     suggested=[(s.id, float(s.score)) for s in row])
-             for r, row in zip(records, suggested, strict=True)])
+                     suggested=[(s.id, float(s.score)) for s in row], neighbours=dict(nb))
+             for r, row, nb in zip(records, suggested, found, strict=True)])
 
 
 def attach(project: Project, folder: Path | str) -> DomainModel:
@@ -104,7 +107,8 @@ def check_held_out(project: Project, examples: Sequence[Example]) -> None:
 def suggest_into(project: Project, examples: Sequence[Example], depth: int,
                  records: Mapping[str, Record] | None = None, batch_size: int = 512,
                  on_batch=None) -> None:
-    """Fill each example's ``suggested`` with the project's top ``depth`` (the record of
+    """Fill each example's ``suggested`` with the project's top ``depth`` and its
+    ``neighbours`` with the project's neighbour records of the same pass (the record of
     the same id from ``records`` when given: its title counts apart from its abstract)."""
     recipe = project.trained_recipe()
     for start in range(0, len(examples), batch_size):
@@ -113,10 +117,13 @@ def suggest_into(project: Project, examples: Sequence[Example], depth: int,
                              Record(id=ex.id, title=ex.text, language=ex.language))
                 for ex in chunk]
         todo = [i for i, (_, warning) in enumerate(recs) if warning != EMPTY_WARNING]
-        rows = recipe.suggest([recs[i][0] for i in todo], depth) if todo else []
+        # threshold None: no cut and no quality estimate, the lists `suggest` returns
+        rows = recipe.suggest_deeper([recs[i][0] for i in todo], depth, None, depth) \
+            if todo else []
         for ex in chunk:
-            ex.suggested = []
-        for i, row in zip(todo, rows, strict=True):
+            ex.suggested, ex.neighbours = [], {}
+        for i, (_, _, row, nbrs) in zip(todo, rows, strict=True):
             chunk[i].suggested = [(s.id, float(s.score)) for s in row]
+            chunk[i].neighbours = nbrs
         if on_batch is not None:
             on_batch(start + len(chunk), len(examples))

@@ -382,7 +382,8 @@ class Project:
                 recs = [checked[i][0] for i in idx]
                 if model is not None:  # one ranking, deep enough for the domain model
                     rows = self.recipe.suggest_deeper(recs, n, cut, model.depth)
-                    for i, found in zip(idx, model.predict(recs, [r[2] for r in rows]),
+                    for i, found in zip(idx, model.predict(recs, [r[2] for r in rows],
+                                                           [r[3] for r in rows]),
                                         strict=True):
                         out[i].domains = found
                 elif estimate:

@@ -16,7 +16,7 @@ from tagalign.params import ParamSpec
 from tagalign.records import Record
 from tagalign.registry import Registry
 from tagalign.runtime import Runtime
-from tagalign.suggest import Quality, Suggestion, keep_above
+from tagalign.suggest import Neighbours, Quality, Suggestion, keep_above
 from tagalign.vocab import Vocabulary
 
 #: Recipes by name; the built-in ones are imported on first lookup (their modules register
@@ -152,13 +152,15 @@ class Recipe(ABC):
         record; a recipe without a quality estimator reports None, never a made-up value."""
         return [(keep_above(row, threshold), None) for row in self.suggest(records, limit)]
 
-    def suggest_deeper(self, records: Sequence[Record], limit: int, threshold: float,
+    def suggest_deeper(self, records: Sequence[Record], limit: int, threshold: float | None,
                        depth: int) -> list[tuple[list[Suggestion], Quality | None,
-                                                 list[Suggestion]]]:
+                                                 list[Suggestion], Neighbours]]:
         """`suggest_with_quality` and, from the same pass, each record's top ``depth``
-        suggestions uncut by ``threshold`` (what a domain model reads beside the subjects,
-        `tagalign.project.domains`, however short the returned list is)."""
-        return [(keep_above(row[:limit], threshold), None, row[:depth])
+        suggestions uncut by ``threshold`` (None: no cut, no quality estimate) and its
+        neighbour records by source (what a domain model reads beside the subjects,
+        `tagalign.project.domains`, however short the returned list is); a recipe that
+        searches no records gives none."""
+        return [(keep_above(row[:limit], threshold or 0.0), None, row[:depth], {})
                 for row in self.suggest(records, max(limit, depth))]
 
     def seen_record_ids(self) -> frozenset[str] | None:

@@ -31,7 +31,7 @@ from tagalign.recipes.base import (
 )
 from tagalign.records import Record
 from tagalign.runtime import Runtime
-from tagalign.suggest import Quality, Suggestion
+from tagalign.suggest import Neighbours, Quality, Suggestion
 from tagalign.suggest.pipeline import HybridPipeline, candidate_count
 from tagalign.suggest.sources import SOURCES
 from tagalign.vocab import Vocabulary
@@ -175,11 +175,12 @@ class HybridRecipe(Recipe):
         return [row for rows in self._batches(records)
                 for row in self._pipeline().suggest_with_quality(rows, limit, threshold)]
 
-    def suggest_deeper(self, records: Sequence[Record], limit: int, threshold: float,
+    def suggest_deeper(self, records: Sequence[Record], limit: int, threshold: float | None,
                        depth: int) -> list[tuple[list[Suggestion], Quality | None,
-                                                 list[Suggestion]]]:
+                                                 list[Suggestion], Neighbours]]:
         """One ranking to ``max(limit, depth)`` per record: the quality estimate still
-        describes the top ``limit`` after ``threshold``."""
+        describes the top ``limit`` after ``threshold``; with each record's neighbour
+        records (the `tfidf_knn` and `emb_knn` searches of the same pass)."""
         return [row for rows in self._batches(records)
                 for row in self._pipeline().suggest_deeper(rows, limit, threshold, depth)]
 

@@ -1,5 +1,5 @@
 """From a trained project to ranked subjects per record."""
 
-from tagalign.suggest.suggestion import Quality, Suggestion, Tagged, keep_above
+from tagalign.suggest.suggestion import Neighbours, Quality, Suggestion, Tagged, keep_above
 
-__all__ = ["Quality", "Suggestion", "Tagged", "keep_above"]
+__all__ = ["Neighbours", "Quality", "Suggestion", "Tagged", "keep_above"]

@@ -28,7 +28,7 @@ from tagalign.suggest.sources.base import (
     Source,
 )
 from tagalign.suggest.sources.memory import RecordMemory, label_matrix
-from tagalign.suggest.suggestion import Quality, Suggestion, keep_above
+from tagalign.suggest.suggestion import Neighbours, Quality, Suggestion, keep_above
 from tagalign.text import Analyzer
 from tagalign.text.tfidf import TfidfFeaturizer
 from tagalign.vocab import Vocabulary
@@ -195,24 +195,27 @@ class HybridPipeline:
         return True
 
     def suggest(self, records: Sequence[Record], limit: int = 20) -> list[list[Suggestion]]:
-        return [row for row, _ in self._in_parts(records, limit, None)]
+        return [row for row, _, _ in self._in_parts(records, limit, None)]
 
     def suggest_with_quality(self, records: Sequence[Record], limit: int = 20,
                              threshold: float = 0.0
                              ) -> list[tuple[list[Suggestion], Quality | None]]:
         """Suggestions scoring ≥ ``threshold`` and the estimated quality of that list."""
         return [(keep_above(row, threshold), q)
-                for row, q in self._in_parts(records, limit, threshold)]
+                for row, q, _ in self._in_parts(records, limit, threshold)]
 
-    def suggest_deeper(self, records: Sequence[Record], limit: int, threshold: float,
+    def suggest_deeper(self, records: Sequence[Record], limit: int, threshold: float | None,
                        depth: int) -> list[tuple[list[Suggestion], Quality | None,
-                                                 list[Suggestion]]]:
-        """`suggest_with_quality` plus each record's top ``depth`` uncut, one ranking."""
-        return [(keep_above(row[:limit], threshold), q, row[:depth])
-                for row, q in self._in_parts(records, limit, threshold, depth)]
+                                                 list[Suggestion], Neighbours]]:
+        """`suggest_with_quality` plus, from the same pass, each record's top ``depth``
+        uncut and its neighbour records (`Source.record_neighbours`, by source name).
+        ``threshold`` None: no cut and no quality estimate."""
+        return [(row[:limit] if threshold is None else keep_above(row[:limit], threshold), q,
+                 row[:depth], nbrs)
+                for row, q, nbrs in self._in_parts(records, limit, threshold, depth)]
 
     def _in_parts(self, records: Sequence[Record], limit: int, threshold: float | None,
-                  depth: int = 0) -> list[tuple[list[Suggestion], Quality | None]]:
+                  depth: int = 0) -> list[tuple[list[Suggestion], Quality | None, Neighbours]]:
         """`_tag` over ``records``; a large batch split into parts on the runtime's parts
         pool (one per thread, each part's libraries on one thread), results in order."""
         n = min(self.runtime.n_threads, len(records) // MIN_PART)
@@ -226,10 +229,18 @@ class HybridPipeline:
 
     def _tag(self, records: Sequence[Record], limit: int, threshold: float | None,
              threads: int | None, depth: int = 0
-             ) -> list[tuple[list[Suggestion], Quality | None]]:
+             ) -> list[tuple[list[Suggestion], Quality | None, Neighbours]]:
+        """Each record's suggestions, quality and, when going ``depth`` deep (a domain
+        model reads it), its neighbour records by source ({} otherwise)."""
         batch = self.prepare(records, threads)
         ranked, qualities = self.rank(batch, limit, threshold, depth)
-        return [(self._suggestions(batch, i, row), q)
+        nbrs: list[Neighbours] = [{} for _ in records]
+        if depth:
+            for src in self.sources:
+                found = src.record_neighbours(batch)
+                for i, row in enumerate(found or ()):
+                    nbrs[i][src.name] = row
+        return [(self._suggestions(batch, i, row), q, nbrs[i])
                 for i, (row, q) in enumerate(zip(ranked, qualities, strict=True))]
 
     def _suggestions(self, batch: Batch, r: int, row: list[tuple[int, float, list[str]]]

@@ -48,6 +48,11 @@ class Tagged:
     domains: list[tuple[str, float]] | None = None
 
 
+#: a record's neighbour records by source name: (record id, similarity), nearest first
+#: (`Source.record_neighbours`; what a domain model reads beside the suggestions)
+Neighbours = dict[str, list[tuple[str, float]]]
+
+
 def keep_above(row: list[Suggestion], threshold: float) -> list[Suggestion]:
     """The suggestions scoring at least ``threshold`` (all of them for 0)."""
     return [s for s in row if s.score >= threshold] if threshold > 0 else row

@@ -236,3 +236,8 @@ class Source(ABC):
         ``r`` of a batch it saw in `candidates`: subject position → named evidence (a list
         value is joined with other sources' under the same name). None by default."""
         return {}
+
+    def record_neighbours(self, batch: Batch) -> list[list[tuple[str, float]]] | None:
+        """Each record's similar memory records as (record id, similarity), nearest first,
+        from a batch it saw in `candidates`; None for a source that searches no records."""
+        return None

@@ -112,9 +112,10 @@ class _Voting(Source):
                 ) -> dict[int, dict[str, Any]]:
         """Subject position → the memory's records among record ``r``'s neighbours that
         have it (id and title, nearest first)."""
-        nbrs = batch.evidence.get(self.name)
-        if nbrs is None or self.memory is None:
+        found = batch.evidence.get(self.name)
+        if found is None or self.memory is None:
             return {}
+        nbrs = found[0]
         wanted = set(positions)
         voters: dict[int, list[int]] = {}
         Y = self.memory.Y
@@ -128,6 +129,17 @@ class _Voting(Source):
         voters = {pos: rows[:MAX_REASON_ITEMS] for pos, rows in voters.items()}
         return {pos: {"neighbours": [{"id": self.memory.ids[n], "title": self.memory.titles[n]}
                                      for n in rows]} for pos, rows in voters.items()}
+
+    def record_neighbours(self, batch: Batch) -> list[list[tuple[str, float]]] | None:
+        """Each record's neighbours in this batch's search, (memory record id, similarity)
+        nearest first: what a domain model reads of them (`tagalign.classify.neighbours`)."""
+        found = batch.evidence.get(self.name)
+        if found is None or self.memory is None:
+            return None
+        nbrs, sims = found
+        ids = self.memory.ids
+        return [[(ids[n], float(s)) for n, s in zip(row.tolist(), srow.tolist(), strict=True)
+                 if n >= 0 and s > 0] for row, srow in zip(nbrs, sims, strict=True)]
 
 
 def common_terms(XT: sp.csr_matrix, prune_df: float) -> np.ndarray:
@@ -253,8 +265,8 @@ class TfidfNeighbours(_Voting):
 
     def candidates(self, batch: Batch) -> Candidates:
         nbr, sims = self.neighbours(batch)
-        cands, batch.evidence[self.name] = vote(nbr, sims, self.memory.Y, self.power,
-                                                self.top_k, "tknn")
+        cands, _ = vote(nbr, sims, self.memory.Y, self.power, self.top_k, "tknn")
+        batch.evidence[self.name] = (nbr, sims)  # for reasons and `record_neighbours`
         return cands
 
     def learn(self, batch: Batch, rows: np.ndarray) -> None:
@@ -330,11 +342,16 @@ class EmbeddingNeighbours(_Voting):
         self.memory = ctx.memory
         self.index_ = VectorIndex(self.index_kind).build(ctx.embeddings)
 
-    def candidates(self, batch: Batch) -> Candidates:
+    def neighbours(self, batch: Batch) -> tuple[np.ndarray, np.ndarray]:
+        """(n × k) memory rows (−1: none) and cosines of each record's nearest records."""
         with self._lock:
             sims, nbr = self.index_.search(batch.embeddings, self.k)
-        cands, batch.evidence[self.name] = vote(nbr.astype(np.int64), sims, self.memory.Y,
-                                                self.power, self.top_k, "eknn")
+        return nbr.astype(np.int64), sims
+
+    def candidates(self, batch: Batch) -> Candidates:
+        nbr, sims = self.neighbours(batch)
+        cands, _ = vote(nbr, sims, self.memory.Y, self.power, self.top_k, "eknn")
+        batch.evidence[self.name] = (nbr, sims)  # for reasons and `record_neighbours`
         return cands
 
     def learn(self, batch: Batch, rows: np.ndarray) -> None:
