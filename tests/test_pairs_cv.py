@@ -301,3 +301,13 @@ def test_cli_train_cv_prints_and_keeps_the_lemma_cv_alpha(tiny_st, tmp_path):  #
     assert loaded.validation == {} and loaded.thresholds.mode == "language"
     bad = CliRunner().invoke(app, [*args, "--cv", "1"])
     assert bad.exit_code == 2 and "at least 2 folds" in bad.output
+
+
+def test_cut_mode_parameters_are_checked_before_any_model_loads():
+    from tagalign.pairs.params import check_params
+
+    check_params({"cut_mode": "shrunk", "cut_shrink": 4})
+    with pytest.raises(InputError, match="cut_mode must be one of"):
+        check_params({"cut_mode": "median"})
+    with pytest.raises(InputError, match="cut_shrink must be a number >= 0"):
+        check_params({"cut_shrink": -1})
