@@ -196,7 +196,9 @@ def predict(
             mine = [p for p in pairs if p.language == language]
             labels, scores = scorer.predict(mine, progress=bars)
             path = write_language(output, language, mine, labels, scores)
-            own = "own" if language in scorer.thresholds.cuts_ else "pooled"
+            th = scorer.thresholds
+            own = ("own" if language in th.cuts_ else "pooled") if th.mode != "normalised" \
+                else "pooled, on normalised cosines"
             console.log(f"{path}: {len(mine)} pairs ({own} cut points)")
 
 
