@@ -16,8 +16,8 @@ import numpy as np
 MODES = [("per-language", "language", 0.0, True), ("pooled", "pooled", 0.0, True),
          ("shrunk κ=4", "shrunk", 4.0, True), ("shrunk κ=8", "shrunk", 8.0, True),
          ("shrunk κ=16", "shrunk", 16.0, True), ("normalised", "normalised", 0.0, True),
-         ("per-language, all CV lemmas", "language", 0.0, False),
-         ("normalised, all CV lemmas", "normalised", 0.0, False)]
+         ("per-language (all CV lemmas)", "language", 0.0, False),
+         ("normalised (all CV lemmas)", "normalised", 0.0, False)]
 
 
 def read_setting(folder: Path, pairs: list, folds, per_language: int):
@@ -115,13 +115,15 @@ def print_tables(args: argparse.Namespace, load_all: Callable) -> None:
     candidates = dict(settings)
     members = [n for n in settings if n.startswith(("floor", "usem3"))]
     tuned = [n for n in settings if n not in members]
-    for name in tuned:
-        for extra in members:
-            candidates[f"{name}+{extra}"] = (ensemble([settings[name][0], settings[extra][0]]),
-                                             {})
-        if len(members) > 1:
-            candidates[f"{name}+{'+'.join(members)}"] = (
-                ensemble([settings[name][0]] + [settings[m][0] for m in members]), {})
+    if args.ensembles is None:  # every tuned setting with each untuned encoder and all
+        wanted = [f"{n}+{m}" for n in tuned for m in members]
+        wanted += [f"{n}+{'+'.join(members)}" for n in tuned if len(members) > 1]
+    else:
+        wanted = [x for x in args.ensembles.split(",") if x]
+    for name in wanted:
+        if all(part in settings for part in name.split("+")):
+            candidates[name] = (ensemble([settings[p][0] for p in name.split("+")]), {})
+    chosen = [m for m in MODES if args.modes is None or m[0] in args.modes.split(",")]
     head = ["setting", "cut points", "lemma-CV mean α [95 %]"] + [x[:3] for x in langs] + [
         "dev half B α", "minutes"]
     print("| " + " | ".join(head) + " |\n|" + "---|" * len(head))
@@ -129,7 +131,7 @@ def print_tables(args: argparse.Namespace, load_all: Callable) -> None:
     for name, (oof, _) in candidates.items():
         parts = [settings[p][0] for p in name.split("+")]
         minutes = sum(sum(o.train_s) + sum(o.score_s) for o in parts) / 60
-        modes = MODES if name in tuned or "+" in name else MODES[:1] + MODES[3:6]
+        modes = chosen if name in tuned or "+" in name else chosen[:1]
         for label, mode, shrink, dev_sized in modes:
             rep = cut_point_alpha(oof, mode, shrink, fit_lemmas if dev_sized else None,
                                   args.repeats, args.seed, n_boot=1000)

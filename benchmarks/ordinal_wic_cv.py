@@ -177,6 +177,10 @@ def main() -> None:
     ap.add_argument("--table", action="store_true", help="print the table from the cache")
     ap.add_argument("--repeats", type=int, default=3,
                     help="draws of the dev-sized lemma sets the cut points are fitted on")
+    ap.add_argument("--modes", help="cut-point rows of the table, comma-separated labels "
+                    "of cv_table.MODES (default: all); untuned encoders get the first only")
+    ap.add_argument("--ensembles", help="comma-separated a+b settings to average "
+                    "(default: each tuned setting with each untuned encoder, and with all)")
     ap.add_argument("--baseline", default="cosent-1k",
                     help="the setting of the table's first row (today's default recipe)")
     args = ap.parse_args()
