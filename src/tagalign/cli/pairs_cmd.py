@@ -47,12 +47,16 @@ def train(
     device: str = typer.Option(None, "--device", help="cpu or cuda (default: cuda when present)."),
     threads: int = typer.Option(0, "--threads", help="CPU threads for torch (0 = all)."),
     fit_split: float = typer.Option(None, "--fit-split", help="Fit the epoch choice and cut points on this seeded fraction of dev (per language) and report alpha/Spearman on the rest, e.g. 0.5 for the benchmark's dev halves."),
+    cv: int = typer.Option(0, "--cv", help="Also cross-validate by lemma: K folds over train + dev (no lemma on both sides), K more trainings; prints the lemma-CV alpha beside the dev figure and keeps both in config.json. 0: off."),
+    cv_pairs: int = typer.Option(100, "--cv-pairs", help="Held-out pairs each fold's model scores per language (seeded sample; 0: all, slow on a CPU)."),
     strict: bool = typer.Option(False, "--strict", help="Stop at the first malformed line."),
 ) -> None:
     """Fine-tune a bi-encoder on ordinal pairs, keep the epoch of best dev Spearman, fit
     per-language cut points on dev and save one folder (model, thresholds.json, config.json).
     With --fit-split, only that seeded fraction of dev picks the epoch and fits the cut
     points; alpha is then reported on the held-out rest (and kept in config.json).
+    With --cv K, the same setting is also judged on unseen words: lemma-grouped K-fold
+    cross-validation over train + dev (docs/pairs.md); it costs K more trainings.
 
     Example: tagalign pairs train wic-model --train comedi/train --dev comedi/dev
     --param epochs=1 --param limit_pairs=2000 --param train_layers=3 --param max_seq_length=96
@@ -68,11 +72,15 @@ def train(
             fail(f"{what} {path} not found")
     if fit_split is not None and not 0 < fit_split < 1:
         fail(f"--fit-split must lie strictly between 0 and 1, got {fit_split}", code=2)
+    if cv == 1 or cv < 0 or cv_pairs < 0:
+        fail(f"--cv needs 0 (off) or at least 2 folds and --cv-pairs >= 0, got {cv} and "
+             f"{cv_pairs}", code=2)
     check_params(params)  # before the ~20 s of loading torch and the model
     from tagalign.pairs import model as pm
 
     train_pairs = _load(train_path, strict, "train")
     dev_pairs = _load(dev_path, strict, "dev")
+    all_dev = dev_pairs
     held_out = []
     if fit_split is not None:
         dev_pairs, held_out = pm.split_dev(dev_pairs, fit_split,
@@ -99,14 +107,56 @@ def train(
         if held_out:
             m = pm.held_out_metrics(scorer, held_out, bars)
             scorer.history.append({"held_out_dev": {"fit_split": fit_split, **m}})
+        lemma_cv = None
+        if cv:
+            from tagalign.pairs.crossval import lemma_cv as run_cv
+
+            # too few lemmas for K folds is an InputError, mapped by the app like any other
+            lemma_cv = run_cv(scorer.params, train_pairs + all_dev, all_dev, cv,
+                              cv_pairs or None, Path(work) / "cv", seed=scorer.params["seed"],
+                              progress=bars, log=console.log)
     if held_out:
         alphas = " ".join(f"{k[:3]} {v:.3f}" for k, v in m["alpha"].items())
         console.print(f"held-out dev ({m['pairs']} pairs, not used for the epoch choice or "
                       f"the cut points): mean alpha {m['mean_alpha']:.4f} ({alphas}) · "
                       f"Spearman {m['spearman']:.4f}")
+    scorer.validation = {"dev": _dev_figure(scorer)}
+    if lemma_cv is not None:
+        scorer.validation["lemma_cv"] = lemma_cv
+        console.print(_cv_line(scorer.validation))
     scorer.save(model_dir)
     console.print(f"saved {model_dir} (cut points for "
                   f"{', '.join(sorted(k for k in scorer.thresholds.cuts_ if k != '*'))})")
+
+
+def _dev_figure(scorer) -> dict:
+    """The dev alpha of the kept epoch (cut points fitted on the same dev pairs:
+    optimistic) and, with --fit-split, the held-out dev half's."""
+    out: dict = {}
+    epochs = [h for h in scorer.history if "epoch" in h and "mean_alpha" in h]
+    best = next((h["best_epoch"] for h in scorer.history if "best_epoch" in h), None)
+    kept = [h for h in epochs if h["epoch"] == best] or epochs[-1:]
+    if kept:
+        out["mean_alpha"] = kept[0]["mean_alpha"]
+        out["alpha"] = kept[0]["alpha"]
+    held = next((h["held_out_dev"] for h in scorer.history if "held_out_dev" in h), None)
+    if held:
+        out["held_out"] = {"mean_alpha": held["mean_alpha"], "alpha": held["alpha"]}
+    return out
+
+
+def _cv_line(validation: dict) -> str:
+    cv, dev = validation["lemma_cv"], validation["dev"]
+    lo, hi = cv["mean_interval"]
+    alphas = " ".join(f"{k[:3]} {v:.3f}" for k, v in cv["alpha"].items())
+    figures = [f"dev alpha {dev['mean_alpha']:.4f} (cut points fitted on dev)"
+               ] if "mean_alpha" in dev else []
+    if "held_out" in dev:
+        figures.append(f"held-out dev alpha {dev['held_out']['mean_alpha']:.4f}")
+    return (f"lemma-CV alpha {cv['mean_alpha']:.4f} [{lo:.3f}, {hi:.3f}] ({alphas}; "
+            f"{cv['folds']} folds by lemma over train + dev, {cv['cut_mode']} cut points, "
+            f"{cv['train_minutes']:.1f} min of training)"
+            + (" · " + " · ".join(figures) if figures else ""))
 
 
 @pairs_app.command("predict")
@@ -146,7 +196,9 @@ def predict(
             mine = [p for p in pairs if p.language == language]
             labels, scores = scorer.predict(mine, progress=bars)
             path = write_language(output, language, mine, labels, scores)
-            own = "own" if language in scorer.thresholds.cuts_ else "pooled"
+            th = scorer.thresholds
+            own = ("own" if language in th.cuts_ else "pooled") if th.mode != "normalised" \
+                else "pooled, on normalised cosines"
             console.log(f"{path}: {len(mine)} pairs ({own} cut points)")
 
 

@@ -108,6 +108,8 @@ class PairScorer:
         self.prompts = prompts or {}
         self.thresholds = thresholds
         self.history: list[dict[str, Any]] = []
+        #: figures kept beside the model: ``dev`` and ``lemma_cv`` (`tagalign pairs train`)
+        self.validation: dict[str, Any] = {}
         self._formatter: UseFormatter | None = None
 
     # -- building -----------------------------------------------------------------------
@@ -176,10 +178,14 @@ class PairScorer:
                                               else scores, strict=True) if p.label is not None]
         if not labelled:
             raise InputError("cut points need labelled pairs (dev data with labels.tsv)")
-        self.thresholds = Thresholds().fit([s for _, s in labelled],
-                                           [p.label for p, _ in labelled],
-                                           [p.language for p, _ in labelled])
+        self.thresholds = self.new_thresholds().fit(
+            [s for _, s in labelled], [p.label for p, _ in labelled],
+            [p.language for p, _ in labelled], [p.lemma for p, _ in labelled])
         return self.thresholds
+
+    def new_thresholds(self) -> Thresholds:
+        """Unfitted cut points of this scorer's ``cut_mode``."""
+        return Thresholds(mode=self.params["cut_mode"], shrink=float(self.params["cut_shrink"]))
 
     def predict(self, pairs: Sequence[Pair], progress: ProgressCallback | None = None
                 ) -> tuple[np.ndarray, np.ndarray]:
@@ -201,7 +207,8 @@ class PairScorer:
             self.thresholds.save(tmp / "thresholds.json")
             write_json_atomic(tmp / "config.json", {
                 "recipe": RECIPE, "params": self.params, "prompts": self.prompts,
-                "markers": list(MARKERS), "history": self.history, "versions": versions()})
+                "markers": list(MARKERS), "history": self.history,
+                "validation": self.validation, "versions": versions()})
 
     @classmethod
     def load(cls, path: Path, device: str | None = None) -> PairScorer:
@@ -222,6 +229,7 @@ class PairScorer:
         scorer = cls(model, config["params"], config.get("prompts"),
                      Thresholds.load(path / "thresholds.json"))
         scorer.history = config.get("history", [])
+        scorer.validation = config.get("validation", {})  # absent before issue 35
         return scorer
 
 
@@ -260,7 +268,7 @@ def dev_metrics(scorer: PairScorer, dev: Sequence[Pair], progress: ProgressCallb
     scores = scorer.score(labelled, progress)
     gold = [p.label for p in labelled]
     langs = [p.language for p in labelled]
-    cuts = Thresholds().fit(scores, gold, langs)
+    cuts = scorer.new_thresholds().fit(scores, gold, langs, [p.lemma for p in labelled])
     result = evaluate(gold, cuts.predict(scores, langs), langs, scores)
     return {"spearman": spearman(gold, scores), "mean_alpha": result["mean_alpha"],
             "alpha": {k: v["alpha"] for k, v in result["languages"].items()},

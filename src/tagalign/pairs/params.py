@@ -15,8 +15,11 @@ DEFAULTS: dict[str, Any] = {"base_model": "e5-small", "loss": "angle", "pooling"
                             "lr": 1e-5, "batch_size": 32, "epochs": 10, "max_seq_length": 128,
                             "train_layers": None, "train_markers": True,
                             "limit_pairs": None, "seed": 0,
-                            "warmup": 0.1, "encode_batch_size": 64}
+                            "warmup": 0.1, "encode_batch_size": 64,
+                            "cut_mode": "language", "cut_shrink": 8.0}
 POOLINGS = ("mean", "target")
+#: how `tagalign.pairs.thresholds.Thresholds` chooses a language's cut points
+CUT_MODES = ("language", "pooled", "shrunk", "normalised")
 
 
 def check_params(params: dict[str, Any]) -> None:
@@ -32,3 +35,9 @@ def check_params(params: dict[str, Any]) -> None:
     if pooling not in POOLINGS:
         raise InputError(f"pooling must be one of {POOLINGS}, got {pooling!r}")
     get_loss(params.get("loss", DEFAULTS["loss"]))
+    mode = params.get("cut_mode", DEFAULTS["cut_mode"])
+    if mode not in CUT_MODES:
+        raise InputError(f"cut_mode must be one of {CUT_MODES}, got {mode!r}")
+    shrink = params.get("cut_shrink", DEFAULTS["cut_shrink"])
+    if not isinstance(shrink, (int, float)) or shrink < 0:
+        raise InputError(f"cut_shrink must be a number >= 0, got {shrink!r}")

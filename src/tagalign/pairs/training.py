@@ -36,7 +36,9 @@ def fit_model(scorer: PairScorer, train_pairs: Sequence[Pair], dev: Sequence[Pai
               workdir: Path, progress: ProgressCallback | None = None,
               on_epoch: Callable[[dict[str, Any]], None] | None = None) -> Any:
     """Train in place, restore the epoch of best dev Spearman; returns that epoch's cosines
-    on the labelled ``dev`` pairs (numpy, in order), so the cut points need no new pass."""
+    on the labelled ``dev`` pairs (numpy, in order), so the cut points need no new pass.
+    With no ``dev`` (a cross-validation fold, `tagalign.pairs.crossval`: its held-out
+    lemmas must not pick its checkpoint) the last epoch is kept and None returned."""
     import torch
     from datasets import Dataset
     from sentence_transformers import SentenceTransformerTrainingArguments
@@ -62,6 +64,8 @@ def fit_model(scorer: PairScorer, train_pairs: Sequence[Pair], dev: Sequence[Pai
                 progress("training", state.global_step, state.max_steps)
 
         def on_epoch_end(self, args, state, control, **kw):
+            if not dev:
+                return
             metrics = dev_metrics(scorer, dev, progress)
             scores = metrics.pop("scores")
             epoch = round(state.epoch or 0)
