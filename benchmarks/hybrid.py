@@ -15,6 +15,14 @@ the output (full train, full dev: the issue's protocol). With ``--save-project P
 --serve-check N`` the saved project is also served by `tagalign serve` in its own process
 (`serve_latency.py`, N seeded single-record requests) for the REST p95 and the server's RSS.
 ``--limit-train``/``--limit-dev`` draw seeded samples (``--seed``), never a file prefix.
+
+Issue 33's table closes it too: Annif's F1@5 and NDCG (as `tagalign eval` computes them on
+the top 20, no threshold) per language, the task's avg R@5..20 overall, by language and for
+Thesis records, training seconds and suggest records/s, beside the figures when the issue
+was filed and the GermEval-2025 winner's dev report. Suggest is timed on the path of
+`tagalign suggest` with its default ``--jobs`` (processes forked from the loaded project).
+``--project P`` scores a saved project instead of training one (``--train-seconds`` gives
+its measured training time for the table).
 """
 
 from __future__ import annotations
@@ -29,6 +37,9 @@ from pathlib import Path
 
 from _common import add_data_args, peak_rss_gb, seeded_sample
 from tagalign.evaluate import evaluate
+from tagalign.evaluate.selection import ScoredHits, selection_metrics
+from tagalign.project import Project
+from tagalign.project.jobs import DEFAULT_JOBS, resolve_jobs
 from tagalign.recipes.hybrid import HybridRecipe
 from tagalign.recipes.lexical import rule_score
 from tagalign.records import read_records
@@ -160,6 +171,63 @@ def issue18_table(now: dict[str, float | None]) -> None:
         print(f"{name:<26}{today:>20}{shown:>10}{'–' if target is None else target:>10}  {met}")
 
 
+#: issue 33: (figure, when the issue was filed, target, higher is better, GermEval-2025
+#: winner's dev report: Annif's `eval`, limit 20, NatLibFi/Annif-LLMs4Subjects-GermEval2025)
+ISSUE33 = [
+    ("English F1@5 (Annif)", "0.336", 0.360, True, "0.355"),
+    ("English NDCG (Annif)", "0.606", 0.640, True, "0.633"),
+    ("German F1@5 (Annif)", "0.368", 0.368, True, "0.351"),
+    ("German NDCG (Annif)", "0.657", 0.657, True, "0.626"),
+    ("English avg R@5..20", "0.6585", None, True, ""),  # target: German − 0.02
+    ("German avg R@5..20", "0.693", None, True, ""),
+    ("avg R@5..20", "0.6758", 0.69, True, ""),
+    ("F1@5", "0.3824", 0.39, True, ""),
+    ("Thesis avg R@5..20", "0.5535", 0.58, True, ""),
+    ("training s (all 90,452)", "711–782", 900, False, "(A100s)"),
+    ("suggest records/s", "302–328", 400, True, ""),
+]
+
+
+def annif_by_language(records, rows) -> dict[str, dict[str, float]]:
+    """Annif's metrics of the top-20 rankings (with scores) per language, as `tagalign
+    eval` computes them on a predictions file of limit 20 without a threshold."""
+    out = {}
+    for lang in sorted({r.language for r in records if r.subjects}):
+        keep = [i for i, r in enumerate(records) if r.subjects and r.language == lang]
+        sh = ScoredHits.build([set(records[i].subjects) for i in keep],
+                              [[(s.id, s.score) for s in rows[i]] for i in keep])
+        out[lang] = selection_metrics(sh, 20, 0.0)
+    return out
+
+
+def issue33_table(now: dict[str, float | None]) -> None:
+    print("\nIssue 33 figures (today = when the issue was filed; Annif's metrics as its "
+          "`eval` at limit 20; 'met' only for a figure measured here)")
+    print(f"{'figure':<26}{'today':>10}{'now':>10}{'target':>10}{'winner':>10}  met")
+    for name, today, target, higher, winner in ISSUE33:
+        value = now.get(name)
+        if name == "English avg R@5..20":
+            german = now.get("German avg R@5..20")
+            target = None if german is None else round(german - 0.02, 4)
+        met = "" if value is None or target is None else \
+            ("yes" if (value >= target if higher else value <= target) else "no")
+        shown = "–" if value is None else f"{value:.4g}"
+        print(f"{name:<26}{today:>10}{shown:>10}{'–' if target is None else target:>10}"
+              f"{winner:>10}  {met}")
+
+
+def command_suggest(project: Project, dev) -> tuple[list, float]:
+    """Suggestions (limit 20) for ``dev`` on `tagalign suggest`'s path and default
+    ``--jobs``, after a warm-up of 200 records; (rows, records/s)."""
+    project.suggest(dev[:200], limit=20)
+    t0 = time.perf_counter()
+    rows = project.suggest(dev, limit=20, jobs=DEFAULT_JOBS)
+    rps = len(dev) / (time.perf_counter() - t0)
+    print(f"suggest (tagalign suggest's path, --jobs {DEFAULT_JOBS} = "
+          f"{resolve_jobs(DEFAULT_JOBS)} processes): {len(dev)} records = {rps:.0f} records/s")
+    return rows, rps
+
+
 def serve_check(project: Path, requests: int) -> dict:
     """REST p95 and server RSS of the saved project (`serve_latency.py`, own process)."""
     out = Path(tempfile.mkdtemp()) / "serve.jsonl"
@@ -184,8 +252,15 @@ def main() -> None:
                     help="save the trained hybrid as a project here (for serve benchmarks)")
     ap.add_argument("--serve-check", type=int, default=0, metavar="N",
                     help="with --save-project: serve it and send N single-record requests")
+    ap.add_argument("--project", type=Path,
+                    help="score this saved project on dev instead of training one")
+    ap.add_argument("--train-seconds", type=float,
+                    help="with --project: its measured training seconds, for the table")
     ap.add_argument("--seed", type=int, default=0, help="seed of the --limit-* samples")
     args = ap.parse_args()
+    if args.project:
+        return score_saved(args)
+
 
     vocab = load_vocabulary(args.vocab)
     train = seeded_sample(list(read_records(args.train, vocab=vocab)), args.limit_train,
@@ -230,14 +305,12 @@ def main() -> None:
                                          "timings": recipe.timings_, "train_s": train_s,
                                          "suggest_rps": len(dev) / suggest_s,
                                          "peak_rss_gb": peak}, indent=1))
-    if args.save_project:
-        from tagalign.project import Project
-
-        project = Project.create(args.save_project, vocab, "hybrid", recipe.params,
-                                 overwrite=True)
-        project.save_model(recipe)
-        project.set_scores(hybrid["overall"])
-        print(f"project saved to {args.save_project}")
+    project = Project.create(args.save_project or args.workdir / "project", vocab, "hybrid",
+                             recipe.params, overwrite=True)
+    project.save_model(recipe)
+    project.set_scores(hybrid["overall"])
+    print(f"project saved to {project.path}")
+    command_rows, command_rps = command_suggest(project, dev)
     serve = serve_check(args.save_project, args.serve_check) \
         if args.save_project and args.serve_check else {}
     lang, typ = hybrid["by_language"], hybrid["by_type"]
@@ -250,8 +323,45 @@ def main() -> None:
         "peak RSS train GB": train_rss,
         "serve RSS GB": serve["rss_queries"]["rss"] / 1024 if serve else None,
         "REST p95 ms": serve.get("p95_ms")})
+    issue33_table(issue33_figures(dev, command_rows, train_s, command_rps))
     if args.ablation:
         ablation(recipe, train, dev, args.workdir)
+
+
+def issue33_figures(dev, rows, train_s: float | None, rps: float) -> dict:
+    """Issue 33's figures of ``rows`` (suggestions with scores, limit 20) on ``dev``."""
+    task = score(dev, [[s.id for s in row] for row in rows])
+    annif = annif_by_language(dev, rows)
+    lang, typ = task["by_language"], task["by_type"]
+    figures: dict[str, float | None] = {
+        "avg R@5..20": task["overall"]["avg_recall"], "F1@5": task["overall"]["f1@5"],
+        "English avg R@5..20": lang.get("en", {}).get("avg_recall"),
+        "German avg R@5..20": lang.get("de", {}).get("avg_recall"),
+        "Thesis avg R@5..20": typ.get("Thesis", {}).get("avg_recall"),
+        "training s (all 90,452)": train_s, "suggest records/s": rps}
+    for code, name in (("en", "English"), ("de", "German")):
+        if code in annif:
+            figures[f"{name} F1@5 (Annif)"] = annif[code]["F1@5"]
+            figures[f"{name} NDCG (Annif)"] = annif[code]["NDCG"]
+    return figures
+
+
+def score_saved(args: argparse.Namespace) -> None:
+    """``--project``: a saved project's issue-33 figures on dev (no training)."""
+    project = Project.load(args.project)
+    dev = seeded_sample(list(read_records(args.dev, vocab=project.vocab)), args.limit_dev,
+                        args.seed)
+    print(f"project {args.project}, dev {len(dev)} records")
+    rows, rps = command_suggest(project, dev)
+    task = score(dev, [[s.id for s in row] for row in rows])
+    print_table("Quality on dev", {"hybrid": task["overall"]})
+    for key in ("by_language", "by_type"):
+        for g, m in task[key].items():
+            print(f"  {g:<12}{m['n']:>7}  avgR {m['avg_recall']:.4f}  F1@5 {m['f1@5']:.4f}")
+    figures = issue33_figures(dev, rows, args.train_seconds, rps)
+    issue33_table(figures)
+    if args.json:
+        args.json.write_text(json.dumps({"task": task, "issue33": figures}, indent=1))
 
 
 if __name__ == "__main__":
