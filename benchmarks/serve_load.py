@@ -332,6 +332,7 @@ def main() -> None:
     args = ap.parse_args()
     args.parts = [p.strip() for p in args.parts.split(",") if p.strip()]
     args.work_dir = args.work_dir or args.project.resolve().parent
+    args.work_dir.mkdir(parents=True, exist_ok=True)  # a new folder named by --work-dir
     args.tmp = Path(tempfile.mkdtemp(prefix="tagalign-serve-load-"))
     pid = args.project.name
     recs = [r for r in seeded_sample(list(read_records(args.dev)), args.limit_dev, args.seed)
