@@ -23,7 +23,8 @@ Rows:
 
 ``--few-shot DOMAIN`` keeps only ``--few-shot-n`` (50) seeded training records of that
 domain (the others are dropped from train for the text model and the profiles; the
-subject project stays the full one): the few-shot setting of the issue. Every row also
+subject project stays the full one): the few-shot setting of the issue (mCPT's sample then
+holds all of those records besides its seeded ``--mcpt-n-train``). Every row also
 reports the F1 of each domain with ≤ 50 training records (and of those in ``--show``).
 
 Intermediate results are cached in ``--work-dir``: the trained text model, its dev scores,
@@ -178,7 +179,10 @@ def mcpt_row(args, train, tune, evals, labels, small, gold) -> dict:
     """`label-contrastive` at the budget knobs (seeded train sample): built, run on request."""
     from tagalign.classify import get_classifier
 
-    idx = np.sort(np.random.default_rng(args.seed).permutation(len(train))[: args.mcpt_n_train])
+    idx = np.random.default_rng(args.seed).permutation(len(train))[: args.mcpt_n_train]
+    if args.few_shot:  # the few-shot domain's records all in the sample: its few examples
+        idx = np.union1d(idx, [i for i, ex in enumerate(train) if args.few_shot in ex.labels])
+    idx = np.sort(idx)
     params = {"base_model": "e5-small", "max_seq_length": args.mcpt_seq,
               "train_layers": args.mcpt_train_layers, "epochs_head": 50,
               "epochs_contrastive": args.mcpt_epochs, "epochs_post": 50,
