@@ -36,6 +36,7 @@ import time
 from pathlib import Path
 
 from _common import add_data_args, peak_rss_gb, seeded_sample
+from tagalign.cli.common import make_runtime
 from tagalign.evaluate import evaluate
 from tagalign.evaluate.selection import ScoredHits, selection_metrics
 from tagalign.project import Project
@@ -51,7 +52,7 @@ from tagalign.text import Analyzer
 from tagalign.text.tfidf import TfidfFeaturizer
 from tagalign.train.phases import PhaseRunner
 from tagalign.train.stacking import feature_table
-from tagalign.vocab import load_vocabulary
+from tagalign.vocab import Vocabulary, load_vocabulary
 
 KS = [5, 10, 15, 20]
 #: the feature that ranks each source's candidates when it stands alone
@@ -216,9 +217,12 @@ def issue33_table(now: dict[str, float | None]) -> None:
               f"{winner:>10}  {met}")
 
 
-def command_suggest(project: Project, dev) -> tuple[list, float]:
-    """Suggestions (limit 20) for ``dev`` on `tagalign suggest`'s path and default
-    ``--jobs``, after a warm-up of 200 records; (rows, records/s)."""
+def command_suggest(path: Path, dev) -> tuple[list, float]:
+    """Suggestions (limit 20) for ``dev`` on `tagalign suggest`'s path: the project at
+    ``path`` loaded as the command loads it (its runtime: threads shared out, the ranker
+    compiled) and tagged with its default ``--jobs``, after a warm-up of 200 records;
+    (rows, records/s)."""
+    project = Project.load(path, runtime=make_runtime(0, compile_ranker=True))
     project.suggest(dev[:200], limit=20)
     t0 = time.perf_counter()
     rows = project.suggest(dev, limit=20, jobs=DEFAULT_JOBS)
@@ -310,7 +314,7 @@ def main() -> None:
     project.save_model(recipe)
     project.set_scores(hybrid["overall"])
     print(f"project saved to {project.path}")
-    command_rows, command_rps = command_suggest(project, dev)
+    command_rows, command_rps = command_suggest(project.path, dev)
     serve = serve_check(args.save_project, args.serve_check) \
         if args.save_project and args.serve_check else {}
     lang, typ = hybrid["by_language"], hybrid["by_type"]
@@ -348,11 +352,10 @@ def issue33_figures(dev, rows, train_s: float | None, rps: float) -> dict:
 
 def score_saved(args: argparse.Namespace) -> None:
     """``--project``: a saved project's issue-33 figures on dev (no training)."""
-    project = Project.load(args.project)
-    dev = seeded_sample(list(read_records(args.dev, vocab=project.vocab)), args.limit_dev,
-                        args.seed)
+    dev = seeded_sample(list(read_records(args.dev, vocab=Vocabulary.load(args.project))),
+                        args.limit_dev, args.seed)
     print(f"project {args.project}, dev {len(dev)} records")
-    rows, rps = command_suggest(project, dev)
+    rows, rps = command_suggest(args.project, dev)
     task = score(dev, [[s.id for s in row] for row in rows])
     print_table("Quality on dev", {"hybrid": task["overall"]})
     for key in ("by_language", "by_type"):
