@@ -143,10 +143,38 @@ def print_tables(args: argparse.Namespace, load_all: Callable) -> None:
                 "-" if half_b is None else f"{half_b:.3f}", f"{minutes:.1f}"]
             print("| " + " | ".join(cells) + " |", flush=True)
     print_issue_table(args, results, dev_b, langs, settings)
+    print_paired(args, candidates, fit_lemmas, chosen, tuned)
     out = args.out / "table.json"
     out.write_text(json.dumps({f"{n} | {m}": r.as_dict() for (n, m), r in results.items()},
                               indent=1), "utf-8")
     print(f"\nall figures: {out}")
+
+
+def print_paired(args: argparse.Namespace, candidates: dict, fit_lemmas: dict,
+                 chosen: list, tuned: list[str]) -> None:
+    """Each cut-point mode against per-language cut points on the same cosines, per tuned
+    setting and ensemble: the difference of mean alpha with its interval over the same
+    lemma draws (`tagalign.pairs.validation.paired_difference`)."""
+    from tagalign.pairs.crossval import cut_point_predictions
+    from tagalign.pairs.validation import paired_difference
+
+    print("\nPaired: each mode minus per-language cut points, same cosines and lemma draws "
+          "(mean alpha difference [95 %], share of draws ahead)")
+    print("| setting | " + " | ".join(m[0] for m in chosen[1:]) + " |")
+    print("|---|" + "---|" * (len(chosen) - 1))
+    for name, (oof, _) in candidates.items():
+        if name not in tuned and "+" not in name:
+            continue
+        base = cut_point_predictions(oof, "language", 0.0, fit_lemmas, args.repeats, args.seed)
+        cells = []
+        for _, mode, shrink, dev_sized in chosen[1:]:
+            other = cut_point_predictions(oof, mode, shrink, fit_lemmas if dev_sized else None,
+                                          args.repeats, args.seed)
+            d = paired_difference(oof.gold, base, other, oof.language, oof.lemma, 1000,
+                                  args.seed)
+            cells.append(f"{d['diff']:+.3f} [{d['lo']:+.3f}, {d['hi']:+.3f}] "
+                         f"{d['share_b_ahead']:.0%}")
+        print(f"| {name} | " + " | ".join(cells) + " |", flush=True)
 
 
 def print_issue_table(args: argparse.Namespace, results: dict, dev_b: dict,

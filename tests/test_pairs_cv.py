@@ -15,7 +15,12 @@ from tagalign.pairs.crossval import OutOfFold, _fit_rows, cut_point_predictions
 from tagalign.pairs.data import Pair, Use, load_comedi
 from tagalign.pairs.metrics import krippendorff_alpha
 from tagalign.pairs.thresholds import Thresholds, apply_cuts, fit_cuts
-from tagalign.pairs.validation import bootstrap_alpha, lemma_folds, sample_per_language
+from tagalign.pairs.validation import (
+    bootstrap_alpha,
+    lemma_folds,
+    paired_difference,
+    sample_per_language,
+)
 from test_pairs import tiny_params, tiny_st, write_comedi  # noqa: F401 - fixture
 
 
@@ -112,6 +117,31 @@ def test_bootstrap_resamples_lemmas_so_one_bad_word_widens_the_interval():
     rep2 = bootstrap_alpha(gold, [pred, gold], langs, lemmas, n_boot=10, seed=0)
     assert rep2.alpha["english"] == pytest.approx((rep.alpha["english"] + 1.0) / 2)
 
+
+
+def test_paired_difference_cancels_what_both_predictions_share():
+    """Two predictions of the same 30 lemmas: b mends one lemma's pairs that a got wrong,
+    everything else alike. The lemmas' own difficulty is shared, so the paired interval
+    lies wholly above 0 while the two separate intervals overlap; a prediction against
+    itself differs by exactly 0 in every draw."""
+    rng = np.random.default_rng(0)
+    n_lemmas, per = 30, 20
+    gold = rng.integers(1, 5, n_lemmas * per).astype(float)
+    noisy = gold.copy()
+    hard = rng.random(len(gold)) < np.repeat(rng.uniform(0.1, 0.9, n_lemmas), per)
+    noisy[hard] = rng.integers(1, 5, hard.sum())
+    mended = noisy.copy()
+    mended[:per * 6] = gold[:per * 6]  # six lemmas fully right in b
+    langs = ["english"] * len(gold)
+    lemmas = [f"w{i // per}" for i in range(len(gold))]
+    d = paired_difference(gold, [noisy], [mended], langs, lemmas, n_boot=300, seed=0)
+    a = bootstrap_alpha(gold, [noisy], langs, lemmas, n_boot=300, seed=0)
+    b = bootstrap_alpha(gold, [mended], langs, lemmas, n_boot=300, seed=0)
+    assert d["diff"] == pytest.approx(b.mean_alpha - a.mean_alpha)
+    assert d["diff"] > 0.05 and d["lo"] > 0 and d["share_b_ahead"] == 1.0
+    assert b.mean_interval[0] < a.mean_interval[1]  # separately, the intervals overlap
+    same = paired_difference(gold, [noisy], [noisy], langs, lemmas, n_boot=50, seed=0)
+    assert same == {"diff": 0.0, "lo": 0.0, "hi": 0.0, "share_b_ahead": 0.0}
 
 # -- cut-point modes --------------------------------------------------------------------
 def offset_languages(seed: int = 0, n: int = 400):
