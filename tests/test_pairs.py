@@ -435,9 +435,11 @@ def test_training_restores_exactly_the_best_epochs_weights(tiny_st, tmp_path, mo
     dev = [p for p in load_comedi(tmp_path / "dev") if p.label is not None]
     np.testing.assert_array_equal(scorer.score(dev), dev_scores[1])
     assert not np.array_equal(dev_scores[1], dev_scores[2])
-    expected = Thresholds().fit(dev_scores[1], [p.label for p in dev],
-                                [p.language for p in dev])
+    expected = scorer.new_thresholds().fit(dev_scores[1], [p.label for p in dev],
+                                           [p.language for p in dev])
+    assert scorer.thresholds.mode == "normalised"  # the recipe's default (issue 35)
     assert scorer.thresholds.cuts_ == expected.cuts_
+    assert scorer.thresholds.stats_ == expected.stats_
 
 
 def test_markers_train_when_train_layers_freezes_the_embeddings(tiny_st, tmp_path):
