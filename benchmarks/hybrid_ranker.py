@@ -161,6 +161,8 @@ def main() -> None:
                   "mined p50": {"mine_min_support": 3, "mine_min_precision": 0.5},
                   "mined all": {"mine_min_support": 3, "mine_min_precision": 0.3,
                                 "mine_all_subjects": True},
+                  "mined all p20": {"mine_min_support": 3, "mine_min_precision": 0.2,
+                                    "mine_all_subjects": True},
                   "mined + cross": {"mine_min_support": 3, "mine_min_precision": 0.3,
                                     "cross_language": True}}
     lex: dict[str, tuple[Candidates, Candidates]] = {}
@@ -214,6 +216,8 @@ def main() -> None:
                                            "binary"),
         "+ lex_prec + agr, mined en all": (30, {"lexical": "mined all", "agree": co},
                                            "binary"),
+        "+ lex_prec + agr, mined en all p20": (30, {"lexical": "mined all p20", "agree": co},
+                                               "binary"),
         "+ lex_prec + agr, mined en + cross": (30, {"lexical": "mined + cross",
                                                     "agree": co}, "binary"),
         "+ lex_prec + agr, k50 en": (30, {"lexical": "new", "agree": co, "k_en": 50},
