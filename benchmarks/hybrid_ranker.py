@@ -7,7 +7,9 @@ variant's ranker learns from split B only (early stopping on a seeded 10 % of B'
 and is scored on the dev sample; dev trains nothing. Variants: the objective (binary vs
 LightGBM lambdarank, grouped by record), candidates per source, and new features
 (co-assignment agreement with the record's other strong candidates, subject specificity,
-how often a label found in a text is a gold subject). Prints avg R@5..20, R@20, F1@5, and
+how often a label found in a text is a gold subject); issue 33, for English records: English
+label variants mined from split A's English records in the lexical source, more candidates
+per source for English records only, a ranker per language. Prints avg R@5..20, R@20, F1@5, and
 avg R for English, German and Thesis records, and the ranker's fit time.
 
     python benchmarks/hybrid_ranker.py [--workdir runs/h18-stage] [--variants "a;b"]
@@ -24,14 +26,14 @@ from types import SimpleNamespace
 import numpy as np
 
 from _common import add_data_args, seeded_sample
-from hybrid_ceiling import load_candidates
+from hybrid_ceiling import held, load_candidates, union
 from tagalign.evaluate import evaluate
 from tagalign.recipes.hybrid import HybridRecipe
 from tagalign.records import read_records
 from tagalign.suggest.agreement import AGREEMENT_FEATURES, CoAssignment, rrf
 from tagalign.suggest.fusion import FusionRanker, top_k
-from tagalign.suggest.sources.base import Batch, Candidates
-from tagalign.suggest.sources.lexical import LabelMatcher
+from tagalign.suggest.sources.base import Batch, Candidates, record_languages
+from tagalign.suggest.sources.lexical import MINED, LabelMatcher
 from tagalign.suggest.sources.memory import label_matrix
 from tagalign.train.phases import PhaseRunner
 from tagalign.vocab import load_vocabulary
@@ -49,8 +51,23 @@ def subset(cands: list[Candidates], rows: np.ndarray) -> list[Candidates]:
     return out
 
 
+def truncate_by_language(c: Candidates, k: int, k_en: int, english: np.ndarray
+                         ) -> Candidates:
+    """Each record's first ``k`` candidates, ``k_en`` for English records (``english``: a
+    flag per record row)."""
+    rank = [i for i, name in enumerate(c.names) if name.endswith("_rank")]
+    if not rank:
+        return c
+    keep = c.feats[:, rank[0]] <= np.where(english[c.rows], k_en, k)
+    return Candidates(c.rows[keep], c.cols[keep], c.feats[keep], c.names)
+
+
 def table(pipe, records, cands, k, extras):
-    cut = [c.truncate(k) for c in cands]
+    if "k_en" in extras:  # more candidates per source for English records only
+        english = np.array([lg == "en" for lg in record_languages(records)])
+        cut = [truncate_by_language(c, k, extras["k_en"], english) for c in cands]
+    else:
+        cut = [c.truncate(k) for c in cands]
     if extras.get("lexical") is not None:  # another lexical source's candidates (see main)
         cut = [extras["lexical"] if c.names[0] == "lex_count" else c for c in cut]
     if "drop" in extras:  # a source left out (its candidates and features)
@@ -136,15 +153,48 @@ def main() -> None:
                                                                    strict=True)]
     ctx = SimpleNamespace(analyzer=pipe.analyzer, vocab=vocab, records=rec_a, Y=pipe.memory.Y,
                           tokens=a_tokens, memory=pipe.memory)
-    lex = {}
-    for name, cross in (("new", False), ("cross", True)):
-        t0 = time.perf_counter()
-        src = LabelMatcher(cross_language=cross)
-        src.fit(ctx)
-        lex[name] = (src.candidates(Batch.tokenised(B, pipe.analyzer)),
-                     src.candidates(Batch.tokenised(dev, pipe.analyzer)))
-        print(f"lexical {name}: fit with counts over split A in "
-              f"{time.perf_counter() - t0:.0f} s")
+    # issue 33: English label variants mined from split A's English records (support >= 3,
+    # smoothed precision >= 0.3 or 0.5; `benchmarks/mined_labels.py` checks them on held-out
+    # split A records), for subjects without an English label or for all
+    lex_params = {"new": {}, "cross": {"cross_language": True},
+                  "mined": {"mine_min_support": 3, "mine_min_precision": 0.3},
+                  "mined p50": {"mine_min_support": 3, "mine_min_precision": 0.5},
+                  "mined all": {"mine_min_support": 3, "mine_min_precision": 0.3,
+                                "mine_all_subjects": True},
+                  "mined all p20": {"mine_min_support": 3, "mine_min_precision": 0.2,
+                                    "mine_all_subjects": True},
+                  "mined + cross": {"mine_min_support": 3, "mine_min_precision": 0.3,
+                                    "cross_language": True}}
+    lex: dict[str, tuple[Candidates, Candidates]] = {}
+    gold_dev = label_matrix(dev, vocab).tocsr()
+    en_dev = np.array([lg == "en" for lg in record_languages(dev)])
+    en_gold = gold_dev[en_dev].sum()
+
+    def english_found(c: Candidates, others: list[Candidates]) -> tuple[float, float]:
+        """Shares of the dev sample's English gold subjects that ``c`` holds, and that it
+        holds with the ``others`` (the pool at 30 per source)."""
+        alone, pool = (held(x, gold_dev, len(vocab))[en_dev].sum() / en_gold
+                       for x in (c, union([c, *others])))
+        return alone, pool
+
+    def lexical(name: str) -> tuple[Candidates, Candidates]:
+        """The lexical source ``name`` fitted on split A (on first use): its candidates for
+        B and for the dev sample."""
+        if name not in lex:
+            t0 = time.perf_counter()
+            src = LabelMatcher(**lex_params[name])
+            src.fit(ctx)
+            fit_s = time.perf_counter() - t0
+            lex[name] = (src.candidates(Batch.tokenised(B, pipe.analyzer)),
+                         src.candidates(Batch.tokenised(dev, pipe.analyzer)))
+            mined = sum(pref == MINED for hits in src.table_.values() for _, pref in hits)
+            alone, pool = english_found(lex[name][1], [c.truncate(30) for c in cd
+                                                       if c.names[0] != "lex_count"])
+            print(f"lexical {name}: fit with counts over split A in {fit_s:.0f} s"
+                  + (f", {mined:,} mined label variants" if mined else "")
+                  + f"; English gold of the dev sample found {alone:.3f}, in the pool "
+                  f"{pool:.3f}", flush=True)
+        return lex[name]
 
     variants = {
         "base k30 binary": (30, {}, "binary"),
@@ -175,6 +225,29 @@ def main() -> None:
                                      "binary"),
         "+ lex_prec + agr, B 50 %": (30, {"lexical": "new", "agree": co, "b_share": 0.5},
                                      "binary"),
+        "+ lex_prec + agr, mined en": (30, {"lexical": "mined", "agree": co}, "binary"),
+        "+ lex_prec + agr, mined en p50": (30, {"lexical": "mined p50", "agree": co},
+                                           "binary"),
+        "+ lex_prec + agr, mined en all": (30, {"lexical": "mined all", "agree": co},
+                                           "binary"),
+        "+ lex_prec + agr, mined en all p20": (30, {"lexical": "mined all p20", "agree": co},
+                                               "binary"),
+        "+ lex_prec + agr, mined en + cross": (30, {"lexical": "mined + cross",
+                                                    "agree": co}, "binary"),
+        **{f"{name}, seed {seed}": (k, {**extras, "seed": seed}, objective)
+           for name, (k, extras, objective) in (
+               ("+ lex_prec + agreement", (30, {"lexical": "new", "agree": co}, "binary")),
+               ("+ lex_prec + agr, mined en", (30, {"lexical": "mined", "agree": co},
+                                               "binary")),
+               ("+ lex_prec + agr, mined en + cross", (30, {"lexical": "mined + cross",
+                                                            "agree": co}, "binary")),
+               ("+ lex_prec + agr, cross-lang", (30, {"lexical": "cross", "agree": co},
+                                                 "binary")))
+           for seed in (1, 2)},
+        "+ lex_prec + agr, k50 en": (30, {"lexical": "new", "agree": co, "k_en": 50},
+                                     "binary"),
+        "+ lex_prec + agr, ranker per language": (30, {"lexical": "new", "agree": co,
+                                                       "per_language": True}, "binary"),
         "base lambdarank": (30, {}, "lambdarank"),
         "+ agreement": (30, {"agree": co}, "binary"),
     }
@@ -183,7 +256,7 @@ def main() -> None:
           f"{'Thesis':>8}{'fit s':>7}{'rows/rec':>9}")
     for name in chosen:
         k, extras, objective = variants[name]
-        lex_b, lex_d = lex.get(extras.get("lexical"), (None, None))
+        lex_b, lex_d = lexical(extras["lexical"]) if "lexical" in extras else (None, None)
         rb, cb_, Xb, yb, names = table(pipe, B, cb, k, {**extras, "lexical": lex_b}
                                        if lex_b else extras)
         rd, cd_, Xd, _, _ = table(pipe, dev, cd, k, {**extras, "lexical": lex_d}
@@ -197,9 +270,20 @@ def main() -> None:
         if objective == "lambdarank":
             params.update({"metric": "ndcg", "eval_at": [20]})
         t0 = time.perf_counter()
-        ranker = FusionRanker(num_rounds=500, **params).fit(Xb, yb, rb, names)
-        fit_s = time.perf_counter() - t0
-        s = ranker.predict(Xd)
+        if extras.get("per_language"):  # one ranker for English records, one for the rest
+            en_b = np.array([lg == "en" for lg in record_languages(B)])[rb]
+            en_d = np.array([lg == "en" for lg in record_languages(dev)])[rd]
+            s = np.zeros(len(rd))
+            for mb, md in ((en_b, en_d), (~en_b, ~en_d)):
+                ranker = FusionRanker(num_rounds=500, **params).fit(
+                    Xb[mb], yb[mb], rb[mb], names, seed=extras.get("seed", 13))
+                s[md] = ranker.predict(Xd[md])
+            fit_s = time.perf_counter() - t0
+        else:
+            ranker = FusionRanker(num_rounds=500, **params).fit(
+                Xb, yb, rb, names, seed=extras.get("seed", 13))
+            fit_s = time.perf_counter() - t0
+            s = ranker.predict(Xd)
         ranked = top_k(rd, cd_, s, len(dev), 20)
         preds = {r.id: [vocab.subjects[p].id for p, _, _ in row]
                  for r, row in zip(dev, ranked, strict=True)}

@@ -11,6 +11,10 @@ smoothed share (gold + 1) / (found + 2), says whether a label found in a text is
 subject of it ("Geschichte" is found everywhere and rarely assigned; "Epos" is assigned
 when found). Issue 18: how often a label occurs in text at all. NaN for a subject never
 found, and for models saved before the counts existed.
+
+With ``mine_min_support`` > 0, fitting also adds English label variants mined from the
+English training records (`tagalign.suggest.sources.mined`, issue 33): phrases that stand
+for a subject in cataloguers' answers. Their matches have ``lex_pref`` -2.
 """
 
 from __future__ import annotations
@@ -30,9 +34,14 @@ from tagalign.suggest.sources.base import (
     Source,
     register_source,
 )
+from tagalign.suggest.sources.mined import mine_label_variants
 from tagalign.text import Analyzer
 from tagalign.text.analyzer import _STOP
 from tagalign.vocab import Vocabulary
+
+#: ``lex_pref`` of a match by a mined label variant (1 preferred, 0 alternative, -1 German
+#: label in an English text)
+MINED = -2
 
 
 @register_source
@@ -41,9 +50,19 @@ class LabelMatcher(Source):
     features = ["lex_count", "lex_in_title", "lex_ntokens", "lex_first", "lex_pref",
                 "lex_ambiguity", "lex_prec"]
 
-    def __init__(self, max_ngram: int = 5, cross_language: bool = False, **params: Any):
-        super().__init__(max_ngram=max_ngram, cross_language=cross_language, **params)
+    def __init__(self, max_ngram: int = 5, cross_language: bool = False,
+                 mine_min_support: int = 0, mine_min_precision: float = 0.5,
+                 mine_all_subjects: bool = False, **params: Any):
+        super().__init__(max_ngram=max_ngram, cross_language=cross_language,
+                         mine_min_support=mine_min_support,
+                         mine_min_precision=mine_min_precision,
+                         mine_all_subjects=mine_all_subjects, **params)
         self.max_ngram = max_ngram
+        #: English label variants mined from English training records (0: none); by default
+        #: only for subjects without an English label
+        self.mine_min_support = mine_min_support
+        self.mine_min_precision = mine_min_precision
+        self.mine_all_subjects = mine_all_subjects
         #: subjects without an English label are also looked for in English texts under
         #: their German labels, stemmed as English (names of places, people, bodies and many
         #: technical terms are written alike); such matches have ``lex_pref`` -1
@@ -90,11 +109,28 @@ class LabelMatcher(Source):
                     if key not in seen:
                         seen.add(key)
                         table[key].append((pos, -1))
+        if self.mine_min_support and ctx.tokens is not None:
+            self._add_mined(table, ctx)
         self.table_ = dict(table)
         self._index_prefixes()
         if ctx.tokens is not None:  # training records given: count
             self._count_found(Batch(ctx.records, list(ctx.memory.languages), ctx.tokens,
                                     [[] for _ in ctx.tokens]), ctx.Y, len(vocab))
+
+    def _add_mined(self, table: dict[str, list[tuple[int, int]]], ctx: FitContext) -> None:
+        """Label variants mined from the English records of ``ctx`` into ``table``."""
+        english = [i for i, lg in enumerate(ctx.memory.languages) if lg == "en"]
+        if not english:
+            return
+        mask = None if self.mine_all_subjects else np.array(
+            ["en" not in s.labels for s in ctx.vocab.subjects])
+        mined = mine_label_variants([ctx.tokens[i] for i in english], ctx.Y[english],
+                                    min_support=self.mine_min_support,
+                                    min_precision=self.mine_min_precision, subjects=mask)
+        for gram, hits in mined.items():
+            entry = table.setdefault("en|" + gram, [])
+            have = {pos for pos, _ in entry}
+            entry.extend((pos, MINED) for pos, _ in hits if pos not in have)
 
     def _count_found(self, batch: Batch, Y: Any, n_subjects: int, chunk: int = 2000) -> None:
         """`found_` / `gold_` over the training records of ``batch`` (gold: rows of ``Y``),
