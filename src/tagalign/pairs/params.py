@@ -16,8 +16,9 @@ DEFAULTS: dict[str, Any] = {"base_model": "e5-small", "loss": "angle", "pooling"
                             "train_layers": None, "train_markers": True,
                             "limit_pairs": None, "seed": 0,
                             "warmup": 0.1, "encode_batch_size": 64,
-                            # normalised: ahead of per-language cut points in every
-                            # setting of the lemma-grouped CV (docs/pairs.md, issue 35)
+                            # normalised: ahead of per-language cut points for mean
+                            # pooling (the default) and its ensembles in the lemma-grouped
+                            # CV, even with target pooling (docs/pairs.md, issue 35)
                             "cut_mode": "normalised", "cut_shrink": 8.0}
 POOLINGS = ("mean", "target")
 #: how `tagalign.pairs.thresholds.Thresholds` chooses a language's cut points
