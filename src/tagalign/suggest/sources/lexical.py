@@ -34,7 +34,7 @@ from tagalign.suggest.sources.base import (
     Source,
     register_source,
 )
-from tagalign.suggest.sources.mined import mine_label_variants
+from tagalign.suggest.sources.mined import mine_label_variants, record_grams
 from tagalign.text import Analyzer
 from tagalign.text.analyzer import _STOP
 from tagalign.vocab import Vocabulary
@@ -188,13 +188,7 @@ class LabelMatcher(Source):
             found: dict[int, list[float]] = {}
             keys: dict[int, str] = {}
             n = len(toks)
-            title_set = set()
-            for i in range(len(ttoks)):
-                gram = ttoks[i]
-                title_set.add(gram)
-                for j in range(i + 1, min(i + max_m, len(ttoks))):
-                    gram = gram + " " + ttoks[j]
-                    title_set.add(gram)
+            title_set = record_grams(ttoks, max_m)
             for i in range(n):
                 gram = toks[i]
                 m = 1
