@@ -327,14 +327,15 @@ def main() -> None:
         "peak RSS train GB": train_rss,
         "serve RSS GB": serve["rss_queries"]["rss"] / 1024 if serve else None,
         "REST p95 ms": serve.get("p95_ms")})
-    issue33_table(issue33_figures(dev, command_rows, train_s, command_rps))
+    command_task = score(dev, [[s.id for s in row] for row in command_rows])
+    issue33_table(issue33_figures(dev, command_rows, command_task, train_s, command_rps))
     if args.ablation:
         ablation(recipe, train, dev, args.workdir)
 
 
-def issue33_figures(dev, rows, train_s: float | None, rps: float) -> dict:
-    """Issue 33's figures of ``rows`` (suggestions with scores, limit 20) on ``dev``."""
-    task = score(dev, [[s.id for s in row] for row in rows])
+def issue33_figures(dev, rows, task: dict, train_s: float | None, rps: float) -> dict:
+    """Issue 33's figures of ``rows`` (suggestions with scores, limit 20) on ``dev``, whose
+    task scores (`score`) are ``task``."""
     annif = annif_by_language(dev, rows)
     lang, typ = task["by_language"], task["by_type"]
     figures: dict[str, float | None] = {
@@ -361,7 +362,7 @@ def score_saved(args: argparse.Namespace) -> None:
     for key in ("by_language", "by_type"):
         for g, m in task[key].items():
             print(f"  {g:<12}{m['n']:>7}  avgR {m['avg_recall']:.4f}  F1@5 {m['f1@5']:.4f}")
-    figures = issue33_figures(dev, rows, args.train_seconds, rps)
+    figures = issue33_figures(dev, rows, task, args.train_seconds, rps)
     issue33_table(figures)
     if args.json:
         args.json.write_text(json.dumps({"task": task, "issue33": figures}, indent=1))
