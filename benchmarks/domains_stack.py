@@ -66,7 +66,8 @@ def load_data(args):
         train = [ex for i, ex in enumerate(train) if i not in drop]
     perm = np.random.default_rng(args.seed).permutation(len(dev))
     tune = [dev[i] for i in perm[: args.n_tune]]
-    evals = [dev[i] for i in perm[args.n_tune: args.n_tune + args.n_eval]]
+    start = max(args.n_tune, args.eval_from or 0)
+    evals = [dev[i] for i in perm[start: start + args.n_eval]]
     return train, tune, evals
 
 
@@ -93,17 +94,22 @@ def text_model(args, train, tune, labels):
 
 
 def text_probs(args, clf, tune, evals) -> tuple[np.ndarray, np.ndarray, float]:
+    """The text model's probabilities of the tune and scored records, cached with their
+    ids (a rerun with another split of the same dev records reads the cache)."""
     path = args.work_dir / f"text-probs{tag(args)}-seed{args.seed}.npy"
     meta = path.with_suffix(".json")
-    if path.exists() and meta.exists():
-        probs = np.load(path)
-        minutes = json.loads(meta.read_text())["minutes"]
+    wanted = [ex.id for ex in tune + evals]
+    cached = json.loads(meta.read_text()) if path.exists() and meta.exists() else {}
+    if "ids" in cached and set(wanted) <= set(cached["ids"]):
+        at = {rid: i for i, rid in enumerate(cached["ids"])}
+        probs = np.load(path)[[at[rid] for rid in wanted]]
+        minutes = cached["minutes"]
     else:
         t0 = time.perf_counter()
         probs = clf.predict_proba(tune + evals)
         minutes = (time.perf_counter() - t0) / 60
         np.save(path, probs)
-        meta.write_text(json.dumps({"minutes": minutes}))
+        meta.write_text(json.dumps({"minutes": minutes, "ids": wanted}))
     return probs[: len(tune)], probs[len(tune):], minutes
 
 
@@ -212,6 +218,9 @@ def main() -> None:
                     help="subjects-stack parameter key=value (JSON), e.g. rounds=500")
     ap.add_argument("--n-tune", type=int, default=4000)
     ap.add_argument("--n-eval", type=int, default=10**9, help="default: all the rest")
+    ap.add_argument("--eval-from", type=int, default=None,
+                    help="score the permutation's records from this position on (default "
+                    "--n-tune): learning curves of the stacker on one scored set")
     ap.add_argument("--few-shot", default=None, help="a domain cut to --few-shot-n records")
     ap.add_argument("--few-shot-n", type=int, default=SMALL)
     ap.add_argument("--show", default="", help="domains whose F1 is reported besides those "

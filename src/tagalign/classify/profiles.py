@@ -23,6 +23,8 @@ from tagalign.vocab import Vocabulary
 
 #: a record's suggestions as plain input: (subject id, score) best first
 Suggested = Sequence[tuple[str, float]]
+#: training records' own gold: (records × vocabulary) subjects, (records × domains) domains
+Own = tuple[sp.csr_matrix, np.ndarray]
 
 
 def domain_matrix(records: Sequence[Record], labels: Sequence[str]) -> sp.csr_matrix:
@@ -89,16 +91,34 @@ class SubjectEvidence:
                     pos[i, j], score[i, j] = self.vocab.position(sid), s
         return pos, score
 
-    def shares_of(self, pos: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(records × top_k × domains) P(d|s) (0 where no profile) and the profile mask."""
+    def shares_of(self, pos: np.ndarray, own: Own | None = None
+                  ) -> tuple[np.ndarray, np.ndarray]:
+        """(records × top_k × domains) P(d|s) (0 where no profile) and the profile mask.
+        ``own``: the records are training records the profiles counted, as (records ×
+        vocabulary) gold subjects and (records × domains) gold domains; each record's own
+        count is taken out of the profiles it reads (leave-one-out), so a training record
+        reads what a record the profiles never counted would."""
         flat = pos.ravel()
         ok = flat >= 0
-        out = np.zeros((len(flat), self.n_domains), np.float32)
+        if own is None:
+            out = np.zeros((len(flat), self.n_domains), np.float32)
+            if ok.any():
+                out[ok] = self.shares[flat[ok]].toarray()
+            known = np.zeros(len(flat), bool)
+            known[ok] = self.has_profile[flat[ok]]
+            return (out.reshape(*pos.shape, self.n_domains), known.reshape(pos.shape))
+        subjects, domains = own
+        rec = np.repeat(np.arange(pos.shape[0]), pos.shape[1])
+        counts = np.zeros((len(flat), self.n_domains), np.float32)
+        mine = np.zeros(len(flat), bool)
         if ok.any():
-            out[ok] = self.shares[flat[ok]].toarray()
-        known = np.zeros(len(flat), bool)
-        known[ok] = self.has_profile[flat[ok]]
-        return (out.reshape(*pos.shape, self.n_domains), known.reshape(pos.shape))
+            counts[ok] = self.counts[flat[ok]].toarray()
+            mine[ok] = np.asarray(subjects[rec[ok], flat[ok]]).ravel() > 0
+        counts[mine] -= np.asarray(domains, np.float32)[rec[mine]]
+        np.maximum(counts, 0.0, out=counts)
+        total = counts.sum(1)
+        out = counts / np.maximum(total, 1e-9)[:, None]
+        return (out.reshape(*pos.shape, self.n_domains), (total > 0).reshape(pos.shape))
 
     def weighted(self, suggested: Sequence[Suggested]) -> np.ndarray:
         """(records × domains) Σ score·P(d|s) / Σ score over the suggestions with a profile
@@ -109,14 +129,24 @@ class SubjectEvidence:
         mass = w.sum(1, keepdims=True)
         return (np.einsum("nk,nkd->nd", w, shares) / np.maximum(mass, 1e-9)).astype(np.float32)
 
-    def features(self, text_probs: np.ndarray, suggested: Sequence[Suggested]) -> np.ndarray:
-        """(records × domains × `FEATURES`) stacking features per (record, domain)."""
+    def own(self, subjects: Sequence[Sequence[str]], domains: np.ndarray) -> Own:
+        """``own`` of `shares_of` for training records: their gold subject ids (outside
+        the vocabulary dropped) and (records × domains) gold domains."""
+        from tagalign.suggest.sources.memory import label_matrix
+
+        recs = [Record(id=str(i), title="", subjects=list(s)) for i, s in enumerate(subjects)]
+        return label_matrix(recs, self.vocab).tocsr(), np.asarray(domains, np.float32)
+
+    def features(self, text_probs: np.ndarray, suggested: Sequence[Suggested],
+                 own: Own | None = None) -> np.ndarray:
+        """(records × domains × `FEATURES`) stacking features per (record, domain);
+        ``own``: the records are training records (`shares_of`, leave-one-out)."""
         n, n_dom = len(suggested), self.n_domains
         if text_probs.shape != (n, n_dom):
             raise ValueError(f"text probabilities {text_probs.shape} for {n} records × "
                              f"{n_dom} domains")
         pos, score = self.grid(suggested)
-        shares, known = self.shares_of(pos)
+        shares, known = self.shares_of(pos, own)
         w = np.where(known, score, 0.0)
         mass = w.sum(1)
         weighted = np.einsum("nk,nkd->nd", w, shares) / np.maximum(mass, 1e-9)[:, None]

@@ -15,6 +15,14 @@ Three parts, each learned where it cannot have seen what it is judged on:
    own, then the stacker is learned again on all of dev. Which of the two is served
    (`choose_decision`) is decided on dev too, by nested cross-validation over the folds.
 
+   With ``held_out`` (default) and a subject project that keeps held-out evidence
+   (`tagalign.suggest.held_out`: the hybrid's split-B records, suggested by sources and
+   rankers that never saw them), every stacker also learns from those training records
+   (``held_out_examples``). Their text probabilities must be honest too, so the text model
+   then learns from the other training records only, and their subject profiles leave
+   their own counts out (`SubjectEvidence.shares_of`). They are never scored: thresholds
+   and the dev figures stay out-of-fold dev scores.
+
 The suggestions are plain input (`Example.suggested`: (subject id, score) best first), so
 this layer never runs a project; `tagalign.project.domains` feeds them in. The vocabulary
 the profiles index is bound with `bind` (a model refuses another vocabulary: its
@@ -30,6 +38,7 @@ the rare domains share what the frequent ones show about trusting text vs subjec
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -44,7 +53,7 @@ from tagalign.classify.base import (
 )
 from tagalign.classify.data import Example
 from tagalign.classify.neighbours import Found, NeighbourEvidence
-from tagalign.classify.profiles import SubjectEvidence
+from tagalign.classify.profiles import Own, SubjectEvidence
 from tagalign.classify.stacker import KINDS, Stacker, cross_fit
 from tagalign.errors import InputError, ModelFormatError, UsageError
 from tagalign.io import load_csr, read_json, save_csr_atomic, write_json_atomic
@@ -61,7 +70,7 @@ class SubjectStackClassifier(Classifier):
                                 "top_k": 20, "neighbours": True, "neighbour_k": 30,
                                 "neighbour_power": 2.0, "stacker": "lightgbm", "rounds": 300,
                                 "learning_rate": 0.05, "leaves": 15, "C": 1.0, "folds": 5,
-                                "seed": 0, "threads": 0}
+                                "held_out": True, "seed": 0, "threads": 0}
 
     @classmethod
     def check_params(cls, params: dict[str, Any]) -> None:
@@ -94,6 +103,13 @@ class SubjectStackClassifier(Classifier):
         self.tuning_scores_: np.ndarray | None = None
         #: where the subject project was at training (the default of predict and suggest)
         self.subjects_project_: str | None = None
+        #: training records the subject project held out, with its suggestions and
+        #: neighbour records for them (`tagalign.project.domains.held_out_examples`); set
+        #: before `fit`, read with ``held_out`` on. A text model given in ``text_`` must
+        #: not have learned from them.
+        self.held_out_examples: list[Example] | None = None
+        #: how many of them the stacker learned from (saved)
+        self.held_out_records_ = 0
         self.counts_: Any = None  # the profile counts of a loaded model, until `bind`
 
     # -- the vocabulary -------------------------------------------------------------------
@@ -145,11 +161,13 @@ class SubjectStackClassifier(Classifier):
     def _fit(self, train: Sequence[Example], y: np.ndarray) -> None:
         vocab = self._vocab()
         self.vocabulary_ = {"fingerprint": vocab.fingerprint, "size": len(vocab)}
+        held = {ex.id for ex in self._held_out()}
         if self.text_ is None:
             text = get_classifier(self.params["text_recipe"], **self.params["text_params"])
             text.progress = self.progress
             text.labels_ = self.labels_
-            text._fit(train, y)
+            keep = [i for i, ex in enumerate(train) if ex.id not in held]
+            text._fit([train[i] for i in keep], y[keep])  # never the held-out records
             self.text_ = text
         elif self.text_.labels_ != self.labels_:
             raise InputError("the given text classifier was trained on another label set")
@@ -174,15 +192,31 @@ class SubjectStackClassifier(Classifier):
             found = tune(text_probs, y)
             self.text_.thresholds_ = {**found, "tuned_on": "dev",
                                       "tuned_on_records": len(tune_on)}
+        held = self._held_out()
+        extra = None
+        if held:
+            extra = HeldOutRows(self.text_.predict_proba(held), _suggested(held),
+                                self.labels_.matrix(held),
+                                [ex.neighbours or {} for ex in held],
+                                [ex.subjects or [] for ex in held])
         return self.fit_stacker(text_probs, _suggested(tune_on), y,
-                                [ex.neighbours or {} for ex in tune_on])
+                                [ex.neighbours or {} for ex in tune_on], extra)
+
+    def _held_out(self) -> list[Example]:
+        """The held-out training records the stacker learns from (``held_out`` on)."""
+        if not self.params["held_out"]:
+            return []
+        return [ex for ex in self.held_out_examples or () if ex.labels]
 
     def fit_stacker(self, text_probs: np.ndarray, suggested: Sequence[Any], y: np.ndarray,
-                    neighbours: Sequence[Found] | None = None) -> np.ndarray:
+                    neighbours: Sequence[Found] | None = None,
+                    held_out: HeldOutRows | None = None) -> np.ndarray:
         """Cross-fit the stacker on held-out records (text probabilities, suggestions and
         neighbour records of models that never saw them); returns the out-of-fold scores
         and keeps the stacker learned on all of them. The neighbour sources read are those
-        the subject project gave (none: the features are left out)."""
+        the subject project gave (none: the features are left out). ``held_out``: training
+        records the subject project held out, learned from by every stacker, never
+        scored (see the module)."""
         p = self.params
         self._tick("stacker", 0, 1)
         self.neighbours_ = None
@@ -200,9 +234,17 @@ class SubjectStackClassifier(Classifier):
                                  "model on the records the project learned from, or set "
                                  "--param neighbours=false")
         X = self._features(text_probs, suggested, neighbours)
+        extra = None
+        self.held_out_records_ = 0
+        if held_out is not None and len(held_out.y):
+            own = self.evidence_.own(held_out.subjects, held_out.y)
+            extra = (self._features(held_out.text_probs, held_out.suggested,
+                                    held_out.neighbours, own), held_out.y)
+            self.held_out_records_ = len(held_out.y)
         make = Stacker(p["stacker"], rounds=p["rounds"], learning_rate=p["learning_rate"],
                        leaves=p["leaves"], C=p["C"], seed=p["seed"], threads=p["threads"])
-        oof, self.tuning_folds_, self.stacker_ = cross_fit(make, X, y, p["folds"], p["seed"])
+        oof, self.tuning_folds_, self.stacker_ = cross_fit(make, X, y, p["folds"], p["seed"],
+                                                           extra)
         self.tuning_scores_ = oof
         self._tick("stacker", 1, 1)
         return oof
@@ -222,8 +264,8 @@ class SubjectStackClassifier(Classifier):
         return self.stacker_.predict_proba(self._features(text_probs, suggested, neighbours))
 
     def _features(self, text_probs: np.ndarray, suggested: Sequence[Any],
-                  neighbours: Sequence[Found] | None) -> np.ndarray:
-        X = self.evidence_.features(text_probs, suggested)
+                  neighbours: Sequence[Found] | None, own: Own | None = None) -> np.ndarray:
+        X = self.evidence_.features(text_probs, suggested, own)
         if self.neighbours_ is None:
             return X
         if neighbours is None or len(neighbours) != len(suggested) or any(
@@ -241,7 +283,8 @@ class SubjectStackClassifier(Classifier):
         save_csr_atomic(folder, "profiles", self.evidence_.counts)
         write_json_atomic(folder / META, {
             "vocabulary": self.vocabulary_, "shape": list(self.evidence_.counts.shape),
-            "subjects_project": self.subjects_project_, **self.evidence_.describe()})
+            "subjects_project": self.subjects_project_,
+            "held_out_records": self.held_out_records_, **self.evidence_.describe()})
         if self.neighbours_ is not None:
             nb = self.neighbours_
             save_csr_atomic(folder, "neighbour-domains", nb.domains)
@@ -251,6 +294,7 @@ class SubjectStackClassifier(Classifier):
         meta = read_json(folder / META)
         self.vocabulary_ = meta["vocabulary"]
         self.subjects_project_ = meta.get("subjects_project")
+        self.held_out_records_ = int(meta.get("held_out_records", 0))
         shape = tuple(meta["shape"])
         if shape[1] != len(self.labels_):
             raise ModelFormatError(f"{folder}: profiles of {shape[1]} domains for "
@@ -267,6 +311,19 @@ class SubjectStackClassifier(Classifier):
             domains = load_csr(folder, "neighbour-domains", (len(nb["ids"]), len(self.labels_)))
             self.neighbours_ = NeighbourEvidence(nb["ids"], domains, nb["sources"], nb["k"],
                                                  nb["power"])
+
+
+@dataclass
+class HeldOutRows:
+    """What the stacker reads of the held-out training records: the text model's
+    probabilities, the subject project's suggestions and neighbour records, gold domains
+    (records × labels) and gold subject ids (their own profile counts, left out)."""
+
+    text_probs: np.ndarray
+    suggested: list[list[tuple[str, float]]]
+    y: np.ndarray
+    neighbours: list[Found]
+    subjects: list[list[str]]
 
 
 def _suggested(examples: Sequence[Example]) -> list[list[tuple[str, float]]]:

@@ -140,15 +140,22 @@ def fold_ids(n: int, folds: int, seed: int) -> np.ndarray:
     return out
 
 
-def cross_fit(make: Stacker, X: np.ndarray, y: np.ndarray, folds: int, seed: int
+def cross_fit(make: Stacker, X: np.ndarray, y: np.ndarray, folds: int, seed: int,
+              extra: tuple[np.ndarray, np.ndarray] | None = None
               ) -> tuple[np.ndarray, np.ndarray, Stacker]:
     """``(out-of-fold scores, each record's fold, the stacker fit on all records)``; a
-    record's out-of-fold score comes from the stacker learned on the other folds only."""
+    record's out-of-fold score comes from the stacker learned on the other folds only.
+    ``extra``: more (features, gold) every stacker learns from besides its folds (the
+    subject project's held-out training records); they are never scored here."""
     fold = fold_ids(len(X), folds, seed)
     oof = np.zeros(y.shape, np.float32)
+
+    def fit(Xs: np.ndarray, ys: np.ndarray) -> Stacker:
+        if extra is not None and len(extra[0]):
+            Xs, ys = np.concatenate([Xs, extra[0]]), np.concatenate([ys, extra[1]])
+        return Stacker(**make.config(), threads=make.threads).fit(Xs, ys)
+
     for f in range(folds):
         held = fold == f
-        part = Stacker(**make.config(), threads=make.threads).fit(X[~held], y[~held])
-        oof[held] = part.predict_proba(X[held])
-    full = Stacker(**make.config(), threads=make.threads).fit(X, y)
-    return oof, fold, full
+        oof[held] = fit(X[~held], y[~held]).predict_proba(X[held])
+    return oof, fold, fit(X, y)

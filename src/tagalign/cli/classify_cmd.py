@@ -116,7 +116,7 @@ def train(
     config: Path = typer.Option(None, "--config", help="JSON file of recipe parameters."),
     strict: bool = typer.Option(False, "--strict", help="Stop at the first malformed record."),
     threads: int = typer.Option(0, "--threads", help="CPU threads for torch (0 = all)."),
-    subjects_project: Path = typer.Option(None, "--subjects-project", help="A trained subject project (recipe subjects-stack, the default then): its suggestions for the --dev records, never for --train, are read beside the text; it must not have trained on the dev records."),
+    subjects_project: Path = typer.Option(None, "--subjects-project", help="A trained subject project (recipe subjects-stack, the default then): its suggestions for the --dev records are read beside the text, and those it kept for the training records it held out (the hybrid's split B); it must not have trained on the dev records."),
 ) -> None:
     """Train a multi-label classifier and save it (model, thresholds, label set, config).
 
@@ -152,6 +152,14 @@ def train(
         clf.bind(project.vocab)
         clf.subjects_project_ = str(subjects_project.resolve())
         _suggest_into(project, dev_ex, clf.params["top_k"], dev)
+        if clf.params["held_out"]:
+            from tagalign.project.domains import held_out_examples
+
+            clf.held_out_examples = held_out_examples(project, train_ex, clf.params["top_k"])
+            console.log(f"{len(clf.held_out_examples)} training records the subject project "
+                        "held out join the stacker's records (the text model does not learn "
+                        "from them)" if clf.held_out_examples else "the subject project keeps "
+                        "no held-out evidence: the stacker learns from the dev records alone")
     t0 = time.perf_counter()
     with progress() as bar:
         clf.progress = PhaseBars(bar)

@@ -8,7 +8,9 @@ runs the project and feeds them in:
   ``--dev`` records (`suggest_into`), never for ``--train`` (the profiles count train's
   gold subjects); a project that keeps the ids it learned from (the hybrid's record
   memory) refuses a dev record among them (`check_held_out`), since a stacker learned on
-  suggestions for records the project saw would trust them too much;
+  suggestions for records the project saw would trust them too much. The training
+  records the project itself held out (the hybrid's split B) join the stacker's records
+  with the suggestions the project kept for them (`held_out_examples`);
 * suggesting (`tagalign suggest --domains`, ``/tagalign/v1``, the page): `Project.tag`
   asks the recipe for the top ``top_k`` the stacker was trained on in the same pass as the
   returned subjects (however small ``--limit`` is) and hands them to `DomainModel.predict`.
@@ -20,6 +22,7 @@ message of every artifact) and, with ``labels``, another label set (`LabelSetMis
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -102,6 +105,22 @@ def check_held_out(project: Project, examples: Sequence[Example]) -> None:
             f"subject project {project.path} (e.g. {overlap[:3]}): the stacker must learn on "
             "suggestions for records the project never saw; give dev records it did not "
             "train on")
+
+
+def held_out_examples(project: Project, train: Sequence[Example], depth: int
+                      ) -> list[Example]:
+    """The ``train`` examples the subject project held out while it trained, each with the
+    suggestions (``depth`` deep) and neighbour records the project keeps for it
+    (`tagalign.suggest.held_out`): more records a stacker may learn from. None of them when
+    the project keeps no such evidence, or keeps it shallower than ``depth`` (a stacker
+    reading ``depth`` suggestions would learn on shorter lists than it is served)."""
+    evidence = project.trained_recipe().held_out_evidence()
+    if evidence is None or evidence.depth < depth:
+        return []
+    by_id = {ex.id: ex for ex in train}
+    return [replace(by_id[rid], suggested=list(sug[:depth]), neighbours=dict(nbrs))
+            for rid, sug, nbrs in zip(evidence.ids, evidence.suggested, evidence.neighbours,
+                                      strict=True) if rid in by_id]
 
 
 def suggest_into(project: Project, examples: Sequence[Example], depth: int,

@@ -17,6 +17,7 @@ from tagalign.records import Record
 from tagalign.registry import Registry
 from tagalign.runtime import Runtime
 from tagalign.suggest import Neighbours, Quality, Suggestion, keep_above
+from tagalign.suggest.held_out import HeldOutEvidence
 from tagalign.vocab import Vocabulary
 
 #: Recipes by name; the built-in ones are imported on first lookup (their modules register
@@ -162,6 +163,11 @@ class Recipe(ABC):
         searches no records gives none."""
         return [(keep_above(row[:limit], threshold or 0.0), None, row[:depth], {})
                 for row in self.suggest(records, max(limit, depth))]
+
+    def held_out_evidence(self) -> HeldOutEvidence | None:
+        """Suggestions and neighbour records for training records from models that never
+        saw them (`tagalign.suggest.held_out`), when the recipe keeps them; None here."""
+        return None
 
     def seen_record_ids(self) -> frozenset[str] | None:
         """Ids of the records the model learned from, when it keeps them (None: unknown);

@@ -32,6 +32,8 @@ from tagalign.recipes.base import (
 from tagalign.records import Record
 from tagalign.runtime import Runtime
 from tagalign.suggest import Neighbours, Quality, Suggestion
+from tagalign.suggest.held_out import FOLDER as HELD_OUT
+from tagalign.suggest.held_out import HeldOutEvidence
 from tagalign.suggest.pipeline import HybridPipeline, candidate_count
 from tagalign.suggest.sources import SOURCES
 from tagalign.vocab import Vocabulary
@@ -86,6 +88,10 @@ class HybridRecipe(Recipe):
         # the per-record quality estimate, cross-fitted on split B (`tagalign.train.stacking`)
         "quality": True,
         "quality_folds": 3,
+        # split B's out-of-fold lists and neighbour records, kept for domain models
+        # (`tagalign.suggest.held_out`; issue 34)
+        "held_out_evidence": True,
+        "held_out_depth": 30,
         # suggest-time knobs (`tagalign hyperopt`, no retraining): per-source candidate
         # counts (None: candidates_per_source) and the score corrections of `fusion.blend`
         "candidates_omikuji": None,
@@ -110,6 +116,10 @@ class HybridRecipe(Recipe):
         self.pipeline_: HybridPipeline | None = None
         self._lock = threading.Lock()
         self.timings_: dict[str, dict[str, float]] = {}
+        #: split B's held-out evidence: in memory after `fit`, read from ``model_path_``
+        #: on request after `load` (suggesting never needs it)
+        self.held_out_: HeldOutEvidence | None = None
+        self.model_path_: Path | None = None
 
     @property
     def source_names(self) -> list[str]:
@@ -150,7 +160,9 @@ class HybridRecipe(Recipe):
         # finished phases in ``workdir`` are reused only when fitted on these same inputs
         runner = PhaseRunner(workdir, inputs=inputs_fingerprint(
             records, self.vocab.fingerprint, self.name, self.params))
-        self.pipeline_ = self.stacker().fit(records, runner)
+        stacker = self.stacker()
+        self.pipeline_ = stacker.fit(records, runner)
+        self.held_out_ = stacker.held_out_
         self.timings_ = runner.timings
         self.set_runtime(self.runtime)
 
@@ -183,6 +195,13 @@ class HybridRecipe(Recipe):
         records (the `tfidf_knn` and `emb_knn` searches of the same pass)."""
         return [row for rows in self._batches(records)
                 for row in self._pipeline().suggest_deeper(rows, limit, threshold, depth)]
+
+    def held_out_evidence(self) -> HeldOutEvidence | None:
+        """What the model says of the training records its ranker held out (split B),
+        from models that never saw them; None for a model trained without it."""
+        if self.held_out_ is None and self.model_path_ is not None:
+            self.held_out_ = HeldOutEvidence.load(self.model_path_ / HELD_OUT)
+        return self.held_out_
 
     def seen_record_ids(self) -> frozenset[str]:
         """The record memory's ids: every training record, and those learned since."""
@@ -252,6 +271,8 @@ class HybridRecipe(Recipe):
     # -- persistence -----------------------------------------------------------------------
     def save(self, path: Path) -> None:
         self._pipeline().save(path, {"timings": self.timings_})
+        if self.held_out_ is not None:
+            self.held_out_.save(path / HELD_OUT)
 
     @classmethod
     def load(cls, path: Path, vocab: Vocabulary, params: dict[str, Any], *,
@@ -266,4 +287,5 @@ class HybridRecipe(Recipe):
             path, vocab, p, encoder=self.uses_embeddings, quality=p["quality"],
             agreement=p["agreement"], runtime=self.runtime, mmap=mmap)
         self.timings_ = read_json(path / "hybrid.json").get("timings", {})
+        self.model_path_ = Path(path)
         return self

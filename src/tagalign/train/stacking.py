@@ -8,7 +8,9 @@ The quality estimator (`tagalign.suggest.quality`) is cross-fitted on B: B's rec
 split into folds, each fold's candidates are scored by a ranker trained (same settings)
 on the other folds only, and the estimator learns from those out-of-fold scores and B's
 gold subjects — scores a ranker gave records it never trained on, as the final ranker
-does at suggest time.
+does at suggest time. Those out-of-fold lists, cut to ``held_out_depth``, and the
+neighbour records A's memory gave each B record are kept as the model's held-out evidence
+(`tagalign.suggest.held_out`): what a domain model stacked on the subjects learns from.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from __future__ import annotations
 import gc
 import zlib
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -25,12 +27,14 @@ import scipy.sparse as sp
 from tagalign.encode.static import StaticEmbeddingEncoder
 from tagalign.records import Record
 from tagalign.suggest.agreement import CoAssignment
-from tagalign.suggest.fusion import FusionRanker
+from tagalign.suggest.fusion import FusionRanker, blend, top_k
+from tagalign.suggest.held_out import HeldOutEvidence
 from tagalign.suggest.pipeline import HybridPipeline, candidate_count
 from tagalign.suggest.quality import QualityData, QualityEstimator, cross_fitted_scores
 from tagalign.suggest.sources import SOURCES, Source
 from tagalign.suggest.sources.base import FitContext, record_languages
 from tagalign.suggest.sources.memory import RecordMemory, label_matrix
+from tagalign.suggest.suggestion import Neighbours
 from tagalign.text import Analyzer
 from tagalign.text.tfidf import TfidfFeaturizer
 from tagalign.train.phases import PhaseRunner
@@ -58,21 +62,35 @@ class FeatureTable:
     y: np.ndarray
     names: list[str]
     support: np.ndarray
+    #: each record's neighbour records by source, from the same pass (when asked for)
+    neighbours: list[Neighbours] | None = None
+    #: the ranker's out-of-fold scores of the candidates (`Stacker.out_of_fold`), once made
+    oof: np.ndarray | None = field(default=None, repr=False)
 
 
-def feature_table(pipe: HybridPipeline, records: Sequence[Record], batch_size: int = 512
-                  ) -> FeatureTable:
+def feature_table(pipe: HybridPipeline, records: Sequence[Record], batch_size: int = 512,
+                  neighbours: bool = False) -> FeatureTable:
+    """Every candidate of ``records`` with features and gold; ``neighbours``: also each
+    record's neighbour records of the same searches (`Source.record_neighbours`)."""
     parts = []
     names: list[str] = []
+    found: list[Neighbours] = []
     for start in range(0, len(records), batch_size):
         chunk = records[start:start + batch_size]
-        rows, cols, X, names, support = pipe.features(pipe.prepare(chunk))
+        batch = pipe.prepare(chunk)
+        rows, cols, X, names, support = pipe.features(batch)
         gold = label_matrix(chunk, pipe.vocab)
         parts.append((rows + start, cols, X, np.asarray(gold[rows, cols]).ravel(), support))
+        if neighbours:
+            part: list[Neighbours] = [{} for _ in chunk]
+            for src in pipe.sources:
+                for i, row in enumerate(src.record_neighbours(batch) or ()):
+                    part[i][src.name] = row
+            found.extend(part)
     if not parts:
         raise ValueError("no records to build features from")
     rows, cols, X, y, support = (np.concatenate([p[i] for p in parts]) for i in range(5))
-    return FeatureTable(rows, cols, X, y, names, support)
+    return FeatureTable(rows, cols, X, y, names, support, found if neighbours else None)
 
 
 def in_holdout(record_id: str, fraction: float, seed: int) -> bool:
@@ -94,6 +112,8 @@ class Stacker:
                  uses_embeddings: bool, threads: int = 0):
         self.vocab, self.p, self.source_names = vocab, p, source_names
         self.uses_embeddings, self.threads = uses_embeddings, threads
+        #: B's held-out evidence of the last `fit` (``held_out_evidence``; None: not kept)
+        self.held_out_: HeldOutEvidence | None = None
 
     def new_source(self, name: str) -> Source:
         return SOURCES.lookup(name).from_params(self.p, candidate_count(self.p, name))
@@ -106,7 +126,8 @@ class Stacker:
 
         def table() -> FeatureTable:
             if not tables:
-                tables.append(feature_table(pipe, stage.ranker_records))
+                tables.append(feature_table(pipe, stage.ranker_records,
+                                            neighbours=p["held_out_evidence"]))
             return tables[0]
 
         pipe.ranker = runner.run("ranker", lambda: self.fit_ranker(table()),
@@ -118,6 +139,11 @@ class Stacker:
             runner.log("quality feature importance (gain, recall): " + ", ".join(
                 f"{k}={v:.3f}" for k, v in sorted(pipe.quality.importance().items(),
                                                   key=lambda kv: -kv[1])[:8]))
+        self.held_out_ = None
+        if p["held_out_evidence"]:  # before B joins the memory: A's neighbours only
+            self.held_out_ = runner.run(
+                "held-out evidence", lambda: self.held_out(pipe, table(), stage.ranker_records),
+                lambda h, d: h.save(d), HeldOutEvidence.load)
         runner.log("ranker feature importance (gain): " + ", ".join(
             f"{k}={v:.3f}" for k, v in sorted(pipe.ranker.importance().items(),
                                               key=lambda kv: -kv[1])[:12]))
@@ -202,15 +228,42 @@ class Stacker:
 
     def fit_quality(self, table: FeatureTable, records: Sequence[Record]) -> QualityEstimator:
         """Cross-fitted: out-of-fold ranker scores on B, then the estimator on all of B."""
-
-        def fit_predict(train: np.ndarray, test: np.ndarray) -> np.ndarray:
-            return self.fit_ranker(table, train).predict(table.X[test])
-
-        raw = cross_fitted_scores(table.rows, self.p["quality_folds"], self.p["seed"],
-                                  fit_predict)
+        raw = self.out_of_fold(table)
         n_gold = np.asarray(label_matrix(records, self.vocab).sum(axis=1)).ravel()
         data = QualityData.build(table.rows, raw, table.X, table.names, table.support,
                                  table.y, n_gold)
         # the scores it learns from are those served: `blend` with the recipe's weights
         return QualityEstimator(seed=self.p["seed"], num_threads=self.threads).fit_data(
             data, (self.p["prior_weight"], self.p["support_weight"]))
+
+    def out_of_fold(self, table: FeatureTable) -> np.ndarray:
+        """The candidates' ranker scores, each from a ranker fitted on the other
+        ``quality_folds`` folds of B's records (made once per table: the quality estimate
+        and the held-out evidence read the same)."""
+        if table.oof is None:
+
+            def fit_predict(train: np.ndarray, test: np.ndarray) -> np.ndarray:
+                return self.fit_ranker(table, train).predict(table.X[test])
+
+            table.oof = cross_fitted_scores(table.rows, self.p["quality_folds"],
+                                            self.p["seed"], fit_predict)
+        return table.oof
+
+    def held_out(self, pipe: HybridPipeline, table: FeatureTable, records: Sequence[Record]
+                 ) -> HeldOutEvidence:
+        """B's records: their out-of-fold lists (blended as served), ``held_out_depth``
+        deep, and the neighbour records A's memory gave them (`tagalign.suggest.held_out`)."""
+        p = self.p
+        if table.neighbours is None:
+            raise ValueError("held-out evidence needs the table's neighbour records")
+        scores = blend(self.out_of_fold(table), table.X[:, table.names.index("prior")],
+                       table.support.sum(1), p["prior_weight"], p["support_weight"])
+        top = top_k(table.rows, table.cols, scores, len(records), p["held_out_depth"])
+        subjects = pipe.vocab.subjects
+        return HeldOutEvidence(
+            [r.id for r in records],
+            [[(subjects[c].id, float(sc)) for c, sc, _ in row] for row in top],
+            table.neighbours, int(p["held_out_depth"]),
+            {"split": "B", "holdout_fraction": p["holdout_fraction"], "seed": p["seed"],
+             "ranker_folds": p["quality_folds"],
+             "memory_records": len(pipe.memory.ids)})
