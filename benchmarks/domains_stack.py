@@ -18,6 +18,12 @@ Rows:
 * ``text + subjects + neighbours (…)`` — the same with them (the default recipe): the gold
   domains of each record's 30 nearest training records in the project's `tfidf_knn` and
   `emb_knn` searches (`tagalign.classify.neighbours`);
+* ``held-out`` — the default recipe as `tagalign classify train --subjects-project`
+  trains it on a project that keeps held-out evidence (`tagalign.suggest.held_out`): the
+  stacker also learns from the training records the project held out (its split B, about
+  12,000, with the out-of-fold lists and split-A neighbours the project kept for them),
+  and the text model learns from the other training records only (``text-model-heldout``;
+  its own scores are reported beside the row);
 * ``mcpt`` — `label-contrastive` on a seeded ``--mcpt-n-train`` sample at the budget knobs
   below; only with ``--rows ...,mcpt`` (up to an hour on 2 cores: ask before running it).
 
@@ -75,12 +81,12 @@ def tag(args) -> str:
     return f"-fs-{args.few_shot}{args.few_shot_n}" if args.few_shot else ""
 
 
-def text_model(args, train, tune, labels):
-    """The trained `linear-ngrams` (cached folder) and its minutes."""
+def text_model(args, train, tune, labels, suffix: str = ""):
+    """The trained `linear-ngrams` (cached folder ``text-model{suffix}``) and its minutes."""
     from tagalign.classify import get_classifier, load_classifier
 
-    folder = args.work_dir / f"text-model{tag(args)}"
-    meta = args.work_dir / f"text-model{tag(args)}.json"
+    folder = args.work_dir / f"text-model{tag(args)}{suffix}"
+    meta = args.work_dir / f"text-model{tag(args)}{suffix}.json"
     if (folder / "config.json").exists() and meta.exists():
         return load_classifier(folder, labels=labels), json.loads(meta.read_text())["minutes"]
     t0 = time.perf_counter()
@@ -93,10 +99,11 @@ def text_model(args, train, tune, labels):
     return clf, minutes
 
 
-def text_probs(args, clf, tune, evals) -> tuple[np.ndarray, np.ndarray, float]:
+def text_probs(args, clf, tune, evals, suffix: str = "") -> tuple[np.ndarray, np.ndarray,
+                                                                   float]:
     """The text model's probabilities of the tune and scored records, cached with their
     ids (a rerun with another split of the same dev records reads the cache)."""
-    path = args.work_dir / f"text-probs{tag(args)}-seed{args.seed}.npy"
+    path = args.work_dir / f"text-probs{tag(args)}{suffix}-seed{args.seed}.npy"
     meta = path.with_suffix(".json")
     wanted = [ex.id for ex in tune + evals]
     cached = json.loads(meta.read_text()) if path.exists() and meta.exists() else {}
@@ -181,6 +188,69 @@ def score(name, labels, gold, probs, per_class, minutes, small, extra=None) -> d
             "rss_gb": peak_rss_gb(), **(extra or {})}
 
 
+def held_out_row(args, train, tune, evals, labels, small, gold) -> dict:
+    """`subjects-stack` as `tagalign classify train --subjects-project` trains it on a
+    project that keeps held-out evidence: the stacker learns from the 4,000 tune records
+    and from the training records the project held out (split B, with the lists and
+    neighbours the project kept for them); the text model from the other training
+    records only (``text-model-heldout``)."""
+    import scipy.sparse as sp
+
+    from tagalign.classify import get_classifier
+    from tagalign.classify.profiles import SubjectEvidence
+    from tagalign.project import Project
+    from tagalign.project.domains import held_out_examples
+
+    sug, nbrs, sug_min = suggestions(args, tune + evals)
+    for ex in tune + evals:
+        ex.suggested, ex.neighbours = sug[ex.id], nbrs[ex.id]
+    project = Project.load(args.project)
+    held = held_out_examples(project, train, args.top_k)
+    if not held:
+        raise SystemExit(f"{args.project} keeps no held-out evidence (trained before it was "
+                         "kept?): retrain it")
+    ids = {ex.id for ex in held}
+    text, train_min = text_model(args, [ex for ex in train if ex.id not in ids], tune,
+                                 labels.labels, "-heldout")
+    pt, pe, pred_min = text_probs(args, text, tune, evals, "-heldout")
+    t0 = time.perf_counter()
+    extra = dict(kv.split("=", 1) for kv in args.param)
+    stack = get_classifier("subjects-stack", top_k=args.top_k, folds=args.folds,
+                           seed=args.seed, **{k: json.loads(v) for k, v in extra.items()})
+    stack.labels_, stack.text_ = labels, text
+    stack.bind(project.vocab)
+    stack.evidence_ = SubjectEvidence.fit(project.vocab, [ex.subjects for ex in train],
+                                          labels.matrix(train), args.top_k)
+    stack.train_domains_ = ([ex.id for ex in train], sp.csr_matrix(labels.matrix(train)))
+    stack.vocabulary_ = {"fingerprint": project.vocab.fingerprint, "size": len(project.vocab)}
+    stack.held_out_examples = held
+    y_tune = labels.matrix(tune)
+    oof = stack._tuning_scores(tune)
+    from tagalign.classify.thresholds import tune as tune_thresholds
+
+    found = tune_thresholds(oof, y_tune)
+    stack.thresholds_ = {**found, "tuned_on": "dev (out of fold)",
+                         "tuned_on_records": len(tune)}
+    chosen = stack.choose_decision(oof, y_tune)
+    probs = stack.stack_proba(pe, [ex.suggested for ex in evals],
+                              [ex.neighbours for ex in evals])
+    minutes = train_min + pred_min + sug_min + (time.perf_counter() - t0) / 60
+    other = "per_class" if chosen == "global" else "global"
+    row = score(f"text + subjects + neighbours + {len(held)} held-out train records "
+                f"({stack.params['stacker']}, {chosen} thr.)", labels, gold, probs,
+                found[chosen], minutes, small, {
+                    "params": stack.params, "decision": chosen, "held_out": len(held),
+                    "oof_micro_f1": found["dev_micro_f1_per_class"],
+                    "other_decision": score(other, labels, gold, probs, found[other], 0,
+                                            small)})
+    text_alone = tune_thresholds(pt, y_tune)
+    row["text_model_alone"] = score("linear-ngrams without split B", labels, gold, pe,
+                                    text_alone["per_class"], train_min + pred_min, small)
+    stack.subjects_project_ = str(args.project)
+    stack.save(args.work_dir / f"stack-held-out{tag(args)}")
+    return row
+
+
 def mcpt_row(args, train, tune, evals, labels, small, gold) -> dict:
     """`label-contrastive` at the budget knobs (seeded train sample): built, run on request."""
     from tagalign.classify import get_classifier
@@ -207,8 +277,9 @@ def main() -> None:
     add_domain_data_args(ap)
     ap.add_argument("--project", type=Path, default=Path("/work/runs/full/project"))
     ap.add_argument("--work-dir", type=Path, default=Path("/work/runs/domains"))
-    ap.add_argument("--rows", default="text,subjects,stack",
-                    help="text, subjects, stack, mcpt (mcpt: up to an hour)")
+    ap.add_argument("--rows", default="text,subjects,stack,held-out",
+                    help="text, subjects, stack, held-out (the stack learning from the "
+                    "project's held-out training records too), mcpt (mcpt: up to an hour)")
     ap.add_argument("--stackers", default="lightgbm,logistic")
     ap.add_argument("--neighbours", default="off,on",
                     help="stack rows without (off) and with (on) the neighbour records' domains")
@@ -316,6 +387,8 @@ def run(args) -> list[dict]:
                                                        found[other], 0, small)}))
                 stack.subjects_project_ = str(args.project)
                 stack.save(args.work_dir / f"stack-{kind}{'-nb' if with_nb else ''}{tag(args)}")
+    if "held-out" in rows:
+        emit(held_out_row(args, train, tune, evals, labels, small, gold))
     if "mcpt" in rows:
         emit(mcpt_row(args, train, tune, evals, labels, small, gold))
     print()
