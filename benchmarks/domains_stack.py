@@ -248,7 +248,43 @@ def held_out_row(args, train, tune, evals, labels, small, gold) -> dict:
                                     text_alone["per_class"], train_min + pred_min, small)
     stack.subjects_project_ = str(args.project)
     stack.save(args.work_dir / f"stack-held-out{tag(args)}")
+    if args.curve:
+        row["curve"] = held_out_curve(args, stack, held, tune, evals, labels, gold)
     return row
+
+
+def held_out_curve(args, stack, held, tune, evals, labels, gold) -> list[dict]:
+    """The stacker learned from the first n tune records alone vs from them and the
+    held-out training records, for each n of ``--curve`` and each seed of ``--curve-seeds``
+    (LightGBM, cross-fitted and thresholded on the n records as the recipe does; the same
+    scored records; the held-out row's text model in both)."""
+    from tagalign.classify.metrics import micro_f1
+    from tagalign.classify.stacker import Stacker, cross_fit
+    from tagalign.classify.thresholds import decide
+    from tagalign.classify.thresholds import tune as tune_thresholds
+
+    text = stack.text_
+    y_held, y_tune = labels.matrix(held), labels.matrix(tune)
+    X_held = stack._features(text.predict_proba(held), [ex.suggested for ex in held],
+                             [ex.neighbours for ex in held],
+                             stack.evidence_.own([ex.subjects for ex in held], y_held))
+    X_tune = stack._features(text.predict_proba(tune), [ex.suggested for ex in tune],
+                             [ex.neighbours for ex in tune])
+    X_eval = stack._features(text.predict_proba(evals), [ex.suggested for ex in evals],
+                             [ex.neighbours for ex in evals])
+    out = []
+    for n in [int(x) for x in args.curve.split(",")]:
+        for seed in [int(x) for x in args.curve_seeds.split(",")]:
+            r = {"n_dev": n, "seed": seed}
+            for name, extra in (("dev_only", None), ("with_held_out", (X_held, y_held))):
+                oof, _, full = cross_fit(Stacker(seed=seed), X_tune[:n], y_tune[:n],
+                                         args.folds, seed, extra)
+                t = tune_thresholds(oof, y_tune[:n])["global"]
+                r[name] = round(micro_f1(gold, decide(full.predict_proba(X_eval), t)), 4)
+            print(f"  stacker records: {n} dev (seed {seed}): dev only {r['dev_only']:.4f}, "
+                  f"+ {len(held)} held-out {r['with_held_out']:.4f}", flush=True)
+            out.append(r)
+    return out
 
 
 def mcpt_row(args, train, tune, evals, labels, small, gold) -> dict:
@@ -296,6 +332,10 @@ def main() -> None:
     ap.add_argument("--few-shot-n", type=int, default=SMALL)
     ap.add_argument("--show", default="", help="domains whose F1 is reported besides those "
                     f"with ≤ {SMALL} training records (comma-separated)")
+    ap.add_argument("--curve", default="", help="with the held-out row: stacker learning "
+                    "curves over these numbers of dev records, alone vs with the held-out "
+                    "records (e.g. 250,500,1000,4000)")
+    ap.add_argument("--curve-seeds", default="0,1,2")
     ap.add_argument("--mcpt-n-train", type=int, default=40000)
     ap.add_argument("--mcpt-epochs", type=int, default=1)
     ap.add_argument("--mcpt-seq", type=int, default=64)

@@ -93,3 +93,30 @@ def test_lex_prec_counts_found_and_gold_training_texts(tmp_path):
     again = LabelMatcher()
     again.load_state(tmp_path / "alone", FitContext(vocab, an))
     assert again._prec is None
+
+
+def test_german_labels_are_looked_for_in_english_texts_only_without_an_english_label():
+    """`lexical_cross_language` (the hybrid's default since issue 33): a subject with no
+    English label is found in an English text by its German labels; one with an English
+    label only by that."""
+    vocab = Vocabulary([
+        Subject("s0", {"de": "Geschichte"}),
+        Subject("s2", {"de": "Philosophie", "en": "philosophy"}),
+        Subject("s3", {"de": "Neue Medien"}, {"de": ["Digitale Medien"]}),
+    ])
+    an = Analyzer()
+    rec = Record(id="e", title="Neue Medien and digitale Medien in Geschichte",
+                 abstract="On Philosophy, not Philosophen.", language="en")
+    batch = Batch([rec], ["en"], [an.tokens(rec.text, "en")], [an.tokens(rec.title, "en")])
+    found = {}
+    for cross in (False, True):
+        m = LabelMatcher(cross_language=cross)
+        m.fit(FitContext(vocab, an))
+        c = m.candidates(batch)
+        found[cross] = {vocab.subjects[int(col)].id: f[0] for col, f in
+                        zip(c.cols, c.feats, strict=True)}
+    assert found[False] == {"s2": 1.0}  # by its English label
+    assert found[True] == {"s0": 1.0, "s2": 1.0, "s3": 2.0}  # + "neue medien", the alt label
+    # the recipe's default turns it on
+    from tagalign.recipes.hybrid import HybridRecipe
+    assert LabelMatcher.from_params(HybridRecipe.defaults, 30).cross_language

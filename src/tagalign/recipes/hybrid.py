@@ -84,7 +84,7 @@ class HybridRecipe(Recipe):
         "agreement": True,
         "agreement_top_m": 10,
         # German labels of subjects without an English one, looked for in English texts
-        "lexical_cross_language": False,
+        "lexical_cross_language": True,
         # the per-record quality estimate, cross-fitted on split B (`tagalign.train.stacking`)
         "quality": True,
         "quality_folds": 3,
