@@ -188,16 +188,52 @@ def score(name, labels, gold, probs, per_class, minutes, small, extra=None) -> d
             "rss_gb": peak_rss_gb(), **(extra or {})}
 
 
+def new_stack(args, labels, text, evidence, vocab, train, **params):
+    """`subjects-stack` around an already trained text model and profiles (what its `_fit`
+    would make), bound to the project's vocabulary."""
+    import scipy.sparse as sp
+
+    from tagalign.classify import get_classifier
+
+    extra = dict(kv.split("=", 1) for kv in args.param)
+    stack = get_classifier("subjects-stack", top_k=args.top_k, folds=args.folds,
+                           seed=args.seed, **{**params, **{k: json.loads(v)
+                                                            for k, v in extra.items()}})
+    stack.labels_, stack.text_, stack.evidence_ = labels, text, evidence
+    stack.train_domains_ = ([ex.id for ex in train], sp.csr_matrix(labels.matrix(train)))
+    stack.bind(vocab)
+    stack.vocabulary_ = {"fingerprint": vocab.fingerprint, "size": len(vocab)}
+    return stack
+
+
+def stack_row(name, stack, oof, y_tune, n_tune, probs, labels, gold, minutes, small,
+              extra=None) -> dict:
+    """The row of a stack whose out-of-fold tuning scores are ``oof``: thresholds tuned on
+    them, the decision the recipe chooses, ``probs`` (the scored records) at it, and the
+    other decision's figures beside it."""
+    from tagalign.classify.thresholds import tune as tune_thresholds
+
+    found = tune_thresholds(oof, y_tune)
+    stack.thresholds_ = {**found, "tuned_on": "dev (out of fold)", "tuned_on_records": n_tune}
+    chosen = stack.choose_decision(oof, y_tune)
+    other = "per_class" if chosen == "global" else "global"
+    return score(f"{name} ({stack.params['stacker']}, {chosen} thr.)", labels, gold, probs,
+                 found[chosen], minutes, small, {
+                     "params": stack.params, "decision": chosen,
+                     "oof_micro_f1": found["dev_micro_f1_per_class"],
+                     "nested": stack.thresholds_["nested_micro_f1"],
+                     "other_decision": score(other, labels, gold, probs, found[other], 0,
+                                             small), **(extra or {})})
+
+
 def held_out_row(args, train, tune, evals, labels, small, gold) -> dict:
     """`subjects-stack` as `tagalign classify train --subjects-project` trains it on a
     project that keeps held-out evidence: the stacker learns from the 4,000 tune records
     and from the training records the project held out (split B, with the lists and
     neighbours the project kept for them); the text model from the other training
     records only (``text-model-heldout``)."""
-    import scipy.sparse as sp
-
-    from tagalign.classify import get_classifier
     from tagalign.classify.profiles import SubjectEvidence
+    from tagalign.classify.thresholds import tune as tune_thresholds
     from tagalign.project import Project
     from tagalign.project.domains import held_out_examples
 
@@ -214,63 +250,45 @@ def held_out_row(args, train, tune, evals, labels, small, gold) -> dict:
                                  labels.labels, "-heldout")
     pt, pe, pred_min = text_probs(args, text, tune, evals, "-heldout")
     t0 = time.perf_counter()
-    extra = dict(kv.split("=", 1) for kv in args.param)
-    stack = get_classifier("subjects-stack", top_k=args.top_k, folds=args.folds,
-                           seed=args.seed, **{k: json.loads(v) for k, v in extra.items()})
-    stack.labels_, stack.text_ = labels, text
-    stack.bind(project.vocab)
-    stack.evidence_ = SubjectEvidence.fit(project.vocab, [ex.subjects for ex in train],
-                                          labels.matrix(train), args.top_k)
-    stack.train_domains_ = ([ex.id for ex in train], sp.csr_matrix(labels.matrix(train)))
-    stack.vocabulary_ = {"fingerprint": project.vocab.fingerprint, "size": len(project.vocab)}
+    evidence = SubjectEvidence.fit(project.vocab, [ex.subjects for ex in train],
+                                   labels.matrix(train), args.top_k)
+    stack = new_stack(args, labels, text, evidence, project.vocab, train)
     stack.held_out_examples = held
     y_tune = labels.matrix(tune)
-    oof = stack._tuning_scores(tune)
-    from tagalign.classify.thresholds import tune as tune_thresholds
-
-    found = tune_thresholds(oof, y_tune)
-    stack.thresholds_ = {**found, "tuned_on": "dev (out of fold)",
-                         "tuned_on_records": len(tune)}
-    chosen = stack.choose_decision(oof, y_tune)
+    oof = stack._tuning_scores(tune)  # as `fit` makes them: the text model reads dev here
     probs = stack.stack_proba(pe, [ex.suggested for ex in evals],
                               [ex.neighbours for ex in evals])
     minutes = train_min + pred_min + sug_min + (time.perf_counter() - t0) / 60
-    other = "per_class" if chosen == "global" else "global"
-    row = score(f"text + subjects + neighbours + {len(held)} held-out train records "
-                f"({stack.params['stacker']}, {chosen} thr.)", labels, gold, probs,
-                found[chosen], minutes, small, {
-                    "params": stack.params, "decision": chosen, "held_out": len(held),
-                    "oof_micro_f1": found["dev_micro_f1_per_class"],
-                    "other_decision": score(other, labels, gold, probs, found[other], 0,
-                                            small)})
+    row = stack_row(f"text + subjects + neighbours + {len(held)} held-out train records",
+                    stack, oof, y_tune, len(tune), probs, labels, gold, minutes, small,
+                    {"held_out": len(held)})
     text_alone = tune_thresholds(pt, y_tune)
     row["text_model_alone"] = score("linear-ngrams without split B", labels, gold, pe,
                                     text_alone["per_class"], train_min + pred_min, small)
     stack.subjects_project_ = str(args.project)
     stack.save(args.work_dir / f"stack-held-out{tag(args)}")
     if args.curve:
-        row["curve"] = held_out_curve(args, stack, held, tune, evals, labels, gold)
+        row["curve"] = held_out_curve(args, stack, held, tune, evals, pt, pe, labels, gold)
     return row
 
 
-def held_out_curve(args, stack, held, tune, evals, labels, gold) -> list[dict]:
+def held_out_curve(args, stack, held, tune, evals, pt, pe, labels, gold) -> list[dict]:
     """The stacker learned from the first n tune records alone vs from them and the
     held-out training records, for each n of ``--curve`` and each seed of ``--curve-seeds``
     (LightGBM, cross-fitted and thresholded on the n records as the recipe does; the same
-    scored records; the held-out row's text model in both)."""
+    scored records; the held-out row's text model in both: ``pt``/``pe``, its probabilities
+    of the tune and scored records)."""
     from tagalign.classify.metrics import micro_f1
     from tagalign.classify.stacker import Stacker, cross_fit
     from tagalign.classify.thresholds import decide
     from tagalign.classify.thresholds import tune as tune_thresholds
 
-    text = stack.text_
     y_held, y_tune = labels.matrix(held), labels.matrix(tune)
-    X_held = stack._features(text.predict_proba(held), [ex.suggested for ex in held],
+    X_held = stack._features(stack.text_.predict_proba(held), [ex.suggested for ex in held],
                              [ex.neighbours for ex in held],
                              stack.evidence_.own([ex.subjects for ex in held], y_held))
-    X_tune = stack._features(text.predict_proba(tune), [ex.suggested for ex in tune],
-                             [ex.neighbours for ex in tune])
-    X_eval = stack._features(text.predict_proba(evals), [ex.suggested for ex in evals],
+    X_tune = stack._features(pt, [ex.suggested for ex in tune], [ex.neighbours for ex in tune])
+    X_eval = stack._features(pe, [ex.suggested for ex in evals],
                              [ex.neighbours for ex in evals])
     out = []
     for n in [int(x) for x in args.curve.split(",")]:
@@ -347,9 +365,8 @@ def main() -> None:
 
 
 def run(args) -> list[dict]:
-    import scipy.sparse as sp
 
-    from tagalign.classify import LabelSet, get_classifier, read_label_set
+    from tagalign.classify import LabelSet, read_label_set
     from tagalign.classify.profiles import SubjectEvidence
     from tagalign.classify.thresholds import tune as tune_thresholds
     from tagalign.vocab import Vocabulary
@@ -395,36 +412,18 @@ def run(args) -> list[dict]:
             emit(score("subjects only", labels, gold, evidence.weighted(s_eval),
                        found["per_class"], sug_min + prof_min, small))
     if "stack" in rows:
-        extra = dict(kv.split("=", 1) for kv in args.param)
-        params = {k: json.loads(v) for k, v in extra.items()}
         n_tune, n_eval = [nbrs[ex.id] for ex in tune], [nbrs[ex.id] for ex in evals]
         for kind in args.stackers.split(","):
             for with_nb in [{"off": False, "on": True}[x] for x in args.neighbours.split(",")]:
                 t0 = time.perf_counter()
-                stack = get_classifier("subjects-stack", stacker=kind, top_k=args.top_k,
-                                       folds=args.folds, seed=args.seed,
-                                       **{"neighbours": with_nb, **params})
-                stack.labels_, stack.text_, stack.evidence_ = labels, clf, evidence
-                stack.train_domains_ = ([ex.id for ex in train],
-                                        sp.csr_matrix(labels.matrix(train)))
-                stack.bind(vocab)
-                stack.vocabulary_ = {"fingerprint": vocab.fingerprint, "size": len(vocab)}
+                stack = new_stack(args, labels, clf, evidence, vocab, train, stacker=kind,
+                                  neighbours=with_nb)
                 oof = stack.fit_stacker(pt, s_tune, y_tune, n_tune)
-                found = tune_thresholds(oof, y_tune)
-                stack.thresholds_ = {**found, "tuned_on": "dev (out of fold)",
-                                     "tuned_on_records": len(tune)}
-                chosen = stack.choose_decision(oof, y_tune)
                 probs = stack.stack_proba(pe, s_eval, n_eval)
                 minutes = text_min + sug_min + prof_min + (time.perf_counter() - t0) / 60
-                other = "per_class" if chosen == "global" else "global"
                 what = "text + subjects + neighbours" if with_nb else "text + subjects"
-                emit(score(f"{what} ({kind}, {chosen} thr.)", labels, gold, probs,
-                           found[chosen], minutes, small, {
-                               "params": stack.params, "decision": chosen,
-                               "oof_micro_f1": found["dev_micro_f1_per_class"],
-                               "nested": stack.thresholds_["nested_micro_f1"],
-                               "other_decision": score(other, labels, gold, probs,
-                                                       found[other], 0, small)}))
+                emit(stack_row(what, stack, oof, y_tune, len(tune), probs, labels, gold,
+                               minutes, small))
                 stack.subjects_project_ = str(args.project)
                 stack.save(args.work_dir / f"stack-{kind}{'-nb' if with_nb else ''}{tag(args)}")
     if "held-out" in rows:

@@ -39,6 +39,15 @@ def domain_matrix(records: Sequence[Record], labels: Sequence[str]) -> sp.csr_ma
                          shape=(len(records), len(labels)))
 
 
+def subject_matrix(vocab: Vocabulary, subjects: Sequence[Sequence[str]]) -> sp.csr_matrix:
+    """(records × vocabulary) 0/1 of the records' gold subject ids (ids outside the
+    vocabulary dropped), as the record memory counts them."""
+    from tagalign.suggest.sources.memory import label_matrix
+
+    recs = [Record(id=str(i), title="", subjects=list(s)) for i, s in enumerate(subjects)]
+    return label_matrix(recs, vocab).tocsr()
+
+
 def subject_domain_counts(subjects: sp.csr_matrix, domains: sp.csr_matrix | np.ndarray
                           ) -> sp.csr_matrix:
     """(subjects × domains) counts from (records × subjects) and (records × domains) 0/1."""
@@ -72,10 +81,8 @@ class SubjectEvidence:
             top_k: int) -> SubjectEvidence:
         """Profiles of the training records' gold ``subjects`` (ids; outside the vocabulary
         dropped) × their gold ``domains`` (records × domains 0/1)."""
-        from tagalign.suggest.sources.memory import label_matrix
-
-        recs = [Record(id=str(i), title="", subjects=list(s)) for i, s in enumerate(subjects)]
-        return cls(vocab, subject_domain_counts(label_matrix(recs, vocab), domains), top_k)
+        return cls(vocab, subject_domain_counts(subject_matrix(vocab, subjects), domains),
+                   top_k)
 
     @property
     def n_domains(self) -> int:
@@ -132,10 +139,7 @@ class SubjectEvidence:
     def own(self, subjects: Sequence[Sequence[str]], domains: np.ndarray) -> Own:
         """``own`` of `shares_of` for training records: their gold subject ids (outside
         the vocabulary dropped) and (records × domains) gold domains."""
-        from tagalign.suggest.sources.memory import label_matrix
-
-        recs = [Record(id=str(i), title="", subjects=list(s)) for i, s in enumerate(subjects)]
-        return label_matrix(recs, self.vocab).tocsr(), np.asarray(domains, np.float32)
+        return subject_matrix(self.vocab, subjects), np.asarray(domains, np.float32)
 
     def features(self, text_probs: np.ndarray, suggested: Sequence[Suggested],
                  own: Own | None = None) -> np.ndarray:

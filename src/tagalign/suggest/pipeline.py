@@ -234,14 +234,18 @@ class HybridPipeline:
         model reads it), its neighbour records by source ({} otherwise)."""
         batch = self.prepare(records, threads)
         ranked, qualities = self.rank(batch, limit, threshold, depth)
-        nbrs: list[Neighbours] = [{} for _ in records]
-        if depth:
-            for src in self.sources:
-                found = src.record_neighbours(batch)
-                for i, row in enumerate(found or ()):
-                    nbrs[i][src.name] = row
+        nbrs = self.record_neighbours(batch) if depth else [{} for _ in records]
         return [(self._suggestions(batch, i, row), q, nbrs[i])
                 for i, (row, q) in enumerate(zip(ranked, qualities, strict=True))]
+
+    def record_neighbours(self, batch: Batch) -> list[Neighbours]:
+        """Each record's neighbour records by source name, from the searches of a batch the
+        sources saw in `candidates` (`Source.record_neighbours`; {} without such sources)."""
+        nbrs: list[Neighbours] = [{} for _ in batch.records]
+        for src in self.sources:
+            for i, row in enumerate(src.record_neighbours(batch) or ()):
+                nbrs[i][src.name] = row
+        return nbrs
 
     def _suggestions(self, batch: Batch, r: int, row: list[tuple[int, float, list[str]]]
                      ) -> list[Suggestion]:

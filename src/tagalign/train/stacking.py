@@ -82,11 +82,7 @@ def feature_table(pipe: HybridPipeline, records: Sequence[Record], batch_size: i
         gold = label_matrix(chunk, pipe.vocab)
         parts.append((rows + start, cols, X, np.asarray(gold[rows, cols]).ravel(), support))
         if neighbours:
-            part: list[Neighbours] = [{} for _ in chunk]
-            for src in pipe.sources:
-                for i, row in enumerate(src.record_neighbours(batch) or ()):
-                    part[i][src.name] = row
-            found.extend(part)
+            found.extend(pipe.record_neighbours(batch))
     if not parts:
         raise ValueError("no records to build features from")
     rows, cols, X, y, support = (np.concatenate([p[i] for p in parts]) for i in range(5))
