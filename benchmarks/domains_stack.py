@@ -24,6 +24,9 @@ Rows:
   12,000, with the out-of-fold lists and split-A neighbours the project kept for them),
   and the text model learns from the other training records only (``text-model-heldout``;
   its own scores are reported beside the row);
+* ``no-dev`` — the same recipe trained without ``--dev``: the stacker learns from the
+  held-out training records alone, its thresholds tuned on their out-of-fold scores (the
+  4,000 tune records unread; scored on the same 15,896);
 * ``mcpt`` — `label-contrastive` on a seeded ``--mcpt-n-train`` sample at the budget knobs
   below; only with ``--rows ...,mcpt`` (up to an hour on 2 cores: ask before running it).
 
@@ -207,14 +210,14 @@ def new_stack(args, labels, text, evidence, vocab, train, **params):
 
 
 def stack_row(name, stack, oof, y_tune, n_tune, probs, labels, gold, minutes, small,
-              extra=None) -> dict:
+              extra=None, tuned_on="dev (out of fold)") -> dict:
     """The row of a stack whose out-of-fold tuning scores are ``oof``: thresholds tuned on
     them, the decision the recipe chooses, ``probs`` (the scored records) at it, and the
     other decision's figures beside it."""
     from tagalign.classify.thresholds import tune as tune_thresholds
 
     found = tune_thresholds(oof, y_tune)
-    stack.thresholds_ = {**found, "tuned_on": "dev (out of fold)", "tuned_on_records": n_tune}
+    stack.thresholds_ = {**found, "tuned_on": tuned_on, "tuned_on_records": n_tune}
     chosen = stack.choose_decision(oof, y_tune)
     other = "per_class" if chosen == "global" else "global"
     return score(f"{name} ({stack.params['stacker']}, {chosen} thr.)", labels, gold, probs,
@@ -226,14 +229,12 @@ def stack_row(name, stack, oof, y_tune, n_tune, probs, labels, gold, minutes, sm
                                              small), **(extra or {})})
 
 
-def held_out_row(args, train, tune, evals, labels, small, gold) -> dict:
-    """`subjects-stack` as `tagalign classify train --subjects-project` trains it on a
-    project that keeps held-out evidence: the stacker learns from the 4,000 tune records
-    and from the training records the project held out (split B, with the lists and
-    neighbours the project kept for them); the text model from the other training
-    records only (``text-model-heldout``)."""
+def held_out_setup(args, train, tune, evals, labels):
+    """What the held-out rows share: the suggestions of tune and scored records, the
+    project's held-out training records (``held``), the text model without them (cached
+    ``text-model-heldout``) with its tune / scored probabilities, a stack around it and the
+    minutes spent (text model, its predictions, suggestions)."""
     from tagalign.classify.profiles import SubjectEvidence
-    from tagalign.classify.thresholds import tune as tune_thresholds
     from tagalign.project import Project
     from tagalign.project.domains import held_out_examples
 
@@ -254,21 +255,58 @@ def held_out_row(args, train, tune, evals, labels, small, gold) -> dict:
                                    labels.matrix(train), args.top_k)
     stack = new_stack(args, labels, text, evidence, project.vocab, train)
     stack.held_out_examples = held
+    return held, stack, pt, pe, train_min + pred_min + sug_min + (
+        time.perf_counter() - t0) / 60, train_min + pred_min
+
+
+def held_out_row(args, train, tune, evals, labels, small, gold) -> dict:
+    """`subjects-stack` as `tagalign classify train --subjects-project` trains it on a
+    project that keeps held-out evidence: the stacker learns from the 4,000 tune records
+    and from the training records the project held out (split B, with the lists and
+    neighbours the project kept for them); the text model from the other training
+    records only (``text-model-heldout``)."""
+    from tagalign.classify.thresholds import tune as tune_thresholds
+
+    held, stack, pt, pe, before, text_min = held_out_setup(args, train, tune, evals, labels)
+    t0 = time.perf_counter()
     y_tune = labels.matrix(tune)
-    oof = stack._tuning_scores(tune)  # as `fit` makes them: the text model reads dev here
+    _, tune_on, _ = stack._tuning_records(train, tune)
+    oof = stack._tuning_scores(tune_on)  # as `fit` makes them: the text model reads dev here
     probs = stack.stack_proba(pe, [ex.suggested for ex in evals],
                               [ex.neighbours for ex in evals])
-    minutes = train_min + pred_min + sug_min + (time.perf_counter() - t0) / 60
+    minutes = before + (time.perf_counter() - t0) / 60
     row = stack_row(f"text + subjects + neighbours + {len(held)} held-out train records",
                     stack, oof, y_tune, len(tune), probs, labels, gold, minutes, small,
                     {"held_out": len(held)})
     text_alone = tune_thresholds(pt, y_tune)
     row["text_model_alone"] = score("linear-ngrams without split B", labels, gold, pe,
-                                    text_alone["per_class"], train_min + pred_min, small)
+                                    text_alone["per_class"], text_min, small)
     stack.subjects_project_ = str(args.project)
     stack.save(args.work_dir / f"stack-held-out{tag(args)}")
     if args.curve:
         row["curve"] = held_out_curve(args, stack, held, tune, evals, pt, pe, labels, gold)
+    return row
+
+
+def no_dev_row(args, train, tune, evals, labels, small, gold) -> dict:
+    """`tagalign classify train --subjects-project` without ``--dev``: the stacker is
+    cross-fitted on the project's held-out training records alone and the thresholds are
+    tuned on their out-of-fold scores; no dev record is read before the scored ones (the
+    4,000 tune records are left unused, so the scored records are the other rows')."""
+    held, stack, _, pe, before, _ = held_out_setup(args, train, tune, evals, labels)
+    t0 = time.perf_counter()
+    _, tune_on, where = stack._tuning_records(train, None)
+    assert where == "held_out"
+    oof = stack._tuning_scores(tune_on)
+    probs = stack.stack_proba(pe, [ex.suggested for ex in evals],
+                              [ex.neighbours for ex in evals])
+    minutes = before + (time.perf_counter() - t0) / 60
+    row = stack_row(f"no --dev: stacker on the {len(held)} held-out train records", stack,
+                    oof, labels.matrix(tune_on), len(tune_on), probs, labels, gold, minutes,
+                    small, {"held_out": len(held), "dev_records_read": 0},
+                    tuned_on="held-out training records (out of fold)")
+    stack.subjects_project_ = str(args.project)
+    stack.save(args.work_dir / f"stack-no-dev{tag(args)}")
     return row
 
 
@@ -331,9 +369,10 @@ def main() -> None:
     add_domain_data_args(ap)
     ap.add_argument("--project", type=Path, default=Path("/work/runs/full/project"))
     ap.add_argument("--work-dir", type=Path, default=Path("/work/runs/domains"))
-    ap.add_argument("--rows", default="text,subjects,stack,held-out",
+    ap.add_argument("--rows", default="text,subjects,stack,held-out,no-dev",
                     help="text, subjects, stack, held-out (the stack learning from the "
-                    "project's held-out training records too), mcpt (mcpt: up to an hour)")
+                    "project's held-out training records too), no-dev (from them alone), "
+                    "mcpt (mcpt: up to an hour)")
     ap.add_argument("--stackers", default="lightgbm,logistic")
     ap.add_argument("--neighbours", default="off,on",
                     help="stack rows without (off) and with (on) the neighbour records' domains")
@@ -428,6 +467,8 @@ def run(args) -> list[dict]:
                 stack.save(args.work_dir / f"stack-{kind}{'-nb' if with_nb else ''}{tag(args)}")
     if "held-out" in rows:
         emit(held_out_row(args, train, tune, evals, labels, small, gold))
+    if "no-dev" in rows:
+        emit(no_dev_row(args, train, tune, evals, labels, small, gold))
     if "mcpt" in rows:
         emit(mcpt_row(args, train, tune, evals, labels, small, gold))
     print()

@@ -129,6 +129,46 @@ def test_dev_records_the_subject_project_trained_on_are_refused(stack, tmp_path)
     assert not (tmp_path / "m").exists()
 
 
+def test_without_dev_the_stack_learns_on_the_records_the_project_held_out(stack, tmp_path):
+    """No --dev: the stacker is cross-fitted and its thresholds tuned on the training
+    records the subject project held out (its split B), and it still labels dev well."""
+    root, project, _, dev = stack
+    held = Project.load(project).trained_recipe().held_out_evidence().ids
+    res = runner.invoke(app, ["classify", "train", str(tmp_path / "m"), "--train",
+                              str(root / "train.jsonl.gz"), "--subjects-project", str(project),
+                              "--param", 'text_recipe="linear"', "--param", "rounds=30",
+                              "--param", "top_k=5"])
+    assert res.exit_code == 0, res.output
+    assert f"no --dev: the stacker learned from and tuned its thresholds on {len(held)} " \
+        "training records the subject project held out" in " ".join(res.output.split())
+    config = json.loads((tmp_path / "m" / "config.json").read_text())
+    assert config["thresholds"]["tuned_on"] == "held_out"
+    assert config["thresholds"]["tuned_on_records"] == len(held) >= 15
+    assert "dev_scores" not in config
+    meta = json.loads((tmp_path / "m" / "subjects.json").read_text())
+    assert meta["held_out_records"] == len(held)
+    res = runner.invoke(app, ["classify", "predict", str(tmp_path / "m"), "--input", str(dev),
+                              "--output", str(tmp_path / "pred.jsonl")])
+    assert res.exit_code == 0, res.output
+    gold = {f"d{i}": sorted({DOMAIN[s] for s in r.subjects})
+            for i, r in enumerate(tiny_records(80, seed=5))}
+    lines = [json.loads(line) for line in (tmp_path / "pred.jsonl").read_text().splitlines()]
+    hits = sum(sorted(d["label"] for d in line["labels"]) == gold[line["id"]]
+               for line in lines)
+    assert hits >= 60
+
+
+def test_without_dev_and_without_held_out_records_the_stack_is_refused(stack, tmp_path):
+    root, project, _, _ = stack
+    res = runner.invoke(app, ["classify", "train", str(tmp_path / "m"), "--train",
+                              str(root / "train.jsonl.gz"), "--subjects-project", str(project),
+                              "--param", "held_out=false"])
+    assert res.exit_code == 2
+    assert "give --dev, or a subject project that keeps held-out evidence" in \
+        " ".join(res.output.split())
+    assert not (tmp_path / "m").exists()
+
+
 def examples(n: int, seed: int, prefix: str, noisy: bool = False) -> list[Example]:
     """Tiny records with gold subjects and, as if a subject project had run, suggestions:
     the gold subjects, and with ``noisy`` a wrong one first for every third record."""

@@ -118,17 +118,23 @@ class Classifier(ABC):
         if outside:
             raise InputError(f"{len(outside)} training labels are not in the label set: "
                              f"{outside[:10]}")
-        tune_on = [ex for ex in dev or () if ex.labels]
-        where = "dev"
-        if not tune_on:
-            train, tune_on = holdout(train, int(self.params.get("seed", 0)))
-            where = "holdout"
+        train, tune_on, where = self._tuning_records(train, dev)
         self._fit(train, self.labels_.matrix(train))
         found = tune(self._tuning_scores(tune_on), self.labels_.matrix(tune_on))
         self.thresholds_ = {k.replace("dev_", f"{where}_"): v for k, v in found.items()}
         self.thresholds_["tuned_on"] = where
         self.thresholds_["tuned_on_records"] = len(tune_on)
         return self
+
+    def _tuning_records(self, train: list[Example], dev: Sequence[Example] | None
+                        ) -> tuple[list[Example], list[Example], str]:
+        """``(records to learn from, records to tune thresholds on, where those come
+        from)``: the labelled dev records, or without them a seeded holdout of train."""
+        tune_on = [ex for ex in dev or () if ex.labels]
+        if tune_on:
+            return train, tune_on, "dev"
+        rest, out = holdout(train, int(self.params.get("seed", 0)))
+        return rest, out, "holdout"
 
     @abstractmethod
     def _fit(self, train: Sequence[Example], y: np.ndarray) -> None:

@@ -23,6 +23,12 @@ Three parts, each learned where it cannot have seen what it is judged on:
    their own counts out (`SubjectEvidence.shares_of`). They are never scored: thresholds
    and the dev figures stay out-of-fold dev scores.
 
+   Without ``--dev`` the held-out training records take the dev records' place: the
+   stacker is cross-fitted on them alone and the thresholds are tuned on their out-of-fold
+   scores (``tuned_on`` ``held_out``), so a library with no labelled dev set of its own
+   trains the stack from its training file. Measured as good as 4,000 dev records
+   (docs/classify.md). A project without held-out evidence still needs ``--dev``.
+
 The suggestions are plain input (`Example.suggested`: (subject id, score) best first), so
 this layer never runs a project; `tagalign.project.domains` feeds them in. The vocabulary
 the profiles index is bound with `bind` (a model refuses another vocabulary: its
@@ -100,7 +106,11 @@ class SubjectStackClassifier(Classifier):
         #: each dev record's fold in the last `fit` (out-of-fold tuning scores, see module)
         self.tuning_folds_: np.ndarray | None = None
         #: the dev records' out-of-fold scores of the last `fit` (the honest dev figures)
+        #: and their gold domains
         self.tuning_scores_: np.ndarray | None = None
+        self.tuning_gold_: np.ndarray | None = None
+        #: no --dev: the stacker learned and was scored on the held-out training records
+        self.tuned_on_held_out_ = False
         #: where the subject project was at training (the default of predict and suggest)
         self.subjects_project_: str | None = None
         #: training records the subject project held out, with its suggestions and
@@ -136,14 +146,29 @@ class SubjectStackClassifier(Classifier):
     # -- learning -------------------------------------------------------------------------
     def fit(self, train: Sequence[Example], dev: Sequence[Example] | None = None,
             labels: Sequence[str] | None = None) -> Classifier:
-        if not [ex for ex in dev or () if ex.labels]:
-            raise InputError("recipe 'subjects-stack' learns its stacker on --dev records "
-                             "(neither the text model nor the subject project saw them); "
-                             "give a labelled dev file")
         super().fit(train, dev, labels)
-        self.choose_decision(self.tuning_scores_, self.labels_.matrix(
-            [ex for ex in dev if ex.labels]))
+        self.choose_decision(self.tuning_scores_, self.tuning_gold_)
         return self
+
+    def _tuning_records(self, train: list[Example], dev: Sequence[Example] | None
+                        ) -> tuple[list[Example], list[Example], str]:
+        """The stacker's scored records: the labelled dev records; without them, the
+        training records the subject project held out (``held_out``): neither the text
+        model nor the project's sources learned from them, so they are as honest as dev
+        records. Never a slice of train the project saw (the base recipes' holdout)."""
+        tune_on = [ex for ex in dev or () if ex.labels]
+        self.tuned_on_held_out_ = not tune_on
+        if tune_on:
+            return train, tune_on, "dev"
+        held = self.usable_held_out()
+        if len(held) < self.params["folds"]:
+            raise InputError(
+                "recipe 'subjects-stack' learns its stacker on records neither the text "
+                "model nor the subject project saw: give a labelled --dev file, or a subject "
+                "project that keeps held-out evidence (a hybrid trained with "
+                "held_out_evidence=true) with held_out=true"
+                + (f" (it holds {len(held)} of the training records)" if held else ""))
+        return train, held, "held_out"
 
     def choose_decision(self, oof: np.ndarray, y: np.ndarray) -> str:
         """Serve the global or the per-class thresholds, chosen by nested cross-validation
@@ -161,7 +186,7 @@ class SubjectStackClassifier(Classifier):
     def _fit(self, train: Sequence[Example], y: np.ndarray) -> None:
         vocab = self._vocab()
         self.vocabulary_ = {"fingerprint": vocab.fingerprint, "size": len(vocab)}
-        held = {ex.id for ex in self._held_out()}
+        held = {ex.id for ex in self.usable_held_out()}
         if self.text_ is None:
             text = get_classifier(self.params["text_recipe"], **self.params["text_params"])
             text.progress = self.progress
@@ -188,11 +213,16 @@ class SubjectStackClassifier(Classifier):
 
         text_probs = self.text_.predict_proba(tune_on)
         y = self.labels_.matrix(tune_on)
+        where = "held_out" if self.tuned_on_held_out_ else "dev"
         if not self.text_.thresholds_:
             found = tune(text_probs, y)
-            self.text_.thresholds_ = {**found, "tuned_on": "dev",
+            self.text_.thresholds_ = {**found, "tuned_on": where,
                                       "tuned_on_records": len(tune_on)}
-        held = self._held_out()
+        if self.tuned_on_held_out_:  # they are training records: their own counts left out
+            return self.fit_stacker(text_probs, _suggested(tune_on), y,
+                                    [ex.neighbours or {} for ex in tune_on],
+                                    own_subjects=[ex.subjects or [] for ex in tune_on])
+        held = self.usable_held_out()
         extra = None
         if held:
             extra = HeldOutRows(self.text_.predict_proba(held), _suggested(held),
@@ -202,7 +232,7 @@ class SubjectStackClassifier(Classifier):
         return self.fit_stacker(text_probs, _suggested(tune_on), y,
                                 [ex.neighbours or {} for ex in tune_on], extra)
 
-    def _held_out(self) -> list[Example]:
+    def usable_held_out(self) -> list[Example]:
         """The held-out training records the stacker learns from (``held_out`` on)."""
         if not self.params["held_out"]:
             return []
@@ -210,13 +240,15 @@ class SubjectStackClassifier(Classifier):
 
     def fit_stacker(self, text_probs: np.ndarray, suggested: Sequence[Any], y: np.ndarray,
                     neighbours: Sequence[Found] | None = None,
-                    held_out: HeldOutRows | None = None) -> np.ndarray:
+                    held_out: HeldOutRows | None = None,
+                    own_subjects: Sequence[list[str]] | None = None) -> np.ndarray:
         """Cross-fit the stacker on held-out records (text probabilities, suggestions and
         neighbour records of models that never saw them); returns the out-of-fold scores
         and keeps the stacker learned on all of them. The neighbour sources read are those
         the subject project gave (none: the features are left out). ``held_out``: training
         records the subject project held out, learned from by every stacker, never
-        scored (see the module)."""
+        scored (see the module). ``own_subjects``: the scored records are themselves
+        training records (no dev): their gold subjects, left out of their profiles."""
         p = self.params
         self._tick("stacker", 0, 1)
         self.neighbours_ = None
@@ -233,9 +265,10 @@ class SubjectStackClassifier(Classifier):
                                  "neighbour records is a --train record; train the domain "
                                  "model on the records the project learned from, or set "
                                  "--param neighbours=false")
-        X = self._features(text_probs, suggested, neighbours)
+        own = None if own_subjects is None else self.evidence_.own(own_subjects, y)
+        X = self._features(text_probs, suggested, neighbours, own)
         extra = None
-        self.held_out_records_ = 0
+        self.held_out_records_ = 0 if own_subjects is None else len(y)
         if held_out is not None and len(held_out.y):
             own = self.evidence_.own(held_out.subjects, held_out.y)
             extra = (self._features(held_out.text_probs, held_out.suggested,
@@ -245,7 +278,7 @@ class SubjectStackClassifier(Classifier):
                        leaves=p["leaves"], C=p["C"], seed=p["seed"], threads=p["threads"])
         oof, self.tuning_folds_, self.stacker_ = cross_fit(make, X, y, p["folds"], p["seed"],
                                                            extra)
-        self.tuning_scores_ = oof
+        self.tuning_scores_, self.tuning_gold_ = oof, y
         self._tick("stacker", 1, 1)
         return oof
 

@@ -135,9 +135,6 @@ def train(
     recipe = recipe or (STACK if subjects_project is not None else DEFAULT_RECIPE)
     if (recipe == STACK) != (subjects_project is not None):
         fail(f"--subjects-project goes with --recipe {STACK} (and {STACK} needs it)")
-    if recipe == STACK and dev is None:
-        fail(f"--recipe {STACK} learns its stacker on --dev records the subject project "
-             "never saw: give --dev")
     label_list = _label_set(label_set)
     clf = get_classifier(recipe, **parse_params(param, config))
     train_ex = _examples(train_src, labels, strict=strict, require_labels=True,
@@ -148,10 +145,11 @@ def train(
         from tagalign.project.domains import check_held_out
 
         project = _subject_project(subjects_project)
-        check_held_out(project, dev_ex)
         clf.bind(project.vocab)
         clf.subjects_project_ = str(subjects_project.resolve())
-        _suggest_into(project, dev_ex, clf.params["top_k"], dev)
+        if dev_ex:
+            check_held_out(project, dev_ex)
+            _suggest_into(project, dev_ex, clf.params["top_k"], dev)
         if clf.params["held_out"]:
             from tagalign.project.domains import held_out_examples
 
@@ -160,6 +158,10 @@ def train(
                         "held out join the stacker's records (the text model does not learn "
                         "from them)" if clf.held_out_examples else "the subject project keeps "
                         "no held-out evidence: the stacker learns from the dev records alone")
+        if not dev_ex and not clf.usable_held_out():
+            fail(f"--recipe {STACK} learns its stacker on records the subject project never "
+                 "saw: give --dev, or a subject project that keeps held-out evidence (a "
+                 "hybrid trained with held_out_evidence=true) and held_out=true", code=2)
     t0 = time.perf_counter()
     with progress() as bar:
         clf.progress = PhaseBars(bar)
@@ -168,6 +170,12 @@ def train(
     if clf.thresholds_["tuned_on"] == "holdout":
         console.print(f"no --dev: thresholds tuned on {clf.thresholds_['tuned_on_records']} "
                       "held-out training records (a seeded 10%, not trained on); no dev "
+                      "scores reported", soft_wrap=True)
+    elif clf.thresholds_["tuned_on"] == "held_out":
+        console.print(f"no --dev: the stacker learned from and tuned its thresholds on "
+                      f"{clf.thresholds_['tuned_on_records']} training records the subject "
+                      "project held out (out-of-fold micro-F1 "
+                      f"{clf.thresholds_['held_out_micro_f1_' + clf.default_decision]:.4f}); no dev "
                       "scores reported", soft_wrap=True)
     extra: dict = {"train_seconds": round(seconds, 1), "label_field": labels}
     if dev_ex:
