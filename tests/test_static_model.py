@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from samples import seeded_sample
-from tagalign.train.static_model import train_static_encoder, train_tokenizer
+from tagalign.train.static_model import TokenCache, train_static_encoder, train_tokenizer
 
 PARAMS = {"embed_vocab_size": 3000, "embed_dim": 32, "embed_epochs": 1,
           "embed_batch_size": 64, "embed_lr": 0.05, "embed_label_pairs": False, "seed": 3}
@@ -44,3 +44,30 @@ def test_encoder_training_is_reproducible_and_prints_no_bars(records, gnd_vocab,
     printed = out.out + out.err
     for library_output in ("it/s", "'loss'", "Batches"):  # tqdm bars, printed loss dicts
         assert library_output not in printed, printed[-500:]
+
+
+def test_the_token_cache_gives_the_modules_own_ids_and_the_same_model(records, gnd_vocab):
+    """Tokenising each training text once (`TokenCache`) changes nothing the model learns:
+    the batches it makes are `StaticEmbedding.preprocess`'s, and the trained weights are
+    identical with and without it."""
+    from sentence_transformers.sentence_transformer.modules import StaticEmbedding
+
+    texts = [r.text for r in records[:40]] + ["", "Holzschutzmittel"]
+    module = StaticEmbedding(train_tokenizer(texts, 500), embedding_dim=8)
+    cache = TokenCache(module, texts)
+    cache.attach()
+    assert module.preprocess is cache
+    batch = texts[3:9] + [""] + texts[:2]
+    got, own = module.preprocess(batch), cache.own(batch)
+    assert got["input_ids"].dtype == own["input_ids"].dtype
+    assert got["input_ids"].tolist() == own["input_ids"].tolist() and len(own["input_ids"]) > 50
+    assert got["offsets"].tolist() == own["offsets"].tolist()
+    assert module.preprocess(["never seen text"])["input_ids"].tolist() == \
+        cache.own(["never seen text"])["input_ids"].tolist()  # falls back to the tokenizer
+    cache.detach()
+    assert "preprocess" not in module.__dict__
+    probe = [r.text for r in records[:30]]
+    with_cache = train_static_encoder(records, gnd_vocab, PARAMS)
+    without = train_static_encoder(records, gnd_vocab, PARAMS, token_cache=False)
+    np.testing.assert_array_equal(with_cache.encode(probe), without.encode(probe))
+    assert "preprocess" not in with_cache.model[0].__dict__  # the saved module is plain
