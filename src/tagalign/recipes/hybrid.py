@@ -74,7 +74,7 @@ class HybridRecipe(Recipe):
         "refit_full": True,
         "embed_dim": 256,
         "embed_vocab_size": 40_000,
-        "embed_epochs": 1,
+        "embed_epochs": 3,
         "embed_batch_size": 256,
         "embed_lr": 0.05,
         "embed_label_pairs": True,
