@@ -160,13 +160,13 @@ class SubjectStackClassifier(Classifier):
         self.tuned_on_held_out_ = not tune_on
         if tune_on:
             return train, tune_on, "dev"
-        held = self.usable_held_out()
-        if len(held) < self.params["folds"]:
-            raise InputError(
+        held = self._held_out()
+        if len(held) < self.params["folds"]:  # before any training: a usage error
+            raise UsageError(
                 "recipe 'subjects-stack' learns its stacker on records neither the text "
-                "model nor the subject project saw: give a labelled --dev file, or a subject "
-                "project that keeps held-out evidence (a hybrid trained with "
-                "held_out_evidence=true) with held_out=true"
+                "model nor the subject project saw: give --dev, or a subject project that "
+                "keeps held-out evidence (a hybrid trained with held_out_evidence=true) and "
+                "held_out=true"
                 + (f" (it holds {len(held)} of the training records)" if held else ""))
         return train, held, "held_out"
 
@@ -186,7 +186,7 @@ class SubjectStackClassifier(Classifier):
     def _fit(self, train: Sequence[Example], y: np.ndarray) -> None:
         vocab = self._vocab()
         self.vocabulary_ = {"fingerprint": vocab.fingerprint, "size": len(vocab)}
-        held = {ex.id for ex in self.usable_held_out()}
+        held = {ex.id for ex in self._held_out()}
         if self.text_ is None:
             text = get_classifier(self.params["text_recipe"], **self.params["text_params"])
             text.progress = self.progress
@@ -218,21 +218,18 @@ class SubjectStackClassifier(Classifier):
             found = tune(text_probs, y)
             self.text_.thresholds_ = {**found, "tuned_on": where,
                                       "tuned_on_records": len(tune_on)}
+        extra = own = None
         if self.tuned_on_held_out_:  # they are training records: their own counts left out
-            return self.fit_stacker(text_probs, _suggested(tune_on), y,
-                                    [ex.neighbours or {} for ex in tune_on],
-                                    own_subjects=[ex.subjects or [] for ex in tune_on])
-        held = self.usable_held_out()
-        extra = None
-        if held:
+            own = [ex.subjects or [] for ex in tune_on]
+        elif held := self._held_out():
             extra = HeldOutRows(self.text_.predict_proba(held), _suggested(held),
                                 self.labels_.matrix(held),
                                 [ex.neighbours or {} for ex in held],
                                 [ex.subjects or [] for ex in held])
         return self.fit_stacker(text_probs, _suggested(tune_on), y,
-                                [ex.neighbours or {} for ex in tune_on], extra)
+                                [ex.neighbours or {} for ex in tune_on], extra, own)
 
-    def usable_held_out(self) -> list[Example]:
+    def _held_out(self) -> list[Example]:
         """The held-out training records the stacker learns from (``held_out`` on)."""
         if not self.params["held_out"]:
             return []
@@ -270,9 +267,10 @@ class SubjectStackClassifier(Classifier):
         extra = None
         self.held_out_records_ = 0 if own_subjects is None else len(y)
         if held_out is not None and len(held_out.y):
-            own = self.evidence_.own(held_out.subjects, held_out.y)
             extra = (self._features(held_out.text_probs, held_out.suggested,
-                                    held_out.neighbours, own), held_out.y)
+                                    held_out.neighbours,
+                                    self.evidence_.own(held_out.subjects, held_out.y)),
+                     held_out.y)
             self.held_out_records_ = len(held_out.y)
         make = Stacker(p["stacker"], rounds=p["rounds"], learning_rate=p["learning_rate"],
                        leaves=p["leaves"], C=p["C"], seed=p["seed"], threads=p["threads"])

@@ -158,10 +158,6 @@ def train(
                         "held out join the stacker's records (the text model does not learn "
                         "from them)" if clf.held_out_examples else "the subject project keeps "
                         "no held-out evidence: the stacker learns from the dev records alone")
-        if not dev_ex and not clf.usable_held_out():
-            fail(f"--recipe {STACK} learns its stacker on records the subject project never "
-                 "saw: give --dev, or a subject project that keeps held-out evidence (a "
-                 "hybrid trained with held_out_evidence=true) and held_out=true", code=2)
     t0 = time.perf_counter()
     with progress() as bar:
         clf.progress = PhaseBars(bar)
