@@ -71,3 +71,48 @@ def test_the_token_cache_gives_the_modules_own_ids_and_the_same_model(records, g
     without = train_static_encoder(records, gnd_vocab, PARAMS, token_cache=False)
     np.testing.assert_array_equal(with_cache.encode(probe), without.encode(probe))
     assert "preprocess" not in with_cache.model[0].__dict__  # the saved module is plain
+
+
+def test_hard_negatives_are_never_gold_and_no_pair_is_dropped(records, gnd_vocab, capfd):
+    """After the first epoch each record ↔ label pair gets the best-scored label of the
+    model that is not one of the record's gold labels (and passes the margin); the pairs
+    without one, and the other pairs, stay as pairs: every pair is still learned."""
+    from tagalign.train.static_model import hard_negative_sets, training_pairs
+
+    encoder = train_static_encoder(records, gnd_vocab, PARAMS)
+    capfd.readouterr()
+    anchors, positives, n = training_pairs(records, gnd_vocab, 3, label_pairs=False)
+    sets = hard_negative_sets(encoder.model, anchors, positives, n, 1, seed=3)
+    out = capfd.readouterr()
+    assert "it/s" not in out.out + out.err  # the miner's bars are not shown
+    tri, rest = sets["triplets"].to_dict(), sets["pairs"].to_dict()
+    assert len(tri["anchor"]) > 50
+    assert len(tri["anchor"]) + len(rest["anchor"]) == len(anchors)
+    learned = sorted(zip(tri["anchor"] + rest["anchor"], tri["positive"] + rest["positive"],
+                         strict=True))
+    assert learned == sorted(zip(anchors, positives, strict=True))
+    gold: dict[str, set[str]] = {}
+    for a, p in zip(anchors[:n], positives[:n], strict=True):
+        gold.setdefault(a, set()).add(p)
+    labels = set(positives[:n])
+    for a, neg in zip(tri["anchor"], tri["negative"], strict=True):
+        assert neg in labels and neg not in gold[a]
+    # the mined negative is the model's hardest allowed one: it outscores a random label
+    emb = encoder.model
+    a_emb = emb.encode(tri["anchor"], normalize_embeddings=True)
+    n_emb = emb.encode(tri["negative"], normalize_embeddings=True)
+    r_emb = emb.encode(list(np.random.default_rng(0).choice(sorted(labels), len(a_emb))),
+                       normalize_embeddings=True)
+    assert (a_emb * n_emb).sum(1).mean() > (a_emb * r_emb).sum(1).mean() + 0.1
+
+
+def test_hard_negative_epochs_train_a_different_model(records, gnd_vocab, capfd):
+    probe = [r.text for r in records[:30]]
+    params = {**PARAMS, "embed_epochs": 2}
+    plain = train_static_encoder(records, gnd_vocab, params).encode(probe)
+    hard = train_static_encoder(records, gnd_vocab, {**params, "embed_hard_negatives": 1})
+    again = train_static_encoder(records, gnd_vocab, {**params, "embed_hard_negatives": 1})
+    np.testing.assert_array_equal(hard.encode(probe), again.encode(probe))  # seeded
+    assert np.abs(hard.encode(probe) - plain).max() > 1e-3
+    out = capfd.readouterr()
+    assert "it/s" not in out.out + out.err

@@ -78,6 +78,9 @@ class HybridRecipe(Recipe):
         "embed_batch_size": 256,
         "embed_lr": 0.05,
         "embed_label_pairs": True,
+        # after the first epoch, each record ↔ label pair learns with this many mined hard
+        # negatives (`tagalign.train.static_model.hard_negative_sets`; 0: in-batch only)
+        "embed_hard_negatives": 0,
         "ranker_rounds": 500,
         # agreement features: co-assignment with the record's `agreement_top_m` strongest
         # candidates (`tagalign.suggest.agreement`; issue 18)

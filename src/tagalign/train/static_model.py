@@ -9,13 +9,21 @@ A WordPiece tokenizer is trained on the records and subject labels; a sentence-t
   are pulled to the same German labels, so one model serves both languages);
 * record ↔ record sharing a gold subject;
 * English label ↔ German label of the same subject (where the vocabulary has both).
+
+With ``embed_hard_negatives`` (> 0) the first epoch learns from these pairs alone; then the
+model mines, for each record ↔ label pair, the labels it ranks highest that are not the
+record's gold ones (`hard_negative_sets`), and the other epochs learn from those triplets
+beside the remaining pairs.
 """
 
 from __future__ import annotations
 
+import io
+import logging
 import os
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager, redirect_stderr
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +34,8 @@ from tagalign.records import Record
 from tagalign.runtime import quiet_libraries
 from tagalign.train.progress import quiet_trainer_class, train_with_progress
 from tagalign.vocab import Vocabulary
+
+log = logging.getLogger(__name__)
 
 
 def train_tokenizer(texts: Sequence[str], vocab_size: int, *, min_frequency: int = 2,
@@ -82,7 +92,9 @@ def train_tokenizer(texts: Sequence[str], vocab_size: int, *, min_frequency: int
 
 def training_pairs(records: Sequence[Record], vocab: Vocabulary, seed: int = 13,
                    max_record_pairs: int = 50_000, label_pairs: bool = True
-                   ) -> tuple[list[str], list[str]]:
+                   ) -> tuple[list[str], list[str], int]:
+    """(anchors, positives, n): the pairs of the module docstring, the first ``n`` of them
+    record ↔ label (those get mined hard negatives, `hard_negative_sets`)."""
     rng = np.random.default_rng(seed)
     anchors: list[str] = []
     positives: list[str] = []
@@ -96,6 +108,7 @@ def training_pairs(records: Sequence[Record], vocab: Vocabulary, seed: int = 13,
             anchors.append(text)
             positives.append(subj.label("de"))
             by_subject[sid].append(i)
+    n_record_label = len(anchors)
     # record ↔ record sharing a (rare-ish) subject: rarer subjects are more informative
     pairs = 0
     order = rng.permutation(len(records))
@@ -116,7 +129,7 @@ def training_pairs(records: Sequence[Record], vocab: Vocabulary, seed: int = 13,
         if "en" in subj.labels and "de" in subj.labels and subj.labels["en"] != subj.labels["de"]:
             anchors.append(subj.labels["en"])
             positives.append(subj.labels["de"])
-    return anchors, positives
+    return anchors, positives, n_record_label
 
 
 class TokenCache:
@@ -176,7 +189,12 @@ def train_static_encoder(records: Sequence[Record], vocab: Vocabulary,
     )
     from sentence_transformers.sentence_transformer.losses import MultipleNegativesRankingLoss
     from sentence_transformers.sentence_transformer.modules import StaticEmbedding
-    from sentence_transformers.sentence_transformer.training_args import BatchSamplers
+    from sentence_transformers.sentence_transformer.training_args import (
+        BatchSamplers,
+        MultiDatasetBatchSamplers,
+    )
+
+    PROPORTIONAL = MultiDatasetBatchSamplers.PROPORTIONAL
 
 
     quiet_libraries()
@@ -190,33 +208,84 @@ def train_static_encoder(records: Sequence[Record], vocab: Vocabulary,
                                 int(params["embed_vocab_size"]))
     module = StaticEmbedding(tokenizer, embedding_dim=int(params["embed_dim"]))
     model = SentenceTransformer(modules=[module], device="cpu")
-    anchors, positives = training_pairs(records, vocab, seed,
-                                        label_pairs=bool(params.get("embed_label_pairs", True)))
+    anchors, positives, n_pairs = training_pairs(
+        records, vocab, seed, label_pairs=bool(params.get("embed_label_pairs", True)))
     data = Dataset.from_dict({"anchor": anchors, "positive": positives}).shuffle(seed=seed)
-    out = Path(os.environ.get("TMPDIR", "/tmp")) / f"tagalign-static-{os.getpid()}"
-    args = SentenceTransformerTrainingArguments(
-        output_dir=str(out),
-        num_train_epochs=float(params["embed_epochs"]),
-        per_device_train_batch_size=int(params["embed_batch_size"]),
-        learning_rate=float(params["embed_lr"]),
-        warmup_steps=0.05,
-        batch_sampler=BatchSamplers.NO_DUPLICATES,
-        save_strategy="no",
-        report_to="none",
-        logging_steps=100,
-        seed=seed,
-        use_cpu=not torch.cuda.is_available(),
-        dataloader_num_workers=0,
-    )
+    epochs = float(params["embed_epochs"])
+    # hard negatives: the first epoch on the pairs, the rest with a mined negative each
+    hard = int(params.get("embed_hard_negatives", 0) or 0) > 0 and epochs > 1
+
+    def arguments(n_epochs: float, **extra: Any) -> Any:
+        out = Path(os.environ.get("TMPDIR", "/tmp")) / f"tagalign-static-{os.getpid()}"
+        return SentenceTransformerTrainingArguments(
+            output_dir=str(out), num_train_epochs=n_epochs,
+            per_device_train_batch_size=int(params["embed_batch_size"]),
+            learning_rate=float(params["embed_lr"]), warmup_steps=0.05,
+            batch_sampler=BatchSamplers.NO_DUPLICATES, save_strategy="no", report_to="none",
+            logging_steps=100, seed=seed, use_cpu=not torch.cuda.is_available(),
+            dataloader_num_workers=0, **extra)
+
     cache = TokenCache(module, anchors + positives) if token_cache else None
     if cache is not None:
         cache.attach()
     try:
-        trainer = quiet_trainer_class()(model=model, args=args, train_dataset=data,
+        trainer = quiet_trainer_class()(model=model, args=arguments(1.0 if hard else epochs),
+                                        train_dataset=data,
                                         loss=MultipleNegativesRankingLoss(model))
         train_with_progress(trainer, "static encoder")
+        if hard:
+            sets = hard_negative_sets(model, anchors, positives, n_pairs,
+                                      int(params["embed_hard_negatives"]), seed)
+            trainer = quiet_trainer_class()(
+                model=model, train_dataset=sets, loss=MultipleNegativesRankingLoss(model),
+                args=arguments(epochs - 1.0, multi_dataset_batch_sampler=PROPORTIONAL))
+            train_with_progress(trainer, "static encoder, hard negatives")
     finally:
         if cache is not None:
             cache.detach()
     model.to("cpu")
     return StaticEmbeddingEncoder(model)
+
+
+#: a mined negative must score below this share of its positive's cosine: a label scored
+#: as high as a gold one is more likely an unassigned right subject than a wrong one
+#: (sentence-transformers' `mine_hard_negatives` ``relative_margin``; its docs use 0.05)
+HARD_MARGIN = 0.05
+#: how deep in the model's ranking a negative is looked for (the best one under the margin)
+HARD_RANGE = 50
+
+
+@contextmanager
+def no_bars() -> Iterator[None]:
+    """Python's stderr swallowed: `mine_hard_negatives` shows encoding and search bars of
+    its own (``show_progress_bar=True`` and a ``trange``, ``verbose`` or not), and a
+    tagalign command shows one display (`tagalign.train.progress`). Log handlers keep
+    the stream they hold, so log lines still show."""
+    with redirect_stderr(io.StringIO()):
+        yield
+
+
+def hard_negative_sets(model: Any, anchors: list[str], positives: list[str], n_pairs: int,
+                       n_negatives: int, seed: int) -> Any:
+    """The training sets after the first epoch: ``triplets`` — each record ↔ label pair
+    (the first ``n_pairs``) with the ``n_negatives`` best-scored labels of the current model
+    that are not gold for that record (sentence-transformers' `mine_hard_negatives`, over
+    the training pairs' labels, `HARD_MARGIN`) — and ``pairs``: the other pairs, plus any
+    record ↔ label pair for which no negative passed the margin (nothing is dropped)."""
+    from datasets import Dataset, DatasetDict
+    from sentence_transformers.util import mine_hard_negatives
+
+    pairs = Dataset.from_dict({"anchor": anchors[:n_pairs], "positive": positives[:n_pairs]})
+    with no_bars():
+        mined = mine_hard_negatives(pairs, model, num_negatives=n_negatives,
+                                    relative_margin=HARD_MARGIN, range_max=HARD_RANGE,
+                                    sampling_strategy="top", batch_size=1024,
+                                    output_format="n-tuple" if n_negatives > 1 else "triplet",
+                                    use_faiss=True, verbose=False)
+    covered = set(zip(mined["anchor"], mined["positive"], strict=True))
+    rest = [(a, p) for a, p in zip(anchors, positives, strict=True)
+            if (a, p) not in covered]
+    other = Dataset.from_dict({"anchor": [a for a, _ in rest],
+                               "positive": [p for _, p in rest]})
+    log.info(f"hard negatives: {len(mined):,} of {n_pairs:,} record ↔ label pairs")
+    return DatasetDict({"triplets": mined.shuffle(seed=seed), "pairs": other.shuffle(seed=seed)})
