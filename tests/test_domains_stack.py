@@ -333,7 +333,7 @@ def test_the_stack_reads_neighbours_saves_them_and_refuses_records_without(tmp_p
     clf.bind(tiny_vocab())
     clf.fit(train, dev)
     assert clf.neighbours_.sources == ["tfidf_knn"] and len(clf.neighbours_.ids) == 160
-    assert clf.stacker_.booster_.num_feature() == 8 + 6 + 1  # + the domain column
+    assert clf.stacker_.boosters_[0].num_feature() == 8 + 6 + 1  # + the domain column
     clf.save(tmp_path / "m")
     meta = json.loads((tmp_path / "m" / "neighbours.json").read_text())
     assert meta["ids"][:2] == ["t0", "t1"] and meta["sources"] == ["tfidf_knn"]
@@ -385,3 +385,34 @@ def test_the_project_gives_the_neighbours_of_its_own_search(stack):
         assert want and all(rid.startswith("r") for rid, _ in want)
     config = json.loads((model / "neighbours.json").read_text())
     assert config["sources"] == ["tfidf_knn"] and config["records"] == 160
+
+
+def test_a_bagged_stacker_averages_its_seeded_members_and_saves_each(tmp_path):
+    """``bag``: LightGBM models of seeds seed, seed+1, … whose probabilities are averaged;
+    a stacker saved before bagging (no ``bag`` in stacker.json) loads as a bag of one, and
+    a missing member is refused."""
+    from tagalign.errors import ModelFormatError
+
+    rng = np.random.default_rng(5)
+    X = rng.random((300, 4, 3)).astype(np.float32)
+    y = (X[..., 0] + 0.3 * rng.random((300, 4)) > 0.8).astype(np.float32)
+    bagged = Stacker("lightgbm", rounds=30, seed=7, bag=3).fit(X, y)
+    members = [Stacker("lightgbm", rounds=30, seed=7 + i).fit(X, y).predict_proba(X)
+               for i in range(3)]
+    np.testing.assert_allclose(bagged.predict_proba(X), np.mean(members, 0), atol=1e-6)
+    assert np.abs(members[0] - members[1]).max() > 1e-3  # the seeds differ
+    bagged.save(tmp_path / "bag")
+    assert sorted(p.name for p in (tmp_path / "bag").glob("*.lgb.txt")) == [
+        "stacker-1.lgb.txt", "stacker-2.lgb.txt", "stacker.lgb.txt"]
+    np.testing.assert_array_equal(Stacker.load(tmp_path / "bag").predict_proba(X),
+                                  bagged.predict_proba(X))
+    one = Stacker("lightgbm", rounds=30, seed=7).fit(X, y)
+    one.save(tmp_path / "old")
+    config = json.loads((tmp_path / "old" / "stacker.json").read_text())
+    del config["bag"]  # as saved before bagging
+    (tmp_path / "old" / "stacker.json").write_text(json.dumps(config))
+    np.testing.assert_array_equal(Stacker.load(tmp_path / "old").predict_proba(X),
+                                  members[0])
+    (tmp_path / "bag" / "stacker-2.lgb.txt").unlink()
+    with pytest.raises(ModelFormatError, match="stacker-2.lgb.txt is missing"):
+        Stacker.load(tmp_path / "bag")

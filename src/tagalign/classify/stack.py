@@ -75,7 +75,8 @@ class SubjectStackClassifier(Classifier):
     defaults: dict[str, Any] = {"text_recipe": "linear-ngrams", "text_params": {},
                                 "top_k": 20, "neighbours": True, "neighbour_k": 30,
                                 "neighbour_power": 2.0, "stacker": "lightgbm", "rounds": 300,
-                                "learning_rate": 0.05, "leaves": 15, "C": 1.0, "folds": 5,
+                                "learning_rate": 0.05, "leaves": 15, "C": 1.0, "bag": 5,
+                                "folds": 5,
                                 "held_out": True, "seed": 0, "threads": 0}
 
     @classmethod
@@ -273,7 +274,8 @@ class SubjectStackClassifier(Classifier):
                      held_out.y)
             self.held_out_records_ = len(held_out.y)
         make = Stacker(p["stacker"], rounds=p["rounds"], learning_rate=p["learning_rate"],
-                       leaves=p["leaves"], C=p["C"], seed=p["seed"], threads=p["threads"])
+                       leaves=p["leaves"], C=p["C"], seed=p["seed"], threads=p["threads"],
+                       bag=p["bag"])
         oof, self.tuning_folds_, self.stacker_ = cross_fit(make, X, y, p["folds"], p["seed"],
                                                            extra)
         self.tuning_scores_, self.tuning_gold_ = oof, y
