@@ -194,9 +194,6 @@ def train_static_encoder(records: Sequence[Record], vocab: Vocabulary,
         MultiDatasetBatchSamplers,
     )
 
-    PROPORTIONAL = MultiDatasetBatchSamplers.PROPORTIONAL
-
-
     quiet_libraries()
     seed = int(params.get("seed", 13))
     torch.manual_seed(seed)
@@ -238,7 +235,8 @@ def train_static_encoder(records: Sequence[Record], vocab: Vocabulary,
                                       int(params["embed_hard_negatives"]), seed)
             trainer = quiet_trainer_class()(
                 model=model, train_dataset=sets, loss=MultipleNegativesRankingLoss(model),
-                args=arguments(epochs - 1.0, multi_dataset_batch_sampler=PROPORTIONAL))
+                args=arguments(epochs - 1.0, multi_dataset_batch_sampler=(
+                    MultiDatasetBatchSamplers.PROPORTIONAL)))
             train_with_progress(trainer, "static encoder, hard negatives")
     finally:
         if cache is not None:
