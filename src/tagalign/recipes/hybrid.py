@@ -72,15 +72,16 @@ class HybridRecipe(Recipe):
         "omikuji_cluster_k": 100,
         "omikuji_max_depth": 3,
         "refit_full": True,
-        "embed_dim": 256,
+        "embed_dim": 384,
         "embed_vocab_size": 40_000,
         "embed_epochs": 3,
         "embed_batch_size": 256,
         "embed_lr": 0.05,
         "embed_label_pairs": True,
         # after the first epoch, each record ↔ label pair learns with this many mined hard
-        # negatives (`tagalign.train.static_model.hard_negative_sets`; 0: in-batch only)
-        "embed_hard_negatives": 0,
+        # negatives (`tagalign.train.static_model.hard_negative_sets`; 0: in-batch only).
+        # 384 dimensions and 1 hard negative: issue 33's fifth stop (docs/recipes.md)
+        "embed_hard_negatives": 1,
         "ranker_rounds": 500,
         # agreement features: co-assignment with the record's `agreement_top_m` strongest
         # candidates (`tagalign.suggest.agreement`; issue 18)
