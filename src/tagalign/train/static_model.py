@@ -31,7 +31,7 @@ import numpy as np
 
 from tagalign.encode.static import StaticEmbeddingEncoder
 from tagalign.records import Record
-from tagalign.runtime import quiet_libraries
+from tagalign.runtime import quiet_libraries, release_free_memory
 from tagalign.train.progress import quiet_trainer_class, train_with_progress
 from tagalign.vocab import Vocabulary
 
@@ -209,8 +209,8 @@ def train_static_encoder(records: Sequence[Record], vocab: Vocabulary,
         records, vocab, seed, label_pairs=bool(params.get("embed_label_pairs", True)))
     data = Dataset.from_dict({"anchor": anchors, "positive": positives}).shuffle(seed=seed)
     epochs = float(params["embed_epochs"])
-    # hard negatives: the first epoch on the pairs, the rest with a mined negative each
-    hard = int(params.get("embed_hard_negatives", 0) or 0) > 0 and epochs > 1
+    # hard negatives: the first epoch on the pairs, the rest with mined negatives
+    hard = int(params.get("embed_hard_negatives", 0) or 0) if epochs > 1 else 0
 
     def arguments(n_epochs: float, **extra: Any) -> Any:
         out = Path(os.environ.get("TMPDIR", "/tmp")) / f"tagalign-static-{os.getpid()}"
@@ -231,8 +231,7 @@ def train_static_encoder(records: Sequence[Record], vocab: Vocabulary,
                                         loss=MultipleNegativesRankingLoss(model))
         train_with_progress(trainer, "static encoder")
         if hard:
-            sets = hard_negative_sets(model, anchors, positives, n_pairs,
-                                      int(params["embed_hard_negatives"]), seed)
+            sets = hard_negative_sets(model, anchors, positives, n_pairs, hard, seed)
             trainer = quiet_trainer_class()(
                 model=model, train_dataset=sets, loss=MultipleNegativesRankingLoss(model),
                 args=arguments(epochs - 1.0, multi_dataset_batch_sampler=(
@@ -251,9 +250,8 @@ def release_memory() -> None:
     """Give the mined sets' memory back to the system before the hybrid's next phases.
     Measured on split A's 225,314 pairs: mining grew RSS by 1.8 GB, and freeing the
     objects gave none of it back (pyarrow's mimalloc pool and glibc's heap keep freed
-    pages); releasing the pool and trimming the heap returned 1.6 GB. Neither library
-    does this on its own, hence the calls here (`malloc_trim` only where glibc is)."""
-    import ctypes
+    pages); releasing the pool and trimming the heap (`release_free_memory`) returned
+    1.6 GB. pyarrow does not release its pool on its own, hence the call here."""
     import gc
 
     gc.collect()
@@ -261,8 +259,7 @@ def release_memory() -> None:
         import pyarrow as pa
 
         pa.default_memory_pool().release_unused()
-    with suppress(OSError, AttributeError):  # not glibc (musl, macOS): nothing to trim
-        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    release_free_memory()
 
 
 #: a mined negative must score below this share of its positive's cosine: a label scored
