@@ -91,14 +91,21 @@ def test_a_reload_through_one_worker_reaches_both(server, tiny_hybrids):
     shown = httpx.get(f"{srv.url}{API}", timeout=T).json()
     new = next(m for m in tiny_hybrids
                if model_version(m)["version"] != shown["model_version"]["version"])
+    old = {w["pid"] for w in shown["workers"]}
     swap_in(new, folder)
     res = reload(srv.url).json()
     assert res["status"] == "reloaded" and res["others_asked"] is True
     target = dict(model_version(new))
     assert res["model_version"] == target
+    # preloaded, the supervisor then replaces every worker, the one that answered (which
+    # reloaded in place) too: wait until both are new, or the next test would kill a
+    # worker that is being retired anyway
     deadline = time.time() + 120
-    while any(w["version"] != target["version"]
-              for w in httpx.get(f"{srv.url}{API}", timeout=T).json()["workers"]):
+    while True:
+        workers = httpx.get(f"{srv.url}{API}", timeout=T).json()["workers"]
+        if len(workers) == 2 and all(w["version"] == target["version"]
+                                     and w["pid"] not in old for w in workers):
+            break
         assert time.time() < deadline, srv.log()
         time.sleep(0.1)
 
