@@ -252,6 +252,40 @@ def test_tagalign_api_answers_domains_and_annif_api_is_unchanged(served):
     assert set(annif) == {"results"}
 
 
+def test_serve_domains_serves_them_beside_one_project_folder(stack):
+    """`tagalign serve PROJECT --domains MODEL`: a real server in a subprocess, two
+    workers forked from the preloading supervisor, answers with the same domains as
+    `classify predict`; what cannot work is refused before anything loads."""
+    import httpx
+
+    from serving import ServeProcess
+
+    root, project, model, _ = stack
+    srv = ServeProcess(str(project), "--domains", str(model), "--workers", "2",
+                       "--no-compile-ranker", log=root / "serve-domains.log")
+    try:
+        srv.wait_ready(project.name, workers=2)
+        body = {"title": "Holzschutz", "abstract": "timber wood beam coating", "limit": 3}
+        for _ in range(4):  # whichever worker answers
+            res = httpx.post(f"{srv.url}/tagalign/v1/projects/{project.name}/suggest",
+                             json=body, timeout=60).json()
+            assert len(res["results"]) == 3 and res["domains"][0]["label"] == "bau"
+    finally:
+        assert srv.stop() == 0, srv.log()
+    for args, said in (([str(project), str(project), "--domains", str(model)],
+                        "--domains goes with one project folder"),
+                       (["--projects", str(root / "projects.toml"), "--domains", str(model)],
+                        "--domains goes with one project folder"),
+                       ([str(project), "--domains", str(root / "missing")],
+                        "--domains: not found"),
+                       # the stack's own text model reads text alone
+                       ([str(project), "--domains", str(model / "text"),
+                         "--no-compile-ranker"], "reads text alone")):
+        res = runner.invoke(app, ["serve", *args, "--port", "1"])
+        assert res.exit_code != 0 and said in res.output, res.output
+        assert "Traceback" not in res.output
+
+
 @pytest.mark.browser
 def test_the_page_shows_the_domains_beside_the_subjects(served):
     from playwright.sync_api import expect

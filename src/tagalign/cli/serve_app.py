@@ -61,6 +61,8 @@ class ServeSettings:
     metrics: bool = True
     log_format: str = "auto"
     preload: bool = True
+    #: a domain model served beside the one project folder (``serve --domains``)
+    domains: str | None = None
     # set by the supervisor for its workers (`tagalign.serve.workers.Workers`)
     state_dir: str | None = None
     supervisor: int | None = None
@@ -121,7 +123,11 @@ def _log(pid: str, proj: Project, mmap: bool) -> None:
 
 
 def load_folders(paths: list[Path], *, mmap: bool, allow_learn: bool,
-                 runtime: Runtime | None = None) -> dict[str, Project]:
+                 runtime: Runtime | None = None, domains: Path | None = None
+                 ) -> dict[str, Project]:
+    """The project folders given to ``serve``, by folder name; ``domains``: a domain model
+    to serve beside the one folder (`tagalign.project.domains`, checked against its
+    vocabulary)."""
     loaded = {}
     for path in paths:
         try:
@@ -133,6 +139,14 @@ def load_folders(paths: list[Path], *, mmap: bool, allow_learn: bool,
         if path.name in loaded:  # the folder name is the project id in every URL
             fail(f"two projects are named {path.name!r}; rename one folder")
         proj.allow_learn = allow_learn
+        if domains is not None:
+            # here, not at the top: the classifiers import torch (as in a projects file)
+            from tagalign.project.domains import attach
+
+            try:
+                attach(proj, domains)
+            except (TagalignError, OSError, ValueError) as exc:
+                fail(f"--domains: {escape(str(exc))}")
         loaded[path.name] = proj
         _log(path.name, proj, mmap)
     return loaded
@@ -182,7 +196,8 @@ def load_served(settings: ServeSettings, runtime: Runtime) -> dict[str, Project]
         return load_projects_file(Path(settings.projects_file), settings.only,
                                   mmap=settings.mmap, runtime=runtime)
     return load_folders([Path(p) for p in settings.projects], mmap=settings.mmap,
-                        allow_learn=settings.allow_learn, runtime=runtime)
+                        allow_learn=settings.allow_learn, runtime=runtime,
+                        domains=Path(settings.domains) if settings.domains else None)
 
 
 #: the projects the supervisor loaded before it forked its workers (`preload`), which every

@@ -77,6 +77,7 @@ def serve(
     graceful_timeout: float = typer.Option(30.0, "--graceful-timeout", min=0.0,
                                            help="On SIGTERM: seconds requests in flight may "
                                            "take to finish before they are cancelled."),
+    domains: Path = typer.Option(None, "--domains", help="A domain model trained on the project (`tagalign classify train --subjects-project`): /tagalign/v1 answers and the page give each record's domains beside its subjects. One project folder; with --projects, the table's domains key."),
 ) -> None:
     """Serve Annif's REST API at /v1, tagalign's own API at /tagalign/v1 (docs at /docs)
     and the librarians' web page at /. Give Annif clients http://HOST:PORT/v1/ as base URL.
@@ -94,6 +95,8 @@ def serve(
 
     Review queue: tagalign serve gnd-hybrid --queue new.jsonl.gz --release-above 0.8
 
+    Domains beside the subjects: tagalign serve gnd-hybrid --domains domains-stack
+
     JSON access log for a collector: tagalign serve gnd-hybrid --log-format json > access.jsonl
     """
     from tagalign.cli.tokens_cmd import serving_tokens, tokens_path
@@ -102,6 +105,9 @@ def serve(
         fail("--release-above needs --queue")
     if bool(projects) == bool(projects_file):
         fail("give project folders or --projects FILE (one of the two)")
+    if domains is not None and (projects_file is not None or len(projects or []) != 1):
+        fail("--domains goes with one project folder; in a projects file, give each "
+             "project's domain model as its domains key", 2)
     # read once here (a bad file stops the start, before workers exist); each serving
     # process reads it again from the path (a TokenStore holds a lock: not for pickling)
     tokens = tokens_path(tokens_file, projects_file)
@@ -109,9 +115,9 @@ def serve(
         serving_tokens(tokens, None)
     if require_token_for_suggest and tokens is None:
         fail("--require-token-for-suggest needs --tokens-file (or tokens_file in --projects)", 2)
-    for path, what in ((records, "--records"), (queue, "--queue")):
+    for path, what in ((records, "--records"), (queue, "--queue"), (domains, "--domains")):
         if path is not None and not path.exists():
-            fail(f"{what}: no file {escape(str(path))}")
+            fail(f"{what}: not found: {escape(str(path))}")
     settings = ServeSettings(
         projects=[str(p) for p in projects or []],
         projects_file=str(projects_file) if projects_file else None, only=only,
@@ -121,7 +127,7 @@ def serve(
         allowed_hosts=[host, *(allowed_host or [])], cors_origins=cors_origin or [],
         workers=workers, tokens_file=str(tokens) if tokens else None,
         require_token_for_suggest=require_token_for_suggest, metrics=metrics,
-        log_format=log_format, preload=preload)
+        log_format=log_format, preload=preload, domains=str(domains) if domains else None)
     if host in ("0.0.0.0", "::") and not allowed_host:
         console.log("[yellow]requests are answered only for Host localhost, 127.0.0.1 and "
                     "[::1]: give --allowed-host NAME for the names clients use[/]")
