@@ -101,6 +101,38 @@ def test_suggest_with_domains_writes_them_beside_the_subjects(stack):
     assert res.exit_code == 0 and "domains: lit" in res.stdout, res.output
 
 
+def test_domains_in_marc_and_in_parquet_shards_equal_the_jsonl_ones(stack, tmp_path):
+    """`suggest --domains` to MARC-XML (084 $2 linsearch linked to an 883 with the score)
+    and to Parquet shards (the batch task, as `--engine ray` runs it: a `domains` column)
+    gives every record the domains of the JSONL line."""
+    import pyarrow.parquet as pq
+    from pymarc import parse_xml_to_array
+
+    from tagalign.records.marc.writer import parse_score
+
+    root, project, model, dev = stack
+    jsonl, xml, shards = tmp_path / "p.jsonl", tmp_path / "p.xml", tmp_path / "shards"
+    for out, extra in ((jsonl, []), (xml, []), (shards, ["--format", "parquet"])):
+        res = runner.invoke(app, ["suggest", str(project), "--input", str(dev), "--output",
+                                  str(out), "--domains", str(model), "--limit", "2", *extra])
+        assert res.exit_code == 0, res.output
+    want = {(line := json.loads(text))["id"]: [(d["label"], d["score"])
+                                               for d in line["domains"]]
+            for text in jsonl.read_text().splitlines()}
+    assert len(want) == 80 and sum(bool(v) for v in want.values()) >= 70
+    in_marc = {}
+    for rec in parse_xml_to_array(str(xml)):
+        notes = {f["8"]: f for f in rec.get_fields("883")}
+        assert all(f["2"] == "linsearch" for f in rec.get_fields("084"))
+        in_marc[rec["001"].data] = [(f["a"], round(parse_score(notes[f["8"]]["c"]), 4))
+                                    for f in rec.get_fields("084")]
+    assert in_marc == want
+    in_parquet = {row["id"]: [(d["label"], d["score"]) for d in row["domains"]]
+                  for part in sorted(shards.glob("part-*.parquet"))
+                  for row in pq.read_table(part).to_pylist()}
+    assert in_parquet == want
+
+
 def test_a_subject_project_of_another_vocabulary_is_refused(stack, tmp_path):
     root, _, model, dev = stack
     vocab = Vocabulary([*tiny_vocab().subjects, Subject("4000000-0", {"de": "Neu"})])

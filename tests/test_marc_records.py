@@ -114,7 +114,8 @@ def test_xml_with_marc_prefix_and_sru_response(tmp_path):
 def test_writer_round_trip_through_pymarc_and_tagalign(tmp_path):
     rec = Record(id="(DE-101)42", title="Ein Titel : mit Untertitel", abstract="Wort " * 4000,
                  language="de", type="Conference", subjects=["4015065-3", "4033447-8"],
-                 machine_subjects=["4046076-9"], genres=["4113937-9"])
+                 machine_subjects=["4046076-9"], genres=["4113937-9"],
+                 domains=["lit", "his"])
     for fmt, name in (("marc", "w.mrc"), ("marcxml", "w.xml")):
         with open(tmp_path / name, "wb") as fh:
             writer = MarcWriter(fh, fmt)
@@ -129,6 +130,8 @@ def test_writer_round_trip_through_pymarc_and_tagalign(tmp_path):
         assert len(pm.get_fields("520")) == 3
         assert pm.get_fields("650")[0].get_subfields("0", "a") == [
             "(DE-588)4015065-3", "https://d-nb.info/gnd/4015065-3", "Epos"]
+        assert [f.get_subfields("a", "2") for f in pm.get_fields("084")] == [
+            ["lit", "linsearch"], ["his", "linsearch"]]
 
 
 LABELS = st.text(st.characters(blacklist_categories=("Cs", "Cc")), min_size=1, max_size=40)

@@ -48,11 +48,18 @@ def _subjects(rec) -> list[tuple[str, list[str], str, str, float, str, str]]:
 def test_suggestions_read_back_by_pymarc_with_ids_labels_scores(tmp_path, name):
     fmt = "marcxml" if ".xml" in name else "marc"
     stream = MarcPredictionStream(tmp_path / name, fmt, agency="DE-X", date="20260101").open()
-    stream.write("(DE-101)123", SUGGESTED)
+    stream.write("(DE-101)123", SUGGESTED, domains=[("lit", 0.9), ("his", 0.41234)])
     stream.write("3A1666713376", SUGGESTED[1:])
     stream.write("empty", [])
     stream.commit()
     first, second, empty = _pymarc(tmp_path / name)
+    # domains: 084 $2 linsearch, linked to an 883 with the score, after the subjects' links
+    notes = {fld["8"]: fld for fld in first.get_fields("883")}
+    assert [(f["8"], f["a"], f["2"], parse_score(notes[f["8"]]["c"]), notes[f["8"]]["a"])
+            for f in first.get_fields("084")] == [
+        ("3\\p", "lit", "linsearch", 0.9, "maschinell gebildet"),
+        ("4\\p", "his", "linsearch", 0.41234, "maschinell gebildet")]
+    assert not second.get_fields("084")
     assert (first["001"].data, first["003"].data) == ("123", "DE-101")
     assert second["001"].data == "3A1666713376" and second.get("003") is None
     assert _subjects(first) == [
@@ -68,6 +75,7 @@ def test_suggestions_read_back_by_pymarc_with_ids_labels_scores(tmp_path, name):
     got = list(read_records(tmp_path / name))
     assert got[0].id == "(DE-101)123" and got[0].subjects == []
     assert got[0].machine_subjects == ["4015065-3", "4033447-8"]
+    assert got[0].domains == []  # the machine's domains are not gold either
 
 
 def test_merge_adds_fields_and_keeps_the_record_whole(tmp_path):

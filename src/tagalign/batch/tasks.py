@@ -25,6 +25,7 @@ from tagalign.batch.inputs import BadItem, Shard, read_shard
 from tagalign.encode import get_encoder
 from tagalign.errors import InputError
 from tagalign.io import atomic_text, save_npy_atomic, write_bytes_atomic
+from tagalign.predictions import label_scores, subjects_line
 from tagalign.project import Project
 from tagalign.records import Record
 from tagalign.registry import Registry
@@ -83,6 +84,13 @@ class SuggestTask(Task):
         self.project = Project.load(spec["project"], mmap=bool(spec.get("mmap", False)),
                                     runtime=runtime)
         self.project.trained_recipe()
+        # a domain model beside the subjects (`tagalign suggest --domains`), loaded once per
+        # worker as the project is; None: subjects alone
+        self.domains = spec.get("domains")
+        if self.domains is not None:
+            from tagalign.project.domains import attach  # the classifiers import torch
+
+            attach(self.project, self.domains)
         # None: the project's saved defaults (`Project.defaults`)
         self.limit = spec.get("limit")
         self.threshold = spec.get("threshold")
@@ -95,16 +103,19 @@ class SuggestTask(Task):
         return [f"part-{shard_id}.{self.format}"]
 
     def process(self, records: Sequence[Record]) -> list[Any]:
-        return self.project.tag(records, self.limit, self.threshold, self.exclude)
+        return self.project.tag(records, self.limit, self.threshold, self.exclude,
+                                domains=self.domains is not None)
 
     def encode_row(self, record: Record, value: Any) -> Any:
-        subjects = [s.to_json() for s in value.suggestions]
-        obj: dict[str, Any] = {"id": record.id, "subjects": subjects}
-        if value.quality is not None and self.format == "jsonl":  # as `tagalign suggest`
-            obj["quality"] = value.quality.to_json()
-        line = json.dumps(obj, ensure_ascii=False)
-        line.encode("utf-8")  # a lone surrogate in an id fails here, not in the file write
-        return line if self.format == "jsonl" else {"id": record.id, "subjects": subjects}
+        domains = value.domains if self.domains is not None else None
+        if self.format == "jsonl":  # the line `tagalign suggest` writes
+            line = subjects_line(record.id, value.suggestions, value.quality, domains)
+            line.encode("utf-8")  # a lone surrogate in an id fails here, not in the write
+            return line.rstrip("\n")
+        row = {"id": record.id, "subjects": [s.to_json() for s in value.suggestions]}
+        if domains is not None:
+            row["domains"] = label_scores(domains)
+        return row
 
     def write(self, out: Path, shard_id: str, rows: list[tuple[str, Any]]) -> None:
         path = out / self.output_names(shard_id)[0]
@@ -117,22 +128,28 @@ class SuggestTask(Task):
         import pyarrow.parquet as pq
 
         table = pa.Table.from_pylist([
-            {"id": row["id"], "subjects": [
+            {**row, "subjects": [
                 {"id": s["id"], "label": s["label"], "score": s["score"],
                  "reasons": json.dumps(s.get("reasons", {}), ensure_ascii=False)}
                 for s in row["subjects"]]}
-            for _, row in rows], schema=PARQUET_SCHEMA())
+            for _, row in rows], schema=PARQUET_SCHEMA(domains=self.domains is not None))
         sink = pa.BufferOutputStream()
         pq.write_table(table, sink)
         write_bytes_atomic(path, sink.getvalue().to_pybytes())
 
 
-def PARQUET_SCHEMA():  # noqa: N802 - a constant built lazily (pyarrow is optional)
+def PARQUET_SCHEMA(domains: bool = False):  # noqa: N802 - a constant built lazily (pyarrow is optional)
+    """The shards' schema: ``id``, ``subjects`` and, with a domain model, ``domains``
+    (``[{label, score}]`` as in JSONL)."""
     import pyarrow as pa
 
     subject = pa.struct([("id", pa.string()), ("label", pa.string()), ("score", pa.float64()),
                          ("reasons", pa.string())])
-    return pa.schema([("id", pa.string()), ("subjects", pa.list_(subject))])
+    fields = [("id", pa.string()), ("subjects", pa.list_(subject))]
+    if domains:
+        fields.append(("domains", pa.list_(pa.struct([("label", pa.string()),
+                                                       ("score", pa.float64())]))))
+    return pa.schema(fields)
 
 
 def encoder_of(target: str) -> tuple[Any, str]:

@@ -82,7 +82,7 @@ def suggest(
     threads: int = typer.Option(0, "--threads", min=0, help="CPU threads for the models (0 = all), shared out among the --jobs."),
     jobs: int = typer.Option(DEFAULT_JOBS, "--jobs", "-j", min=0, help="Processes tagging a file side by side, forked after the model loads, so they share it (0 = one per core; 1 = this process alone)."),
     compile_ranker: bool = typer.Option(True, "--compile-ranker/--no-compile-ranker", help=COMPILE_HELP),
-    domains: Path = typer.Option(None, "--domains", help="A domain model trained on this project (`tagalign classify train --subjects-project`): each line gets \"domains\": [{\"label\", \"score\"}], from the same pass's suggestions (JSONL output, --engine local)."),
+    domains: Path = typer.Option(None, "--domains", help="A domain model trained on this project (`tagalign classify train --subjects-project`): each line gets \"domains\": [{\"label\", \"score\"}] (a Parquet column of --engine ray; MARC: 084 fields), from the same pass's suggestions."),
 ) -> None:
     """Suggest subjects for records (a file, or one --title/--abstract).
 
@@ -115,8 +115,6 @@ def suggest(
     if domains is not None and not domains.exists():
         fail(f"domain model not found: {domains}")
     if engine == "ray" or output_format == "parquet":
-        if domains is not None:
-            fail("--domains works with --engine local and JSONL output")
         if release_above is not None:
             fail("--release-above works with --engine local and JSONL output")
         if output_format in ("marc", "marcxml") or merge or agency is not None:
@@ -128,14 +126,13 @@ def suggest(
                                batch_size=batch_size, engine=engine, address=address,
                                num_workers=num_workers, output_format=output_format or "jsonl",
                                shard_size=shard_size, mmap=mmap, exclude=exclude,
-                               max_errors=max_errors, compile_ranker=compile_ranker)
+                               max_errors=max_errors, compile_ranker=compile_ranker,
+                               domains=domains)
     if title is None and (input is None or output is None):
         fail("give --input and --output (or --title for a single record)")
     if title is None and not input.exists():
         fail(f"records not found: {input}")  # before the seconds of loading the project
     fmt = output_format_of(output, output_format, merge, agency, input)
-    if domains is not None and fmt != "jsonl":
-        fail("--domains writes JSONL (MARC output has no field for domains)")
     project = load_trained(project_dir, mmap=mmap,
                            runtime=make_runtime(threads, compile_ranker))
     if domains is not None:
@@ -308,14 +305,23 @@ def suggest_sharded(project_dir: Path, input: Path, output: Path, *, limit: int 
                     threshold: float | None, batch_size: int, engine: str, address: str | None,
                     num_workers: int | None, output_format: str, shard_size: int | None,
                     mmap: bool = False, exclude: frozenset[str] = frozenset(),
-                    max_errors: float = DEFAULT_MAX_ERRORS, compile_ranker: bool = True) -> None:
+                    max_errors: float = DEFAULT_MAX_ERRORS, compile_ranker: bool = True,
+                    domains: Path | None = None) -> None:
     """`tagalign suggest --engine ray` (or ``--format parquet``): a folder of shards.
-    ``mmap`` and ``compile_ranker`` are not output settings: a resumed run may change them."""
+    ``mmap`` and ``compile_ranker`` are not output settings: a resumed run may change them.
+    ``domains``: a domain model each worker loads beside the project (checked here first,
+    so a wrong one stops the run before any worker starts)."""
     Project.check_trained_folder(project_dir)
     spec = {"task": "suggest", "project": str(project_dir.resolve()), "limit": limit,
             "threshold": threshold, "format": output_format, "batch_size": batch_size,
             "mmap": mmap, "compile_ranker": compile_ranker}
     if exclude:  # only then: a resumed run of an older spec still matches
         spec["exclude"] = sorted(exclude)
+    if domains is not None:  # likewise
+        from tagalign.project.domains import DomainModel
+        from tagalign.vocab import Vocabulary
+
+        DomainModel.load(domains, Vocabulary.load(project_dir))
+        spec["domains"] = str(domains.resolve())
     run_sharded(spec, input.resolve(), output.resolve(), engine=engine, address=address,
                 num_workers=num_workers, shard_size=shard_size, max_errors=max_errors)

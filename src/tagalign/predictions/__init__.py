@@ -14,6 +14,7 @@ from tagalign.predictions.subjects import (
     read_predictions,
     read_rows_by_id,
     read_scored_predictions,
+    subjects_line,
     write_predictions,
 )
 from tagalign.predictions.submission import read_submission, write_submission
@@ -22,5 +23,5 @@ from tagalign.predictions.tagging import TagCounts, review_path, tag_records
 __all__ = ["MarcPredictionStream", "PartialExistsError", "PredictionStream", "TagCounts",
            "label_scores", "labels_line", "open_prediction_stream", "output_format", "partial_path",
            "read_estimates", "read_label_predictions", "read_predictions", "read_rows_by_id",
-           "read_scored_predictions", "read_submission", "review_path", "tag_records",
-           "write_predictions", "write_submission"]
+           "read_scored_predictions", "read_submission", "review_path", "subjects_line",
+           "tag_records", "write_predictions", "write_submission"]

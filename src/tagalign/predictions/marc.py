@@ -2,7 +2,10 @@
 
 Each suggestion is a ``650 _7 $8 N\\p $0 (DE-588)ID $0 https://d-nb.info/gnd/ID $a LABEL
 $2 gnd`` linked to an ``883 1_ $8 N\\p $a maschinell gebildet $c SCORE $d YYYYMMDD $q
-ORG``, so a reader (tagalign's own included) can tell them from subjects a person gave.
+ORG``, so a reader (tagalign's own included) can tell them from subjects a person gave;
+each domain (``suggest --domains``) an ``084 __ $8 N\\p $a CODE $2 linsearch`` linked the
+same way.
+
 Without ``merge`` a record holds its control number (001, and 003 when the id carries one:
 ``(DE-101)123``) and these fields; with ``merge`` it is the input record, whole, with these
 fields added in tag order and link numbers after those it uses.
@@ -35,6 +38,7 @@ from tagalign.records.marc.writer import (
     XML_HEAD,
     XML_TAIL,
     control_fields,
+    domain_field,
     machine_note,
     marc_bytes,
     next_link,
@@ -106,8 +110,9 @@ class MarcPredictionStream(PredictionStream):
     def write(self, rid: str, suggestions: Iterable[Suggestion],
               quality: Quality | None = None,
               domains: Sequence[tuple[str, float]] | None = None) -> None:
-        """One record with its suggestions (the quality estimate and the domains have no
-        MARC field: `tagalign suggest --domains` writes JSONL)."""
+        """One record with its suggestions and, given, its domains (``084 $2 linsearch``,
+        each linked to an 883 with its score as a subject's is); the quality estimate has
+        no MARC field."""
         if self.merge is not None:
             rec = self._input_record(rid)
         else:
@@ -119,6 +124,10 @@ class MarcPredictionStream(PredictionStream):
         for s in suggestions:
             rec.add_ordered_field(subject_field(s.id, s.label or None, link))
             notes.append(machine_note(link, s.score, self.date, agency))
+            link += 1
+        for code, score in domains or ():
+            rec.add_ordered_field(domain_field(code, link))
+            notes.append(machine_note(link, score, self.date, agency))
             link += 1
         if notes:
             rec.add_ordered_field(*notes)

@@ -13,6 +13,9 @@
 - ``machine_subjects``: those of a field whose ``$8`` link names an 883 of a machine
   (`_is_machine`).
 - ``genres``: GND ids of 655 (``$2 gnd-content``).
+- ``domains``: 084 ``$a`` of a field that says ``$2 linsearch`` (`DOMAIN_SOURCE`: the
+  LinSearch subject groups the LLMs4Subjects domains are), unless an 883 of a machine
+  names its link (domains `tagalign suggest --domains` wrote are not gold).
 
 Walks the fields once (the reading speed of a dump depends on it); nothing here raises on
 odd data except a record without any control number (`NoControlNumber`).
@@ -32,6 +35,8 @@ from tagalign.records.record import Record
 GND_ISIL = "(DE-588)"
 GND_URI = "https://d-nb.info/gnd/"
 MACHINE_NOTE = "maschinell gebildet"
+#: the 084 ``$2`` of a record's domains (TIB's LinSearch codes: ``lit``, ``his`` …)
+DOMAIN_SOURCE = "linsearch"
 #: the non-sorting marks around a leading article (MARC-8's and Unicode's), not text
 _NON_SORT = re.compile("[\x88\x89\x98\x9c]")
 _BARE_GND = re.compile(r"^[0-9X-]+[0-9Xx]$")
@@ -45,7 +50,7 @@ GENRE_TYPES = {"hochschulschrift": "Thesis", "konferenzschrift": "Conference",
 
 
 #: the fields `record_from_fields` reads (the fast binary decoder skips all others)
-MAPPED_TAGS = frozenset({"001", "003", "008", "035", "041", "088", "111", "245", "336",
+MAPPED_TAGS = frozenset({"001", "003", "008", "035", "041", "084", "088", "111", "245", "336",
                          "502", "520", "650", "655", "689", "711", "883"})
 
 
@@ -151,6 +156,7 @@ def record_from_fields(leader: str, fields: Iterable[MarcField]) -> Record:
     abstracts: list[str] = []
     tags: set[str] = set()
     linked: list[tuple[list[str], list[str]]] = []  # (GND ids, $8 links) of 650/689
+    coded: list[tuple[list[str], list[str]]] = []  # (domain codes, $8 links) of 084
     genres: list[str] = []
     machine_links: set[str] = set()
     for tag, ind1, data, subs in fields:
@@ -168,6 +174,10 @@ def record_from_fields(leader: str, fields: Iterable[MarcField]) -> Record:
             ids = [i for c, v in subs if c == "0" and (i := gnd_id(v, bare)) is not None]
             if ids:
                 linked.append((ids, [v.strip() for c, v in subs if c == "8"]))
+        elif tag == "084":
+            if any(v.strip().lower() == DOMAIN_SOURCE for v in _sub(subs, "2")):
+                coded.append(([v.strip() for v in _sub(subs, "a") if v.strip()],
+                              [v.strip() for c, v in subs if c == "8"]))
         elif tag == "245":
             title = title or _title(subs)
         elif tag == "520":
@@ -190,6 +200,8 @@ def record_from_fields(leader: str, fields: Iterable[MarcField]) -> Record:
     machine: list[str] = []
     for ids, links in linked:
         (machine if machine_links.intersection(links) else subjects).extend(ids)
+    domains = [code for codes, links in coded if not machine_links.intersection(links)
+               for code in codes]
     if cn is not None:
         rid = control_number_id(cn, agency)
     elif system is not None:
@@ -201,5 +213,5 @@ def record_from_fields(leader: str, fields: Iterable[MarcField]) -> Record:
         language=marc_language(lang041) or marc_language(lang008),
         type=_type(leader, tags, content, genre),
         subjects=list(dict.fromkeys(subjects)),
-        genres=list(dict.fromkeys(genres)),
+        genres=list(dict.fromkeys(genres)), domains=list(dict.fromkeys(domains)),
         machine_subjects=[s for s in dict.fromkeys(machine) if s not in subjects])

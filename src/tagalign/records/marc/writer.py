@@ -7,7 +7,7 @@ none but tab and line breaks) replaced by U+FFFD, and binary MARC's size limits 
 at most 9,999 bytes, a record of at most 99,999), which pymarc does not check, refused.
 `record_to_marc` is the inverse of `tagalign.records.marc.fields.record_from_marc` for
 the fields a tagalign `Record` has; `subject_field` and `machine_note` build the fields
-DNB writes for a machine-made subject.
+DNB writes for a machine-made subject; `domain_field` a domain's 084.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from pymarc.marcxml import record_to_xml_node
 
 from tagalign.errors import InputError
 from tagalign.records.marc.fields import (
+    DOMAIN_SOURCE,
     GND_ISIL,
     GND_URI,
     MACHINE_NOTE,
@@ -118,6 +119,13 @@ def subject_field(sid: str, label: str | None, link: int | None = None) -> Field
     return Field("650", Indicators(" ", "7"), subs)
 
 
+def domain_field(code: str, link: int | None = None) -> Field:
+    """``084 __ [$8 N\\p] $a CODE $2 linsearch``: a record's domain (`DOMAIN_SOURCE`)."""
+    subs = [Subfield("8", f"{link}\\p")] if link is not None else []
+    return Field("084", Indicators(" ", " "), [*subs, Subfield("a", code),
+                                               Subfield("2", DOMAIN_SOURCE)])
+
+
 def machine_note(link: int, score: float | None, date: str, agency: str) -> Field:
     """``883 1_ $8 N\\p $a maschinell gebildet $c SCORE $d YYYYMMDD $q ORG``, the score with
     six decimals and DNB's decimal comma (``0,831200``)."""
@@ -160,12 +168,14 @@ def record_to_marc(rec: Record, labels: Callable[[str], str | None] | None = Non
     """A tagalign `Record` as a MARC record that `record_from_marc` reads back the same: 001
     (003), 008/35-37 and 041 language, 245 title, 520 abstract (cut into fields of binary
     MARC's size), leader/07 and a 655 for the type, 650 gold subjects (``$a`` from
-    ``labels`` when it knows the id), machine subjects linked to an 883, 655 genres."""
+    ``labels`` when it knows the id), machine subjects linked to an 883, 655 genres, 084
+    domains."""
     lang = marc_code(rec.language)
     leader = f"00000na{_LEVEL.get(rec.type or '', ' ')} a2200000 u 4500"
     out = MarcRecord(leader=leader, force_utf8=True)
     out.add_field(*control_fields(rec.id), Field("008", data=" " * 35 + lang + "  "))
     out.add_field(Field("041", Indicators(" ", " "), [Subfield("a", lang)]))
+    out.add_field(*(domain_field(code) for code in rec.domains))
     out.add_field(Field("245", Indicators("0", "0"), [Subfield("a", rec.title)]))
     if rec.abstract:
         out.add_field(*(Field("520", Indicators(" ", " "), [Subfield("a", piece)])
