@@ -367,8 +367,8 @@ def mcpt_row(args, train, tune, evals, labels, small, gold) -> dict:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     add_domain_data_args(ap)
-    ap.add_argument("--project", type=Path, default=Path("/work/runs/full/project"))
-    ap.add_argument("--work-dir", type=Path, default=Path("/work/runs/domains"))
+    ap.add_argument("--project", type=Path, default=Path("runs/full/project"))
+    ap.add_argument("--work-dir", type=Path, default=Path("runs/domains"))
     ap.add_argument("--rows", default="text,subjects,stack,held-out,no-dev",
                     help="text, subjects, stack, held-out (the stack learning from the "
                     "project's held-out training records too), no-dev (from them alone), "

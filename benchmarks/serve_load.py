@@ -28,7 +28,7 @@ records sampled with ``--seed`` (the sample's languages and types are printed).
    start no new request and the supervisor gets SIGTERM: the requests in flight must all
    succeed (target: 0 failed), the server must exit 0, and refuse connections after.
 
-    python benchmarks/serve_load.py --project /work/runs/full/project [--clients 16]
+    python benchmarks/serve_load.py --project runs/full/project [--clients 16]
         [--requests 2000] [--workers 2] [--reload-seconds 60] [--sigterm-after 10]
         [--parts throughput,memory,reload,sigterm] [--serve-arg=--no-compile-ranker]
 """

@@ -108,9 +108,11 @@ class SuggestTask(Task):
 
     def encode_row(self, record: Record, value: Any) -> Any:
         domains = value.domains if self.domains is not None else None
-        if self.format == "jsonl":  # the line `tagalign suggest` writes
-            line = subjects_line(record.id, value.suggestions, value.quality, domains)
-            line.encode("utf-8")  # a lone surrogate in an id fails here, not in the write
+        # the line `tagalign suggest` writes; made for Parquet too, so that a lone surrogate
+        # in an id fails this record here, not the shard's file write
+        line = subjects_line(record.id, value.suggestions, value.quality, domains)
+        line.encode("utf-8")
+        if self.format == "jsonl":
             return line.rstrip("\n")
         row = {"id": record.id, "subjects": [s.to_json() for s in value.suggestions]}
         if domains is not None:
