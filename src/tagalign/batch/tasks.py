@@ -25,7 +25,7 @@ from tagalign.batch.inputs import BadItem, Shard, read_shard
 from tagalign.encode import get_encoder
 from tagalign.errors import InputError
 from tagalign.io import atomic_text, save_npy_atomic, write_bytes_atomic
-from tagalign.predictions import label_scores, subjects_line
+from tagalign.predictions import subjects_object
 from tagalign.project import Project
 from tagalign.records import Record
 from tagalign.registry import Registry
@@ -108,16 +108,15 @@ class SuggestTask(Task):
 
     def encode_row(self, record: Record, value: Any) -> Any:
         domains = value.domains if self.domains is not None else None
-        # the line `tagalign suggest` writes; made for Parquet too, so that a lone surrogate
-        # in an id fails this record here, not the shard's file write
-        line = subjects_line(record.id, value.suggestions, value.quality, domains)
+        # what `tagalign suggest` writes; its line is made for Parquet too, so that a lone
+        # surrogate in an id fails this record here, not the shard's file write
+        obj = subjects_object(record.id, value.suggestions, value.quality, domains)
+        line = json.dumps(obj, ensure_ascii=False)
         line.encode("utf-8")
         if self.format == "jsonl":
-            return line.rstrip("\n")
-        row = {"id": record.id, "subjects": [s.to_json() for s in value.suggestions]}
-        if domains is not None:
-            row["domains"] = label_scores(domains)
-        return row
+            return line
+        obj.pop("quality", None)  # no column for it
+        return obj
 
     def write(self, out: Path, shard_id: str, rows: list[tuple[str, Any]]) -> None:
         path = out / self.output_names(shard_id)[0]

@@ -15,6 +15,7 @@ from tagalign.predictions.subjects import (
     read_rows_by_id,
     read_scored_predictions,
     subjects_line,
+    subjects_object,
     write_predictions,
 )
 from tagalign.predictions.submission import read_submission, write_submission
@@ -24,4 +25,4 @@ __all__ = ["MarcPredictionStream", "PartialExistsError", "PredictionStream", "Ta
            "label_scores", "labels_line", "open_prediction_stream", "output_format", "partial_path",
            "read_estimates", "read_label_predictions", "read_predictions", "read_rows_by_id",
            "read_scored_predictions", "read_submission", "review_path", "subjects_line",
-           "tag_records", "write_predictions", "write_submission"]
+           "subjects_object", "tag_records", "write_predictions", "write_submission"]

@@ -55,9 +55,9 @@ def label_scores(labels: Sequence[tuple[str, float]]) -> list[dict]:
     return [{"label": label, "score": round(float(score), 4)} for label, score in labels]
 
 
-def subjects_line(rid: str, suggestions: Iterable[Suggestion],
-                  quality: Quality | None = None,
-                  domains: Sequence[tuple[str, float]] | None = None) -> str:
+def subjects_object(rid: str, suggestions: Iterable[Suggestion],
+                    quality: Quality | None = None,
+                    domains: Sequence[tuple[str, float]] | None = None) -> dict:
     """``{"id", "subjects", "quality"?, "domains"?}``; ``domains`` in the shape of
     `labels_line`'s labels (``[{"label", "score"}]``)."""
     obj: dict = {"id": rid, "subjects": [s.to_json() for s in suggestions]}
@@ -65,7 +65,15 @@ def subjects_line(rid: str, suggestions: Iterable[Suggestion],
         obj["quality"] = quality.to_json()
     if domains is not None:
         obj["domains"] = label_scores(domains)
-    return json.dumps(obj, ensure_ascii=False) + "\n"
+    return obj
+
+
+def subjects_line(rid: str, suggestions: Iterable[Suggestion],
+                  quality: Quality | None = None,
+                  domains: Sequence[tuple[str, float]] | None = None) -> str:
+    """`subjects_object` as one JSONL line."""
+    return json.dumps(subjects_object(rid, suggestions, quality, domains),
+                      ensure_ascii=False) + "\n"
 
 
 def _quality(obj: dict) -> float | None:
