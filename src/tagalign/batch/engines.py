@@ -21,7 +21,7 @@ import numpy as np
 
 from tagalign.batch.inputs import Shard
 from tagalign.batch.tasks import ShardWorker
-from tagalign.errors import TagalignError
+from tagalign.errors import MissingExtraError, TagalignError
 from tagalign.registry import Registry
 from tagalign.runtime import set_threads
 
@@ -31,7 +31,6 @@ OnDone = Callable[[dict[str, Any]], None]
 #: and CI fail with Ray's default of 30% of RAM. Shards travel as descriptors (the workers
 #: read their input themselves), so little goes through the store.
 DEFAULT_OBJECT_STORE_MB = 256
-INSTALL_HINT = "--engine ray needs Ray: pip install 'tagalign[ray]'"
 
 
 class EngineError(TagalignError):
@@ -146,11 +145,11 @@ class RayEngine(Engine):
     def __init__(self, address: str | None = None, num_workers: int | None = None,
                  object_store_mb: int = DEFAULT_OBJECT_STORE_MB,
                  threads_per_worker: int | None = None, **_: Any):
-        try:
+        try:  # an extra (`tagalign[ray]`); the core install and `import tagalign` never need it
             import ray  # noqa: F401
             import ray.data  # noqa: F401
-        except ImportError:
-            raise EngineError(INSTALL_HINT) from None
+        except ImportError as exc:
+            raise MissingExtraError("--engine ray", "Ray", "ray") from exc
         self.address = address
         self.num_workers = num_workers
         self.object_store_mb = object_store_mb

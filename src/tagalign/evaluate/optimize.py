@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
+from tagalign.errors import MissingExtraError
 from tagalign.evaluate.selection import ScoredHits
 from tagalign.io import write_bytes_atomic
 
@@ -98,7 +99,10 @@ def grid_search(sh: ScoredHits, limits: Sequence[int] = LIMITS,
 def plot_pareto(result: GridResult, path: Path, title: str = "") -> None:
     """A small PNG: every grid point's precision against recall, the Pareto front joined
     and the best-F1 point marked (matplotlib's Agg backend: no display needed)."""
-    import matplotlib  # only here: importing it costs a second every other command saves
+    try:  # an extra, imported here only: it costs a second every other command saves
+        import matplotlib
+    except ImportError as exc:
+        raise MissingExtraError("tagalign optimize --plot", "matplotlib", "plot") from exc
 
     matplotlib.use("Agg")  # before pyplot: a server has no display
     import matplotlib.pyplot as plt

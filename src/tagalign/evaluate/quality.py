@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 from scipy import stats
 
-from tagalign.errors import InputError
+from tagalign.errors import InputError, MissingExtraError
 from tagalign.evaluate.metrics import dedupe, hits_matrix, metrics_from_hits
 from tagalign.io import atomic_path
 from tagalign.records import Record
@@ -78,7 +78,10 @@ def _corr(fn, a: np.ndarray, b: np.ndarray) -> float | None:
 
 def plot_quality(report: dict, path: Path | str, title: str = "quality estimate") -> None:
     """Calibration (left) and release curve (right) as a PNG (matplotlib, Agg backend)."""
-    import matplotlib
+    try:  # an extra, imported here only (as in `optimize.plot_pareto`)
+        import matplotlib
+    except ImportError as exc:
+        raise MissingExtraError("tagalign eval --plot", "matplotlib", "plot") from exc
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from tagalign.errors import MissingExtraError
 from tagalign.pairs.data import LABELS
 
 
@@ -18,7 +19,11 @@ def krippendorff_alpha(gold: Sequence[float], pred: Sequence[float]) -> float:
     """Ordinal alpha over two "coders" (gold, prediction); NaN when undefined (e.g. one
     value only). The `krippendorff` package computes it; the value domain is the union of
     the observed values, as the task's scorer leaves it."""
-    import krippendorff
+    try:  # an extra: `tagalign pairs` only
+        import krippendorff
+    except ImportError as exc:
+        raise MissingExtraError("Krippendorff's alpha (tagalign pairs)", "krippendorff",
+                                "pairs") from exc
 
     gold_a, pred_a = np.asarray(gold, float), np.asarray(pred, float)
     if len(gold_a) == 0 or len(np.unique(np.concatenate([gold_a, pred_a]))) < 2:
