@@ -64,15 +64,14 @@ if TYPE_CHECKING:  # loading one imports the classifiers (and torch): only when 
 class Project:
     """A project folder with its trained model, served with fixed `ServingSettings`.
 
-    ``serving``: how it is served (a projects file's table, ``serve`` options; default:
-    none of them); ``domains``: the domain model loaded for ``serving.domains``
-    (`with_serving` and `load` load it). Neither changes once the project is made: a
+    ``serving``: how it is served (a projects file's table, ``serve`` options; made here:
+    none of them), given to `load`, `create` or `draft`; ``domains``: the domain model
+    ``serving.domains`` names, loaded with it. Neither changes once the project is made: a
     project served otherwise is another `Project` (`with_serving`)."""
 
     def __init__(self, path: Path, config: dict[str, Any], vocab: Vocabulary,
                  recipe: Recipe | None = None, mmap: bool = False,
-                 runtime: Runtime | None = None, *, serving: ServingSettings | None = None,
-                 domains: DomainModel | None = None):
+                 runtime: Runtime | None = None):
         self.path = Path(path)
         self.config = config
         self.vocab = vocab
@@ -81,8 +80,8 @@ class Project:
         self.mmap = mmap
         #: threads and the compiled-ranker choice, handed to the recipe
         self.runtime = runtime or Runtime()
-        self._serving = serving or ServingSettings()
-        self._domains = domains
+        self._serving = ServingSettings()
+        self._domains: DomainModel | None = None
         #: the version of the loaded model (`tagalign.project.model_version`, read when it
         #: was loaded or saved; None: no model)
         self.model_version: ModelVersion | None = None
