@@ -15,7 +15,7 @@ import httpx
 import uvicorn
 from prometheus_client.parser import text_string_to_metric_families
 
-from tagalign.project import Project
+from tagalign.project import Project, ServingSettings
 from tagalign.records import read_records
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -221,7 +221,7 @@ def toy_app(root: Path, online: bool = True, allow_learn: bool = True,
     train = tiny_records(40)
     project = Project.create(root / "toy", tiny_vocab(), "test-overlap", {"online": online})
     project.train(train)
-    project.allow_learn = allow_learn
+    project = project.with_serving(ServingSettings(allow_learn=allow_learn))
     return create_app({"toy": project}, FeedbackStore.for_project(root / "toy"),
                       {r.id: r for r in train}, max_body=max_body)
 

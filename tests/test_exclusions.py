@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import serve_recipe  # noqa: F401 - registers the "test-overlap" recipe
-from tagalign.project import Project
+from tagalign.project import Project, ServingSettings
 from tagalign.recipes import Recipe, register_recipe
 from tagalign.records import Record
 from tagalign.suggest import Suggestion
@@ -89,13 +89,9 @@ def test_excluded_subjects_never_come_back_and_the_limit_is_filled(projects, dat
     # per request: ids, some written as GND URIs
     asked = data.draw(subset, "request")
     request = [f"https://d-nb.info/gnd/{i}" if n % 2 else i for n, i in enumerate(asked)]
-    project.rules = rules
-    try:
-        got = project.suggest(QUERIES, limit=limit, exclude=request)
-        project.rules = SubjectRules()
-        full = project.suggest(QUERIES, limit=len(ids))  # everything the recipe ranks
-    finally:
-        project.rules = SubjectRules()
+    got = project.with_serving(ServingSettings(rules=rules)).suggest(
+        QUERIES, limit=limit, exclude=request)
+    full = project.suggest(QUERIES, limit=len(ids))  # everything the recipe ranks
     banned = rules.excluded(project.vocab) | set(asked)
     for row, every in zip(got, full, strict=True):
         returned = [s.id for s in row]

@@ -12,10 +12,11 @@ from fastapi.testclient import TestClient
 from typer.testing import CliRunner
 
 import serve_recipe  # noqa: F401 - registers the "test-overlap" recipe
-from tagalign.cli import app, serve_app
+from tagalign.cli import app
 from tagalign.project import Project
 from tagalign.records import read_records
 from tagalign.records.convert import write_jsonl
+from tagalign.serve import server
 from tiny_models import tiny_records, tiny_vocab
 
 runner = CliRunner()
@@ -43,7 +44,7 @@ def deployment(tmp_path):
 def _serve(monkeypatch, args: list[str]):
     """The app `tagalign serve ARGS` would run (uvicorn not started)."""
     apps = []
-    monkeypatch.setattr(serve_app, "run_server", lambda app_, *a: apps.append(app_))
+    monkeypatch.setattr(server, "run_server", lambda app_, *a: apps.append(app_))
     res = runner.invoke(app, ["serve", *args])
     assert res.exit_code == 0, res.output
     return apps[0]

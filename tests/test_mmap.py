@@ -21,7 +21,7 @@ from samples import SMALL_HYBRID, small_hybrid_case
 from serving import LiveServer
 from tagalign.batch.tasks import SuggestTask
 from tagalign.index import VectorIndex
-from tagalign.project import Project, ReadOnlyError
+from tagalign.project import Project, ReadOnlyError, ServingSettings
 from tagalign.serve.app import create_app
 from tagalign.serve.feedback import FeedbackStore
 
@@ -104,8 +104,8 @@ def test_live_server_answers_learn_on_a_mapped_project_with_409(trained, data, t
     _, _, dev = data
     path = copy_of(trained, tmp_path, "gnd")
     store = FeedbackStore.for_project(path)
-    mapped = Project.load(path, mmap=True)
-    mapped.allow_learn = True  # allowed, and still refused: the mapped project is read-only
+    # allowed, and still refused: the mapped project is read-only
+    mapped = Project.load(path, mmap=True, serving=ServingSettings(allow_learn=True))
     rec = dev[0]
     with LiveServer(create_app({"gnd": mapped}, store)) as live:
         ours = httpx.post(f"{live.url}/tagalign/v1/projects/gnd/learn", json={"records": [

@@ -10,6 +10,7 @@ import httpx
 import pytest
 
 from serving import LiveServer, MetricSamples, train_small_project
+from tagalign.project import ServingSettings
 from tagalign.records import read_records
 from tagalign.serve.app import create_app
 from tagalign.serve.feedback import FeedbackStore
@@ -19,7 +20,8 @@ from tagalign.serve.feedback import FeedbackStore
 def server(tmp_path_factory, shared_data, gnd_vocab):
     path = tmp_path_factory.mktemp("serve") / "gnd"
     project = train_small_project(path, shared_data, gnd_vocab)
-    project.allow_learn = True  # the feedback tests learn through the server
+    # the feedback tests learn through the server
+    project = project.with_serving(ServingSettings(allow_learn=True))
     store = FeedbackStore.for_project(path)
     dev = {r.id: r for r in read_records(shared_data / "llms4subjects/dev.jsonl.gz", limit=50)}
     with LiveServer(create_app({"gnd": project}, store, dev, max_body=1_000_000)) as live:

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from serving import LiveServer, train_small_project
+from tagalign.project import ServingSettings
 from tagalign.records import read_records
 from tagalign.serve.app import create_app
 from tagalign.serve.feedback import FeedbackStore
@@ -50,7 +51,8 @@ def live(tmp_path_factory, shared_data, gnd_vocab):
         pytest.skip("Debian chromium is not installed (make test installs it as root)")
     path = tmp_path_factory.mktemp("web") / "gnd"
     project = train_small_project(path, shared_data, gnd_vocab)
-    project.allow_learn = True  # the page's accept/reject buttons learn
+    # the page's accept/reject buttons learn
+    project = project.with_serving(ServingSettings(allow_learn=True))
     dev = {r.id: r for r in read_records(shared_data / "llms4subjects/dev.jsonl.gz", limit=20)}
     with LiveServer(create_app({"gnd": project}, FeedbackStore.for_project(path), dev)) as srv:
         srv.db = path / "feedback.sqlite"

@@ -17,7 +17,7 @@ import pytest
 
 import serve_recipe  # noqa: F401 - registers the "test-overlap" recipe
 from serving import LiveServer
-from tagalign.project import Project
+from tagalign.project import Project, ServingSettings
 from tagalign.serve.app import create_app
 from tagalign.serve.feedback import FeedbackStore
 from tagalign.serve.queue import RecordQueue
@@ -36,7 +36,8 @@ def live(tmp_path: Path):
         pytest.skip("Debian chromium is not installed (make test installs it as root)")
     project = Project.create(tmp_path / "toy", tiny_vocab(), "test-overlap", {})
     project.train(tiny_records(40))
-    project.allow_learn = True  # decisions are stored through learn (Annif: off)
+    # decisions are stored through learn (Annif: off)
+    project = project.with_serving(ServingSettings(allow_learn=True))
     assert PHILOSOPHIE not in {s.id for s in project.suggest(QUEUE[:1], limit=10)[0]}
     app = create_app({"toy": project}, FeedbackStore.for_project(tmp_path / "toy"),
                      review=RecordQueue(QUEUE[:3]))

@@ -11,7 +11,7 @@ import pytest
 
 import serve_recipe  # noqa: F401 - registers the "test-overlap" recipe
 from serving import LiveServer
-from tagalign.project import Project
+from tagalign.project import Project, ServingSettings
 from tagalign.serve.app import create_app
 from tagalign.serve.feedback import FeedbackStore
 from tagalign.serve.tokens import TokenStore
@@ -27,7 +27,7 @@ def live(tmp_path: Path):
         pytest.skip("Debian chromium is not installed (make test installs it as root)")
     project = Project.create(tmp_path / "toy", tiny_vocab(), "test-overlap", {})
     project.train(tiny_records(40))
-    project.allow_learn = True
+    project = project.with_serving(ServingSettings(allow_learn=True))
     store = TokenStore(tmp_path / "tokens.toml")
     token = store.add("librarian")
     app = create_app({"toy": project}, FeedbackStore.for_project(tmp_path / "toy"),

@@ -12,7 +12,7 @@ import pytest
 
 import serve_recipe  # noqa: F401 - registers the "test-overlap" recipe
 from serving import LiveServer, toy_app
-from tagalign.project import Project
+from tagalign.project import Project, ServingSettings
 from tagalign.records import Record
 from tagalign.serve.app import create_app
 from tagalign.serve.feedback import FeedbackStore
@@ -39,8 +39,7 @@ def guarded(tmp_path_factory):
     """The toy project served with an allow-listed origin and one more host name."""
     root = tmp_path_factory.mktemp("guarded")
     toy_app(root)  # trains the project
-    project = Project.load(root / "toy")
-    project.allow_learn = True
+    project = Project.load(root / "toy", serving=ServingSettings(allow_learn=True))
     app = create_app({"toy": project}, FeedbackStore.for_project(root / "toy"),
                      allowed_hosts=["tagger.example.org"], cors_origins=[LISTED])
     with LiveServer(app) as srv:
@@ -238,11 +237,11 @@ def test_allowed_hosts_come_from_the_environment_too(tmp_path, monkeypatch):
     from typer.testing import CliRunner
 
     from tagalign.cli import app as cli
-    from tagalign.cli import serve_app
+    from tagalign.serve import server
 
     Project.create(tmp_path / "toy", tiny_vocab(), "test-overlap").train(tiny_records(20))
     built = []
-    monkeypatch.setattr(serve_app, "run_server", lambda app_, *a: built.append(app_))
+    monkeypatch.setattr(server, "run_server", lambda app_, *a: built.append(app_))
     monkeypatch.setenv("TAGALIGN_ALLOWED_HOSTS", "tags.example.org  other.example.org")
     res = CliRunner().invoke(cli, ["serve", str(tmp_path / "toy"), "--no-metrics"])
     assert res.exit_code == 0, res.output

@@ -20,7 +20,7 @@ from typer.testing import CliRunner
 
 from serve_recipe import OverlapRecipe
 from serving import LOG_FIELDS, LiveServer, MetricSamples
-from tagalign.project import Project, model_version
+from tagalign.project import Project, ServingSettings, model_version
 from tagalign.recipes import register_recipe
 from tagalign.records import Record
 from tagalign.serve import accesslog
@@ -86,7 +86,8 @@ def live(tmp_path_factory):
     Project.create(root / "broken", tiny_vocab(), "test-broken").train(train)
     projects = {name: Project.load(root / name) for name in ("toy", "frozen", "closed",
                                                              "broken")}
-    projects["toy"].allow_learn = projects["frozen"].allow_learn = True
+    for name in ("toy", "frozen"):
+        projects[name] = projects[name].with_serving(ServingSettings(allow_learn=True))
     app = create_app(projects, FeedbackStore.for_project(root / "toy"),
                      {r.id: r for r in train}, max_body=100_000)
     stream = io.StringIO()
@@ -324,11 +325,11 @@ def test_auto_log_format_is_text_on_a_terminal_and_json_otherwise():
 
 def test_metrics_off_is_404_and_the_cli_flag_turns_them_off(tmp_path, monkeypatch):
     from tagalign.cli import app as cli
-    from tagalign.cli import serve_app
+    from tagalign.serve import server
 
     Project.create(tmp_path / "toy", tiny_vocab(), "test-overlap").train(tiny_records(20))
     built = []
-    monkeypatch.setattr(serve_app, "run_server", lambda app_, *a: built.append(app_))
+    monkeypatch.setattr(server, "run_server", lambda app_, *a: built.append(app_))
     runner = CliRunner()
     try:
         for flag in ("--no-metrics", "--metrics"):

@@ -100,23 +100,24 @@ def test_the_supervisor_builds_the_subject_search_index_the_workers_share(tiny_h
     """Built in each worker, the prefix index walks every subject, writing to their
     reference counts: each worker would copy the vocabulary's pages it shares. `preload`
     builds it before the fork, and a model swap's reload (`refresh_preloaded`) again."""
-    from tagalign.cli import serve_app
+    from tagalign.serve import factory
+    from tagalign.serve.settings import ServerSettings
+    from tagalign.serve.supervisor import ServingProcess
 
     shutil.copytree(tiny_hybrids[0], tmp_path / "tiny")
-    settings = serve_app.ServeSettings(projects=[str(tmp_path / "tiny")],
-                                       compile_ranker=False)
+    settings = ServerSettings(projects=[str(tmp_path / "tiny")], compile_ranker=False)
+    process = ServingProcess()  # not this process's own: nothing stays behind
     try:
-        serve_app.preload(settings)
-        vocab = serve_app._PRELOADED["tiny"].vocab
+        factory.preload(settings, process)
+        vocab = process.preloaded["tiny"].vocab
         assert getattr(vocab, "_prefix_index", None) is not None
         first = vocab.prefix_index
         subject = next(iter(vocab))
         _, label = next(iter(subject.labels.items()))
         assert subject in [m.subject for m in first.search(label, 5)]
         swap_in(tiny_hybrids[1], tmp_path / "tiny")
-        assert serve_app.refresh_preloaded(settings)
-        vocab = serve_app._PRELOADED["tiny"].vocab
+        assert factory.refresh_preloaded(settings, process)
+        vocab = process.preloaded["tiny"].vocab
         assert getattr(vocab, "_prefix_index", None) is not None
     finally:
-        serve_app._PRELOADED.clear()
         gc.unfreeze()

@@ -13,7 +13,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from tagalign.errors import ConflictError, InputError
-from tagalign.project import DEFAULT_LIMIT, Project
+from tagalign.project import DEFAULT_LIMIT, Project, ServingSettings
 from tagalign.recipes import Recipe, register_recipe
 from tagalign.records import Record
 from tagalign.serve.app import create_app
@@ -96,7 +96,10 @@ def test_default_limits_are_the_projects(served):
     # Annif's /v1 keeps the default of Annif's OpenAPI document
     assert len(annifs(client)) == ANNIF_DEFAULT_LIMIT == 10
     assert annifs(client) == ours(client)[:ANNIF_DEFAULT_LIMIT]
-    project.limit = 7  # a projects file's limit: both APIs take it
+    # a projects file's limit: both APIs take it
+    limited = project.with_serving(ServingSettings(limit=7))
+    client = TestClient(create_app({"p": limited}, FeedbackStore.for_project(project.path)),
+                        base_url="http://localhost")
     assert len(ours(client)) == len(annifs(client)) == 7
 
 

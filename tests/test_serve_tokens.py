@@ -26,8 +26,8 @@ from serving import LiveServer, free_port
 from tagalign.cli import app as cli
 from tagalign.cli.tokens_cmd import serving_tokens
 from tagalign.errors import NotFoundError
-from tagalign.project import Project
-from tagalign.projects_file import ProjectsFileError, read_projects, read_server_settings
+from tagalign.project import Project, ServingSettings
+from tagalign.projects_file import ProjectsFileError, read_projects, read_server_keys
 from tagalign.serve.app import create_app
 from tagalign.serve.feedback import FeedbackStore
 from tagalign.serve.queue import RecordQueue
@@ -53,8 +53,7 @@ def trained(tmp_path_factory) -> Path:
 
 def _server(root: Path, tokens: TokenStore | None, *, allow_learn: bool = True,
             require: bool = False) -> LiveServer:
-    project = Project.load(root / "toy")
-    project.allow_learn = allow_learn
+    project = Project.load(root / "toy", serving=ServingSettings(allow_learn=allow_learn))
     app = create_app({"toy": project}, FeedbackStore.for_project(root / "toy"),
                      review=RecordQueue(QUEUE[:3]), tokens=tokens,
                      require_token_for_suggest=require)
@@ -352,7 +351,7 @@ def test_projects_file_tokens_file_key(tmp_path):
     (tmp_path / "conf").mkdir()
     projects = tmp_path / "conf" / "projects.toml"
     projects.write_text('tokens_file = "tokens.toml"\n\n[toy]\npath = "../toy"\n', "utf-8")
-    assert read_server_settings(projects).tokens_file == tmp_path / "conf" / "tokens.toml"
+    assert read_server_keys(projects).tokens_file == tmp_path / "conf" / "tokens.toml"
     assert list(read_projects(projects)) == ["toy"]  # not a project
     with pytest.raises(NotFoundError, match="no tokens file at"):
         serving_tokens(None, projects)
@@ -367,7 +366,7 @@ def test_projects_file_tokens_file_key(tmp_path):
         read_projects(projects)
     projects.write_text('tokens_file = 3\n\n[toy]\n', "utf-8")
     with pytest.raises(ProjectsFileError, match="tokens_file: expected"):
-        read_server_settings(projects)
+        read_server_keys(projects)
     projects.write_text('tokens_file = "t.toml"\n', "utf-8")
     with pytest.raises(ProjectsFileError, match="no projects"):
         read_projects(projects)

@@ -15,7 +15,7 @@ import pytest
 
 import serve_recipe  # noqa: F401 - registers the "test-overlap" recipe
 from serving import LiveServer
-from tagalign.project import Project
+from tagalign.project import Project, ServingSettings
 from tagalign.records import EMPTY_WARNING, MAX_TEXT_CHARS
 from tagalign.serve.app import create_app
 from tagalign.serve.feedback import FeedbackStore
@@ -33,8 +33,9 @@ def toy(tmp_path_factory):
     offline = Project.create(root / "frozen", tiny_vocab(), "test-overlap", {"online": False})
     offline.train(train)
     records = {r.id: r for r in train}
-    toy = Project.load(root / "toy")
-    toy.allow_learn = offline.allow_learn = True  # these tests learn through the server
+    # these tests learn through the server
+    toy = Project.load(root / "toy", serving=ServingSettings(allow_learn=True))
+    offline = offline.with_serving(ServingSettings(allow_learn=True))
     app = create_app({"toy": toy, "frozen": offline},
                      FeedbackStore.for_project(root / "toy"), records, max_body=1_000_000)
     with LiveServer(app) as live:

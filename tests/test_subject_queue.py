@@ -11,7 +11,7 @@ import pytest
 
 import serve_recipe  # noqa: F401 - registers the "test-overlap" recipe
 from serving import LiveServer
-from tagalign.project import Project
+from tagalign.project import Project, ServingSettings
 from tagalign.records import Record
 from tagalign.serve.app import create_app
 from tagalign.serve.feedback import FeedbackStore
@@ -68,8 +68,8 @@ def test_vocabulary_builds_its_prefix_index_once(tmp_path: Path):
 def _project(root: Path) -> Project:
     project = Project.create(root / "toy", tiny_vocab(), "test-overlap", {})
     project.train(tiny_records(40))
-    project.allow_learn = True  # the queue stores decisions through learn (Annif: off)
-    return project
+    # the queue stores decisions through learn (Annif: off)
+    return project.with_serving(ServingSettings(allow_learn=True))
 
 
 QUEUE = [Record(id=f"q{i}", title=title, abstract=abstract, language="de")

@@ -38,9 +38,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tagalign.errors import InputError, TagalignError
-from tagalign.io import read_json
-from tagalign.project import CONFIG_NAME, Project, ProjectError
+from tagalign.errors import InputError
+from tagalign.project import CONFIG_NAME, DEFAULT_RECIPE, Project, ProjectError
+from tagalign.project.serving import ServingSettingError, ServingSettings
 from tagalign.recipes import recipe_names
 from tagalign.runtime import Runtime
 from tagalign.vocab import Vocabulary, VocabularyMismatchError, load_vocabulary
@@ -48,7 +48,7 @@ from tagalign.vocab.rules import ALL, SubjectRules, read_id_file
 
 KEYS = ("name", "recipe", "vocab", "language", "path", "params", "limit", "threshold",
         "allow_learn", "exclude", "include", "feedback_db", "domains")
-#: keys of the whole server, written above the first table (`read_server_settings`)
+#: keys of the whole server, written above the first table (`read_server_keys`)
 SERVER_KEYS = ("tokens_file",)
 
 
@@ -58,25 +58,17 @@ class ProjectsFileError(InputError):
 
 @dataclass
 class ProjectSpec:
-    """One table of a projects file (paths resolved against the file's folder)."""
+    """One table of a projects file (paths resolved against the file's folder): what the
+    folder is (``recipe``, ``vocab``, ``params``) and how it is served (``serving``, the
+    keys `ServingSettings` holds)."""
 
     id: str
     source: Path
     path: Path
     recipe: str | None = None
-    name: str | None = None
     vocab: Path | None = None
-    language: str | None = None
     params: dict[str, Any] | None = None
-    limit: int | None = None
-    threshold: float | None = None
-    allow_learn: bool = False
-    rules: SubjectRules = field(default_factory=SubjectRules)
-    #: SQLAlchemy URL of the feedback store (a plain path: an SQLite file; None: the
-    #: project's own, `tagalign.project.feedback_location`)
-    feedback_db: str | None = None
-    #: a domain model folder (`tagalign.project.domains`) served beside the subjects
-    domains: Path | None = None
+    serving: ServingSettings = field(default_factory=ServingSettings)
 
     def where(self, key: str | None = None) -> str:
         """``projects.toml [id] key``: where an error's value is written."""
@@ -103,7 +95,7 @@ def read_projects(path: Path | str) -> dict[str, ProjectSpec]:
     out = {}
     for pid, table in data.items():
         if pid in SERVER_KEYS and not isinstance(table, dict):
-            continue  # a setting of the server (`read_server_settings`)
+            continue  # a setting of the server (`read_server_keys`)
         if not isinstance(table, dict):
             close = difflib.get_close_matches(pid, SERVER_KEYS, n=1)
             hint = f" (did you mean {close[0]!r}?)" if close else ""
@@ -115,23 +107,24 @@ def read_projects(path: Path | str) -> dict[str, ProjectSpec]:
     return out
 
 
-@dataclass
-class ServerSettings:
-    """The projects file's keys of the whole server (`SERVER_KEYS`), paths resolved."""
+@dataclass(frozen=True)
+class ServerKeys:
+    """The projects file's keys of the whole server (`SERVER_KEYS`), paths resolved; the
+    server process's other settings are `tagalign.serve.settings.ServerSettings`."""
 
     tokens_file: Path | None = None
 
 
-def read_server_settings(path: Path | str) -> ServerSettings:
+def read_server_keys(path: Path | str) -> ServerKeys:
     """The server's settings in ``path`` (relative paths: from the file's folder)."""
     path = Path(path)
     value = _load(path).get("tokens_file")
     if value is None or isinstance(value, dict):  # a table: a project named so
-        return ServerSettings()
+        return ServerKeys()
     if not isinstance(value, str) or not value:
         raise ProjectsFileError(f"{path} tokens_file: expected the name of a tokens file, "
                                 f"got {value!r}")
-    return ServerSettings(tokens_file=path.parent / value)
+    return ServerKeys(tokens_file=path.parent / value)
 
 
 def select(specs: dict[str, ProjectSpec], only: list[str] | None,
@@ -163,31 +156,34 @@ def _spec(source: Path, pid: str, table: dict[str, Any]) -> ProjectSpec:
             raise ProjectsFileError(f"{spec.where(key)}: expected {what}, got {value!r}")
         return value
 
-    spec.name = get("name", str, "a string")
+    name = get("name", str, "a string")
     spec.recipe = get("recipe", str, "a string")
     if spec.recipe is not None and spec.recipe not in recipe_names():
         raise ProjectsFileError(f"{spec.where('recipe')}: unknown recipe {spec.recipe!r}; "
                                 f"one of: {', '.join(recipe_names())}")
-    spec.language = get("language", str, "a language code")
+    language = get("language", str, "a language code")
     spec.params = get("params", dict, "a table of recipe parameters")
     if (value := get("vocab", str, "a vocabulary file")) is not None:
         spec.vocab = source.parent / value
     if (value := get("path", str, "a folder")) is not None:
         spec.path = source.parent / value
-    spec.limit = get("limit", int, "a whole number")
-    if spec.limit is not None and spec.limit < 1:
+    limit = get("limit", int, "a whole number")
+    if limit is not None and limit < 1:
         raise ProjectsFileError(f"{spec.where('limit')}: must be at least 1")
     threshold = get("threshold", (int, float), "a number between 0 and 1")
     if threshold is not None and not 0 <= threshold <= 1:
         raise ProjectsFileError(f"{spec.where('threshold')}: must be between 0 and 1")
-    spec.threshold = None if threshold is None else float(threshold)
-    spec.allow_learn = bool(get("allow_learn", bool, "true or false"))
-    spec.rules = SubjectRules(_ids(spec, table, "exclude"), _ids(spec, table, "include"))
-    if (value := get("feedback_db", str, "an SQLAlchemy URL or an SQLite file")) is not None:
-        spec.feedback_db = value if "://" in value else \
-            f"sqlite:///{(source.parent / value).resolve()}"
-    if (value := get("domains", str, "a domain model folder")) is not None:
-        spec.domains = source.parent / value
+    allow_learn = bool(get("allow_learn", bool, "true or false"))
+    rules = SubjectRules(_ids(spec, table, "exclude"), _ids(spec, table, "include"))
+    feedback_db = get("feedback_db", str, "an SQLAlchemy URL or an SQLite file")
+    if feedback_db is not None and "://" not in feedback_db:
+        feedback_db = f"sqlite:///{(source.parent / feedback_db).resolve()}"
+    domains = get("domains", str, "a domain model folder")
+    spec.serving = ServingSettings(
+        name=name, language=language, limit=limit,
+        threshold=None if threshold is None else float(threshold), allow_learn=allow_learn,
+        rules=rules, feedback_db=feedback_db,
+        domains=None if domains is None else source.parent / domains)
     return spec
 
 
@@ -231,7 +227,7 @@ def _vocabulary(spec: ProjectSpec) -> Vocabulary | None:
 
 def check_saved(spec: ProjectSpec) -> None:
     """Refuse a folder saved with another recipe or other parameters than the table's."""
-    saved = read_json(spec.path / CONFIG_NAME)
+    saved = Project.read_config(spec.path)
     if spec.recipe is not None and saved.get("recipe") != spec.recipe:
         raise ProjectsFileError(
             f"{spec.where('recipe')}: {spec.recipe!r}, but the project at {spec.path} was "
@@ -244,7 +240,7 @@ def check_saved(spec: ProjectSpec) -> None:
 
 def open_project(spec: ProjectSpec, *, mmap: bool = False, runtime: Runtime | None = None
                  ) -> Project:
-    """The project of ``spec`` with the table's serving settings.
+    """The project of ``spec``, served with the table's settings.
 
     A folder that holds no project yet (not trained) gives an untrained `Project` —
     listed, answering 503 to suggest requests — when the table names its vocabulary."""
@@ -263,71 +259,48 @@ def open_project(spec: ProjectSpec, *, mmap: bool = False, runtime: Runtime | No
             f"{spec.where('path')}: no trained project at {spec.path}, and no vocab key to "
             f"serve it untrained; run `tagalign train --projects {spec.source} {spec.id}`")
     else:
-        project = Project(spec.path, {
-            "name": spec.name or spec.id, "recipe": spec.recipe, "params": spec.params or {},
-            "vocabulary": {"size": len(vocab), "fingerprint": vocab.fingerprint,
-                           "languages": vocab.languages},
-            "trained_at": None}, vocab)
-    apply_settings(spec, project)
-    return project
+        project = Project.draft(spec.path, vocab, spec.recipe, spec.params,
+                                spec.serving.name or spec.id)
+    return served(spec, project)
 
 
-def apply_settings(spec: ProjectSpec, project: Project) -> None:
-    """Copy the table's serving settings onto ``project`` (checked against its vocabulary)."""
-    unknown = spec.rules.unknown(project.vocab)
-    if unknown:
-        raise ProjectsFileError(f"{spec.where('exclude/include')}: subject ids not in the "
-                                f"vocabulary: {', '.join(unknown[:10])}"
-                                + (f" (+{len(unknown) - 10} more)" if len(unknown) > 10 else ""))
-    if spec.language is not None and spec.language not in project.vocab.languages:
-        known = ", ".join(project.vocab.languages)
-        raise ProjectsFileError(f"{spec.where('language')}: {spec.language!r} is not a "
-                                f"language of the vocabulary ({known})")
-    if spec.name:
-        project.config["name"] = spec.name
-    project.allow_learn = spec.allow_learn
-    project.rules = spec.rules
-    project.language = spec.language
-    project.limit = spec.limit
-    project.threshold = spec.threshold
-    project.feedback_db = spec.feedback_db
-    if spec.domains is not None:
-        # here, not at the top: the classifiers import torch, which a projects file
-        # without domain models never needs
-        from tagalign.project.domains import attach
-
-        try:
-            attach(project, spec.domains)
-        except (TagalignError, OSError, ValueError) as exc:
-            raise ProjectsFileError(f"{spec.where('domains')}: {exc}") from None
+def served(spec: ProjectSpec, project: Project) -> Project:
+    """``project`` served with the table's settings (checked against its vocabulary; an
+    error names the table's key)."""
+    try:
+        return project.with_serving(spec.serving)
+    except ServingSettingError as exc:
+        raise ProjectsFileError(f"{spec.where(exc.key)}: {exc}") from None
 
 
-def project_for_training(spec: ProjectSpec, overwrite: bool = False) -> Project:
+def project_for_training(spec: ProjectSpec, overwrite: bool = False, *,
+                         runtime: Runtime | None = None) -> Project:
     """The project `tagalign train --projects FILE ID` trains: its folder, or a new one
     created from the table's vocab, recipe and params."""
     if spec.trained_folder and not overwrite:
-        return open_project(spec)
+        return open_project(spec, runtime=runtime)
     if spec.vocab is None:
         raise ProjectsFileError(f"{spec.where('vocab')}: needed to create the project at "
                                 f"{spec.path}")
     vocab = _vocabulary(spec)
     try:
-        project = Project.create(spec.path, vocab, spec.recipe or "hybrid", spec.params,
-                                 name=spec.name or spec.id, overwrite=overwrite)
+        project = Project.create(spec.path, vocab, spec.recipe or DEFAULT_RECIPE, spec.params,
+                                 name=spec.serving.name or spec.id, overwrite=overwrite,
+                                 runtime=runtime)
     except (ProjectError, ValueError, TypeError) as exc:
         raise ProjectsFileError(f"{spec.where()}: {exc}") from None
-    apply_settings(spec, project)
-    return project
+    return served(spec, project)
 
 
 def describe(spec: ProjectSpec, project: Project | None) -> dict[str, Any]:
     """What `tagalign show-project` prints: the table and the folder's state."""
+    serving = spec.serving
     out: dict[str, Any] = {
         "id": spec.id, "file": str(spec.source), "path": str(spec.path),
-        "name": spec.name, "recipe": spec.recipe,
-        "vocab": str(spec.vocab) if spec.vocab else None, "language": spec.language,
-        "params": spec.params, "limit": spec.limit, "threshold": spec.threshold,
-        "allow_learn": spec.allow_learn, "rules": spec.rules.describe(),
+        "name": serving.name, "recipe": spec.recipe,
+        "vocab": str(spec.vocab) if spec.vocab else None, "language": serving.language,
+        "params": spec.params, "limit": serving.limit, "threshold": serving.threshold,
+        "allow_learn": serving.allow_learn, "rules": serving.rules.describe(),
         "trained": bool(project and project.is_trained)}
     if project is not None:
         out["excluded"] = len(project.excluded)

@@ -90,7 +90,7 @@ class SuggestTask(Task):
         if self.domains is not None:
             from tagalign.project.domains import attach  # the classifiers import torch
 
-            attach(self.project, self.domains)
+            self.project = attach(self.project, self.domains)
         # None: the project's saved defaults (`Project.defaults`)
         self.limit = spec.get("limit")
         self.threshold = spec.get("threshold")

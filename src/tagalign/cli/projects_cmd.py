@@ -44,9 +44,10 @@ def list_projects(
         proj = _open(spec)
         trained = "yes" if proj is not None and proj.is_trained else "not trained"
         excluded = str(len(proj.excluded)) if proj is not None else "?"
-        table.add_row(pid, spec.name or pid, spec.recipe or (proj and proj.config["recipe"])
-                      or "?", spec.language or "", trained,
-                      "allowed" if spec.allow_learn else "no", excluded, str(spec.path))
+        serving = spec.serving
+        table.add_row(pid, serving.name or pid, spec.recipe or (proj and proj.config["recipe"])
+                      or "?", serving.language or "", trained,
+                      "allowed" if serving.allow_learn else "no", excluded, str(spec.path))
     # the table is the command's result: stdout
     from rich.console import Console
 

@@ -10,9 +10,9 @@ from rich.markup import escape
 
 from tagalign.cli.app import app, console, fail, feedback_app
 from tagalign.cli.common import COMPILE_HELP, MMAP_HELP
-from tagalign.cli.serve_app import ServeSettings, serve_one, serve_workers
 from tagalign.project import feedback_location
 from tagalign.serve import MAX_BODY, MAX_BODY_ENV, accesslog
+from tagalign.serve.settings import ServerSettings
 from tagalign.serve.tokens import TOKENS_ENV
 
 #: the environment variable of ``--allowed-host``: names separated by spaces
@@ -118,7 +118,7 @@ def serve(
     for path, what in ((records, "--records"), (queue, "--queue"), (domains, "--domains")):
         if path is not None and not path.exists():
             fail(f"{what}: not found: {escape(str(path))}")
-    settings = ServeSettings(
+    settings = ServerSettings(
         projects=[str(p) for p in projects or []],
         projects_file=str(projects_file) if projects_file else None, only=only,
         feedback_db=feedback_db, records=str(records) if records else None,
@@ -135,13 +135,13 @@ def serve(
              "API docs at /docs)")
     if workers == 1:
         console.log(f"serving on {where}")
-        serve_one(settings, host, port, graceful_timeout)
-        return
-    console.log(f"serving on {where} with {workers} worker processes (supervisor pid "
-                f"{os.getpid()}: SIGHUP reloads changed models, SIGTERM stops)")
-    status = serve_workers(settings, host, port, graceful_timeout)
-    if status:
-        fail("a worker failed to start (its error is above)", status)
+    else:
+        console.log(f"serving on {where} with {workers} worker processes (supervisor pid "
+                    f"{os.getpid()}: SIGHUP reloads changed models, SIGTERM stops)")
+    # here, not at the top: the web framework loads only when a server starts
+    from tagalign.serve.server import serve as run
+
+    run(settings, host, port, graceful_timeout)
 
 
 @feedback_app.command("export")
@@ -166,7 +166,7 @@ def export(
         if str(source) not in specs:
             fail(f"{projects_file}: no project {str(source)!r}; known: {', '.join(specs)}")
         spec = specs[str(source)]
-        url, key = feedback_location(spec.path, spec.feedback_db, feedback_db)
+        url, key = feedback_location(spec.path, spec.serving.feedback_db, feedback_db)
     elif source.is_dir() or not source.exists():
         url, key = feedback_location(source, None, feedback_db)
     else:  # an SQLite file: every project's rows unless --project

@@ -138,7 +138,7 @@ def suggest(
     if domains is not None:
         from tagalign.project.domains import attach
 
-        attach(project, domains)
+        project = attach(project, domains)
     if title is not None:
         rec = Record(id="cli", title=title, abstract=abstract, language=language)
         return suggest_one(project, rec, limit, threshold, exclude)

@@ -67,9 +67,9 @@ def tokens_path(option: Path | None, projects_file: Path | None) -> Path | None:
     variable), else the projects file's ``tokens_file`` key, else none (writes as before)."""
     path = option
     if path is None and projects_file is not None:
-        from tagalign.projects_file import read_server_settings
+        from tagalign.projects_file import read_server_keys
 
-        path = read_server_settings(projects_file).tokens_file
+        path = read_server_keys(projects_file).tokens_file
     return path
 
 

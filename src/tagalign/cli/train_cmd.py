@@ -14,6 +14,7 @@ from tagalign.evaluate import evaluate, report_tables
 from tagalign.project import DEFAULT_RECIPE, Project, feedback_location
 from tagalign.recipes import get_recipe, recipe_names
 from tagalign.records import BadInputError, InputReport, Record
+from tagalign.runtime import Runtime
 from tagalign.vocab import load_vocabulary
 
 
@@ -29,13 +30,14 @@ def _feedback_records(project: Project, feedback_db: str | None) -> list[Record]
     return list(FeedbackStore(url).confirmed_records(key))
 
 
-def _from_projects_file(source: Path, project_id: str, overwrite: bool) -> Project:
+def _from_projects_file(source: Path, project_id: str, overwrite: bool,
+                        runtime: Runtime) -> Project:
     from tagalign.projects_file import project_for_training, read_projects
 
     specs = read_projects(source)
     if project_id not in specs:
         fail(f"{source}: no project {project_id!r}; known: {', '.join(specs)}")
-    return project_for_training(specs[project_id], overwrite=overwrite)
+    return project_for_training(specs[project_id], overwrite=overwrite, runtime=runtime)
 
 
 @app.command()
@@ -86,17 +88,18 @@ def train(
         if projects_file is not None:
             if vocab is not None or param or config is not None:
                 fail("with --projects, the table gives vocab, recipe and params")
-            project = _from_projects_file(projects_file, str(project_dir), overwrite)
+            project = _from_projects_file(projects_file, str(project_dir), overwrite, runtime)
             project_dir = project.path
         elif (project_dir / "project.json").exists() and not overwrite and vocab is None:
-            project = Project.load(project_dir)
+            project = Project.load(project_dir, runtime=runtime)
         else:
             if vocab is None:
                 fail("--vocab is needed to create a new project")
             t0 = time.perf_counter()
             voc = load_vocabulary(vocab, report=InputReport(strict=strict))
             console.log(f"vocabulary: {len(voc)} subjects in {time.perf_counter() - t0:.1f} s")
-            project = Project.create(project_dir, voc, recipe, params, overwrite=overwrite)
+            project = Project.create(project_dir, voc, recipe, params, overwrite=overwrite,
+                                     runtime=runtime)
     except (FileNotFoundError, BadInputError) as exc:  # BadInputError: --strict
         fail(escape(str(exc)))
     records = load_records(train_src, vocab=project.vocab, strict=strict, limit=limit_train,
@@ -110,7 +113,6 @@ def train(
                                description="dev records",
                                machine_subjects=machine_subjects) if dev else None
     t0 = time.perf_counter()
-    project.runtime = runtime
     project.train(records, resume=resume)
     console.log(f"[bold green]trained[/] {project.config['recipe']} in "
                 f"{time.perf_counter() - t0:.0f} s → {project_dir}")

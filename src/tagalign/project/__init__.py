@@ -1,6 +1,6 @@
 """A `Project`: one folder holding a vocabulary, a recipe's config and its trained model
-(`folder.py`), the folder's names, errors and config settings (`config.py`) and which
-model it holds (`version.py`)."""
+(`folder.py`), the folder's names, errors and config settings (`config.py`), how it is
+served (`serving.py`) and which model it holds (`version.py`)."""
 
 from tagalign.errors import NotTrainedError
 from tagalign.project.config import (
@@ -20,6 +20,7 @@ from tagalign.project.config import (
     feedback_location,
 )
 from tagalign.project.folder import Project
+from tagalign.project.serving import ServingSettingError, ServingSettings
 from tagalign.project.version import ModelVersion, model_version
 from tagalign.recipes import ReadOnlyError
 
@@ -27,4 +28,5 @@ __all__ = ["BY_LANGUAGE", "CONFIG_NAME", "DEFAULT_LIMIT", "DEFAULT_RECIPE", "FEE
            "MODEL_DIR", "TUNED", "WORK_DIR", "LearningNotAllowedError", "ModelVersion",
            "NotAProjectError",
            "NotTrainedError", "Project", "ProjectError", "ProjectExistsError", "ReadOnlyError",
+           "ServingSettingError", "ServingSettings",
            "config_defaults", "feedback_location", "model_version"]

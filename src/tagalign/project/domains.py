@@ -85,11 +85,11 @@ class DomainModel:
              for r, row, nb in zip(records, suggested, found, strict=True)])
 
 
-def attach(project: Project, folder: Path | str) -> DomainModel:
-    """Load the domain model at ``folder`` for ``project`` (its vocabulary checked)."""
-    model = DomainModel.load(folder, project.vocab)
-    project.domains = model
-    return model
+def attach(project: Project, folder: Path | str) -> Project:
+    """``project`` served with the domain model at ``folder`` beside its subjects (a new
+    `Project`, its other serving settings kept; the model checked against its vocabulary:
+    `ServingSettingError` with key ``domains``)."""
+    return project.with_serving(replace(project.serving, domains=Path(folder)))
 
 
 def check_held_out(project: Project, examples: Sequence[Example]) -> None:

@@ -13,6 +13,7 @@ The CLI, the REST API and the benchmarks are thin layers over this class.
 
 from __future__ import annotations
 
+import copy
 import shutil
 import time
 from collections.abc import Collection, Sequence
@@ -22,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 from tagalign.errors import (
     InputError,
     NotTrainedError,  # also imported from here (`tagalign.serve`)
+    TagalignError,
     UsageError,
 )
 from tagalign.io import read_json, versions, write_json_atomic
@@ -39,6 +41,7 @@ from tagalign.project.config import (
     _without,
     config_defaults,
 )
+from tagalign.project.serving import ServingSettingError, ServingSettings
 from tagalign.project.version import ModelVersion, model_version
 from tagalign.recipes import ReadOnlyError, Recipe, get_recipe, read_only_message
 from tagalign.recipes.saved import (
@@ -59,6 +62,13 @@ if TYPE_CHECKING:  # loading one imports the classifiers (and torch): only when 
 
 
 class Project:
+    """A project folder with its trained model, served with fixed `ServingSettings`.
+
+    ``serving``: how it is served (a projects file's table, ``serve`` options; made here:
+    none of them), given to `load`, `create` or `draft`; ``domains``: the domain model
+    ``serving.domains`` names, loaded with it. Neither changes once the project is made: a
+    project served otherwise is another `Project` (`with_serving`)."""
+
     def __init__(self, path: Path, config: dict[str, Any], vocab: Vocabulary,
                  recipe: Recipe | None = None, mmap: bool = False,
                  runtime: Runtime | None = None):
@@ -70,35 +80,85 @@ class Project:
         self.mmap = mmap
         #: threads and the compiled-ranker choice, handed to the recipe
         self.runtime = runtime or Runtime()
-        # serving settings (a projects file sets them; none is saved in project.json):
-        #: learning through the REST APIs allowed (Annif's ``allow_learn``, default off)
-        self.allow_learn = False
-        #: subjects never suggested (Annif's vocabulary ``exclude``/``include``)
-        self.rules = SubjectRules()
-        #: the project's language (Annif's ``language``; default: the vocabulary's first)
-        self.language: str | None = None
-        #: default limit and threshold of the projects file (else the config's, see
-        #: `defaults`); kept apart from ``config`` so they are never saved into it
-        self.limit: int | None = None
-        self.threshold: float | None = None
+        self._serving = ServingSettings()
+        self._domains: DomainModel | None = None
         #: the version of the loaded model (`tagalign.project.model_version`, read when it
         #: was loaded or saved; None: no model)
         self.model_version: ModelVersion | None = None
-        #: the projects file's feedback_db URL (None: `feedback_location`'s default)
-        self.feedback_db: str | None = None
         self._excluded: tuple[SubjectRules, frozenset[str]] | None = None
         #: seconds `load` took (vocabulary and model; None: not loaded by `load`), for the
         #: server's ``tagalign_model_load_seconds``
         self.load_seconds: float | None = None
-        #: the domain model `tag(domains=True)` answers with (`tagalign.project.domains`)
-        self.domains: DomainModel | None = None
+
+    # -- how it is served (read-only: `with_serving` makes a project served otherwise) --
+    @property
+    def serving(self) -> ServingSettings:
+        return self._serving
+
+    @property
+    def domains(self) -> DomainModel | None:
+        """The domain model `tag(domains=True)` answers with (`tagalign.project.domains`)."""
+        return self._domains
+
+    @property
+    def allow_learn(self) -> bool:
+        return self._serving.allow_learn
+
+    @property
+    def rules(self) -> SubjectRules:
+        return self._serving.rules
+
+    @property
+    def language(self) -> str | None:
+        return self._serving.language
+
+    @property
+    def limit(self) -> int | None:
+        return self._serving.limit
+
+    @property
+    def threshold(self) -> float | None:
+        return self._serving.threshold
+
+    @property
+    def feedback_db(self) -> str | None:
+        return self._serving.feedback_db
+
+    @property
+    def name(self) -> str | None:
+        """The name clients see: the serving settings', else the one saved."""
+        return self._serving.name or self.config.get("name")
+
+    def with_serving(self, serving: ServingSettings,
+                     domains: DomainModel | None = None) -> Project:
+        """This project (the same folder, vocabulary and model, shared) served with
+        ``serving``, checked against the vocabulary (`ServingSettingError`). Its domain
+        model: ``domains`` rebound to this vocabulary (a reload's new project takes the
+        old one's), else the one ``serving.domains`` names, loaded here."""
+        serving.check(self.vocab)
+        if domains is not None:
+            domains.bind(self.vocab)
+        elif serving.domains is not None:
+            # here, not at the top: the classifiers import torch, which a project served
+            # without a domain model never needs
+            from tagalign.project.domains import DomainModel
+
+            try:
+                domains = DomainModel.load(serving.domains, self.vocab)
+            except (TagalignError, OSError, ValueError) as exc:
+                raise ServingSettingError("domains", str(exc)) from exc
+        served = copy.copy(self)
+        served._serving, served._domains = serving, domains
+        return served
 
     # -- creation and loading ----------------------------------------------------------
     @classmethod
     def create(cls, path: Path | str, vocab: Vocabulary, recipe: str = DEFAULT_RECIPE,
                params: dict[str, Any] | None = None, name: str | None = None,
-               overwrite: bool = False) -> Project:
-        """Start a project folder (vocabulary saved once, config written atomically)."""
+               overwrite: bool = False, *, runtime: Runtime | None = None,
+               serving: ServingSettings | None = None) -> Project:
+        """Start a project folder (vocabulary saved once, config written atomically).
+        ``runtime``, ``serving``: as `load` takes them."""
         path = Path(path)
         recipe_cls = get_recipe(recipe)
         recipe_cls(vocab, **(params or {}))  # validates parameter names now, not after hours
@@ -111,11 +171,24 @@ class Project:
                     _without(params or {}, tuned):
                 vocab.check(old["vocabulary"]["fingerprint"], old["vocabulary"]["size"],
                             f"project {path}")
-                return cls(path, old, vocab)
+                return cls(path, old, vocab, runtime=runtime)._served(serving)
             raise ProjectExistsError(f"{path} already holds a project with recipe "
                                f"{old.get('recipe')!r}; use --overwrite to replace it")
         path.mkdir(parents=True, exist_ok=True)
         vocab.save(path)
+        project = cls.draft(path, vocab, recipe, params, name, runtime=runtime)
+        write_json_atomic(path / CONFIG_NAME, project.config)
+        return project._served(serving)
+
+    @classmethod
+    def draft(cls, path: Path | str, vocab: Vocabulary, recipe: str | None = DEFAULT_RECIPE,
+              params: dict[str, Any] | None = None, name: str | None = None, *,
+              runtime: Runtime | None = None, serving: ServingSettings | None = None
+              ) -> Project:
+        """A project not saved (yet): the config `create` would write, nothing written (a
+        projects file's table whose folder holds no project is served untrained; its
+        recipe may be unknown yet: None)."""
+        path = Path(path)
         config = {
             "format": "tagalign-project",
             "name": name or path.name,
@@ -127,12 +200,15 @@ class Project:
             "trained_at": None,
             "versions": versions(),
         }
-        write_json_atomic(path / CONFIG_NAME, config)
-        return cls(path, config, vocab)
+        return cls(path, config, vocab, runtime=runtime)._served(serving)
+
+    def _served(self, serving: ServingSettings | None) -> Project:
+        return self if serving is None else self.with_serving(serving)
 
     @classmethod
     def load(cls, path: Path | str, vocab: Vocabulary | None = None, *,
-             mmap: bool = False, runtime: Runtime | None = None) -> Project:
+             mmap: bool = False, runtime: Runtime | None = None,
+             serving: ServingSettings | None = None) -> Project:
         """Load a trained (or just created) project; refuses a mismatched vocabulary.
 
         ``mmap``: the recipe maps its large arrays (the hybrid: its vector indexes, record
@@ -140,6 +216,7 @@ class Project:
         memory, shared by processes on one machine, the first queries read from disk — and
         the project is read-only: `learn` raises `ReadOnlyError`. ``runtime``: threads and
         whether the ranker runs compiled (`tagalign.runtime.Runtime`; default its defaults).
+        ``serving``: how it is served (`with_serving`; default: no serving settings).
         A model saved in a format this version does not read is refused
         (`ModelFormatError`, saying to retrain)."""
         start = time.perf_counter()
@@ -157,20 +234,7 @@ class Project:
         if (path / MODEL_DIR).exists():
             project.recipe = project._load_model()
         project.load_seconds = time.perf_counter() - start
-        return project
-
-    #: the settings a server (a projects file, `tagalign serve` options) gives a loaded
-    #: project, none of them saved in its folder: a reloaded project takes them over
-    SERVING_SETTINGS = ("allow_learn", "rules", "language", "limit", "threshold",
-                        "feedback_db", "domains")
-
-    def take_serving_settings(self, other: Project) -> None:
-        """``other``'s `SERVING_SETTINGS` (a reload's new project takes the old one's; its
-        domain model reads this vocabulary, or the reload is refused)."""
-        for name in self.SERVING_SETTINGS:
-            setattr(self, name, getattr(other, name))
-        if self.domains is not None:
-            self.domains.bind(self.vocab)
+        return project._served(serving)
 
     def _load_model(self) -> Recipe:
         # read before the model: a folder replaced meanwhile shows the older version, and
@@ -416,7 +480,7 @@ class Project:
         c = self.config
         return {
             "id": self.path.name,
-            "name": c.get("name"),
+            "name": self.name,
             "recipe": c.get("recipe"),
             "vocabulary_size": c["vocabulary"]["size"],
             "languages": c["vocabulary"].get("languages", []),

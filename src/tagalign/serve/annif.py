@@ -224,7 +224,7 @@ def create_router(service: Service) -> APIRouter:
 
     def project_dump(pid: str, proj: Project) -> dict[str, Any]:
         language = label_language(proj)
-        return {"project_id": pid, "name": proj.config.get("name") or pid,
+        return {"project_id": pid, "name": proj.name or pid,
                 "language": language or "de",
                 "backend": {"backend_id": proj.config.get("recipe") or "unknown"},
                 "vocab": vocab_dump(proj), "vocab_language": language,

@@ -20,6 +20,7 @@ omikuji, LightGBM — release the GIL).
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -44,7 +45,7 @@ from tagalign.serve.guard import Guard
 from tagalign.serve.observe import Telemetry
 from tagalign.serve.service import Service
 from tagalign.serve.tokens import TokenStore
-from tagalign.serve.workers import STOPPING, Workers
+from tagalign.serve.workers import Workers
 from tagalign.suggest import Quality, Suggestion
 
 STATIC = Path(__file__).parent / "static"
@@ -91,12 +92,14 @@ class BodyLimit:
 class WorkerHeader:
     """ASGI middleware: every answer names the worker process that gave it (``X-Worker``:
     its pid), so clients and load tests can tell the workers of one port apart; once the
-    process stops serving (`STOPPING`), it also says ``Connection: close`` (uvicorn then
-    closes the connection after the answer, and the client opens a new one elsewhere)."""
+    process stops serving (``stopping`` is set: `tagalign.serve.supervisor.ServingProcess`),
+    it also says ``Connection: close`` (uvicorn then closes the connection after the
+    answer, and the client opens a new one elsewhere)."""
 
-    def __init__(self, app):
+    def __init__(self, app, stopping: threading.Event):
         self.app = app
         self.pid = str(os.getpid()).encode()
+        self.stopping = stopping
 
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http":
@@ -105,7 +108,7 @@ class WorkerHeader:
         async def named(message):
             if message["type"] == "http.response.start":
                 headers = [*message.get("headers", []), (b"x-worker", self.pid)]
-                if STOPPING.is_set():
+                if self.stopping.is_set():
                     headers.append((b"connection", b"close"))
                 message = {**message, "headers": headers}
             await send(message)
@@ -198,7 +201,7 @@ def create_app(projects: Mapping[str, Project], store: FeedbackStore | ServedSto
                max_body: int = MAX_BODY, allowed_hosts: Sequence[str] = (),
                cors_origins: Sequence[str] = (), workers: Workers | None = None,
                tokens: TokenStore | None = None, require_token_for_suggest: bool = False,
-               metrics: bool = True) -> FastAPI:
+               metrics: bool = True, stopping: threading.Event | None = None) -> FastAPI:
     """The app serving ``projects`` (id → project; learning only where a project's
     ``allow_learn`` is set); bodies over ``max_body`` bytes are refused with 413.
     ``allowed_hosts``: Host names served besides localhost's; ``cors_origins``: origins
@@ -206,8 +209,9 @@ def create_app(projects: Mapping[str, Project], store: FeedbackStore | ServedSto
     serving the same port, if any (`tagalign.serve.workers`); ``tokens``: every write
     then needs one of its tokens, suggest too with ``require_token_for_suggest``
     (`tagalign.serve.auth`); ``metrics``: serve ``GET /metrics`` (request ids and the access
-    log are always on: `tagalign.serve.observe`). The store is closed when the server
-    stops."""
+    log are always on: `tagalign.serve.observe`); ``stopping``: set once the process stops
+    serving (answers then say ``Connection: close``; default: an event of this app's own,
+    for a caller that runs it as it likes). The store is closed when the server stops."""
     if require_token_for_suggest and tokens is None:
         raise UsageError("requiring a token for suggest needs a tokens file")
 
@@ -230,7 +234,7 @@ def create_app(projects: Mapping[str, Project], store: FeedbackStore | ServedSto
     telemetry = Telemetry(projects, metrics=metrics)
     svc = Service(projects, store, records, workers, observer=telemetry)
     projects, records, titles = svc.projects, svc.records, svc.titles
-    app.state.projects = svc.projects  # the live projects: SIGHUP reloads them (the CLI)
+    app.state.projects = svc.projects  # the live projects: SIGHUP reloads them (`factory`)
     app.add_middleware(BodyLimit, max_body=max_body)
     app.state.tokens = tokens
     if tokens is not None:  # inside the guard: 421 and 415 first, then 401/403
@@ -238,7 +242,7 @@ def create_app(projects: Mapping[str, Project], store: FeedbackStore | ServedSto
                            require_for_suggest=require_token_for_suggest)
     app.add_middleware(Guard, render=error_response, hosts=allowed_hosts,
                        origins=cors_origins)
-    app.add_middleware(WorkerHeader)
+    app.add_middleware(WorkerHeader, stopping=stopping or threading.Event())
     telemetry.install(app)  # the outermost middleware, and GET /metrics
 
     @app.exception_handler(RequestValidationError)

@@ -88,6 +88,15 @@ class Telemetry:
         _note_records(records)
         self.metrics.learned(project_id, outcome)
 
+    # -- reloads (`tagalign.serve.reload.ReloadObserver`; the loads at start the metrics
+    # counted themselves) --------------------------------------------------------------
+    def model_loaded(self, project_id: str, seconds: float, version: str,
+                     trained_at: str | None) -> None:
+        self.metrics.model_loaded(project_id, seconds, version, trained_at or "")
+
+    def model_load_failed(self, project_id: str) -> None:
+        self.metrics.model_load_failed(project_id)
+
     # -- the app -----------------------------------------------------------------------
     def install(self, app: FastAPI) -> None:
         """Call after the app's other middleware: `Observe` must wrap them all.

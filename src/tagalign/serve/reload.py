@@ -9,8 +9,8 @@ shares), checks it (one suggest), teaches it what was learned since the server s
 takes the project once when it starts and finishes on that object, so requests running
 during the swap finish on the old model and the next ones get the new one; the old model
 is freed when the last of them ends. A model that fails to load or to suggest is refused:
-the old one keeps serving, the log and `events.model_load_failed` say why, and so does
-the HTTP answer (`ReloadFailedError`, 409).
+the old one keeps serving, the log says why (the observer hears of it: `ReloadObserver`),
+and so does the HTTP answer (`ReloadFailedError`, 409).
 
 Reloads of one project run one at a time; a folder whose model has the version served
 (`tagalign.project.model_version`, its manifest's hash) is left alone ("unchanged").
@@ -23,12 +23,11 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any, NoReturn
+from typing import Any, NoReturn, Protocol
 
 from tagalign.errors import ConflictError, TagalignError
 from tagalign.project import ModelVersion, NotTrainedError, Project, model_version
 from tagalign.records import Record
-from tagalign.serve import events
 from tagalign.serve.learning import Learning
 from tagalign.serve.workers import now
 
@@ -69,16 +68,29 @@ def warm(project: Project) -> None:
     project.tag([Record(id="warm-up", title=label, language=language)], limit=1)
 
 
+class ReloadObserver(Protocol):
+    """Who hears of reloads (the app's metrics, `tagalign.serve.observe.Telemetry`)."""
+
+    def model_loaded(self, project_id: str, seconds: float, version: str,
+                     trained_at: str | None) -> None:
+        """A reload loaded the model ``version`` (`tagalign.project.ModelVersion`)."""
+
+    def model_load_failed(self, project_id: str) -> None:
+        """A reload was refused; the old model keeps serving."""
+
+
 class LiveProjects(Mapping[str, Project]):
     """Project id → the project serving now; `reload` replaces one. ``learning`` keeps the
     models taught (`tagalign.serve.learning`); ``on_swap`` runs after every swap (a worker
-    writes its state file there)."""
+    writes its state file there); ``observer`` hears of every reload."""
 
     def __init__(self, projects: Mapping[str, Project], learning: Learning, *,
-                 on_swap: Callable[[], None] | None = None):
+                 on_swap: Callable[[], None] | None = None,
+                 observer: ReloadObserver | None = None):
         self._current: dict[str, Project] = dict(projects)
         self.learning = learning
         self.on_swap = on_swap
+        self.observer = observer
         self.loaded_at = dict.fromkeys(self._current, now())
         self._reloading = {pid: threading.Lock() for pid in self._current}
 
@@ -97,14 +109,6 @@ class LiveProjects(Mapping[str, Project]):
         return {pid: {**(_known(p.model_version) or {"version": None, "trained_at": None}),
                       "loaded_at": self.loaded_at[pid]}
                 for pid, p in self._current.items()}
-
-    def announce(self) -> None:
-        """`events.model_loaded` for the models loaded at start (each with its
-        `Project.load_seconds`)."""
-        for pid, proj in self._current.items():
-            if (v := _known(proj.model_version)) is not None:
-                events.model_loaded(pid, proj.load_seconds or 0.0, v["version"],
-                                    v["trained_at"])
 
     # -- reloading -------------------------------------------------------------------
     def reload(self, project_id: str) -> Reloaded:
@@ -132,7 +136,8 @@ class LiveProjects(Mapping[str, Project]):
                  "learned records taught to it", project_id, version["version"],
                  version["trained_at"], seconds,
                  previous["version"] if previous else "none", learned)
-        events.model_loaded(project_id, seconds, version["version"], version["trained_at"])
+        self._tell("model_loaded", project_id, seconds, version["version"],
+                   version["trained_at"])
         return Reloaded(project_id, "reloaded", version, previous, seconds, learned)
 
     def reload_all(self) -> list[Reloaded | ReloadFailedError]:
@@ -157,8 +162,8 @@ class LiveProjects(Mapping[str, Project]):
         config = Project.read_config(old.path)
         vocab = old.vocab if (config["vocabulary"]["fingerprint"] == old.vocab.fingerprint
                               and config["vocabulary"]["size"] == len(old.vocab)) else None
-        new = Project.load(old.path, vocab, mmap=old.mmap, runtime=old.runtime)
-        new.take_serving_settings(old)
+        new = Project.load(old.path, vocab, mmap=old.mmap, runtime=old.runtime
+                           ).with_serving(old.serving, old.domains)
         if not new.is_trained:  # model/ vanished between the version check and the load
             raise NotTrainedError("the folder", "it holds no trained model (PROJECT/model/)")
         warm(new)  # a model that loads but cannot answer must not replace one that can
@@ -171,11 +176,19 @@ class LiveProjects(Mapping[str, Project]):
         if self.on_swap is not None:
             self.on_swap()
 
+    def _tell(self, what: str, *args: Any) -> None:
+        if self.observer is None:
+            return
+        try:
+            getattr(self.observer, what)(*args)
+        except Exception:  # an observer's bug must never break a reload
+            log.exception("the reload observer's %s failed", what)
+
     def _refuse(self, project_id: str, old: Project, exc: Exception) -> NoReturn:
         served = (_known(old.model_version) or {"version": "none"})["version"]
         log.error("project %s: reload refused, the model loaded before (%s) keeps serving: "
                   "%s: %s", project_id, served, type(exc).__name__, exc)
-        events.model_load_failed(project_id)
+        self._tell("model_load_failed", project_id)
         # the answer names no server path (as every answer, `service.public_error`)
         reason = str(exc)
         for folder in {str(old.path.resolve()), str(old.path)}:
@@ -186,4 +199,4 @@ class LiveProjects(Mapping[str, Project]):
             f"{reason}); the model loaded before (version {served}) keeps serving") from exc
 
 
-__all__ = ["LiveProjects", "ReloadFailedError", "Reloaded", "warm"]
+__all__ = ["LiveProjects", "ReloadFailedError", "ReloadObserver", "Reloaded", "warm"]

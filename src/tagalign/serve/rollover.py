@@ -2,7 +2,7 @@
 supervisor loads the new model, then replaces the workers one at a time with workers forked
 from it.
 
-Preloaded workers share the supervisor's copy of the models (`tagalign.cli.serve_app`'s
+Preloaded workers share the supervisor's copy of the models (`tagalign.serve.factory`'s
 ``preload``). A worker that reloaded in its own process would hold a copy of its own, and
 the supervisor's old one would stay in memory: after one swap the server would take more
 memory than workers that never shared. So on SIGHUP the supervisor reloads the models whose
@@ -25,6 +25,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from tagalign.errors import TagalignError
+
 log = logging.getLogger(__name__)
 
 
@@ -39,7 +41,10 @@ class Loader(threading.Thread):
     def run(self) -> None:
         try:
             self.changed = bool(self.refresh())
-        except BaseException:  # a failed load (any error, or `fail`'s SystemExit) changes nothing
+        except TagalignError as exc:  # a model refused on purpose: its message says why
+            log.error("the new models did not load; the workers keep the old ones: %s", exc)
+            self.changed = False
+        except Exception:  # a model file damaged in a way no check foresaw: the traceback
             log.exception("the new models did not load; the workers keep the old ones")
             self.changed = False
 

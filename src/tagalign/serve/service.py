@@ -114,6 +114,13 @@ class Observer(Protocol):
         """A learn request of ``records`` decisions ended: ``learned`` (online),
         ``stored`` (for the next training), ``refused`` or ``invalid``."""
 
+    def model_loaded(self, project_id: str, seconds: float, version: str,
+                     trained_at: str | None) -> None:
+        """A reload loaded a new model (`tagalign.serve.reload.ReloadObserver`)."""
+
+    def model_load_failed(self, project_id: str) -> None:
+        """A reload was refused; the old model keeps serving."""
+
 
 class Service:
     """The served ``projects`` (id → project), their feedback ``store`` and the records
@@ -131,7 +138,8 @@ class Service:
         self.workers = workers or Workers()
         self.learning = Learning(store, projects, self.workers.learned_after,
                                  shared=self.workers.shared)
-        self.projects = LiveProjects(projects, self.learning, on_swap=self.write_state)
+        self.projects = LiveProjects(projects, self.learning, on_swap=self.write_state,
+                                     observer=observer)
         self.records = records or {}
         self.observer = observer
         #: neighbour titles for reasons: the records file, then records learned here

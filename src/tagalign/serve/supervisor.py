@@ -6,11 +6,11 @@ dies or hangs. What `Supervisor` changes:
 
 - **Preloaded, forked workers** (the default; ``--no-preload`` spawns them as uvicorn
   does, each loading its own models). The supervisor loads the models once
-  (`tagalign.cli.serve_app.preload`) and forks the workers from itself: they share its
-  memory, a page being copied only when a worker writes to it (measured on the full-train
-  hybrid: two workers and the supervisor take 1.1× one worker's memory, against 1.9× for
-  workers that each load their own). Forked before any model ran, so no thread pool is
-  copied half-alive into a worker.
+  (`tagalign.serve.factory.preload`, into `ServingProcess.preloaded`) and forks the
+  workers from itself: they share its memory, a page being copied only when a worker
+  writes to it (measured on the full-train hybrid: two workers and the supervisor take
+  1.1× one worker's memory, against 1.9× for workers that each load their own). Forked
+  before any model ran, so no thread pool is copied half-alive into a worker.
 - **A socket per worker.** Each worker accepts on a socket of its own, all bound to the
   port with ``SO_REUSEPORT`` (`worker_sockets`: why).
 - **SIGHUP swaps models, not processes at once.** Preloaded, the supervisor reloads the
@@ -28,9 +28,14 @@ dies or hangs. What `Supervisor` changes:
 - **Workers are observed.** Before they start, the supervisor makes a private temporary
   folder: ``workers/`` for their state files, and ``prometheus/`` set as
   ``PROMETHEUS_MULTIPROC_DIR`` (unless it is set already), so metrics of all workers can
-  be added up; `events.worker_exited` is called for every worker that ends. A worker that
+  be added up; ``on_worker_exited`` is called for every worker that ends. A worker that
   fails to start (its app factory exits with uvicorn's ``STARTUP_FAILURE``) stops the
   server: the error would repeat on every restart.
+
+What a serving process holds beyond its app — its SIGHUP handling, whether it is stopping,
+the models a supervisor preloaded for the workers it forks — is one object,
+`ServingProcess` (`PROCESS`: signals and a fork's memory are the process's); nothing else
+in `tagalign.serve` is global.
 """
 
 from __future__ import annotations
@@ -43,6 +48,7 @@ import shutil
 import signal
 import socket
 import tempfile
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -53,9 +59,9 @@ from uvicorn._subprocess import subprocess_started
 from uvicorn.config import STARTUP_FAILURE
 from uvicorn.supervisors.multiprocess import SIGNALS, Multiprocess, Process
 
-from tagalign.serve import events
+from tagalign.project import Project, model_version
 from tagalign.serve.rollover import Rollover
-from tagalign.serve.workers import STOPPING, remove_state
+from tagalign.serve.workers import remove_state
 
 log = logging.getLogger(__name__)
 
@@ -70,34 +76,6 @@ READY_TIMEOUT = 300.0
 #: at most this many seconds between closing the listening socket and closing the
 #: kept-alive connections still open
 DRAIN = 1.0
-
-
-class DrainingServer(Server):
-    """uvicorn's server with a pause in its graceful stop. Once it stops accepting, every
-    answer says ``Connection: close`` (`STOPPING`: a client that keeps its connection
-    alive sends its next request elsewhere), and it waits until its clients have closed
-    their connections, at most `DRAIN` seconds, before it closes those that look idle.
-    A kept-alive connection between two requests looks idle, yet its client may have sent
-    the next request already (in the socket's buffer, not read yet): uvicorn would close it
-    unread and the client gets a reset for a request it sent before the stop (measured: 4
-    of 16 in flight on the full-train project with 2 workers; and, while workers were
-    replaced one at a time under load, 1 request of a few hundred). In the pause such a
-    request is read and answered, with ``Connection: close``."""
-
-    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
-        STOPPING.clear()  # an earlier server of this process (tests) may have stopped
-        await super().startup(sockets)
-
-    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
-        STOPPING.set()
-        for server in self.servers:
-            server.close()  # uvicorn's shutdown closes them again: idempotent
-        for sock in sockets or []:
-            sock.close()
-        deadline = time.monotonic() + DRAIN
-        while self.server_state.connections and time.monotonic() < deadline:
-            await asyncio.sleep(0.02)
-        await super().shutdown(sockets)
 
 
 class Hangup:
@@ -125,8 +103,62 @@ class Hangup:
             self.action()
 
 
-#: this process's SIGHUP handling (one per process: signals are)
-HANGUP = Hangup()
+class ServingProcess:
+    """What one serving process holds beyond its app, in one place.
+
+    ``hangup``: its SIGHUP handling (`Hangup`); ``stopping``: set once it stops serving
+    (`DrainingServer`), so every answer from then on says ``Connection: close``
+    (`tagalign.serve.app.WorkerHeader`) and a client does not send its next request on a
+    kept-alive connection the process is about to close; ``preloaded``: the projects a
+    supervisor loaded before it forked its workers (`tagalign.serve.factory.preload`),
+    which every worker then serves — their memory is the supervisor's, shared by all (a
+    page is copied only when a worker writes to it)."""
+
+    def __init__(self) -> None:
+        self.hangup = Hangup()
+        self.stopping = threading.Event()
+        self.preloaded: dict[str, Project] = {}
+
+    def stale(self) -> list[str]:
+        """The preloaded projects whose folders hold another model now."""
+        return [pid for pid, proj in self.preloaded.items()
+                if proj.model_version != model_version(proj.path)]
+
+
+#: this process's (one per process: signals and a forked worker's memory are)
+PROCESS = ServingProcess()
+
+
+class DrainingServer(Server):
+    """uvicorn's server with a pause in its graceful stop. Once it stops accepting, every
+    answer says ``Connection: close`` (``stopping``, `ServingProcess`: a client that keeps
+    its connection alive sends its next request elsewhere), and it waits until its clients
+    have closed their connections, at most `DRAIN` seconds, before it closes those that
+    look idle. A kept-alive connection between two requests looks idle, yet its client may
+    have sent the next request already (in the socket's buffer, not read yet): uvicorn
+    would close it unread and the client gets a reset for a request it sent before the
+    stop (measured: 4 of 16 in flight on the full-train project with 2 workers; and, while
+    workers were replaced one at a time under load, 1 request of a few hundred). In the
+    pause such a request is read and answered, with ``Connection: close``."""
+
+    def __init__(self, config: Config, stopping: threading.Event):
+        super().__init__(config)
+        self.stopping = stopping
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        self.stopping.clear()  # an earlier server of this process (tests) may have stopped
+        await super().startup(sockets)
+
+    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        self.stopping.set()
+        for server in self.servers:
+            server.close()  # uvicorn's shutdown closes them again: idempotent
+        for sock in sockets or []:
+            sock.close()
+        deadline = time.monotonic() + DRAIN
+        while self.server_state.connections and time.monotonic() < deadline:
+            await asyncio.sleep(0.02)
+        await super().shutdown(sockets)
 
 
 def exit_quietly(_sig: int, _frame: FrameType | None) -> None:
@@ -162,8 +194,9 @@ class WorkerProcess(Process):
 
     @property
     def server(self) -> Server:
+        # built in the worker (a spawned worker gets this object pickled, without it)
         if self._server is None:
-            self._server = DrainingServer(config=self.config)
+            self._server = DrainingServer(self.config, PROCESS.stopping)
         return self._server
 
     def is_alive(self, timeout: float = 5) -> bool:
@@ -202,19 +235,22 @@ class WorkerProcess(Process):
             signal.signal(sig, signal.SIG_DFL)  # forked, it had the supervisor's handlers
         signal.signal(signal.SIGTERM, exit_quietly)
         signal.signal(signal.SIGINT, exit_quietly)
-        HANGUP.install()
+        PROCESS.hangup.install()
         super().target(sockets)
 
 
 class Supervisor(Multiprocess):
     """uvicorn's supervisor with the changes of the module docstring; ``state_dir``: the
-    workers' state files (a worker's is deleted when it ends)."""
+    workers' state files (a worker's is deleted when it ends); ``on_worker_exited(pid)``:
+    called for every worker that ended (its metrics are forgotten there)."""
 
     def __init__(self, config: Config, sockets: list[socket.socket], state_dir: Path,
-                 fork: bool = False, refresh: Callable[[], bool] | None = None):
+                 fork: bool = False, refresh: Callable[[], bool] | None = None,
+                 on_worker_exited: Callable[[int], object] | None = None):
         super().__init__(config, sockets)
         self.state_dir = state_dir
         self.fork = fork
+        self.on_worker_exited = on_worker_exited
         self.failed = False
         # preloaded workers swap models by being replaced (`tagalign.serve.rollover`)
         self.rollover = None if refresh is None else Rollover(
@@ -278,7 +314,11 @@ class Supervisor(Multiprocess):
     def _ended(self, process: Process) -> None:
         if process.pid is not None:
             remove_state(self.state_dir, process.pid)
-            events.worker_exited(process.pid)
+            if self.on_worker_exited is not None:
+                try:
+                    self.on_worker_exited(process.pid)
+                except Exception:  # an observer's bug must not stop the supervisor
+                    log.exception("on_worker_exited(%s) failed", process.pid)
 
     def _retire(self, process: WorkerProcess) -> None:
         """Stop ``process`` gracefully; `_reap` collects it."""
@@ -402,13 +442,17 @@ def reuseport_socket(family: socket.AddressFamily, address: tuple) -> socket.soc
 
 
 def run_workers(config: Config, prepare: Callable[[Path], None], fork: bool = False,
-                refresh: Callable[[], bool] | None = None) -> int:
+                refresh: Callable[[], bool] | None = None,
+                on_metrics_dir: Callable[[Path], object] | None = None,
+                on_worker_exited: Callable[[int], object] | None = None) -> int:
     """Serve ``config.workers`` workers of ``config.app`` (an import string) until SIGTERM
     or SIGINT; ``prepare(state_dir)`` runs before they start (it sets what they read, such
     as the environment); ``fork``: fork the workers from this process (they start with
     what it loaded) instead of spawning them; ``refresh``: with ``fork``, SIGHUP calls it
     (in a thread) to reload what changed in this process and, when it returns True,
     replaces the workers with new ones forked from it (`tagalign.serve.rollover`).
+    ``on_metrics_dir(path)``: called with the folder set as ``PROMETHEUS_MULTIPROC_DIR``
+    before the workers start; ``on_worker_exited(pid)``: for every worker that ended.
     Returns the exit status: 0, or 1 when a worker failed to start."""
     root = Path(tempfile.mkdtemp(prefix="tagalign-serve-"))
     try:
@@ -418,16 +462,18 @@ def run_workers(config: Config, prepare: Callable[[Path], None], fork: bool = Fa
             metrics_dir = root / "prometheus"
             metrics_dir.mkdir()
             os.environ[PROMETHEUS_DIR_ENV] = str(metrics_dir)
-        events.multiprocess_dir(Path(os.environ[PROMETHEUS_DIR_ENV]))
+        if on_metrics_dir is not None:
+            on_metrics_dir(Path(os.environ[PROMETHEUS_DIR_ENV]))
         prepare(state_dir)
         supervisor = Supervisor(config, worker_sockets(config, config.workers), state_dir,
-                                fork=fork, refresh=refresh if fork else None)
+                                fork=fork, refresh=refresh if fork else None,
+                                on_worker_exited=on_worker_exited)
         supervisor.run()
         return 1 if supervisor.failed else 0
     finally:
         shutil.rmtree(root, ignore_errors=True)
 
 
-__all__ = ["DRAIN", "HANGUP", "KILL_GRACE", "PROMETHEUS_DIR_ENV", "DrainingServer", "Hangup",
-           "Supervisor", "WorkerProcess", "exit_quietly", "reuseport_socket", "run_workers",
-           "tcp_socket", "worker_sockets"]
+__all__ = ["DRAIN", "KILL_GRACE", "PROCESS", "PROMETHEUS_DIR_ENV", "DrainingServer", "Hangup",
+           "ServingProcess", "Supervisor", "WorkerProcess", "exit_quietly", "reuseport_socket",
+           "run_workers", "tcp_socket", "worker_sockets"]

@@ -16,7 +16,6 @@ import json
 import logging
 import os
 import signal
-import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,12 +24,6 @@ from typing import Any
 from tagalign.io import write_json_atomic
 
 log = logging.getLogger(__name__)
-
-#: set when this process stops serving (`tagalign.serve.supervisor.DrainingServer`): every
-#: answer from then on says ``Connection: close``, so a client does not send its next
-#: request on a kept-alive connection the process is about to close
-STOPPING = threading.Event()
-
 
 def now() -> str:
     return _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
@@ -94,4 +87,4 @@ def remove_state(state_dir: Path, pid: int) -> None:
     (state_dir / f"{pid}.json").unlink(missing_ok=True)
 
 
-__all__ = ["STOPPING", "Workers", "now", "remove_state"]
+__all__ = ["Workers", "now", "remove_state"]
