@@ -32,7 +32,7 @@ from __future__ import annotations
 import copy
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -81,7 +81,7 @@ def plain_batches(n: int, batch_size: int, rng: np.random.Generator) -> Iterator
 @register_classifier
 class LabelContrastiveClassifier(Classifier):
     name = "label-contrastive"
-    defaults: dict[str, Any] = {
+    defaults: ClassVar[dict[str, Any]] = {
         "base_model": "e5-small", "max_seq_length": 256, "batch_size": 26,
         "lr_head": 1e-3, "lr_body": 2e-5, "alpha": 0.01, "temperature": 1.0,
         "hidden": 256, "dropout": 0.5, "epochs_head": 10, "epochs_contrastive": 50,

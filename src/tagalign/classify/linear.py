@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -27,7 +27,7 @@ SPACE = "all"  # the single TF-IDF space of both languages
 @register_classifier
 class LinearClassifier(Classifier):
     name = "linear"
-    defaults: dict[str, Any] = {"C": 4.0, "min_df": 2, "max_df": 0.5, "max_iter": 1000,
+    defaults: ClassVar[dict[str, Any]] = {"C": 4.0, "min_df": 2, "max_df": 0.5, "max_iter": 1000,
                                 "limit_train": None, "seed": 0}
 
     def __init__(self, **params: Any):

@@ -30,7 +30,8 @@ def scores(gold: np.ndarray, pred: np.ndarray, labels: Sequence[str]) -> dict:
     per-class P/R/F1/support."""
     g, p = gold > 0, pred > 0
     tp, fp, fn = (g & p).sum(0), (~g & p).sum(0), (g & ~p).sum(0)
-    mp, mr, mf = (float(x[0]) for x in _prf([tp.sum()], [fp.sum()], [fn.sum()]))
+    mp, mr, mf = (float(x[0]) for x in _prf(np.array([tp.sum()]), np.array([fp.sum()]),
+                                                    np.array([fn.sum()])))
     cp, cr, cf = _prf(tp, fp, fn)
     present = (g.sum(0) + p.sum(0)) > 0
     return {

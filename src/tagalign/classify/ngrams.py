@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -40,7 +40,7 @@ def with_bigrams(tokens: list[str]) -> list[str]:
 @register_classifier
 class NgramLinearClassifier(LinearClassifier):
     name = "linear-ngrams"
-    defaults: dict[str, Any] = {"C": 4.0, "min_df": 2, "max_df": 0.5, "max_iter": 1000,
+    defaults: ClassVar[dict[str, Any]] = {"C": 4.0, "min_df": 2, "max_df": 0.5, "max_iter": 1000,
                                 "word_ngrams": 2, "char_chars": 200, "char_ngrams": [2, 5],
                                 "class_weight": None, "limit_train": None, "seed": 0,
                                 "threads": 0}

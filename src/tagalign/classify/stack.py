@@ -46,7 +46,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import scipy.sparse as sp
@@ -72,7 +72,7 @@ NEIGHBOURS = "neighbours.json"
 @register_classifier
 class SubjectStackClassifier(Classifier):
     name = "subjects-stack"
-    defaults: dict[str, Any] = {"text_recipe": "linear-ngrams", "text_params": {},
+    defaults: ClassVar[dict[str, Any]] = {"text_recipe": "linear-ngrams", "text_params": {},
                                 "top_k": 20, "neighbours": True, "neighbour_k": 30,
                                 "neighbour_power": 2.0, "stacker": "lightgbm", "rounds": 300,
                                 "learning_rate": 0.05, "leaves": 15, "C": 1.0, "bag": 5,

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from scipy import stats
@@ -51,7 +52,7 @@ def quality_report(records: Sequence[Record], rankings: Mapping[str, Sequence[st
     order = np.argsort(-est, kind="stable")  # best estimate first; ties in input order
     hits = hits_matrix(gold, ranks, k)
     sizes = np.array([len(g) for g in gold], np.float64)
-    report = {"n": len(have), "no_estimate": len(scored) - len(have),
+    report: dict[str, Any] = {"n": len(have), "no_estimate": len(scored) - len(have),
               "spearman": _corr(stats.spearmanr, est, truth),
               "pearson": _corr(stats.pearsonr, est, truth),
               "calibration": [], "release": []}

@@ -153,11 +153,11 @@ def subject_results(sh: ScoredHits, limit: int | np.ndarray, threshold: float | 
     support: Counter[str] = Counter(s for g in sh.gold for s in g)
     tp: Counter[str] = Counter()
     fp: Counter[str] = Counter()
-    for r, ids in enumerate(sh.ids):
+    for i, ids in enumerate(sh.ids):
         for j, sid in enumerate(ids):
-            if sel[r, j]:
-                (tp if sh.hits[r, j] else fp)[sid] += 1
-    rows = []
+            if sel[i, j]:
+                (tp if sh.hits[i, j] else fp)[sid] += 1
+    rows: list[dict[str, float | int | str]] = []
     for sid in sorted(set(support) | set(fp), key=lambda s: (-support[s], s)):
         t, f, g = tp[sid], fp[sid], support[sid]
         p = t / (t + f) if t + f else 0.0

@@ -75,7 +75,7 @@ class VectorIndex:
                                                 replace=False))]
             self.index_.cp.seed = self.seed
             if self.kind == "ivfpq":
-                self.index_.pq.cp.seed = self.seed
+                self.index_.pq.cp.seed = self.seed  # type: ignore[attr-defined] # an IndexIVFPQ
             self.index_.train(sample)
             self.index_.nprobe = self.nprobe
         else:

@@ -8,14 +8,20 @@ gold labels and raw scores (checkpoint choice), and a 4 × 4 confusion matrix.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TypeAlias
 
 import numpy as np
 
 from tagalign.errors import MissingExtraError
 from tagalign.pairs.data import LABELS
 
+#: scores, labels or gold values: a list or a NumPy array
+Floats: TypeAlias = Sequence[float] | np.ndarray
+#: languages or lemmas, one per pair: a list or a NumPy array
+Strings: TypeAlias = Sequence[str] | np.ndarray
 
-def krippendorff_alpha(gold: Sequence[float], pred: Sequence[float]) -> float:
+
+def krippendorff_alpha(gold: Floats, pred: Floats) -> float:
     """Ordinal alpha over two "coders" (gold, prediction); NaN when undefined (e.g. one
     value only). The `krippendorff` package computes it; the value domain is the union of
     the observed values, as the task's scorer leaves it."""
@@ -32,7 +38,7 @@ def krippendorff_alpha(gold: Sequence[float], pred: Sequence[float]) -> float:
                                     level_of_measurement="ordinal"))
 
 
-def spearman(gold: Sequence[float], scores: Sequence[float]) -> float:
+def spearman(gold: Floats, scores: Floats) -> float:
     from scipy.stats import spearmanr
 
     if len(gold) < 2 or np.ptp(np.asarray(gold, float)) == 0 or np.ptp(scores) == 0:
@@ -40,7 +46,7 @@ def spearman(gold: Sequence[float], scores: Sequence[float]) -> float:
     return float(spearmanr(gold, scores).statistic)
 
 
-def confusion(gold: Sequence[float], pred: Sequence[float]) -> list[list[int]]:
+def confusion(gold: Floats, pred: Floats) -> list[list[int]]:
     """Rows: gold label 1..4 (rounded half up), columns: predicted 1..4."""
     from sklearn.metrics import confusion_matrix
 
@@ -48,8 +54,8 @@ def confusion(gold: Sequence[float], pred: Sequence[float]) -> list[list[int]]:
     return confusion_matrix(g, np.asarray(pred, int), labels=list(LABELS)).tolist()
 
 
-def evaluate(gold: Sequence[float], pred: Sequence[float], languages: Sequence[str],
-             scores: Sequence[float] | None = None) -> dict:
+def evaluate(gold: Floats, pred: Floats, languages: Strings,
+             scores: Floats | None = None) -> dict:
     """Per-language alpha, Spearman (of ``scores`` when given, else of the labels) and
     confusion, plus ``mean_alpha`` (unweighted over languages) and pooled figures."""
     gold_a, pred_a = np.asarray(gold, float), np.asarray(pred, float)

@@ -12,14 +12,14 @@ import numpy as np
 from tagalign.errors import InputError
 from tagalign.io import atomic_text
 from tagalign.pairs.data import Pair, language_dirs, read_labels, read_tsv
-from tagalign.pairs.metrics import evaluate
+from tagalign.pairs.metrics import Floats, evaluate
 from tagalign.records import InputReport
 
 COLUMNS = ("identifier1", "identifier2", "prediction", "cosine")
 
 
 def write_language(out_dir: Path, language: str, pairs: Sequence[Pair],
-                   labels: Sequence[int], scores: Sequence[float]) -> Path:
+                   labels: Sequence[int] | np.ndarray, scores: Floats) -> Path:
     """Write (atomically) one language's predictions."""
     path = Path(out_dir) / f"{language}.tsv"
     with atomic_text(path) as fh:

@@ -25,7 +25,6 @@ Which one holds on unseen words is measured by lemma-grouped cross-validation
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -33,25 +32,25 @@ import numpy as np
 from tagalign.errors import InputError, ModelFormatError
 from tagalign.io import read_json, write_json_atomic
 from tagalign.pairs.data import LABELS
-from tagalign.pairs.metrics import krippendorff_alpha
+from tagalign.pairs.metrics import Floats, Strings, krippendorff_alpha
 from tagalign.pairs.params import CUT_MODES
 
 POOLED = "*"
 
 
-def apply_cuts(scores: Sequence[float], cuts: Sequence[float]) -> np.ndarray:
+def apply_cuts(scores: Floats, cuts: Floats) -> np.ndarray:
     """Scores → labels 1..4 (``cuts`` sorted ascending)."""
     return np.searchsorted(np.sort(np.asarray(cuts, float)), np.asarray(scores, float),
                            side="right") + 1
 
 
-def even_cuts(scores: Sequence[float]) -> np.ndarray:
+def even_cuts(scores: Floats) -> np.ndarray:
     """Three cut points evenly spaced between the minimum and maximum score."""
     lo, hi = float(np.min(scores)), float(np.max(scores))
     return np.linspace(lo, hi, len(LABELS) + 1)[1:-1]
 
 
-def fit_cuts(scores: Sequence[float], gold: Sequence[float], restarts: int = 3) -> np.ndarray:
+def fit_cuts(scores: Floats, gold: Floats, restarts: int = 3) -> np.ndarray:
     """Cut points maximising ordinal alpha between ``gold`` and the cut scores."""
     from scipy.optimize import minimize
 
@@ -94,8 +93,8 @@ class Thresholds:
         self.cuts_: dict[str, list[float]] = {}
         self.stats_: dict[str, list[float]] = {}
 
-    def fit(self, scores: Sequence[float], gold: Sequence[float], languages: Sequence[str],
-            lemmas: Sequence[str] | None = None) -> Thresholds:
+    def fit(self, scores: Floats, gold: Floats, languages: Strings,
+            lemmas: Strings | None = None) -> Thresholds:
         """Fit on labelled scores; ``lemmas`` (one per score) is needed by ``shrunk``."""
         s, g, langs = np.asarray(scores, float), np.asarray(gold, float), np.asarray(languages)
         self.cuts_, self.stats_ = {}, {}
@@ -134,7 +133,7 @@ class Thresholds:
     def cuts_for(self, language: str) -> list[float]:
         return self.cuts_.get(language, self.cuts_[POOLED])
 
-    def predict(self, scores: Sequence[float], languages: Sequence[str]) -> np.ndarray:
+    def predict(self, scores: Floats, languages: Strings) -> np.ndarray:
         if not self.cuts_:
             raise ValueError("thresholds are not fitted")
         s, langs = np.asarray(scores, float), np.asarray(languages)

@@ -22,7 +22,7 @@ import numpy as np
 
 from tagalign.errors import InputError
 from tagalign.pairs.data import Pair
-from tagalign.pairs.metrics import krippendorff_alpha
+from tagalign.pairs.metrics import Floats, Strings, krippendorff_alpha
 
 
 @dataclass(frozen=True)
@@ -120,7 +120,7 @@ def _alpha_of(gold: np.ndarray, preds: Sequence[np.ndarray], idx: np.ndarray) ->
     return float(np.nanmean(values)) if not all(np.isnan(values)) else float("nan")
 
 
-def _lemma_groups(languages: Sequence[str], lemmas: Sequence[str]
+def _lemma_groups(languages: Strings, lemmas: Strings
                   ) -> dict[str, list[np.ndarray]]:
     """Per language (sorted), the row indices of each of its lemmas (sorted)."""
     langs, lems = np.asarray(languages), np.asarray(lemmas)
@@ -145,9 +145,9 @@ def _draws(gold: np.ndarray, preds: Sequence[np.ndarray], groups: dict[str, list
     return draws
 
 
-def paired_difference(gold: Sequence[float], preds_a: Sequence[Sequence[float]],
-                      preds_b: Sequence[Sequence[float]], languages: Sequence[str],
-                      lemmas: Sequence[str], n_boot: int = 1000, seed: int = 0,
+def paired_difference(gold: Floats, preds_a: Sequence[Floats],
+                      preds_b: Sequence[Floats], languages: Strings,
+                      lemmas: Strings, n_boot: int = 1000, seed: int = 0,
                       level: float = 0.95) -> dict[str, float]:
     """Mean alpha of ``preds_b`` minus that of ``preds_a`` on the same pairs (e.g. two
     cut-point modes of one model's cosines), with a percentile interval over the *same*
@@ -167,8 +167,8 @@ def paired_difference(gold: Sequence[float], preds_a: Sequence[Sequence[float]],
             "share_b_ahead": float(np.mean(delta > 0))}
 
 
-def bootstrap_alpha(gold: Sequence[float], preds: Sequence[Sequence[float]],
-                    languages: Sequence[str], lemmas: Sequence[str], n_boot: int = 1000,
+def bootstrap_alpha(gold: Floats, preds: Sequence[Floats],
+                    languages: Strings, lemmas: Strings, n_boot: int = 1000,
                     seed: int = 0, level: float = 0.95) -> AlphaReport:
     """Alpha per language (the mean over the prediction arrays in ``preds``, e.g. repeats
     of a cut-point fit) and the mean over languages, with a percentile interval: each

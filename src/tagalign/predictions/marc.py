@@ -91,7 +91,7 @@ class MarcPredictionStream(PredictionStream):
 
     def _open_text(self, path: Path) -> IO[bytes]:  # type: ignore[override]
         raw = open(path, "wb")  # noqa: SIM115 - closed in close()
-        fh: IO[bytes] = raw
+        fh: IO[bytes] | gzip.GzipFile = raw
         if self.path.suffix == ".gz":
             self._raw = raw
             fh = gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0)

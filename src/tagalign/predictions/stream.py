@@ -11,7 +11,7 @@ import io
 import os
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import IO, TextIO
+from typing import IO, Any, TextIO
 
 from tagalign.errors import ConflictError
 from tagalign.io import InputReport, parse_lines
@@ -46,7 +46,7 @@ class PredictionStream:
         self.resume = resume
         self.done: set[str] = set()
         self.written = 0
-        self._fh: TextIO | None = None
+        self._fh: IO[Any] | None = None  # text here, bytes in `MarcPredictionStream`
         self._raw: IO[bytes] | None = None
 
     def open(self) -> PredictionStream:

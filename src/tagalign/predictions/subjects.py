@@ -11,10 +11,13 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
+from typing import Any, TypeVar
 
 from tagalign.io import InputReport, atomic_text, parse_lines
 from tagalign.suggest import Quality, Suggestion
 from tagalign.vocab import normalize_subject_id
+
+T = TypeVar("T")
 
 
 def _ids(subjects: object) -> list[str]:
@@ -31,7 +34,7 @@ def _ids(subjects: object) -> list[str]:
     return out
 
 
-def _scored(subjects: object) -> list[tuple[str, float | None]]:
+def _scored(subjects: Any) -> list[tuple[str, float | None]]:
     """Like `_ids`, with each subject's ``score`` (None when absent or not a number)."""
     ids = _ids(subjects)
     scores = [s.get("score") if isinstance(s, dict) else None for s in subjects]
@@ -99,7 +102,7 @@ def read_estimates(path: Path | str, report: InputReport | None = None
 
 
 def read_rows_by_id(path: Path | str, report: InputReport | None,
-                    row: Callable[[dict], list[str]]) -> dict[str, list[str]]:
+                    row: Callable[[dict], list[T]]) -> dict[str, list[T]]:
     """``{record id: row(object)}`` for a predictions JSONL, one object per line.
 
     Malformed lines (bad bytes, bad JSON, no ``id``, a row ``row`` rejects, a record id seen
@@ -107,7 +110,7 @@ def read_rows_by_id(path: Path | str, report: InputReport | None,
     wins), a `BadInputError` when the report is strict.
     """
     report = report if report is not None else InputReport()
-    out: dict[str, list[str]] = {}
+    out: dict[str, list[T]] = {}
 
     def parse(line: str, lineno: int) -> str | None:
         obj = object_with_id(line)

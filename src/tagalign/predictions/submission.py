@@ -55,6 +55,6 @@ def read_submission(sub_dir: Path | str, report: InputReport | None = None
             out[path.stem] = [normalize_subject_id(s) for s in ids]
         except LineError as exc:
             report.bad(f"{path}:{exc.lineno}", str(exc))
-        except (OSError, *PARSE_ERRORS) as exc:
+        except (OSError,) + PARSE_ERRORS as exc:
             report.bad(str(path), describe_error(exc))
     return out

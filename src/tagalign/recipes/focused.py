@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -39,7 +39,7 @@ LANGUAGES = ("de", "en")
 class FocusedRecipe(NBFRecipe):
     name = "focused-transform"
     head_cls = FocusedEmbTransform
-    defaults: dict[str, Any] = {**DENSE_DEFAULTS, "mode": "per-language", "hidden": 1024,
+    defaults: ClassVar[dict[str, Any]] = {**DENSE_DEFAULTS, "mode": "per-language", "hidden": 1024,
                                 "negatives": 15, "margin": 0.2, "optimizer": "adam",
                                 "lr": 1e-4, "weight_decay": 1e-5, "scheduler": "step",
                                 "step_size": 5, "gamma": 0.5,

@@ -17,7 +17,7 @@ import logging
 import threading
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from tagalign.errors import NotTrainedError
 from tagalign.io import atomic_dir, read_json
@@ -56,7 +56,7 @@ SOURCES.add_lazy("domains", "tagalign.classify.source")
 @register_recipe
 class HybridRecipe(Recipe):
     name = "hybrid"
-    defaults: dict[str, Any] = {
+    defaults: ClassVar[dict[str, Any]] = {
         "sources": ["omikuji", "tfidf_knn", "emb_knn", "labels", "lexical"],
         "holdout_fraction": 0.15,
         "max_ranker_records": 12_000,

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -38,7 +38,7 @@ def rule_score(cands: Candidates) -> np.ndarray:
 @register_recipe
 class LexicalRecipe(Recipe):
     name = "lexical"
-    defaults: dict[str, Any] = {"max_ngram": 5}
+    defaults: ClassVar[dict[str, Any]] = {"max_ngram": 5}
 
     def __init__(self, vocab: Vocabulary, **params: Any):
         super().__init__(vocab, **params)

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import torch
@@ -59,7 +59,7 @@ HEAD_OPTIONS = {"residual": False, "hard_negatives": 0, "hard_pool": 50, "val_fr
 class NBFRecipe(DenseRecipe):
     name = "nbf-attention"
     head_cls: type[Head] = DimensionAttentionHead
-    defaults: dict[str, Any] = {**DENSE_DEFAULTS, "negatives": 15, "margin": 0.2,
+    defaults: ClassVar[dict[str, Any]] = {**DENSE_DEFAULTS, "negatives": 15, "margin": 0.2,
                                 "optimizer": "adamw", "lr": 1e-4, "weight_decay": 0.0,
                                 "scheduler": "cosine", "t_max": 20, "eta_min": 1e-6,
                                 "step_size": 5, "gamma": 0.5,  # used by scheduler="step"

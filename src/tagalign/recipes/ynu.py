@@ -14,7 +14,7 @@ from __future__ import annotations
 import shutil
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -37,7 +37,7 @@ from tagalign.runtime import quiet_libraries
 @register_recipe
 class YNURecipe(DenseRecipe):
     name = "ynu-finetune"
-    defaults: dict[str, Any] = {**DENSE_DEFAULTS, "encoder": "finetuned",
+    defaults: ClassVar[dict[str, Any]] = {**DENSE_DEFAULTS, "encoder": "finetuned",
                                 "base_model": "e5-small", "scheme": "aggregate",
                                 "with_alt_labels": True, "lr": 2e-5, "batch_size": None,
                                 "epochs": 3, "temperature": 0.05, "learnable_temperature": True,

@@ -75,7 +75,7 @@ def read_jsonld(path: Path, report: InputReport) -> Iterator[Record]:
         except LineError as exc:
             report.bad(f"{file}:{exc.lineno}", str(exc))
             continue
-        except (OSError, *PARSE_ERRORS) as exc:
+        except (OSError,) + PARSE_ERRORS as exc:
             report.bad(str(file), describe_error(exc))
             continue
         yield rec

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
@@ -96,13 +97,14 @@ class TfidfFeaturizer:
         for lang, vec in self.vectorizers_.items():
             idx = np.flatnonzero(routed == lang)
             if len(idx):
-                out[lang] = (idx, _tfidf_rows(vec, [tokens[i] for i in idx]))
+                out[lang] = (idx, _tfidf_rows(vec, [tokens[int(i)] for i in idx]))
         return out
 
     def save(self, path: Path) -> None:
         path.mkdir(parents=True, exist_ok=True)
-        meta = {"languages": self.languages, "min_df": self.min_df, "max_df": self.max_df,
-                "sublinear_tf": self.sublinear_tf, "vocabularies": {}}
+        meta: dict[str, Any] = {
+            "languages": self.languages, "min_df": self.min_df, "max_df": self.max_df,
+            "sublinear_tf": self.sublinear_tf, "vocabularies": {}}
         for lang, vec in self.vectorizers_.items():
             terms = sorted(vec.vocabulary_, key=vec.vocabulary_.__getitem__)
             meta["vocabularies"][lang] = terms

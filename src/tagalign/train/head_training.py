@@ -280,7 +280,7 @@ def train_head(head: Head, records: np.ndarray, positives: np.ndarray,
         subjects = (_apply(head, cand[seen_t]) if index_transformed
                     else candidate_vectors[seen])
         score = recall_at(_apply(head, X[torch.from_numpy(val_rows)]), subjects,
-                          [gold_rows[i] for i in val_rows], rows=seen)
+                          [gold_rows[int(i)] for i in val_rows], rows=seen)
         history.setdefault("val", []).append(score)
         if score >= max(history["val"]):
             history["best_epoch"] = len(history["val"]) - 1

@@ -32,7 +32,7 @@ from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO
+from typing import IO, cast
 
 import pymarc
 
@@ -194,7 +194,7 @@ def _xml_records(fh: IO[bytes]) -> Iterator[tuple[str, str, Fields]]:
     By hand over ElementTree rather than pymarc's reader: pymarc parses MARC-XML with a SAX
     handler that builds whole `pymarc.Record` objects through Python callbacks, about five
     times slower than reading the eight fields the mapping needs."""
-    parser = ET.XMLPullParser(events=("start",))
+    parser: ET.XMLPullParser[ET.Element] = ET.XMLPullParser(events=("start",))
     root: ET.Element | None = None
     pending: ET.Element | None = None
     read = getattr(fh, "read1", fh.read)  # what has been decompressed, before a cut
@@ -208,7 +208,8 @@ def _xml_records(fh: IO[bytes]) -> Iterator[tuple[str, str, Fields]]:
                 parser.close()
         except (ET.ParseError, EOFError, gzip.BadGzipFile, zlib.error) as exc:
             error, data = exc, b""
-        for _, elem in parser.read_events():
+        for event in parser.read_events():
+            elem = cast(ET.Element, event[-1])  # "start" events only: always an element
             if root is None:
                 root = elem
                 if _is_record(elem.tag):  # a file holding one bare record

@@ -51,7 +51,8 @@ class _Builder:
         self.content = False
         self.error: str | None = None
         self.field: Field | None = None
-        self.tag = self.code = None
+        self.tag: str | None = None
+        self.code: str | None = None
         self.text: list[str] | None = None
         self.done: list[tuple[int, MarcRecord, str | None]] = []
         parser.buffer_text = True
