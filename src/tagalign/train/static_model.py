@@ -178,10 +178,11 @@ class TokenCache:
 
 
 def train_static_encoder(records: Sequence[Record], vocab: Vocabulary,
-                         params: dict[str, Any], token_cache: bool = True
+                         params: dict[str, Any], token_cache: bool = True, threads: int = 0
                          ) -> StaticEmbeddingEncoder:
     """``token_cache``: tokenise each training text once (`TokenCache`); off, the module
-    tokenises every batch (the same model, slower)."""
+    tokenises every batch (the same model, slower). ``threads``: torch's (the runtime's,
+    `tagalign.runtime.Runtime.threads`; 0 leaves the process's)."""
     import torch
     from datasets import Dataset
     from sentence_transformers import (
@@ -198,8 +199,8 @@ def train_static_encoder(records: Sequence[Record], vocab: Vocabulary,
     quiet_libraries()
     seed = int(params.get("seed", 13))
     torch.manual_seed(seed)
-    if params.get("threads"):
-        torch.set_num_threads(int(params["threads"]))
+    if threads:
+        torch.set_num_threads(threads)
     label_texts = [s.label("de") for s in vocab.subjects]
     label_texts += [s.labels["en"] for s in vocab.subjects if "en" in s.labels]
     tokenizer = train_tokenizer([r.text for r in records] + label_texts,
