@@ -14,8 +14,9 @@ import argparse
 import time
 
 from _common import DATA, peak_rss_gb
-from tagalign.encode import get_encoder, record_texts, set_threads, subject_texts
+from tagalign.encode import get_encoder, record_texts, subject_texts
 from tagalign.records import read_records
+from tagalign.runtime import Runtime
 from tagalign.vocab import load_vocabulary
 
 
@@ -35,7 +36,7 @@ def main() -> None:
     ap.add_argument("--batch-size", type=int, default=32)
     ap.add_argument("--threads", type=int, default=1)
     args = ap.parse_args()
-    set_threads(args.threads)
+    runtime = Runtime(threads=args.threads).apply()
     vocab = load_vocabulary(DATA / "gnd" / "gnd-subjects.tsv.gz")
     labels = subject_texts(vocab, "de")[:: max(1, len(vocab) // args.labels)][: args.labels]
     records = list(read_records(DATA / "llms4subjects" / "train.jsonl.gz",
@@ -44,7 +45,7 @@ def main() -> None:
     print(f"{'encoder':<12} {'dim':>4} {'labels/s':>9} {'abstracts/s':>12} {'device':>7}")
     for spec in args.encoders.split(","):
         t0 = time.perf_counter()
-        enc = get_encoder(spec)
+        enc = get_encoder(spec, threads=runtime.threads_or(1))
         load_s = time.perf_counter() - t0
         lab = rate(enc, labels, "passage", args.batch_size * 4)
         abst = rate(enc, abstracts, "query", args.batch_size)

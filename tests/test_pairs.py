@@ -488,10 +488,16 @@ def test_load_refuses_a_folder_without_markers(tiny_st, tmp_path):
 
 
 # -- CLI --------------------------------------------------------------------------------
-def test_cli_train_predict_eval_round_trip(tiny_st, tmp_path):
+def test_cli_train_predict_eval_round_trip(tiny_st, tmp_path, monkeypatch):
     from typer.testing import CliRunner
 
+    from tagalign import runtime
     from tagalign.cli import app, pairs_cmd  # noqa: F401 - registers `tagalign pairs`
+
+    # --threads reaches the process's pin (recorded here, not done: it would hold for the
+    # rest of the session; tests/test_settings.py shows the pin reaching torch)
+    pins: list[int] = []
+    monkeypatch.setattr(runtime, "set_threads", pins.append)
 
     for lang, seed in (("english", 0), ("german", 1)):
         write_comedi(tmp_path / "train" / lang, seed=seed)
@@ -503,15 +509,16 @@ def test_cli_train_predict_eval_round_trip(tiny_st, tmp_path):
                               "--base-model", f"st:{tiny_st}", "--loss", "cosent",
                               "--param", "epochs=1", "--param", "max_seq_length=32",
                               "--param", "lr=0.001", "--param", "batch_size=8",
-                              "--device", "cpu"])
+                              "--device", "cpu", "--threads", "2"])
     assert out.exit_code == 0, out.output
     assert "dev Spearman" in out.output
     assert (tmp_path / "model" / "thresholds.json").exists()
     for src, dst in (("dev", "pred"), ("test", "pred-test")):
         out = runner.invoke(app, ["pairs", "predict", str(tmp_path / "model"), "--input",
                                   str(tmp_path / src), "--output", str(tmp_path / dst),
-                                  "--device", "cpu"])
+                                  "--device", "cpu", "--threads", "1"])
         assert out.exit_code == 0, out.output
+    assert pins == [2, 1, 1]
     rows = (tmp_path / "pred" / "english.tsv").read_text().splitlines()
     assert rows[0].split("\t") == ["identifier1", "identifier2", "prediction", "cosine"]
     assert {r.split("\t")[2] for r in rows[1:]} <= {"1", "2", "3", "4"}

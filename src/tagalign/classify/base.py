@@ -31,7 +31,7 @@ from tagalign.io import (
 )
 from tagalign.params import ParamSpec
 from tagalign.registry import Registry
-from tagalign.runtime import ProgressCallback
+from tagalign.runtime import ProgressCallback, Runtime
 
 CLASSIFIERS: Registry[type[Classifier]] = Registry("classify recipe")
 FORMAT = 1
@@ -44,8 +44,12 @@ class LabelSetMismatch(ConflictError, ValueError):
 register_classifier = CLASSIFIERS.register
 
 
-def get_classifier(name: str, **params: Any) -> Classifier:
-    return CLASSIFIERS.lookup(name)(**params)
+def get_classifier(name: str, runtime: Runtime | None = None, **params: Any) -> Classifier:
+    """The recipe ``name`` with ``params``, run with ``runtime`` (default: its defaults)."""
+    clf = CLASSIFIERS.lookup(name)(**params)
+    if runtime is not None:
+        clf.runtime = runtime
+    return clf
 
 
 #: Share of train held out to tune the thresholds when no dev is given (at least 1 record).
@@ -80,10 +84,14 @@ class Classifier(ABC):
     #: Ranges of parameters not in `tagalign.params.RANGES` (names → `Annotated` types).
     ranges: ClassVar[dict[str, Any]] = {}
 
+    #: parameters no longer read, still accepted (a saved model's config, an old
+    #: ``--param``) and dropped (``threads``: the runtime's, `Classifier.runtime`)
+    retired: ClassVar[frozenset[str]] = frozenset()
+
     @classmethod
     def check_params(cls, params: dict[str, Any]) -> None:
         """Refuse unknown names (ValueError) and bad values (`ParamError`), before loading."""
-        unknown = sorted(set(params) - set(cls.defaults))
+        unknown = sorted(set(params) - set(cls.defaults) - cls.retired)
         if unknown:
             raise InputError(f"recipe {cls.name!r}: unknown parameter(s) {unknown}; "
                              f"known: {sorted(cls.defaults)}")
@@ -91,7 +99,11 @@ class Classifier(ABC):
 
     def __init__(self, **params: Any):
         self.check_params(params)
-        self.params = {**self.defaults, **params}
+        self.params = {**self.defaults, **{k: v for k, v in params.items()
+                                           if k not in self.retired}}
+        #: threads (`Runtime.threads_or`); `get_classifier`/`load_classifier` pass the
+        #: caller's, else the defaults
+        self.runtime = Runtime()
         self.progress: ProgressCallback | None = None
         self.labels_: LabelSet | None = None
         self.thresholds_: dict[str, Any] = {}
@@ -204,8 +216,11 @@ def _is_classifier(folder: Path) -> bool:
 register_kind("classifier", "a classifier, read by `tagalign classify predict`", _is_classifier)
 
 
-def load_classifier(folder: Path | str, labels: Sequence[str] | None = None) -> Classifier:
-    """A saved classifier; with ``labels``, refuse one trained on another label set."""
+def load_classifier(folder: Path | str, labels: Sequence[str] | None = None,
+                    runtime: Runtime | None = None) -> Classifier:
+    """A saved classifier run with ``runtime`` (default: its defaults); with ``labels``,
+    refuse one trained on another label set. A ``threads`` saved by an older tagalign is
+    dropped (`Classifier.retired`)."""
     folder = Path(folder)
     wrong = wrong_model_message(folder, "classifier")
     if wrong:
@@ -225,7 +240,7 @@ def load_classifier(folder: Path | str, labels: Sequence[str] | None = None) -> 
         raise LabelSetMismatch(f"{folder}: trained on another label set "
                                f"({len(saved)} labels; {why}); train with --label-set to "
                                "keep every label")
-    clf = get_classifier(config["recipe"], **config["params"])
+    clf = get_classifier(config["recipe"], runtime, **config["params"])
     clf.labels_ = LabelSet(saved)
     clf.thresholds_ = config["thresholds"]
     clf.history_ = config.get("history", {})

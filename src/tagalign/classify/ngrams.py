@@ -42,8 +42,9 @@ class NgramLinearClassifier(LinearClassifier):
     name = "linear-ngrams"
     defaults: ClassVar[dict[str, Any]] = {"C": 4.0, "min_df": 2, "max_df": 0.5, "max_iter": 1000,
                                 "word_ngrams": 2, "char_chars": 200, "char_ngrams": [2, 5],
-                                "class_weight": None, "limit_train": None, "seed": 0,
-                                "threads": 0}
+                                "class_weight": None, "limit_train": None, "seed": 0}
+    #: threads are the runtime's (`Classifier.runtime`), not a model parameter
+    retired = frozenset({"threads"})
 
     @classmethod
     def check_params(cls, params: dict[str, Any]) -> None:
@@ -111,8 +112,6 @@ class NgramLinearClassifier(LinearClassifier):
         from sklearn.linear_model import LogisticRegression
         from sklearn.multiclass import OneVsRestClassifier
 
-        from tagalign.runtime import threads
-
         p = self.params
         train, y = limit_examples(train, y, p["limit_train"], p["seed"])
         x = self._stack(train, fit=True)
@@ -121,7 +120,7 @@ class NgramLinearClassifier(LinearClassifier):
             C=p["C"], solver="liblinear", max_iter=p["max_iter"],
             class_weight=p["class_weight"], random_state=p["seed"]))
         # one binary problem per label, in threads (liblinear releases the GIL)
-        with parallel_backend("threading", n_jobs=p["threads"] or threads()):
+        with parallel_backend("threading", n_jobs=self.runtime.threads_or(1)):
             ovr.fit(x, y.astype(int))
         self._tick("logistic regression", 1, 1)
         self._keep_coefficients(ovr, x.shape[1], y)

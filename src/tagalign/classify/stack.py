@@ -77,7 +77,9 @@ class SubjectStackClassifier(Classifier):
                                 "neighbour_power": 2.0, "stacker": "lightgbm", "rounds": 300,
                                 "learning_rate": 0.05, "leaves": 15, "C": 1.0, "bag": 5,
                                 "folds": 5,
-                                "held_out": True, "seed": 0, "threads": 0}
+                                "held_out": True, "seed": 0}
+    #: threads are the runtime's (`Classifier.runtime`), not a model parameter
+    retired = frozenset({"threads"})
 
     @classmethod
     def check_params(cls, params: dict[str, Any]) -> None:
@@ -189,7 +191,8 @@ class SubjectStackClassifier(Classifier):
         self.vocabulary_ = {"fingerprint": vocab.fingerprint, "size": len(vocab)}
         held = {ex.id for ex in self._held_out()}
         if self.text_ is None:
-            text = get_classifier(self.params["text_recipe"], **self.params["text_params"])
+            text = get_classifier(self.params["text_recipe"], self.runtime,
+                                  **self.params["text_params"])
             text.progress = self.progress
             text.labels_ = self.labels_
             keep = [i for i, ex in enumerate(train) if ex.id not in held]
@@ -274,8 +277,8 @@ class SubjectStackClassifier(Classifier):
                      held_out.y)
             self.held_out_records_ = len(held_out.y)
         make = Stacker(p["stacker"], rounds=p["rounds"], learning_rate=p["learning_rate"],
-                       leaves=p["leaves"], C=p["C"], seed=p["seed"], threads=p["threads"],
-                       bag=p["bag"])
+                       leaves=p["leaves"], C=p["C"], seed=p["seed"],
+                       threads=self.runtime.threads, bag=p["bag"])
         oof, self.tuning_folds_, self.stacker_ = cross_fit(make, X, y, p["folds"], p["seed"],
                                                            extra)
         self.tuning_scores_, self.tuning_gold_ = oof, y
@@ -332,8 +335,9 @@ class SubjectStackClassifier(Classifier):
         if shape[1] != len(self.labels_):
             raise ModelFormatError(f"{folder}: profiles of {shape[1]} domains for "
                                    f"{len(self.labels_)} labels")
-        self.text_ = load_classifier(folder / TEXT_DIR, labels=self.labels_.labels)
-        self.stacker_ = Stacker.load(folder / STACKER_DIR, threads=self.params["threads"])
+        self.text_ = load_classifier(folder / TEXT_DIR, labels=self.labels_.labels,
+                                     runtime=self.runtime)
+        self.stacker_ = Stacker.load(folder / STACKER_DIR, threads=self.runtime.threads)
         self.counts_ = load_csr(folder, "profiles", shape)
         self.neighbours_ = None
         if (folder / NEIGHBOURS).exists():  # absent: a stacker that read no neighbours

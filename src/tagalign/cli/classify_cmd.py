@@ -11,7 +11,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from tagalign.cli.app import app, console, fail, out
-from tagalign.cli.common import PhaseBars, parse_params, progress
+from tagalign.cli.common import PhaseBars, make_runtime, parse_params, progress
 from tagalign.cli.report import print_summary
 from tagalign.predictions import (
     PredictionStream,
@@ -19,7 +19,6 @@ from tagalign.predictions import (
     read_label_predictions,
 )
 from tagalign.records import BadInputError, InputReport, read_records
-from tagalign.runtime import set_threads
 
 classify_app = typer.Typer(
     help="Multi-label classification of records (LinSearch domains or any label set).",
@@ -36,10 +35,10 @@ SUBJECTS_HELP = ("A trained subject project whose suggestions the subjects-stack
                  "trained with).")
 
 
-def _subject_project(path: Path):
+def _subject_project(path: Path, runtime=None):
     from tagalign.project import Project
 
-    project = Project.load(path)
+    project = Project.load(path, runtime=runtime)
     project.trained_recipe()  # NotTrainedError before any record is read
     return project
 
@@ -127,7 +126,7 @@ def train(
     from tagalign.classify import DEFAULT_RECIPE, get_classifier
     from tagalign.classify.metrics import report
 
-    set_threads(threads)  # 0 leaves the defaults
+    runtime = make_runtime(threads)  # the classifier's and the subject project's threads
     for what, path in (("training records", train_src), ("dev records", dev),
                        ("subject project", subjects_project)):
         if path is not None and not path.exists():
@@ -136,7 +135,7 @@ def train(
     if (recipe == STACK) != (subjects_project is not None):
         fail(f"--subjects-project goes with --recipe {STACK} (and {STACK} needs it)")
     label_list = _label_set(label_set)
-    clf = get_classifier(recipe, **parse_params(param, config))
+    clf = get_classifier(recipe, runtime, **parse_params(param, config))
     train_ex = _examples(train_src, labels, strict=strict, require_labels=True,
                          what="training records")
     dev_ex = _examples(dev, labels, strict=strict, require_labels=True,
@@ -144,7 +143,7 @@ def train(
     if recipe == STACK:
         from tagalign.project.domains import check_held_out
 
-        project = _subject_project(subjects_project)
+        project = _subject_project(subjects_project, runtime)
         clf.bind(project.vocab)
         clf.subjects_project_ = str(subjects_project.resolve())
         if dev_ex:

@@ -22,18 +22,20 @@ from tagalign.batch import DEFAULT_MAX_ERRORS, get_engine, run_batch
 from tagalign.cli.app import console, fail
 from tagalign.cli.report import print_summary
 from tagalign.records import BadInputError, InputReport, Record, read_records
-from tagalign.runtime import Runtime
+from tagalign.runtime import CACHE_ENV, Runtime
 
 #: help of ``--compile-ranker`` (suggest, serve)
 COMPILE_HELP = ("Score with the ranker's trees compiled to native code (lleaves; the same "
                 "scores within 1e-12, a tenth of the CPU). Decided when the project loads; the "
                 "first load of a model on a machine compiles it (seconds), later ones read "
-                "the cached object from $TAGALIGN_CACHE.")
+                f"the cached object from ${CACHE_ENV}.")
 
 
-def make_runtime(threads: int, compile_ranker: bool) -> Runtime:
-    """The one `Runtime` of a command, from its options; pins the process's libraries to
-    ``threads`` (0 leaves the defaults)."""
+def make_runtime(threads: int, compile_ranker: bool = False) -> Runtime:
+    """The one `Runtime` of a command, from its options (``--threads``, 0: not given;
+    ``--compile-ranker``) and the environment as the process started (`environment`: the
+    default threads and the cache folder); pins the process's libraries to ``threads``
+    (0 leaves the defaults). Every command that runs models makes it here, once."""
     return Runtime(threads=threads, compile_ranker=compile_ranker).apply()
 
 

@@ -10,11 +10,10 @@ import typer
 from rich.markup import escape
 
 from tagalign.cli.app import app, console, fail, out
-from tagalign.cli.common import PhaseBars, parse_params, progress
+from tagalign.cli.common import PhaseBars, make_runtime, parse_params, progress
 from tagalign.cli.report import print_summary
 from tagalign.errors import MissingExtraError
 from tagalign.records import BadInputError, InputReport
-from tagalign.runtime import set_threads
 
 pairs_app = typer.Typer(help="Ordinal pair scoring: two usages of a word → 1 (unrelated) … 4 "
                         "(identical), XL-DURel recipe `ordinal-wic`.", no_args_is_help=True)
@@ -64,7 +63,7 @@ def train(
     """
     from tagalign.pairs.params import check_params
 
-    set_threads(threads)  # 0 leaves the defaults
+    make_runtime(threads)  # pins torch: the pair model's only threads
     params = {**parse_params(param, config)}
     params.setdefault("loss", loss)
     params.setdefault("base_model", base_model)
@@ -187,7 +186,7 @@ def predict(
     from tagalign.pairs.model import PairScorer
     from tagalign.pairs.submission import write_language
 
-    set_threads(threads)  # 0 leaves the defaults
+    make_runtime(threads)  # pins torch: the pair model's only threads
     try:
         scorer = PairScorer.load(model_dir, device=device)
     except OSError as exc:

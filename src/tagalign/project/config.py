@@ -7,13 +7,12 @@ from pathlib import Path
 from typing import Any
 
 from tagalign.errors import ConflictError, NotFoundError, PermissionDeniedError, TagalignError
+from tagalign.runtime import DEFAULT_LIMIT
 
 CONFIG_NAME = "project.json"
 MODEL_DIR = "model"
 WORK_DIR = "work"
 DEFAULT_RECIPE = "hybrid"
-#: subjects per record when neither the request nor the project (`set_defaults`) says
-DEFAULT_LIMIT = 20
 #: per-language defaults (``optimize --per-language --save``) live under this config key
 BY_LANGUAGE = "defaults_by_language"
 #: names of the parameters `set_params` changed after training (`tagalign hyperopt --save`)

@@ -32,7 +32,6 @@ from typing import TYPE_CHECKING, Any
 
 from tagalign.errors import TagalignError
 from tagalign.records import Record
-from tagalign.runtime import set_threads
 from tagalign.suggest import Tagged
 
 if TYPE_CHECKING:
@@ -46,8 +45,8 @@ DEFAULT_JOBS = 0
 
 #: records per task sent to a job: a call's records in slices this small, so that the
 #: jobs finish a call together (one slice a job left the quicker job idle while the other
-#: finished), large enough for the pipeline's batched steps
-SLICE = int(os.environ.get("TAGALIGN_SLICE", "128"))
+#: finished), large enough for the pipeline's batched steps (measured: docs/benchmarks.md)
+SLICE = 128
 
 #: the project the forked jobs tag with (set before they are forked: a loaded model
 #: cannot be sent to a process, it is inherited)
@@ -104,7 +103,7 @@ def _start(threads: int, parent: int) -> None:
     assert _PROJECT is not None
     _PROJECT.runtime.after_fork(threads)
     _RUNNER = ThreadPoolExecutor(1, thread_name_prefix="tagalign-job",
-                                 initializer=set_threads, initargs=(threads,))
+                                 initializer=_PROJECT.runtime.apply)
 
 
 def _ready() -> int:

@@ -15,7 +15,7 @@ from tagalign.errors import InputError, PermissionDeniedError
 from tagalign.params import ParamSpec
 from tagalign.records import Record
 from tagalign.registry import Registry
-from tagalign.runtime import Runtime
+from tagalign.runtime import DEFAULT_LIMIT, Runtime
 from tagalign.suggest import Neighbours, Quality, Suggestion, keep_above
 from tagalign.suggest.held_out import HeldOutEvidence
 from tagalign.vocab import Vocabulary
@@ -99,7 +99,8 @@ class Recipe(ABC):
         """Learn from ``records``; ``workdir`` holds finished phases so a rerun resumes."""
 
     @abstractmethod
-    def suggest(self, records: Sequence[Record], limit: int = 20) -> list[list[Suggestion]]:
+    def suggest(self, records: Sequence[Record], limit: int = DEFAULT_LIMIT
+                ) -> list[list[Suggestion]]:
         """Ranked suggestions, best first, for each record."""
 
     @abstractmethod
@@ -146,7 +147,7 @@ class Recipe(ABC):
             todo, k = again, min(ceiling, 2 * k)
         return out
 
-    def suggest_with_quality(self, records: Sequence[Record], limit: int = 20,
+    def suggest_with_quality(self, records: Sequence[Record], limit: int = DEFAULT_LIMIT,
                              threshold: float = 0.0
                              ) -> list[tuple[list[Suggestion], Quality | None]]:
         """Suggestions scoring ≥ ``threshold`` and the estimated quality of that list per

@@ -14,12 +14,12 @@ import numpy as np
 
 from tagalign.encode import EmbeddingCache, get_encoder, record_texts, subject_texts
 from tagalign.encode.base import Encoder
-from tagalign.encode.e5_expand import cache_root
 from tagalign.errors import InputError
 from tagalign.index import VectorIndex
 from tagalign.io import load_npy, save_npy_atomic
 from tagalign.recipes.base import Recipe
 from tagalign.records import Record
+from tagalign.runtime import DEFAULT_LIMIT
 from tagalign.suggest import Suggestion
 
 DENSE_DEFAULTS: dict[str, Any] = {
@@ -54,13 +54,16 @@ class DenseRecipe(Recipe):
         if self._encoder is None:
             cap = self.params["max_seq_length"]
             kw = {"max_seq_length": cap} if cap else {}
-            self._encoder = get_encoder(self.params["encoder"], **kw)
+            self._encoder = get_encoder(self.params["encoder"],
+                                        threads=self.runtime.threads_or(1), **kw)
         return self._encoder
 
     @property
     def cache(self) -> EmbeddingCache:
         if self._cache is None:
-            self._cache = EmbeddingCache(self.params["cache_dir"] or cache_root() / "embeddings")
+            # ``cache_dir``: this project's own folder; else the runtime's cache folder
+            self._cache = EmbeddingCache(self.params["cache_dir"]
+                                         or self.runtime.cache_dir / "embeddings")
         return self._cache
 
     @cache.setter
@@ -118,7 +121,8 @@ class DenseRecipe(Recipe):
             out.append(sugg)
         return out
 
-    def suggest(self, records: Sequence[Record], limit: int = 20) -> list[list[Suggestion]]:
+    def suggest(self, records: Sequence[Record], limit: int = DEFAULT_LIMIT
+                ) -> list[list[Suggestion]]:
         if self.index_ is None:
             raise RuntimeError(f"recipe {self.name} is not trained")
         emb = self.transform_records(self.encode_records(records), records)

@@ -30,7 +30,7 @@ from tagalign.recipes.base import (
     register_recipe,
 )
 from tagalign.records import Record
-from tagalign.runtime import Runtime
+from tagalign.runtime import DEFAULT_LIMIT, Runtime
 from tagalign.suggest import Neighbours, Quality, Suggestion
 from tagalign.suggest.held_out import FOLDER as HELD_OUT
 from tagalign.suggest.held_out import HeldOutEvidence
@@ -179,11 +179,12 @@ class HybridRecipe(Recipe):
             self._pipeline().learn(records, self.params["batch_size"])
 
     # -- suggesting ------------------------------------------------------------------------
-    def suggest(self, records: Sequence[Record], limit: int = 20) -> list[list[Suggestion]]:
+    def suggest(self, records: Sequence[Record], limit: int = DEFAULT_LIMIT
+                ) -> list[list[Suggestion]]:
         return [row for rows in self._batches(records)
                 for row in self._pipeline().suggest(rows, limit)]
 
-    def suggest_with_quality(self, records: Sequence[Record], limit: int = 20,
+    def suggest_with_quality(self, records: Sequence[Record], limit: int = DEFAULT_LIMIT,
                              threshold: float = 0.0
                              ) -> list[tuple[list[Suggestion], Quality | None]]:
         """As `suggest`, cut at ``threshold``, with the quality estimate of each list (None

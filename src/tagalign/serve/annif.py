@@ -23,7 +23,7 @@ them at ``http://HOST:PORT/v1/``. Differences from tagalign's own API
 - a project not trained yet is listed (``is_trained: false``) and suggest answers 503,
   as Annif does;
 - a request without ``limit`` gets the project's (`Project.defaults`), else Annif's
-  documented 10 (`service.ANNIF_DEFAULT_LIMIT`), not tagalign's 20.
+  documented 10 (`service.ANNIF_DEFAULT_LIMIT`), not tagalign's `DEFAULT_LIMIT`.
 
 What a request does is the `tagalign.serve.service.Service`'s, as for tagalign's own API;
 this module only translates Annif's shapes. Bodies are parsed and validated here rather

@@ -14,7 +14,7 @@ from tagalign.encode.static import StaticEmbeddingEncoder
 from tagalign.errors import ModelFormatError
 from tagalign.io import load_npy, read_json, save_npy_atomic, write_json_atomic
 from tagalign.records import Record
-from tagalign.runtime import Runtime
+from tagalign.runtime import DEFAULT_LIMIT, Runtime
 from tagalign.suggest.agreement import AGREEMENT_FEATURES, CoAssignment, rrf
 from tagalign.suggest.fusion import FusionRanker, blend, merge, top_k
 from tagalign.suggest.quality import CandidateProfile, QualityEstimator
@@ -194,10 +194,11 @@ class HybridPipeline:
                                                              self.support_weight))
         return True
 
-    def suggest(self, records: Sequence[Record], limit: int = 20) -> list[list[Suggestion]]:
+    def suggest(self, records: Sequence[Record], limit: int = DEFAULT_LIMIT
+                ) -> list[list[Suggestion]]:
         return [row for row, _, _ in self._in_parts(records, limit, None)]
 
-    def suggest_with_quality(self, records: Sequence[Record], limit: int = 20,
+    def suggest_with_quality(self, records: Sequence[Record], limit: int = DEFAULT_LIMIT,
                              threshold: float = 0.0
                              ) -> list[tuple[list[Suggestion], Quality | None]]:
         """Suggestions scoring ≥ ``threshold`` and the estimated quality of that list."""

@@ -178,8 +178,8 @@ class Stacker:
             from tagalign.train.static_model import train_static_encoder
 
             encoder = runner.run(
-                "encoder", lambda: train_static_encoder(rec_a, self.vocab,
-                                                        {**p, "threads": self.threads}),
+                "encoder", lambda: train_static_encoder(rec_a, self.vocab, p,
+                                                        threads=self.threads),
                 lambda e, d: e.save(d), StaticEmbeddingEncoder.load)
         ctx = FitContext(
             self.vocab, analyzer,

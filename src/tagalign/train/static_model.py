@@ -21,6 +21,7 @@ from __future__ import annotations
 import io
 import logging
 import os
+import tempfile
 from collections import defaultdict
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, redirect_stderr, suppress
@@ -177,10 +178,11 @@ class TokenCache:
 
 
 def train_static_encoder(records: Sequence[Record], vocab: Vocabulary,
-                         params: dict[str, Any], token_cache: bool = True
+                         params: dict[str, Any], token_cache: bool = True, threads: int = 0
                          ) -> StaticEmbeddingEncoder:
     """``token_cache``: tokenise each training text once (`TokenCache`); off, the module
-    tokenises every batch (the same model, slower)."""
+    tokenises every batch (the same model, slower). ``threads``: torch's (the runtime's,
+    `tagalign.runtime.Runtime.threads`; 0 leaves the process's)."""
     import torch
     from datasets import Dataset
     from sentence_transformers import (
@@ -197,8 +199,8 @@ def train_static_encoder(records: Sequence[Record], vocab: Vocabulary,
     quiet_libraries()
     seed = int(params.get("seed", 13))
     torch.manual_seed(seed)
-    if params.get("threads"):
-        torch.set_num_threads(int(params["threads"]))
+    if threads:
+        torch.set_num_threads(threads)
     label_texts = [s.label("de") for s in vocab.subjects]
     label_texts += [s.labels["en"] for s in vocab.subjects if "en" in s.labels]
     tokenizer = train_tokenizer([r.text for r in records] + label_texts,
@@ -213,7 +215,9 @@ def train_static_encoder(records: Sequence[Record], vocab: Vocabulary,
     hard = int(params.get("embed_hard_negatives", 0) or 0) if epochs > 1 else 0
 
     def arguments(n_epochs: float, **extra: Any) -> Any:
-        out = Path(os.environ.get("TMPDIR", "/tmp")) / f"tagalign-static-{os.getpid()}"
+        # the trainer's scratch folder (saves nothing: save_strategy "no"); the standard
+        # library's temporary folder ($TMPDIR, else /tmp), not a setting of ours
+        out = Path(tempfile.gettempdir()) / f"tagalign-static-{os.getpid()}"
         return SentenceTransformerTrainingArguments(
             output_dir=str(out), num_train_epochs=n_epochs,
             per_device_train_batch_size=int(params["embed_batch_size"]),
