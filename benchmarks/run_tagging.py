@@ -23,10 +23,9 @@ import tempfile
 import time
 from pathlib import Path
 
-import typer
-
 from _common import peak_rss_gb
 from tagalign.cli.common import make_runtime, parse_params
+from tagalign.errors import TagalignError
 from tagalign.evaluate import evaluate
 from tagalign.predictions import write_predictions
 from tagalign.project import DEFAULT_RECIPE, Project
@@ -55,7 +54,8 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         params = parse_params(args.param, args.config)
-    except typer.Exit as exc:  # the message is printed already
+    except TagalignError as exc:  # the CLI's one line
+        print(f"error: {exc}", file=sys.stderr)
         return exc.exit_code
     t0 = time.perf_counter()
     vocab = load_vocabulary(args.vocab)

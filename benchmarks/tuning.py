@@ -23,7 +23,7 @@ import numpy as np
 
 from _common import add_data_args
 from tagalign.evaluate import evaluate
-from tagalign.evaluate.hyperopt import run_study
+from tagalign.evaluate.hyperopt import plan_study, run_study
 from tagalign.evaluate.optimize import grid_search
 from tagalign.evaluate.selection import ScoredHits, selection_metrics
 from tagalign.project import DEFAULT_LIMIT, Project
@@ -98,7 +98,7 @@ def main() -> None:
                                                                  ("held-out", held))}
 
     t0 = time.perf_counter()
-    result = run_study(project.recipe, tune, trials=args.trials, metric="avg_recall",
+    result = run_study(plan_study(project.recipe, tune, "avg_recall"), trials=args.trials,
                        storage=f"sqlite:///{args.workdir / 'study.db'}", seed=0)
     wall = time.perf_counter() - t0
     print(f"hyperopt: {args.trials} trials in {wall:.0f} s (candidates computed once "

@@ -94,3 +94,154 @@ def test_cli_maps_an_input_error_to_exit_1(tmp_path):
     res = runner.invoke(app, ["detect-language", "x", "-l", "de,en,fr,it,es,nl"])
     assert res.exit_code == InputError.exit_code == 1
     assert res.stderr.strip() == "error: give 1 to 5 candidate languages, not 6"
+
+
+# -- errors at one depth (issue 45): loaders raise the package's errors, the CLI catches none
+
+
+def _missing_and_path(exc_info, path) -> None:
+    """A missing file: the package's `MissingFileError` (a `NotFoundError`, and the
+    `FileNotFoundError` it was before), naming the path."""
+    from tagalign.errors import MissingFileError, NotFoundError
+
+    exc = exc_info.value
+    assert isinstance(exc, MissingFileError | NotFoundError) and isinstance(exc, TagalignError)
+    assert isinstance(exc, FileNotFoundError)
+    assert str(path) in str(exc) and not str(exc).startswith("[Errno")  # not OSError's str
+
+
+@pytest.mark.parametrize("load", ["records", "vocabulary", "examples", "label set", "ids",
+                                  "classifier", "pairs", "batch input"])
+def test_each_loader_raises_the_package_error_for_a_missing_file(load, tmp_path):
+    from tagalign.batch.inputs import input_files
+    from tagalign.classify import load_classifier, read_examples, read_label_set
+    from tagalign.pairs.data import load_pairs
+    from tagalign.records import read_records
+    from tagalign.vocab.rules import read_id_file
+
+    path = tmp_path / "nope"
+    loaders = {"records": lambda: list(read_records(path)),
+               "vocabulary": lambda: load_vocabulary(path),
+               "examples": lambda: read_examples(path),
+               "label set": lambda: read_label_set(path),
+               "ids": lambda: read_id_file(path),
+               "classifier": lambda: load_classifier(path),
+               "pairs": lambda: load_pairs(path),
+               "batch input": lambda: input_files(path)}
+    with pytest.raises(TagalignError) as info:
+        loaders[load]()
+    _missing_and_path(info, path)
+
+
+def test_an_unreadable_file_raises_the_package_error_naming_it(tmp_path, monkeypatch):
+    """Root reads every file whatever its mode: `open` itself refuses here."""
+    import tagalign.io.lines
+    from tagalign.errors import UnreadableFileError
+    from tagalign.records import read_records
+
+    records = tmp_path / "r.jsonl"
+    records.write_text('{"id": "a", "title": "Epos"}\n', "utf-8")
+    vocab = tmp_path / "v.tsv"
+    vocab.write_text("gnd_id\tlabel_de\n4015065-3\tEpos\n", "utf-8")
+
+    def refuse(path, *args, **kwargs):
+        raise PermissionError(13, "Permission denied", str(path))
+
+    monkeypatch.setattr(tagalign.io.lines, "open", refuse, raising=False)
+    for load, path in ((lambda: list(read_records(records)), records),
+                       (lambda: load_vocabulary(vocab), vocab)):
+        with pytest.raises(UnreadableFileError) as info:
+            load()
+        assert isinstance(info.value, InputError) and isinstance(info.value, OSError)
+        assert str(info.value).startswith(f"cannot read {path}: ") and info.value.path == path
+
+
+def test_a_folder_where_a_file_belongs_is_unreadable_input(tmp_path):
+    from tagalign.classify import load_classifier
+    from tagalign.errors import UnreadableFileError
+    from tagalign.vocab.rules import read_id_file
+
+    (tmp_path / "ids").mkdir()
+    with pytest.raises(UnreadableFileError, match=f"cannot read --exclude {tmp_path / 'ids'}: "):
+        read_id_file(tmp_path / "ids", "--exclude")
+    (tmp_path / "clf" / "config.json").mkdir(parents=True)
+    with pytest.raises(UnreadableFileError, match="config.json"):
+        load_classifier(tmp_path / "clf")
+
+
+def test_the_cli_catches_no_os_error_to_print_it():
+    """The CLI's one handler (`TagalignGroup`) prints every error; no command catches a
+    built-in file error to word it (the library raises the package's error instead)."""
+    import re
+
+    pattern = re.compile(r"except\s*\(?[^:]*\b(FileNotFoundError|OSError)\b")
+    hits = [f"{path.name}:{n}" for path in sorted((SRC / "cli").glob("*.py"))
+            if path.name != "serve_app.py"  # the server's bootstrap, moving to serve/
+            for n, line in enumerate(path.read_text("utf-8").splitlines(), 1)
+            if pattern.search(line)]
+    assert hits == []
+
+
+def test_cli_file_errors_keep_their_one_line(tmp_path, untrained):
+    missing = tmp_path / "nope.jsonl"
+    res = runner.invoke(app, ["records", "stats", str(missing)])
+    assert (res.exit_code, res.stderr.strip()) == (1, f"error: records not found: {missing}")
+    (tmp_path / "ids").mkdir()
+    res = runner.invoke(app, ["suggest", str(untrained), "--title", "Epos", "--exclude",
+                              str(tmp_path / "ids")])
+    assert res.exit_code == 1
+    assert res.stderr.startswith(f"error: cannot read --exclude {tmp_path / 'ids'}: ")
+    bad = tmp_path / "c.json"
+    bad.write_text("{", "utf-8")
+    res = runner.invoke(app, ["train", str(tmp_path / "p"), "--vocab", str(tmp_path / "v"),
+                              "--train", str(missing.parent), "--config", str(bad)])
+    assert res.exit_code == 1 and res.stderr.startswith(f"error: cannot read --config {bad}: ")
+    assert "Traceback" not in res.output
+
+
+def test_hyperopt_checks_its_inputs_once_in_the_library():
+    from tagalign.evaluate.hyperopt import plan_study
+    from tagalign.records import Record
+
+    class Tunable:
+        name = "t"
+
+        def __init__(self, space):
+            self.space = space
+
+        def search_space(self):
+            return self.space
+
+    gold = [Record(id="a", title="Epos", subjects=["4015065-3"])]
+    with pytest.raises(InputError, match="unknown metric 'f2'"):
+        plan_study(Tunable({"w": (0.0, 1.0, "float")}), gold, "f2")
+    with pytest.raises(InputError, match="recipe 't' has no tunable parameters"):
+        plan_study(Tunable({}), gold)
+    with pytest.raises(InputError, match="no record in dev.jsonl has gold subjects"):
+        plan_study(Tunable({"w": (0.0, 1.0, "float")}), [Record(id="b", title="x")],
+                   where="dev.jsonl")
+    plan = plan_study(Tunable({"w": (0.0, 1.0, "float")}), gold + [Record(id="b", title="x")])
+    assert [r.id for r in plan.records] == ["a"] and plan.metric == "avg_recall"
+
+
+def test_an_untrained_dense_recipe_says_so():
+    from tagalign.recipes import get_recipe
+
+    vocab = Vocabulary.__new__(Vocabulary)
+    recipe = get_recipe("zero-shot")(vocab)
+    with pytest.raises(NotTrainedError, match="recipe zero-shot is not trained yet"):
+        recipe.suggest([])
+
+
+def test_a_read_only_project_is_a_conflict_on_both_statuses():
+    """409 by class and on tagalign's API (a state the reload without --mmap resolves);
+    Annif's /v1 answers the 403 its document declares for learn."""
+    from tagalign.errors import ConflictError
+    from tagalign.project import ReadOnlyError
+    from tagalign.serve import annif, service
+
+    exc = ReadOnlyError("project p was loaded with --mmap: read-only")
+    assert isinstance(exc, ConflictError) and isinstance(exc, PermissionError)
+    assert ReadOnlyError.http_status == service.http_status(exc) == 409
+    assert annif.error_response(exc, "p").status_code == 403
+    assert (TagalignError,) == service.ERRORS

@@ -49,6 +49,41 @@ class NotFoundError(TagalignError, LookupError):
     http_status = 404
 
 
+class MissingFileError(NotFoundError, FileNotFoundError):
+    """A file or folder the user named does not exist. The message names it; ``path`` is
+    it. A `FileNotFoundError` too, as the loaders raised before."""
+
+    def __init__(self, message: str, path: object = None):
+        super().__init__(message)
+        self.path = path
+
+    def __str__(self) -> str:  # OSError's own would print ``[Errno None] …``
+        return str(self.args[0]) if self.args else ""
+
+
+class UnreadableFileError(InputError, OSError):
+    """A file the user named exists but cannot be read (no permission, a folder where a
+    file belongs, not UTF-8). The message names it; ``path`` is it. An `OSError` too, so
+    code that caught the built-in's failure still does."""
+
+    def __init__(self, message: str, path: object = None):
+        super().__init__(message)
+        self.path = path
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""
+
+
+def file_error(path: object, exc: BaseException, what: str | None = None) -> TagalignError:
+    """The package's error for reading ``path`` failing with ``exc`` (an `OSError` or a
+    decoding error): `MissingFileError` when it does not exist, else `UnreadableFileError`.
+    ``what`` names the file for the user (``--exclude``, ``predictions``): the message is
+    ``cannot read WHAT PATH: REASON``."""
+    name = f"{what} {path}" if what else str(path)
+    cls = MissingFileError if isinstance(exc, FileNotFoundError) else UnreadableFileError
+    return cls(f"cannot read {name}: {exc}", path)
+
+
 class NotTrainedError(TagalignError):
     """A project or model was asked for predictions before it was trained."""
 
@@ -74,13 +109,14 @@ class UnauthorizedError(TagalignError, PermissionError):
 
 
 class PermissionDeniedError(TagalignError, PermissionError):
-    """The action is not allowed (learning switched off, a read-only model, a token)."""
+    """The action is not allowed to whoever asks (learning switched off, a token)."""
 
     http_status = 403
 
 
 class ConflictError(TagalignError):
-    """The action clashes with what is there (an existing project or output, a lock)."""
+    """The action clashes with what is there (an existing project or output, a lock, a
+    model loaded read-only)."""
 
     http_status = 409
 

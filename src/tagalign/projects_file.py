@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tagalign.errors import InputError
+from tagalign.errors import InputError, NotFoundError, TagalignError
 from tagalign.project import CONFIG_NAME, DEFAULT_RECIPE, Project, ProjectError
 from tagalign.project.serving import ServingSettingError, ServingSettings
 from tagalign.recipes import recipe_names
@@ -105,6 +105,15 @@ def read_projects(path: Path | str) -> dict[str, ProjectSpec]:
     if not out:
         raise ProjectsFileError(f"{path}: no projects (one [table] per project)")
     return out
+
+
+def read_project(path: Path | str, project_id: str) -> ProjectSpec:
+    """The project ``project_id`` of the projects file ``path`` (`NotFoundError` naming
+    the known ones when it has none of that id)."""
+    specs = read_projects(path)
+    if project_id not in specs:
+        raise NotFoundError(f"{path}: no project {project_id!r}; known: {', '.join(specs)}")
+    return specs[project_id]
 
 
 @dataclass(frozen=True)
@@ -207,10 +216,9 @@ def _ids(spec: ProjectSpec, table: dict[str, Any], key: str) -> tuple[str, ...]:
     if isinstance(value, str):
         file = spec.source.parent / value
         try:
-            return tuple(read_id_file(file))
-        except (OSError, UnicodeDecodeError) as exc:
-            raise ProjectsFileError(f"{spec.where(key)}: cannot read the id file {file} "
-                                    f"({exc})") from None
+            return tuple(read_id_file(file, "the id file"))
+        except TagalignError as exc:
+            raise ProjectsFileError(f"{spec.where(key)}: {exc}") from None
     raise ProjectsFileError(f"{spec.where(key)}: expected a list of subject ids, \"*\" or "
                             f"the name of a file of ids, got {value!r}")
 

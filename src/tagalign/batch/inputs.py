@@ -26,7 +26,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import ClassVar
 
-from tagalign.errors import InputError
+from tagalign.errors import InputError, MissingFileError
 from tagalign.records import InputReport, Record, read_records
 from tagalign.records.loaders import MARC_SUFFIXES, guess_format, record_from_json
 from tagalign.registry import Registry
@@ -196,7 +196,7 @@ def input_files(src: Path, source: str | None = None) -> list[Path]:
     (e.g. ``vocabulary:de``) the input is one item of that source."""
     src = Path(src)
     if not src.exists():
-        raise FileNotFoundError(f"input not found: {src}")
+        raise MissingFileError(f"input not found: {src}", src)
     if source is not None:
         return [src]
     if src.is_file():

@@ -14,6 +14,7 @@ import contextlib
 import datetime as _dt
 import fcntl
 import hashlib
+import json
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -23,7 +24,7 @@ from typing import Any
 from tagalign.batch.engines import Engine
 from tagalign.batch.inputs import Shard, input_files, plan_shards
 from tagalign.batch.tasks import errors_name
-from tagalign.errors import ConflictError
+from tagalign.errors import ConflictError, TagalignError
 from tagalign.io import read_json, versions, write_json_atomic
 
 MANIFEST = "manifest.json"
@@ -39,6 +40,10 @@ DEFAULT_MAX_ERRORS = 0.05
 
 class BatchError(ConflictError, ValueError):
     """The output folder holds another run, or the input changed since it started."""
+
+
+class ShardsFailedError(TagalignError):
+    """Shards of a run had more failed records than allowed: the run is not complete."""
 
 
 def _now() -> str:
@@ -121,6 +126,24 @@ class BatchResult:
     manifest: dict[str, Any] = field(repr=False, default_factory=dict)
     #: shards of this run with more failed records than ``max_errors`` allows, by id
     failed: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    def check(self, max_errors: float) -> None:
+        """`ShardsFailedError` when shards failed (`failed`), naming the first reason."""
+        if self.failed:
+            raise ShardsFailedError(
+                f"{len(self.failed)} of {self.shards_total} shards failed (more than "
+                f"{max_errors:.0%} of their records, see {self.out}/errors-*.jsonl, e.g. "
+                f"{self.first_reason()}); they are not marked done: fix the cause and run the "
+                "same command again")
+
+    def first_reason(self) -> str:
+        """Why the first record of the first failed shard failed (its errors file)."""
+        path = self.out / errors_name(next(iter(self.failed)))
+        try:
+            with open(path, encoding="utf-8") as fh:
+                return json.loads(fh.readline())["reason"]
+        except (OSError, ValueError, KeyError):
+            return "no reason recorded"
 
 
 def shard_done(out: Path, entry: dict[str, Any] | None) -> bool:

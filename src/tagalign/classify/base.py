@@ -19,7 +19,13 @@ import numpy as np
 
 from tagalign.classify.data import Example, LabelSet
 from tagalign.classify.thresholds import decide, tune
-from tagalign.errors import ConflictError, InputError, ModelFormatError
+from tagalign.errors import (
+    ConflictError,
+    InputError,
+    MissingFileError,
+    ModelFormatError,
+    file_error,
+)
 from tagalign.io import (
     atomic_dir,
     json_object,
@@ -226,11 +232,18 @@ def load_classifier(folder: Path | str, labels: Sequence[str] | None = None,
     if wrong:
         raise InputError(wrong)
     if not (folder / "config.json").exists():
-        raise FileNotFoundError(f"{folder}: not a saved classifier (no config.json)")
-    config = read_json(folder / "config.json")
+        raise MissingFileError(f"{folder}: not a saved classifier (no config.json)", folder)
+    try:
+        config = read_json(folder / "config.json")
+    except OSError as exc:
+        raise file_error(folder / "config.json", exc) from exc
     if config.get("format") != FORMAT:
         raise ModelFormatError(f"{folder}: classifier format {config.get('format')} "
                                f"(this tagalign reads {FORMAT})")
+    lacking = [key for key in ("recipe", "params", "labels", "thresholds") if key not in config]
+    if lacking:
+        raise ModelFormatError(f"{folder}: config.json lacks {', '.join(lacking)}; retrain "
+                               "the classifier")
     saved = list(config["labels"])
     if labels is not None and list(labels) != saved:
         missing, extra = sorted(set(labels) - set(saved)), sorted(set(saved) - set(labels))
@@ -244,7 +257,10 @@ def load_classifier(folder: Path | str, labels: Sequence[str] | None = None,
     clf.labels_ = LabelSet(saved)
     clf.thresholds_ = config["thresholds"]
     clf.history_ = config.get("history", {})
-    clf._load_state(folder)
+    try:
+        clf._load_state(folder)
+    except FileNotFoundError as exc:  # a part of the folder is gone
+        raise MissingFileError(str(exc), exc.filename) from exc
     return clf
 
 
@@ -255,14 +271,23 @@ def _some(labels: list[str], shown: int = 5) -> str:
 
 def read_label_set(path: Path | str) -> list[str]:
     """Labels from a text file (one per line) or a CSV whose first column holds them
-    (a header row is skipped when its first cell reads like one, e.g. ``domains.csv``)."""
+    (a header row is skipped when its first cell reads like one, e.g. ``domains.csv``).
+    A missing or unreadable file, or one without labels, raises the package's error."""
     import csv
 
     path = Path(path)
-    with open(path, encoding="utf-8", newline="") as fh:
-        rows = [r for r in csv.reader(fh) if r and r[0].strip()]
+    if not path.is_file():
+        raise MissingFileError(f"label set not found: {path} (one label per line, or a CSV "
+                               "such as domains.csv)", path)
+    try:
+        with open(path, encoding="utf-8", newline="") as fh:
+            rows = [r for r in csv.reader(fh) if r and r[0].strip()]
+    except (OSError, UnicodeDecodeError) as exc:
+        raise file_error(path, exc, "label set") from exc
     labels = [r[0].strip() for r in rows]
     if path.suffix == ".csv" and labels and len(rows[0]) > 1 and \
             rows[0][0].strip().lower() in ("abbreviation", "code", "label", "id"):
         labels = labels[1:]
+    if not labels:
+        raise InputError(f"label set {path} holds no labels")
     return labels

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from tagalign.errors import InputError
+from tagalign.errors import InputError, MissingFileError
 from tagalign.io import open_text, parse_lines
 from tagalign.records import InputReport, read_records
 
@@ -97,7 +97,7 @@ def read_examples(path: Path | str, *, label_field: str = "domains",
     skipped (training), otherwise kept (prediction input)."""
     path = Path(path)
     if not path.exists():
-        raise FileNotFoundError(f"input not found: {path}")
+        raise MissingFileError(f"input not found: {path}", path)
     report = report if report is not None else InputReport()
     rows = (_read_text_jsonl(path, report) if is_text_jsonl(path)
             else _read_record_source(path, report, label_field))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from pathlib import Path
 from typing import Any, NoReturn
 
 import click
@@ -13,12 +14,14 @@ from rich.console import Console
 from rich.logging import RichHandler
 from rich.markup import escape
 
-from tagalign.errors import TagalignError
+from tagalign.errors import InputError, MissingFileError, TagalignError, UsageError
 
 
 class TagalignGroup(typer.core.TyperGroup):
     """The root command: the one place a `TagalignError` from any command becomes
-    ``error: <message>`` and the error's exit code (no traceback)."""
+    ``error: <message>`` and the error's exit code (no traceback). Commands catch no error
+    to print it: the library raises the package's errors with their message, and a
+    command's own refusals go through `refuse` and `must_exist`."""
 
     def invoke(self, ctx: click.Context) -> Any:
         log_to_console()
@@ -68,6 +71,21 @@ def log_to_console(level: int = logging.INFO) -> None:
 
 
 def fail(message: str, code: int = 1) -> NoReturn:
-    """Print a one-line error (rich markup) and exit (no traceback for user errors)."""
+    """Print a one-line error (rich markup) and exit (no traceback for user errors): what
+    `TagalignGroup` does with every error; a command raises instead (`refuse`)."""
     console.print(f"[bold red]error:[/] {message}", soft_wrap=True, markup=True)
     raise typer.Exit(code)
+
+
+def refuse(message: str, code: int = 1) -> NoReturn:
+    """The one way a command refuses its options or arguments (checked before the work
+    starts): `InputError`, or `UsageError` with ``code=2``, ending in `TagalignGroup` as
+    every error does. ``message`` is plain text (not rich markup)."""
+    raise (UsageError if code == UsageError.exit_code else InputError)(message)
+
+
+def must_exist(path: Path, message: str) -> None:
+    """Refuse a file or folder that is not there (`MissingFileError` with ``message``,
+    which names it), before the seconds of loading a model."""
+    if not Path(path).exists():
+        raise MissingFileError(message, path)

@@ -7,10 +7,9 @@ import time
 from pathlib import Path
 
 import typer
-from rich.markup import escape
 from rich.table import Table
 
-from tagalign.cli.app import app, console, fail, out
+from tagalign.cli.app import app, console, must_exist, out, refuse
 from tagalign.cli.common import PhaseBars, make_runtime, parse_params, progress
 from tagalign.cli.report import print_summary
 from tagalign.predictions import (
@@ -18,7 +17,7 @@ from tagalign.predictions import (
     labels_line,
     read_label_predictions,
 )
-from tagalign.records import BadInputError, InputReport, read_records
+from tagalign.records import InputReport, read_records
 
 classify_app = typer.Typer(
     help="Multi-label classification of records (LinSearch domains or any label set).",
@@ -67,11 +66,8 @@ def _examples(path: Path, label_field: str, *, strict: bool, require_labels: boo
     from tagalign.classify import read_examples
 
     report = InputReport(strict=strict)
-    try:
-        out = read_examples(path, label_field=label_field, report=report,
-                            require_labels=require_labels)
-    except (FileNotFoundError, BadInputError) as exc:
-        fail(escape(str(exc)))
+    out = read_examples(path, label_field=label_field, report=report,
+                        require_labels=require_labels)
     print_summary(report)
     console.log(f"{what}: {len(out)} records from {path}")
     return out
@@ -80,27 +76,14 @@ def _examples(path: Path, label_field: str, *, strict: bool, require_labels: boo
 def _label_set(path: Path | None) -> list[str] | None:
     from tagalign.classify import read_label_set
 
-    if path is None:
-        return None
-    if not path.is_file():
-        fail(f"label set not found: {path} (one label per line, or a CSV such as domains.csv)")
-    labels = read_label_set(path)
-    if not labels:
-        fail(f"label set {path} holds no labels")
-    return labels
+    return None if path is None else read_label_set(path)
 
 
 def _load(model_dir: Path, label_set: Path | None):
+    import tagalign.cli.kinds  # noqa: F401 - the project's kinds: a project folder is named
     from tagalign.classify import load_classifier
-    from tagalign.cli.kinds import wrong_model_message
 
-    if wrong := wrong_model_message(model_dir, "classifier"):
-        fail(wrong)
-    expected = _label_set(label_set)
-    try:
-        return load_classifier(model_dir, labels=expected)
-    except (FileNotFoundError, KeyError) as exc:  # KeyError: a config.json lacking a key
-        fail(escape(str(exc)))
+    return load_classifier(model_dir, labels=_label_set(label_set))
 
 
 @classify_app.command("train")
@@ -129,11 +112,11 @@ def train(
     runtime = make_runtime(threads)  # the classifier's and the subject project's threads
     for what, path in (("training records", train_src), ("dev records", dev),
                        ("subject project", subjects_project)):
-        if path is not None and not path.exists():
-            fail(f"{what} not found: {path}")
+        if path is not None:
+            must_exist(path, f"{what} not found: {path}")
     recipe = recipe or (STACK if subjects_project is not None else DEFAULT_RECIPE)
     if (recipe == STACK) != (subjects_project is not None):
-        fail(f"--subjects-project goes with --recipe {STACK} (and {STACK} needs it)")
+        refuse(f"--subjects-project goes with --recipe {STACK} (and {STACK} needs it)")
     label_list = _label_set(label_set)
     clf = get_classifier(recipe, runtime, **parse_params(param, config))
     train_ex = _examples(train_src, labels, strict=strict, require_labels=True,
@@ -204,22 +187,21 @@ def predict(
     Example: tagalign classify predict domains-model --input dev.jsonl.gz --output domains.jsonl
     """
     if decision not in (None, "per_class", "global"):
-        fail("--decision must be per_class or global")
-    if not input.exists():
-        fail(f"input records not found: {input}")
+        refuse("--decision must be per_class or global")
+    must_exist(input, f"input records not found: {input}")
     clf = _load(model_dir, label_set)
     project = None
     if clf.name == STACK:
         where = subjects_project or (Path(clf.subjects_project_)
                                      if clf.subjects_project_ else None)
         if where is None or not where.exists():
-            fail(f"{model_dir} reads a subject project's suggestions; the one it was trained "
-                 f"with ({where}) is not there: give --subjects-project")
+            refuse(f"{model_dir} reads a subject project's suggestions; the one it was "
+                   f"trained with ({where}) is not there: give --subjects-project")
         project = _subject_project(where)
         clf.bind(project.vocab, f"domain model {model_dir}")
     elif subjects_project is not None:
-        fail(f"{model_dir} is a {clf.name!r} classifier: it reads text alone "
-             "(--subjects-project goes with subjects-stack models)")
+        refuse(f"{model_dir} is a {clf.name!r} classifier: it reads text alone "
+               "(--subjects-project goes with subjects-stack models)")
     examples = _examples(input, "domains", strict=strict, require_labels=False,
                          what="input records")
     records = _records_by_id(input) if project is not None else None
@@ -270,13 +252,9 @@ def eval_(
     from tagalign.classify.metrics import report
 
     gold_ex = _examples(gold, labels, strict=strict, require_labels=True, what="gold records")
-    if not pred.exists():
-        fail(f"predictions not found: {pred}")
+    must_exist(pred, f"predictions not found: {pred}")
     rep = InputReport(strict=strict)
-    try:
-        predicted = read_label_predictions(pred, rep)
-    except BadInputError as exc:
-        fail(escape(str(exc)))
+    predicted = read_label_predictions(pred, rep)
     print_summary(rep)
     missing = sum(ex.id not in predicted for ex in gold_ex)
     pred_ex = [Example(ex.id, "", predicted.get(ex.id, [])) for ex in gold_ex]

@@ -8,7 +8,6 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from rich.markup import escape
 from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
@@ -19,9 +18,10 @@ from rich.progress import (
 )
 
 from tagalign.batch import DEFAULT_MAX_ERRORS, get_engine, run_batch
-from tagalign.cli.app import console, fail
+from tagalign.cli.app import console, refuse
 from tagalign.cli.report import print_summary
-from tagalign.records import BadInputError, InputReport, Record, read_records
+from tagalign.io import read_json_input
+from tagalign.records import InputReport, Record, read_records
 from tagalign.runtime import CACHE_ENV, Runtime
 
 #: help of ``--compile-ranker`` (suggest, serve)
@@ -61,13 +61,11 @@ MACHINE_HELP = ("MARC records: count as gold also the subjects a machine assigne
 def iter_records(path: Path, *, vocab=None, strict: bool = False, limit: int | None = None,
                  report: InputReport | None = None, machine_subjects: bool = False
                  ) -> Iterator[Record]:
-    """Stream records; a missing file or a strict-mode error ends the command cleanly."""
+    """Stream records, then print what was skipped; a missing file or a strict-mode error
+    raises the package's error (`tagalign.cli.app.TagalignGroup` prints it)."""
     report = report or InputReport(strict=strict)
-    try:
-        yield from read_records(path, report=report, vocab=vocab, limit=limit,
-                                machine_subjects=machine_subjects)
-    except (FileNotFoundError, BadInputError) as exc:
-        fail(escape(str(exc)))
+    yield from read_records(path, report=report, vocab=vocab, limit=limit,
+                            machine_subjects=machine_subjects)
     print_summary(report)
 
 
@@ -90,13 +88,10 @@ def parse_params(pairs: list[str] | None, config: Path | None) -> dict[str, Any]
     """Recipe parameters from ``--config FILE.json`` and repeated ``--param key=value``."""
     params: dict[str, Any] = {}
     if config is not None:
-        try:
-            params.update(json.loads(Path(config).read_text("utf-8")))
-        except (OSError, json.JSONDecodeError) as exc:
-            fail(f"cannot read --config {config}: {exc}")
+        params.update(read_json_input(Path(config), "--config"))
     for pair in pairs or []:
         if "=" not in pair:
-            fail(f"--param {pair!r}: expected key=value")
+            refuse(f"--param {pair!r}: expected key=value")
         key, raw = pair.split("=", 1)
         try:
             params[key] = json.loads(raw)
@@ -137,11 +132,8 @@ def run_sharded(spec: dict[str, Any], src: Path, out: Path, *, engine: str,
             rate = (state["done"] - state["base"]) / max(time.perf_counter() - t0, 1e-9)
             bar.update(task, completed=state["done"], rate=f"{rate:.0f} rec/s")
 
-        try:
-            res = run_batch(spec, src, out, eng, shard_size=shard_size, overwrite=overwrite,
-                            max_errors=max_errors, on_plan=on_plan, on_shard=on_shard)
-        except FileNotFoundError as exc:
-            fail(escape(str(exc)))
+        res = run_batch(spec, src, out, eng, shard_size=shard_size, overwrite=overwrite,
+                        max_errors=max_errors, on_plan=on_plan, on_shard=on_shard)
     skipped = f", {res.shards_skipped} already done" if res.shards_skipped else ""
     console.log(f"{res.shards_run} shards run{skipped}: {res.records_out} records written, "
                 f"{res.errors} errors, {res.workers} worker(s), "
@@ -152,22 +144,7 @@ def run_sharded(spec: dict[str, Any], src: Path, out: Path, *, engine: str,
     if res.errors:
         console.log(f"[yellow]{res.errors} records failed[/]; their ids and reasons are in "
                     f"{out}/errors-*.jsonl")
-    if res.failed:
-        fail(f"{len(res.failed)} of {res.shards_total} shards failed (more than "
-             f"{max_errors:.0%} of their records, see {out}/errors-*.jsonl, e.g. "
-             f"{escape(_first_reason(out, res.failed))}); they are not marked done: fix the "
-             "cause and run the same command again")
-
-
-def _first_reason(out: Path, failed: dict[str, Any]) -> str:
-    from tagalign.batch.tasks import errors_name
-
-    path = out / errors_name(next(iter(failed)))
-    try:
-        with open(path, encoding="utf-8") as fh:
-            return json.loads(fh.readline())["reason"]
-    except (OSError, ValueError, KeyError):
-        return "no reason recorded"
+    res.check(max_errors)
 
 
 class PhaseBars:

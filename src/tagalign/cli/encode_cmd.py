@@ -8,7 +8,7 @@ from pathlib import Path
 import typer
 
 from tagalign.batch import DEFAULT_MAX_ERRORS
-from tagalign.cli.app import app, fail
+from tagalign.cli.app import app, refuse
 from tagalign.cli.common import (
     ADDRESS_HELP,
     ENGINE_HELP,
@@ -50,13 +50,13 @@ def encode(
     """
     kind = kind or ("passage" if vocabulary else "query")
     if kind not in ("query", "passage"):
-        fail(f"--kind {kind!r}: use query or passage")
+        refuse(f"--kind {kind!r}: use query or passage")
     path = Path(target)
     resolved = str(path.resolve()) if path.exists() else target
     # an unknown encoder name fails here, not in every worker
     if not path.exists() and target.partition(":")[0] not in ENCODERS:
-        fail(f"{target!r} is neither a folder nor an encoder spec "
-             f"(one of {sorted(ENCODERS)}; st:<model>, static:<folder>)")
+        refuse(f"{target!r} is neither a folder nor an encoder spec "
+               f"(one of {sorted(ENCODERS)}; st:<model>, static:<folder>)")
     spec = {"task": "encode", "target": resolved, "kind": kind, "batch_size": batch_size}
     if vocabulary:
         spec["source"] = f"vocabulary:{language}"

@@ -10,13 +10,12 @@ from pathlib import Path
 import numpy as np
 import typer
 from rich.console import Console
-from rich.markup import escape
 from rich.table import Table
 
-from tagalign.cli.app import app, console, fail
+from tagalign.cli.app import app, console, must_exist, refuse
 from tagalign.cli.common import MACHINE_HELP, load_records
 from tagalign.cli.report import print_summary
-from tagalign.errors import InputError, MissingExtraError
+from tagalign.errors import MissingExtraError
 from tagalign.evaluate import SubjectEvaluator, check_ks, report_tables
 from tagalign.evaluate.quality import format_quality, plot_quality, quality_report
 from tagalign.evaluate.selection import ScoredHits, selection_metrics, subject_results
@@ -28,15 +27,15 @@ from tagalign.predictions import (
     write_submission,
 )
 from tagalign.project import Project, config_defaults
-from tagalign.records import BadInputError, InputReport, Record
+from tagalign.records import InputReport, Record
 from tagalign.vocab import Vocabulary
 
 
 def _parse_ks(raw: str) -> list[int]:
     try:
         return check_ks(int(k) for k in raw.split(",") if k.strip())
-    except ValueError:
-        fail(f"--ks {raw!r}: expected positive integers like 5,10,15,20")
+    except ValueError:  # not integers (int), or not positive (check_ks): one wording
+        refuse(f"--ks {raw!r}: expected positive integers like 5,10,15,20")
 
 
 @app.command("eval")
@@ -67,30 +66,22 @@ def eval_(
     --include-machine-subjects): tagalign eval titles.mrc pred.jsonl
     """
     cutoffs = _parse_ks(ks)
-    if not gold.exists():
-        fail(f"gold records not found: {gold}")
-    if not pred.exists():
-        fail(f"predictions not found: {pred}")
+    must_exist(gold, f"gold records not found: {gold}")
+    must_exist(pred, f"predictions not found: {pred}")
     if plot is not None:  # an extra: say so before scoring, not after it
         MissingExtraError.check("matplotlib", "tagalign eval --plot", "plot")
     if (quality or plot) and pred.is_dir():
-        fail("--quality needs a predictions JSONL (a submission folder has no estimates)")
+        refuse("--quality needs a predictions JSONL (a submission folder has no estimates)")
     report = InputReport(strict=strict)
     estimates: dict[str, float | None] = {}
-    try:
-        if quality or plot:  # the same file again, for its estimates (bad lines: once)
-            _, estimates = read_estimates(pred, InputReport(stream=io.StringIO(),
-                                                            max_shown=0))
-        if pred.is_dir():
-            scored = {rid: [(sid, None) for sid in ids]
-                      for rid, ids in read_submission(pred, report).items()}
-        else:
-            scored = read_scored_predictions(pred, report)
-        predictions = {rid: [sid for sid, _ in row] for rid, row in scored.items()}
-    except BadInputError as exc:  # --strict
-        fail(escape(str(exc)))
-    except (OSError, EOFError) as exc:
-        fail(f"cannot read predictions {pred}: {exc}")
+    if quality or plot:  # the same file again, for its estimates (bad lines: once)
+        _, estimates = read_estimates(pred, InputReport(stream=io.StringIO(), max_shown=0))
+    if pred.is_dir():
+        scored = {rid: [(sid, None) for sid in ids]
+                  for rid, ids in read_submission(pred, report).items()}
+    else:
+        scored = read_scored_predictions(pred, report)
+    predictions = {rid: [sid for sid, _ in row] for rid, row in scored.items()}
     report.records_read = len(predictions)
     print_summary(report)
     records = load_records(gold, strict=strict, description="reading gold records",
@@ -98,7 +89,7 @@ def eval_(
     start = time.perf_counter()
     evaluator = SubjectEvaluator(records, cutoffs)
     if not len(evaluator):
-        fail(f"no record in {gold} has gold subjects: nothing to score")
+        refuse(f"no record in {gold} has gold subjects: nothing to score")
     scores = evaluator(predictions)
     console.log(f"scored {len(evaluator)} records in {time.perf_counter() - start:.2f} s")
     if evaluator.no_gold:
@@ -113,10 +104,7 @@ def eval_(
         n = write_submission(submission_dir, records, predictions)
         console.log(f"{n} submission files written under {submission_dir}")
     if quality or plot:
-        try:
-            scores["quality"] = quality_report(records, predictions, estimates)
-        except InputError as exc:
-            fail(f"--quality: {escape(str(exc))}")
+        scores["quality"] = quality_report(records, predictions, estimates)
         if plot is not None:
             plot_quality(scores["quality"], plot, title=f"{pred.name} vs {gold.name}")
             console.log(f"quality plot written to {plot}")

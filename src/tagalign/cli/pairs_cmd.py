@@ -7,13 +7,12 @@ import tempfile
 from pathlib import Path
 
 import typer
-from rich.markup import escape
 
-from tagalign.cli.app import app, console, fail, out
+from tagalign.cli.app import app, console, must_exist, out, refuse
 from tagalign.cli.common import PhaseBars, make_runtime, parse_params, progress
 from tagalign.cli.report import print_summary
-from tagalign.errors import MissingExtraError
-from tagalign.records import BadInputError, InputReport
+from tagalign.errors import MissingExtraError, MissingFileError
+from tagalign.records import InputReport
 
 pairs_app = typer.Typer(help="Ordinal pair scoring: two usages of a word → 1 (unrelated) … 4 "
                         "(identical), XL-DURel recipe `ordinal-wic`.", no_args_is_help=True)
@@ -24,13 +23,10 @@ def _load(path: Path, strict: bool, what: str):
     from tagalign.pairs.data import load_pairs
 
     report = InputReport(strict=strict)
-    try:
-        pairs = load_pairs(path, report)
-    except (FileNotFoundError, BadInputError) as exc:
-        fail(escape(str(exc)))
+    pairs = load_pairs(path, report)
     print_summary(report)
     if not pairs:
-        fail(f"no {what} pairs in {path}")
+        refuse(f"no {what} pairs in {path}")
     console.log(f"{len(pairs)} {what} pairs from {path}")
     return pairs
 
@@ -68,13 +64,12 @@ def train(
     params.setdefault("loss", loss)
     params.setdefault("base_model", base_model)
     for what, path in (("--train", train_path), ("--dev", dev_path)):
-        if not path.exists():
-            fail(f"{what} {path} not found")
+        must_exist(path, f"{what} {path} not found")
     if fit_split is not None and not 0 < fit_split < 1:
-        fail(f"--fit-split must lie strictly between 0 and 1, got {fit_split}", code=2)
+        refuse(f"--fit-split must lie strictly between 0 and 1, got {fit_split}", code=2)
     if cv == 1 or cv < 0 or cv_pairs < 0:
-        fail(f"--cv needs 0 (off) or at least 2 folds and --cv-pairs >= 0, got {cv} and "
-             f"{cv_pairs}", code=2)
+        refuse(f"--cv needs 0 (off) or at least 2 folds and --cv-pairs >= 0, got {cv} and "
+               f"{cv_pairs}", code=2)
     check_params(params)  # before the ~20 s of loading torch and the model
     # the dev alpha of every epoch and the cut points: an extra, asked for before training
     MissingExtraError.check("krippendorff", "tagalign pairs train", "pairs")
@@ -88,13 +83,10 @@ def train(
         dev_pairs, held_out = pm.split_dev(dev_pairs, fit_split,
                                            int(params.get("seed", pm.DEFAULTS["seed"])))
         if not dev_pairs or not held_out:
-            fail(f"--fit-split {fit_split} leaves no labelled dev pairs on one side")
+            refuse(f"--fit-split {fit_split} leaves no labelled dev pairs on one side")
         console.log(f"dev split per language (seeded): {len(dev_pairs)} pairs fit the "
                     f"epoch choice and cut points, {len(held_out)} held out")
-    try:
-        scorer = pm.PairScorer.build(params, device=device)
-    except OSError as exc:  # a base model that cannot be fetched
-        fail(escape(str(exc)))
+    scorer = pm.PairScorer.build(params, device=device)
 
     def epoch_line(e: dict) -> None:
         alphas = " ".join(f"{k[:3]} {v:.3f}" for k, v in e["alpha"].items())
@@ -176,21 +168,14 @@ def predict(
 
     Example: tagalign pairs predict wic-model --input comedi/dev --output pred/
     """
-    from tagalign.cli.kinds import wrong_model_message
+    import tagalign.cli.kinds  # noqa: F401 - the project's kinds: a project folder is named
 
-    if not input_path.exists():
-        fail(f"--input {input_path} not found")
-    wrong = wrong_model_message(model_dir, "pairs")
-    if wrong:
-        fail(wrong)
+    must_exist(input_path, f"--input {input_path} not found")
     from tagalign.pairs.model import PairScorer
     from tagalign.pairs.submission import write_language
 
     make_runtime(threads)  # pins torch: the pair model's only threads
-    try:
-        scorer = PairScorer.load(model_dir, device=device)
-    except OSError as exc:
-        fail(escape(str(exc)))
+    scorer = PairScorer.load(model_dir, device=device)
     pairs = _load(input_path, strict, "input")
     with progress() as bar:
         bars = PhaseBars(bar, remove_done=True, keep=("training",))
@@ -221,12 +206,9 @@ def eval_(
 
     MissingExtraError.check("krippendorff", "tagalign pairs eval", "pairs")
     if not pred_dir.is_dir():
-        fail(f"predictions folder not found: {pred_dir}")
+        raise MissingFileError(f"predictions folder not found: {pred_dir}", pred_dir)
     report = InputReport(strict=strict)
-    try:
-        result = score_folders(gold_dir, pred_dir, report)
-    except (FileNotFoundError, BadInputError) as exc:
-        fail(escape(str(exc)))
+    result = score_folders(gold_dir, pred_dir, report)
     print_summary(report)
     for language, n in result["missing"].items():
         console.log(f"[yellow]{language}: {n} gold pairs have no prediction (left out)[/]")

@@ -6,14 +6,14 @@ import json
 from pathlib import Path
 
 import typer
-from rich.markup import escape
 from rich.table import Table
 
-from tagalign.cli.app import app, console, fail
+from tagalign.cli.app import app, console
 from tagalign.projects_file import (
     ProjectSpec,
     describe,
     open_project,
+    read_project,
     read_projects,
 )
 
@@ -63,10 +63,8 @@ def show_project(
 
     Example: tagalign show-project gnd-hybrid --projects projects.toml
     """
-    specs = _specs(projects_file)
-    if project_id not in specs:
-        fail(f"{projects_file}: no project {project_id!r}; known: {', '.join(specs)}")
-    info = describe(specs[project_id], _open(specs[project_id]))
+    spec = read_project(projects_file, project_id)
+    info = describe(spec, _open(spec))
     print(json.dumps(info, ensure_ascii=False, indent=2))
 
 
@@ -86,10 +84,7 @@ def upload(
     """
     from tagalign.shipping import upload as ship
 
-    try:
-        target, manifest = ship(project_dir, url)
-    except OSError as exc:  # the store's own errors (no space, no access)
-        fail(escape(str(exc)))
+    target, manifest = ship(project_dir, url)
     size = sum(f["size"] for f in manifest["files"].values())
     console.log(f"{len(manifest['files'])} files ({size / 1e6:.1f} MB) uploaded")
     print(target)
@@ -121,10 +116,7 @@ def download(
     """
     from tagalign.shipping import download as fetch
 
-    try:
-        target, manifest = fetch(url, into, force=force, trust=trust)
-    except OSError as exc:  # the store's own errors (no space, no access)
-        fail(escape(str(exc)))
+    target, manifest = fetch(url, into, force=force, trust=trust)
     console.log(f"{len(manifest['files'])} files verified; project {manifest.get('name')} "
                 f"({manifest.get('recipe')}, tagalign {manifest['versions'].get('tagalign')})")
     print(target)

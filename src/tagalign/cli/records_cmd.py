@@ -6,12 +6,11 @@ from collections import Counter
 from pathlib import Path
 
 import typer
-from rich.markup import escape
 from rich.table import Table
 
-from tagalign.cli.app import fail, out, records_app
+from tagalign.cli.app import out, records_app
 from tagalign.cli.common import iter_records, progress
-from tagalign.records import BadInputError, InputReport
+from tagalign.records import InputReport
 from tagalign.vocab import load_vocabulary
 
 
@@ -27,10 +26,7 @@ def stats(
     """
     voc = None
     if vocab is not None:
-        try:
-            voc = load_vocabulary(vocab, report=InputReport(strict=strict))
-        except (FileNotFoundError, BadInputError) as exc:  # BadInputError: --strict
-            fail(escape(str(exc)))
+        voc = load_vocabulary(vocab, report=InputReport(strict=strict))
     langs: Counter = Counter()
     types: Counter = Counter()
     subjects: Counter = Counter()

@@ -6,9 +6,8 @@ import os
 from pathlib import Path
 
 import typer
-from rich.markup import escape
 
-from tagalign.cli.app import app, console, fail, feedback_app
+from tagalign.cli.app import app, console, feedback_app, must_exist, refuse
 from tagalign.cli.common import COMPILE_HELP, MMAP_HELP
 from tagalign.project import feedback_location
 from tagalign.serve import MAX_BODY, MAX_BODY_ENV, accesslog
@@ -102,22 +101,23 @@ def serve(
     from tagalign.cli.tokens_cmd import serving_tokens, tokens_path
 
     if release_above is not None and queue is None:
-        fail("--release-above needs --queue")
+        refuse("--release-above needs --queue")
     if bool(projects) == bool(projects_file):
-        fail("give project folders or --projects FILE (one of the two)")
+        refuse("give project folders or --projects FILE (one of the two)")
     if domains is not None and (projects_file is not None or len(projects or []) != 1):
-        fail("--domains goes with one project folder; in a projects file, give each "
-             "project's domain model as its domains key", 2)
+        refuse("--domains goes with one project folder; in a projects file, give each "
+               "project's domain model as its domains key", 2)
     # read once here (a bad file stops the start, before workers exist); each serving
     # process reads it again from the path (a TokenStore holds a lock: not for pickling)
     tokens = tokens_path(tokens_file, projects_file)
     if tokens is not None:
         serving_tokens(tokens, None)
     if require_token_for_suggest and tokens is None:
-        fail("--require-token-for-suggest needs --tokens-file (or tokens_file in --projects)", 2)
+        refuse("--require-token-for-suggest needs --tokens-file (or tokens_file in --projects)",
+               2)
     for path, what in ((records, "--records"), (queue, "--queue"), (domains, "--domains")):
-        if path is not None and not path.exists():
-            fail(f"{what}: not found: {escape(str(path))}")
+        if path is not None:
+            must_exist(path, f"{what}: not found: {path}")
     settings = ServerSettings(
         projects=[str(p) for p in projects or []],
         projects_file=str(projects_file) if projects_file else None, only=only,
@@ -160,19 +160,16 @@ def export(
     from tagalign.serve.feedback import FeedbackStore, sqlite_file, sqlite_url
 
     if projects_file is not None:
-        from tagalign.projects_file import read_projects
+        from tagalign.projects_file import read_project
 
-        specs = read_projects(projects_file)
-        if str(source) not in specs:
-            fail(f"{projects_file}: no project {str(source)!r}; known: {', '.join(specs)}")
-        spec = specs[str(source)]
+        spec = read_project(projects_file, str(source))
         url, key = feedback_location(spec.path, spec.serving.feedback_db, feedback_db)
     elif source.is_dir() or not source.exists():
         url, key = feedback_location(source, None, feedback_db)
     else:  # an SQLite file: every project's rows unless --project
         url, key = feedback_db or sqlite_url(source), None
     db = sqlite_file(url)
-    if db is not None and not db.exists():
-        fail(f"no feedback store at {db}")
+    if db is not None:
+        must_exist(db, f"no feedback store at {db}")
     n = FeedbackStore(url).export_jsonl(out, project or key)
     console.print(f"{n} confirmed records written to {out}")

@@ -8,11 +8,10 @@ import time
 from pathlib import Path
 
 import typer
-from rich.markup import escape
 from rich.table import Table
 
 from tagalign.batch import DEFAULT_MAX_ERRORS
-from tagalign.cli.app import app, console, fail, out
+from tagalign.cli.app import app, console, fail, must_exist, out, refuse
 from tagalign.cli.common import (
     ADDRESS_HELP,
     COMPILE_HELP,
@@ -109,19 +108,19 @@ def suggest(
     """
     exclude = read_exclude(exclude_file)
     if engine not in ("local", "ray") or output_format not in (None, *OUTPUT_FORMATS):
-        fail(f"--engine takes local or ray; --format takes {', '.join(OUTPUT_FORMATS)}")
+        refuse(f"--engine takes local or ray; --format takes {', '.join(OUTPUT_FORMATS)}")
     if review is not None and release_above is None:
-        fail("--review goes with --release-above")
-    if domains is not None and not domains.exists():
-        fail(f"domain model not found: {domains}")
+        refuse("--review goes with --release-above")
+    if domains is not None:
+        must_exist(domains, f"domain model not found: {domains}")
     if engine == "ray" or output_format == "parquet":
         if release_above is not None:
-            fail("--release-above works with --engine local and JSONL output")
+            refuse("--release-above works with --engine local and JSONL output")
         if output_format in ("marc", "marcxml") or merge or agency is not None:
-            fail("MARC output (--format marc/marcxml, --merge, --agency) works with "
-                 "--engine local; --engine ray writes jsonl or parquet shards")
+            refuse("MARC output (--format marc/marcxml, --merge, --agency) works with "
+                   "--engine local; --engine ray writes jsonl or parquet shards")
         if input is None or output is None:
-            fail("--engine ray/--format parquet need --input and --output (a folder)")
+            refuse("--engine ray/--format parquet need --input and --output (a folder)")
         return suggest_sharded(project_dir, input, output, limit=limit, threshold=threshold,
                                batch_size=batch_size, engine=engine, address=address,
                                num_workers=num_workers, output_format=output_format or "jsonl",
@@ -129,9 +128,9 @@ def suggest(
                                max_errors=max_errors, compile_ranker=compile_ranker,
                                domains=domains)
     if title is None and (input is None or output is None):
-        fail("give --input and --output (or --title for a single record)")
-    if title is None and not input.exists():
-        fail(f"records not found: {input}")  # before the seconds of loading the project
+        refuse("give --input and --output (or --title for a single record)")
+    if title is None:  # before the seconds of loading the project
+        must_exist(input, f"records not found: {input}")
     fmt = output_format_of(output, output_format, merge, agency, input)
     project = load_trained(project_dir, mmap=mmap,
                            runtime=make_runtime(threads, compile_ranker))
@@ -158,24 +157,19 @@ def output_format_of(output: Path | None, given: str | None, merge: bool, agency
     """The output format of a local run, checked against --merge/--agency."""
     if output is None:
         if merge or agency is not None or given is not None:
-            fail("--format, --merge and --agency go with --output")
+            refuse("--format, --merge and --agency go with --output")
         return "jsonl"
     fmt = output_format(output, given)
     if fmt == "jsonl" and (merge or agency is not None):
-        fail("--merge and --agency go with MARC output: --format marc or marcxml, or an "
-             "--output named .mrc or .xml")
+        refuse("--merge and --agency go with MARC output: --format marc or marcxml, or an "
+               "--output named .mrc or .xml")
     if merge and (input is None or input.is_dir() or guess_format(input) != "marc"):
-        fail(f"--merge needs MARC input (binary or MARC-XML); {input} is not")
+        refuse(f"--merge needs MARC input (binary or MARC-XML); {input} is not")
     return fmt
 
 
 def read_exclude(path: Path | None) -> frozenset[str]:
-    if path is None:
-        return frozenset()
-    try:
-        return frozenset(read_id_file(path))
-    except (OSError, UnicodeDecodeError) as exc:
-        fail(f"cannot read --exclude {path}: {escape(str(exc))}")
+    return frozenset() if path is None else frozenset(read_id_file(path, "--exclude"))
 
 
 def load_trained(project_dir: Path, mmap: bool = False, runtime: Runtime | None = None
@@ -209,8 +203,7 @@ def suggest_file(project: Project, input: Path, output: Path, *, limit: int | No
     """Tag every record of ``input`` into ``output`` (and ``review``, see `tag_records`)
     as ``fmt`` (JSONL or MARC, `open_prediction_stream`); exit status 1 on a failed run or a
     malformed record under ``strict``, 130 on Ctrl-C, 0 otherwise."""
-    if not input.exists():
-        fail(f"records not found: {input}")
+    must_exist(input, f"records not found: {input}")
     source = input if merge else None
     stream = open_prediction_stream(output, fmt, resume, agency=agency, merge=source)
     side = open_prediction_stream(review, fmt, resume, agency=agency, merge=source) \

@@ -6,14 +6,13 @@ import time
 from pathlib import Path
 
 import typer
-from rich.markup import escape
 
-from tagalign.cli.app import app, console, fail, out
+from tagalign.cli.app import app, console, must_exist, out, refuse
 from tagalign.cli.common import MACHINE_HELP, load_records, make_runtime, parse_params
 from tagalign.evaluate import evaluate, report_tables
 from tagalign.project import DEFAULT_LIMIT, DEFAULT_RECIPE, Project, feedback_location
 from tagalign.recipes import get_recipe, recipe_names
-from tagalign.records import BadInputError, InputReport, Record
+from tagalign.records import InputReport, Record
 from tagalign.runtime import Runtime
 from tagalign.vocab import load_vocabulary
 
@@ -32,12 +31,10 @@ def _feedback_records(project: Project, feedback_db: str | None) -> list[Record]
 
 def _from_projects_file(source: Path, project_id: str, overwrite: bool,
                         runtime: Runtime) -> Project:
-    from tagalign.projects_file import project_for_training, read_projects
+    from tagalign.projects_file import project_for_training, read_project
 
-    specs = read_projects(source)
-    if project_id not in specs:
-        fail(f"{source}: no project {project_id!r}; known: {', '.join(specs)}")
-    return project_for_training(specs[project_id], overwrite=overwrite, runtime=runtime)
+    return project_for_training(read_project(source, project_id), overwrite=overwrite,
+                                runtime=runtime)
 
 
 @app.command()
@@ -77,31 +74,28 @@ def train(
     # with --projects, PROJECT_DIR is an id: the table names the folder and vocabulary
     if projects_file is None and vocab is None and (
             overwrite or not (project_dir / "project.json").exists()):
-        fail("--vocab is needed to create a new project")
+        refuse("--vocab is needed to create a new project")
     for what, path in (("training records", train_src), ("dev records", dev)):
-        if path is not None and not path.exists():
-            fail(f"{what} not found: {path}")
+        if path is not None:
+            must_exist(path, f"{what} not found: {path}")
     new = overwrite or vocab is not None or not (project_dir / "project.json").exists()
     if new and projects_file is None:  # names and values checked before the vocabulary loads
         get_recipe(recipe).check_params(params)
-    try:
-        if projects_file is not None:
-            if vocab is not None or param or config is not None:
-                fail("with --projects, the table gives vocab, recipe and params")
-            project = _from_projects_file(projects_file, str(project_dir), overwrite, runtime)
-            project_dir = project.path
-        elif (project_dir / "project.json").exists() and not overwrite and vocab is None:
-            project = Project.load(project_dir, runtime=runtime)
-        else:
-            if vocab is None:
-                fail("--vocab is needed to create a new project")
-            t0 = time.perf_counter()
-            voc = load_vocabulary(vocab, report=InputReport(strict=strict))
-            console.log(f"vocabulary: {len(voc)} subjects in {time.perf_counter() - t0:.1f} s")
-            project = Project.create(project_dir, voc, recipe, params, overwrite=overwrite,
-                                     runtime=runtime)
-    except (FileNotFoundError, BadInputError) as exc:  # BadInputError: --strict
-        fail(escape(str(exc)))
+    if projects_file is not None:
+        if vocab is not None or param or config is not None:
+            refuse("with --projects, the table gives vocab, recipe and params")
+        project = _from_projects_file(projects_file, str(project_dir), overwrite, runtime)
+        project_dir = project.path
+    elif (project_dir / "project.json").exists() and not overwrite and vocab is None:
+        project = Project.load(project_dir, runtime=runtime)
+    else:
+        if vocab is None:
+            refuse("--vocab is needed to create a new project")
+        t0 = time.perf_counter()
+        voc = load_vocabulary(vocab, report=InputReport(strict=strict))
+        console.log(f"vocabulary: {len(voc)} subjects in {time.perf_counter() - t0:.1f} s")
+        project = Project.create(project_dir, voc, recipe, params, overwrite=overwrite,
+                                 runtime=runtime)
     records = load_records(train_src, vocab=project.vocab, strict=strict, limit=limit_train,
                            description="training records", machine_subjects=machine_subjects)
     if feedback:

@@ -12,7 +12,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from tagalign.cli.app import app, console, fail
+from tagalign.cli.app import app, console, refuse
 from tagalign.cli.common import load_records
 from tagalign.cli.suggest_cmd import load_trained
 from tagalign.errors import MissingExtraError
@@ -67,13 +67,13 @@ def optimize(
     Example: tagalign optimize gnd-hybrid --input dev.jsonl.gz --per-language --save
     """
     if metric not in METRICS:
-        fail(f"--metric {metric!r}: choose one of {', '.join(METRICS)}")
+        refuse(f"--metric {metric!r}: choose one of {', '.join(METRICS)}")
     if plot is not None:  # an extra: say so before the suggest pass, not after it
         MissingExtraError.check("matplotlib", "tagalign optimize --plot", "plot")
     project = load_trained(project_dir)
     records = [r for r in load_records(input, vocab=project.vocab) if r.subjects]
     if not records:
-        fail(f"no record in {input} has gold subjects: nothing to optimise on")
+        refuse(f"no record in {input} has gold subjects: nothing to optimise on")
     sh = _scored(project, records)
     groups: dict[str | None, np.ndarray] = {None: np.arange(len(records))}
     if per_language:
@@ -121,18 +121,13 @@ def hyperopt(
 
     Example: tagalign hyperopt gnd-hybrid --input dev.jsonl.gz --trials 20 --storage sqlite:///study.db --save
     """
-    from tagalign.evaluate.hyperopt import METRICS as HYPEROPT_METRICS
-    from tagalign.evaluate.hyperopt import run_study  # imports optuna (the tune extra)
+    # imports optuna (the tune extra): only when tuning
+    from tagalign.evaluate.hyperopt import plan_study, run_study
 
-    if metric not in HYPEROPT_METRICS:
-        fail(f"--metric {metric!r}: choose one of {', '.join(HYPEROPT_METRICS)}")
     project = load_trained(project_dir)
-    space = project.recipe.search_space()
-    if not space:
-        fail(f"recipe {project.recipe.name!r} has no tunable parameters: nothing to optimise")
-    records = [r for r in load_records(input, vocab=project.vocab) if r.subjects]
-    if not records:
-        fail(f"no record in {input} has gold subjects: nothing to tune on")
+    plan = plan_study(project.recipe, load_records(input, vocab=project.vocab), metric,
+                      where=input)
+    space = plan.space
     console.log("search space: " + ", ".join(f"{k} {lo}–{hi} ({kind})"
                                                for k, (lo, hi, kind) in space.items()))
 
@@ -140,9 +135,9 @@ def hyperopt(
         console.log(f"trial {trial.number}: {metric} {trial.value:.4f} (best {best:.4f})")
 
     start = time.perf_counter()
-    result = run_study(project.recipe, records, trials=trials, metric=metric, jobs=jobs,
-                       storage=storage, study_name=study_name or f"{project.path.name}-{metric}",
-                       seed=seed, on_trial=on_trial)
+    result = run_study(plan, trials=trials, jobs=jobs, storage=storage,
+                       study_name=study_name or f"{project.path.name}-{metric}", seed=seed,
+                       on_trial=on_trial)
     out.print(f"{len(result.seconds)} trials run in {time.perf_counter() - start:.1f} s "
               f"(preparation included): "
               f"{np.mean(result.seconds) if result.seconds else 0:.2f} s per trial")

@@ -6,15 +6,14 @@ import time
 from pathlib import Path
 
 import typer
-from rich.markup import escape
 from rich.table import Table
 
-from tagalign.cli.app import console, fail, out, vocab_app
-from tagalign.records import BadInputError, InputReport
+from tagalign.cli.app import console, out, refuse, vocab_app
+from tagalign.errors import NotFoundError
+from tagalign.records import InputReport
 from tagalign.vocab import (
     VOCAB_FORMATS,
     Subject,
-    UnknownFormatError,
     Vocabulary,
     load_vocabulary,
     normalize_subject_id,
@@ -24,13 +23,8 @@ from tagalign.vocab import (
 def _load(source: Path, fmt: str | None, strict: bool = False) -> Vocabulary:
     """Malformed lines/entries are named (path:line) and skipped; --strict stops at the first."""
     report = InputReport(strict=strict)
-    try:
-        with console.status(f"loading {source} …"):
-            vocab = load_vocabulary(source, format=fmt, report=report)
-    except UnknownFormatError as exc:
-        fail(f"{escape(str(exc))} with --format")
-    except (FileNotFoundError, BadInputError) as exc:  # BadInputError: --strict
-        fail(escape(str(exc)))
+    with console.status(f"loading {source} …"):
+        vocab = load_vocabulary(source, format=fmt, report=report, option="--format")
     if report.n_skipped:
         console.print(f"[yellow]{report.n_skipped} malformed lines/entries skipped[/] "
                       f"({len(vocab)} subjects kept); --strict stops at the first")
@@ -103,13 +97,13 @@ def show(
         subjects = vocab.search(search, limit)
     else:
         if not ids:
-            fail("give subject ids or --search TEXT")
+            refuse("give subject ids or --search TEXT")
         subjects = []
         for key in ids:
             found = _lookup(vocab, key)
             if not found:
-                fail(f"subject {escape(key)} is not in the vocabulary ({len(vocab)} subjects; "
-                     "no label equals it either)")
+                raise NotFoundError(f"subject {key} is not in the vocabulary ({len(vocab)} "
+                                    "subjects; no label equals it either)")
             subjects.extend(s for s in found if s not in subjects)
     table = Table("id", "labels", "alternate", "broader / narrower / related",
                   "classification / type")

@@ -20,9 +20,10 @@ try:  # an extra: only `tagalign hyperopt` imports this module
 except ImportError as exc:
     raise MissingExtraError("tagalign hyperopt", "optuna", "tune") from exc
 
+from tagalign.errors import InputError
 from tagalign.evaluate.metrics import DEFAULT_KS, group_metrics
 from tagalign.evaluate.selection import ScoredHits, selection_metrics
-from tagalign.recipes import Recipe
+from tagalign.recipes import Recipe, SearchSpace
 from tagalign.records import Record
 
 #: rankings are this deep in every trial (the task's largest k)
@@ -67,22 +68,43 @@ class StudyResult:
         return float(self.study.best_value)
 
 
-def run_study(recipe: Recipe, records: Sequence[Record], *, trials: int, metric: str =
-              "avg_recall", jobs: int = 1, storage: str | None = None,
+@dataclass(frozen=True)
+class StudyPlan:
+    """What a study tunes, checked once (`plan_study`): the recipe, its search space
+    (name → ``(low, high, "int" | "float")``), the records with gold subjects, the metric."""
+
+    recipe: Recipe
+    space: SearchSpace
+    records: list[Record]
+    metric: str
+
+
+def plan_study(recipe: Recipe, records: Sequence[Record], metric: str = "avg_recall", *,
+               where: object = None) -> StudyPlan:
+    """The checked inputs of `run_study`: `InputError` for an unknown ``metric``, a recipe
+    without tunable parameters or no record with gold subjects (``where``: the records'
+    file, named in that message)."""
+    if metric not in METRICS:
+        raise InputError(f"unknown metric {metric!r}; choose one of {', '.join(METRICS)}")
+    space = recipe.search_space()
+    if not space:
+        raise InputError(f"recipe {recipe.name!r} has no tunable parameters: nothing to "
+                         "optimise")
+    kept = [r for r in records if r.subjects]
+    if not kept:
+        raise InputError(f"no record{f' in {where}' if where else ''} has gold subjects: "
+                         "nothing to tune on")
+    return StudyPlan(recipe, space, kept, metric)
+
+
+def run_study(plan: StudyPlan, *, trials: int, jobs: int = 1, storage: str | None = None,
               study_name: str = "tagalign", seed: int = 0,
               on_trial: Callable[[optuna.trial.FrozenTrial, float], None] | None = None
               ) -> StudyResult:
-    """Tune ``recipe.search_space()`` on ``records`` (with gold subjects) for ``metric``
-    until the study holds ``trials`` finished trials. A new study's first trial is the
-    recipe's current parameters, so the best is never worse than what it had."""
-    space = recipe.search_space()
-    if not space:
-        raise ValueError(f"recipe {recipe.name!r} has no tunable parameters")
-    if metric not in METRICS:
-        raise ValueError(f"unknown metric {metric!r}; choose one of {', '.join(METRICS)}")
-    records = [r for r in records if r.subjects]
-    if not records:
-        raise ValueError("no record has gold subjects: nothing to tune on")
+    """Tune ``plan.space`` on ``plan.records`` for ``plan.metric`` until the study holds
+    ``trials`` finished trials. A new study's first trial is the recipe's current
+    parameters, so the best is never worse than what it had."""
+    recipe, space, records, metric = plan.recipe, plan.space, plan.records, plan.metric
     gold = [set(r.subjects) for r in records]
     run = recipe.trial_run(records, DEPTH)
     score = METRICS[metric]

@@ -16,6 +16,7 @@ from tagalign.io.atomic import (
     load_csr,
     load_npy,
     read_json,
+    read_json_input,
     save_csr_atomic,
     save_npy_atomic,
     write_bytes_atomic,
@@ -50,6 +51,7 @@ __all__ = [
     "LineError", "LineReader", "ModelKind", "Reporter", "atomic_dir", "atomic_path",
     "atomic_text", "decode_utf8", "describe_error", "fsync_dir", "json_object", "load_csr",
     "load_npy", "model_kind", "open_binary", "open_text", "parse_lines", "read_json",
-    "read_text_lenient", "register_kind", "save_csr_atomic", "save_npy_atomic", "versions",
+    "read_json_input", "read_text_lenient", "register_kind", "save_csr_atomic",
+    "save_npy_atomic", "versions",
     "wrong_model_message", "write_bytes_atomic", "write_json_atomic",
 ]

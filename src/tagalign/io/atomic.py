@@ -20,6 +20,8 @@ from typing import Any, TextIO
 
 import numpy as np
 
+from tagalign.errors import file_error
+
 
 def _fsync_file(path: str | Path) -> None:
     fd = os.open(path, os.O_RDONLY)
@@ -96,6 +98,15 @@ def write_json_atomic(path: Path, obj: Any) -> None:
 def read_json(path: Path) -> Any:
     with open(path, encoding="utf-8") as fh:
         return json.load(fh)
+
+
+def read_json_input(path: Path, what: str | None = None) -> Any:
+    """A JSON file the user named (``what``: how, e.g. ``--config``); one that cannot be
+    read or parsed raises the package's error (`tagalign.errors.file_error`)."""
+    try:
+        return read_json(path)
+    except (OSError, ValueError) as exc:
+        raise file_error(path, exc, what) from exc
 
 
 def save_npy_atomic(path: Path, array: np.ndarray) -> None:

@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO, Protocol, TypeVar
 
-from tagalign.errors import InputError
+from tagalign.errors import InputError, file_error
 
 T = TypeVar("T")
 
@@ -44,10 +44,14 @@ def open_text(path: Path) -> io.TextIOBase:
 
 def open_binary(path: Path) -> IO[bytes]:
     """Open a file for reading bytes, transparently gunzipping gzip data (told by its magic
-    bytes, not the name: ``OUT.jsonl.gz.partial`` is gzip too)."""
-    with open(path, "rb") as fh:
-        magic = fh.read(2)
-    return gzip.open(path, "rb") if magic == b"\x1f\x8b" else open(path, "rb")
+    bytes, not the name: ``OUT.jsonl.gz.partial`` is gzip too). A file that cannot be
+    opened raises the package's error naming it (`tagalign.errors.file_error`)."""
+    try:
+        with open(path, "rb") as fh:
+            magic = fh.read(2)
+        return gzip.open(path, "rb") if magic == b"\x1f\x8b" else open(path, "rb")
+    except OSError as exc:
+        raise file_error(path, exc) from exc
 
 
 def _utf8_error(exc: UnicodeDecodeError, line_start: int = 0) -> str:

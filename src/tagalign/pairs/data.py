@@ -23,7 +23,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from tagalign.errors import InputError
+from tagalign.errors import InputError, MissingFileError
 from tagalign.io import PARSE_ERRORS, LineReader
 from tagalign.records import InputReport
 
@@ -116,13 +116,13 @@ def language_dirs(root: Path) -> list[Path]:
     """A split folder's language subfolders, or ``root`` itself when it is one language."""
     root = Path(root)
     if not root.is_dir():
-        raise FileNotFoundError(f"{root}: no such folder")
+        raise MissingFileError(f"{root}: no such folder", root)
     if (root / "instances.tsv").exists():
         return [root]
     found = sorted(p for p in root.iterdir() if (p / "instances.tsv").exists())
     if not found:
-        raise FileNotFoundError(f"{root}: no <language>/instances.tsv below it "
-                                "(expected the CoMeDi layout)")
+        raise MissingFileError(f"{root}: no <language>/instances.tsv below it "
+                               "(expected the CoMeDi layout)", root)
     return found
 
 

@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from tagalign.encode.transformer import base_model_path, default_device
-from tagalign.errors import InputError, ModelFormatError
+from tagalign.errors import InputError, MissingFileError, ModelFormatError, NotFoundError
 from tagalign.io import (
     atomic_dir,
     json_object,
@@ -126,8 +126,11 @@ class PairScorer:
         quiet_libraries()
         torch.manual_seed(p["seed"])
         base, prompts = base_model_path(p["base_model"])
-        model = SentenceTransformer(base, device=device or default_device(),
-                                    local_files_only=Path(base).is_dir())
+        try:
+            model = SentenceTransformer(base, device=device or default_device(),
+                                        local_files_only=Path(base).is_dir())
+        except OSError as exc:  # a base model that cannot be fetched or read
+            raise NotFoundError(str(exc)) from exc
         model.max_seq_length = p["max_seq_length"]
         tok = model.tokenizer
         tok.add_tokens(list(MARKERS), special_tokens=True)
@@ -217,12 +220,15 @@ class PairScorer:
         if wrong:
             raise InputError(wrong)
         if not (path / "config.json").exists():
-            raise FileNotFoundError(f"{path}: not a pairs model folder (no config.json)")
+            raise MissingFileError(f"{path}: not a pairs model folder (no config.json)", path)
         config = read_json(path / "config.json")
         if config.get("recipe") != RECIPE:
             raise ModelFormatError(f"{path}: recipe {config.get('recipe')!r} is not {RECIPE!r}")
         quiet_libraries()
-        model = load_st_model(path / "model", device or default_device())
+        try:
+            model = load_st_model(path / "model", device or default_device())
+        except OSError as exc:  # a model folder cut short
+            raise NotFoundError(str(exc)) from exc
         vocab = model.tokenizer.get_vocab()
         if config.get("markers") != list(MARKERS) or any(m not in vocab for m in MARKERS):
             raise ModelFormatError(f"{path}: the tokenizer lacks the target markers {MARKERS}")

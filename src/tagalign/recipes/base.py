@@ -11,7 +11,7 @@ from collections.abc import Callable, Collection, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
-from tagalign.errors import InputError, PermissionDeniedError
+from tagalign.errors import ConflictError, InputError
 from tagalign.params import ParamSpec
 from tagalign.records import Record
 from tagalign.registry import Registry
@@ -48,8 +48,12 @@ def get_recipe(name: str) -> type[Recipe]:
     return RECIPES.lookup(name)
 
 
-class ReadOnlyError(PermissionDeniedError):
-    """A model loaded memory-mapped (``mmap=True``, ``--mmap``) was asked to learn."""
+class ReadOnlyError(ConflictError, PermissionError):
+    """A model loaded memory-mapped (``mmap=True``, ``--mmap``) was asked to learn: 409,
+    the state the model was loaded in conflicts with a write (reloading it without
+    ``--mmap`` resolves it); 403 stays for who asks (a token, ``allow_learn``). Annif's
+    ``/v1`` answers it with the 403 its document declares for learn (`tagalign.serve.annif`).
+    A `PermissionError` too, as it was before."""
 
 
 def read_only_message(what: str) -> str:

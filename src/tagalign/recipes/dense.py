@@ -14,7 +14,7 @@ import numpy as np
 
 from tagalign.encode import EmbeddingCache, get_encoder, record_texts, subject_texts
 from tagalign.encode.base import Encoder
-from tagalign.errors import InputError
+from tagalign.errors import InputError, NotTrainedError
 from tagalign.index import VectorIndex
 from tagalign.io import load_npy, save_npy_atomic
 from tagalign.recipes.base import Recipe
@@ -124,7 +124,7 @@ class DenseRecipe(Recipe):
     def suggest(self, records: Sequence[Record], limit: int = DEFAULT_LIMIT
                 ) -> list[list[Suggestion]]:
         if self.index_ is None:
-            raise RuntimeError(f"recipe {self.name} is not trained")
+            raise NotTrainedError(f"recipe {self.name}")
         emb = self.transform_records(self.encode_records(records), records)
         return self.search(self.index_, self.positions_, emb, limit,
                            [r.language for r in records])

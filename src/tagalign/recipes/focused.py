@@ -23,7 +23,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from tagalign.encode.heads import FocusedEmbTransform, Head
-from tagalign.errors import InputError
+from tagalign.errors import InputError, NotTrainedError
 from tagalign.index import VectorIndex
 from tagalign.io import load_npy, read_json, save_npy_atomic, write_json_atomic
 from tagalign.recipes.base import register_recipe
@@ -95,7 +95,7 @@ class FocusedRecipe(NBFRecipe):
     def suggest(self, records: Sequence[Record], limit: int | None = None
                 ) -> list[list[Suggestion]]:
         if not self.models_:
-            raise RuntimeError("focused-transform is not trained")
+            raise NotTrainedError(f"recipe {self.name}")
         limit = limit or self.params["top_k"]
         emb = self.encode_records(records)
         out: list[list[Suggestion]] = [[] for _ in records]

@@ -10,7 +10,7 @@ import json
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from tagalign.errors import InputError
+from tagalign.errors import InputError, MissingFileError
 from tagalign.io import InputReport, open_binary, parse_lines
 from tagalign.records.record import Record
 from tagalign.registry import Registry
@@ -126,7 +126,7 @@ def read_records(
     """
     path = Path(path)
     if not path.exists():
-        raise FileNotFoundError(f"records not found: {path}")
+        raise MissingFileError(f"records not found: {path}", path)
     report = report if report is not None else InputReport()
     fmt = format or guess_format(path)
     for n, rec in enumerate(RECORD_FORMATS.lookup(fmt)(path, report)):

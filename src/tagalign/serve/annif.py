@@ -85,8 +85,8 @@ def error_response(exc: Exception, project_id: str | None) -> JSONResponse:
     if isinstance(exc, LearningNotAllowedError):  # Annif's answer for allow_learn = false
         return problem(status, "Learning not allowed", f"Project '{project_id}' is not "
                        "configured to allow learning via API")
-    if isinstance(exc, ReadOnlyError):  # Annif's document: 403 "Operation is not allowed"
-        return problem(status, "Operation is not allowed", str(exc))
+    if isinstance(exc, ReadOnlyError):  # Annif's document declares 403 for learn, not 409
+        return problem(403, "Operation is not allowed", str(exc))
     if status == 503:
         return problem(status, "Service unavailable", str(exc))
     return problem(status, HTTPStatus(status).phrase, str(exc))

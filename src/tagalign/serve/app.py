@@ -36,7 +36,7 @@ from pydantic import BaseModel
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from tagalign.errors import UsageError
-from tagalign.project import Project, ReadOnlyError
+from tagalign.project import Project
 from tagalign.records import Record
 from tagalign.serve import MAX_BODY, annif, auth, queue, service, subjects
 from tagalign.serve import schemas as s
@@ -181,9 +181,7 @@ def _version(v) -> s.ModelVersionOut | None:
 
 def own_error(exc: Exception) -> JSONResponse:
     """tagalign's error body for an error of the service (`service.http_status`)."""
-    # a read-only project answers 409 here, as this API documents (Annif's document: 403)
-    status = 409 if isinstance(exc, ReadOnlyError) else service.http_status(exc)
-    return JSONResponse({"detail": str(exc)}, status)
+    return JSONResponse({"detail": str(exc)}, service.http_status(exc))
 
 
 def error_response(path: str, exc: Exception, project_id: str | None = None) -> JSONResponse:

@@ -3,9 +3,9 @@
 tagalign's own API (`tagalign.serve.app`, ``/tagalign/v1``) and Annif's (`tagalign.serve.annif`,
 ``/v1``) are adapters over one `Service`: they parse their request shapes, call it and
 shape its answers; everything a served project does happens here (as Annif's ``rest.py``
-over its project objects). Errors are `tagalign.errors.TagalignError` subclasses (or the
-older classes of `Project`, see `http_status`); each API's single exception handler turns
-them into its error body with the status `http_status` gives.
+over its project objects). Errors are `tagalign.errors.TagalignError` subclasses; each
+API's single exception handler turns them into its error body with the status
+`http_status` gives (the class's own).
 """
 
 from __future__ import annotations
@@ -28,7 +28,6 @@ from tagalign.project import (
     Project,
     ReadOnlyError,
 )
-from tagalign.project import NotTrainedError as ProjectNotTrainedError
 from tagalign.records import Record
 from tagalign.serve.feedback import Decision, FeedbackStore, ServedStores
 from tagalign.serve.learning import Learning
@@ -47,21 +46,13 @@ OWN_DEFAULT_LIMIT = DEFAULT_LIMIT
 ANNIF_DEFAULT_LIMIT = 10
 MAX_LIMIT = 1000  # Annif has no upper bound; more than this many results are never useful
 
-#: the errors the APIs map to a status (`http_status`); the classes besides `TagalignError`
-#: are those `Project` raises until they derive from it
-ERRORS: tuple[type[Exception], ...] = (TagalignError, LearningNotAllowedError, ReadOnlyError,
-                                       ProjectNotTrainedError)
+#: the errors the APIs map to a status (`http_status`): every error raised on purpose
+ERRORS: tuple[type[Exception], ...] = (TagalignError,)
 
 
 def http_status(exc: Exception) -> int:
-    """The one HTTP status of an error, for both APIs."""
-    if isinstance(exc, TagalignError):
-        return exc.http_status
-    if isinstance(exc, LearningNotAllowedError | ReadOnlyError):
-        return 403  # errors.PermissionDeniedError
-    if isinstance(exc, ProjectNotTrainedError):
-        return 503  # errors.NotTrainedError
-    return 500
+    """The one HTTP status of an error, for both APIs: its class's, 500 for any other."""
+    return exc.http_status if isinstance(exc, TagalignError) else 500
 
 
 def public_error(exc: Exception, project_id: str | None) -> Exception:

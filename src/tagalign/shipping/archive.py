@@ -19,7 +19,7 @@ from typing import IO, Any
 import fsspec
 from fsspec.core import split_protocol, url_to_fs
 
-from tagalign.errors import NotFoundError, NotTrainedError
+from tagalign.errors import NotFoundError, NotTrainedError, TagalignError
 from tagalign.io import atomic_dir, versions
 from tagalign.project import CONFIG_NAME, Project, ProjectError
 from tagalign.shipping import swap
@@ -121,6 +121,18 @@ def _add_bytes(tar: tarfile.TarFile, name: str, data: bytes) -> None:
     tar.addfile(info, io.BytesIO(data))
 
 
+@contextlib.contextmanager
+def _store_errors() -> Iterator[None]:
+    """The store's own errors (no space, no access) as `ShippingError`, their message kept."""
+    try:
+        yield
+    except TagalignError:
+        raise
+    except OSError as exc:
+        raise ShippingError(str(exc)) from exc
+
+
+@_store_errors()
 def upload(project_dir: Path | str, url: str,
            storage_options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
     """Pack a trained project into one archive at ``url`` (see `archive_url`); returns the
@@ -217,6 +229,7 @@ def _target(manifest: dict[str, Any], into: Path | str | None, url: str) -> Path
     return Path(pid)
 
 
+@_store_errors()
 def download(url: str, into: Path | str | None = None, *, force: bool = False,
              trust: bool = False, storage_options: dict[str, Any] | None = None
              ) -> tuple[Path, dict[str, Any]]:

@@ -9,7 +9,7 @@ import gzip
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from tagalign.errors import InputError
+from tagalign.errors import InputError, MissingFileError, file_error
 from tagalign.io import InputReport, Reporter, open_binary, parse_lines
 from tagalign.registry import Registry
 from tagalign.vocab.subject import Subject, normalize_subject_id
@@ -26,8 +26,10 @@ class UnknownFormatError(InputError):
     """The format cannot be told from the file; the caller names the way to force one
     (``format=`` in Python, ``--format`` on the command line)."""
 
-    def __init__(self, path: Path, formats: list[str]):
-        super().__init__(f"{path}: cannot tell the vocabulary format; choose one of {formats}")
+    def __init__(self, path: Path, formats: list[str], option: str | None = None):
+        how = f" with {option}" if option else ""
+        super().__init__(f"{path}: cannot tell the vocabulary format; choose one of "
+                         f"{formats}{how}")
         self.formats = formats
 
 
@@ -68,7 +70,9 @@ def load_gnd_tsv(path: Path, report: Reporter | None = None) -> Iterator[Subject
     return parse_lines(path, report, parse, unit="subjects")
 
 
-def guess_format(path: Path) -> str:
+def guess_format(path: Path, option: str | None = None) -> str:
+    """The vocabulary format of ``path``, by its name (and first bytes where names are
+    shared); `UnknownFormatError` names ``option`` as the way to choose one."""
     path = Path(path)
     name = path.name.lower()
     if path.is_dir():
@@ -91,7 +95,7 @@ def guess_format(path: Path) -> str:
         return "gnd-json"
     if stem.endswith((".tsv", ".csv", ".txt")):
         return "gnd-tsv" if first_line(path).startswith("gnd_id") else "annif-tsv"
-    raise UnknownFormatError(path, VOCAB_FORMATS.names() + ["saved"])
+    raise UnknownFormatError(path, VOCAB_FORMATS.names() + ["saved"], option)
 
 
 def _is_marcxml(path: Path) -> bool:
@@ -104,21 +108,28 @@ def _is_marcxml(path: Path) -> bool:
 
 
 def _is_saved(path: Path) -> bool:
-    with gzip.open(path, "rb") as fh:
-        return b'"tagalign-vocabulary"' in fh.read(64)
+    try:
+        with gzip.open(path, "rb") as fh:
+            return b'"tagalign-vocabulary"' in fh.read(64)
+    except (EOFError, gzip.BadGzipFile):  # not gzip after all: the loader reports it
+        return False
+    except OSError as exc:
+        raise file_error(path, exc) from exc
 
 
 def load_vocabulary(path: Path | str, format: str | None = None,
-                    report: Reporter | None = None) -> Vocabulary:
+                    report: Reporter | None = None, option: str | None = None) -> Vocabulary:
     """Load a vocabulary from any supported source (see `VOCAB_FORMATS`) or a saved one.
 
     Malformed lines/entries are reported to ``report`` (a `tagalign.records.InputReport`;
-    strict ones raise at the first) and skipped; the rest of the file still loads.
+    strict ones raise at the first) and skipped; the rest of the file still loads. A
+    missing file raises `MissingFileError`; one whose format cannot be told,
+    `UnknownFormatError`, naming ``option`` (the CLI's ``--format``) as the way out.
     """
     path = Path(path)
     if not path.exists():
-        raise FileNotFoundError(f"vocabulary not found: {path}")
-    fmt = format or guess_format(path)
+        raise MissingFileError(f"vocabulary not found: {path}", path)
+    fmt = format or guess_format(path, option)
     if fmt == "saved":
         return Vocabulary.load(path)
     vocab = Vocabulary(VOCAB_FORMATS.lookup(fmt)(path, report=default_report(report)))

@@ -12,16 +12,23 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from tagalign.errors import file_error
 from tagalign.vocab.subject import normalize_subject_id
 from tagalign.vocab.vocabulary import Vocabulary
 
 ALL = "*"
 
 
-def read_id_file(path: Path) -> list[str]:
-    """Subject ids (or URIs), one a line; blank lines and ``#`` comments are skipped."""
+def read_id_file(path: Path, what: str = "subject id file") -> list[str]:
+    """Subject ids (or URIs), one a line; blank lines and ``#`` comments are skipped. A file
+    that cannot be read raises `tagalign.errors.file_error`'s error, naming it as
+    ``what`` (``--exclude`` on the command line)."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise file_error(path, exc, what) from exc
     out = []
-    for line in Path(path).read_text(encoding="utf-8").splitlines():
+    for line in text.splitlines():
         line = line.split("#", 1)[0].strip()
         if line:
             out.append(normalize_subject_id(line))
