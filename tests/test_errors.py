@@ -244,4 +244,4 @@ def test_a_read_only_project_is_a_conflict_on_both_statuses():
     assert isinstance(exc, ConflictError) and isinstance(exc, PermissionError)
     assert ReadOnlyError.http_status == service.http_status(exc) == 409
     assert annif.error_response(exc, "p").status_code == 403
-    assert (TagalignError,) == service.ERRORS
+    assert list(service.ERRORS) == [TagalignError]
