@@ -13,7 +13,8 @@ This layer sits above `tagalign.serve` (the feedback store) and `tagalign.projec
 `tagalign.cli`.
 """
 
-from tagalign.workflows.classify import ClassifierTraining, train_classifier
+from typing import Any
+
 from tagalign.workflows.training import (
     DEV_LIMIT,
     ProjectTraining,
@@ -24,3 +25,13 @@ from tagalign.workflows.training import (
 
 __all__ = ["DEV_LIMIT", "ClassifierTraining", "ProjectTraining", "confirmed_records",
            "score_dev", "train_classifier", "train_project"]
+
+
+def __getattr__(name: str) -> Any:
+    # the classifiers import torch: `tagalign train` (and `import tagalign.workflows`)
+    # load them only when `train_classifier` is asked for
+    if name in ("ClassifierTraining", "train_classifier"):
+        from tagalign.workflows import classify
+
+        return getattr(classify, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
