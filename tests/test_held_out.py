@@ -110,8 +110,7 @@ def test_the_stacker_learns_the_held_out_records_and_the_text_model_never(use, t
     held = examples(40, 2, "h", word="quokkaword")  # a word only held-out records have
     clf = get_classifier("subjects-stack", text_recipe="linear", rounds=20, held_out=use)
     clf.bind(tiny_vocab())
-    clf.held_out_examples = held
-    clf.fit(train + held, dev)
+    clf.fit(train + held, dev, held_out_examples=held)
     vocabulary = clf.text_.tfidf_.vectorizers_["all"].vocabulary_
     assert ("quokkaword" in vocabulary) is not use
     assert clf.held_out_records_ == (40 if use else 0)
@@ -133,8 +132,7 @@ def test_the_held_out_records_change_what_the_stacker_learns():
         clf = get_classifier("subjects-stack", text_recipe="linear", stacker="logistic",
                              held_out=use)
         clf.bind(tiny_vocab())
-        clf.held_out_examples = held
-        clf.fit(train + held, dev)
+        clf.fit(train + held, dev, held_out_examples=held)
         coef = clf.stacker_.coef_ * 1.0
         probs[use] = coef[:, 2] / (np.abs(coef[:, 0]) + 1e-9)  # subjects vs text weight
     assert np.median(probs[True]) > np.median(probs[False])
