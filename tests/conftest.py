@@ -47,7 +47,6 @@ SLOW_FILES = {
     "test_evaluate.py": "trains and evaluates on the shared data",
     "test_feedback.py": "a throwaway PostgreSQL cluster",
     "test_hybrid.py": "trains on the shared data",
-    "test_layers.py": "trains on the shared data, a CLI subprocess",
     "test_mmap.py": "trains on the shared data, a live server",
     "test_pairs_cv.py": "trains a pair scorer per fold (20 s)",
     "test_projects_file.py": "a `tagalign serve` subprocess",
@@ -105,6 +104,8 @@ SLOW_TESTS = {
         "builds a BERT scorer (4 s)",
     "test_pairs.py::test_train_save_load_gives_identical_predictions": "trains a pair scorer",
     "test_pairs.py::test_training_restores_exactly_the_best_epochs_weights": "trains a pair scorer",
+    "test_layers.py::test_suggest_never_enters_train":
+        "trains on the shared data, a CLI subprocess",
     "test_params_checks.py::test_a_model_folder_of_the_wrong_kind_names_its_kind_and_command":
         "trains three kinds of model (3 s)",
     "test_readme_examples.py::test_readme_classify_example_runs_as_written":
