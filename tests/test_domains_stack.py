@@ -13,14 +13,13 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from serving import SMALL_HYBRID, train_tiny_hybrid
 from tagalign.classify import Example, get_classifier, load_classifier
 from tagalign.classify.stacker import Stacker
 from tagalign.cli import app
 from tagalign.project import Project
 from tagalign.records import Record
 from tagalign.vocab import Subject, Vocabulary, VocabularyMismatchError
-from tiny_models import TOPICS, tiny_records, tiny_vocab
+from tiny_models import TINY_HYBRID, TOPICS, tiny_records, tiny_vocab, train_tiny_hybrid
 
 #: each tiny topic's domain: literature, computing, building
 DOMAIN = dict(zip(TOPICS, ["lit", "inf", "bau", "bau", "lit", "inf", "inf", "bau"], strict=True))
@@ -136,7 +135,7 @@ def test_domains_in_marc_and_in_parquet_shards_equal_the_jsonl_ones(stack, tmp_p
 def test_a_subject_project_of_another_vocabulary_is_refused(stack, tmp_path):
     root, _, model, dev = stack
     vocab = Vocabulary([*tiny_vocab().subjects, Subject("4000000-0", {"de": "Neu"})])
-    other = Project.create(tmp_path / "other", vocab, "hybrid", SMALL_HYBRID)
+    other = Project.create(tmp_path / "other", vocab, "hybrid", TINY_HYBRID)
     other.train(tiny_records(120, seed=0))
     res = runner.invoke(app, ["suggest", str(tmp_path / "other"), "--title", "Epos",
                               "--domains", str(model)])

@@ -9,16 +9,14 @@ import pytest
 
 from tagalign.project import Project
 from tagalign.records import Record
-from tiny_models import tiny_records, tiny_vocab
+from tiny_models import KNN_LEXICAL_HYBRID, tiny_records, tiny_vocab
 
-TINY = {"sources": ["tfidf_knn", "lexical"], "ranker_rounds": 10, "holdout_fraction": 0.3,
-        "quality": False, "agreement": False}
 EPOS, PILZE, HOLZ = "4015065-3", "4046076-9", "4025741-1"
 
 
 @pytest.fixture()
 def project(tmp_path):
-    proj = Project.create(tmp_path / "p", tiny_vocab(), "hybrid", TINY)
+    proj = Project.create(tmp_path / "p", tiny_vocab(), "hybrid", KNN_LEXICAL_HYBRID)
     proj.train(tiny_records(120))
     return proj
 

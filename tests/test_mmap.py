@@ -17,13 +17,14 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from samples import SMALL_HYBRID, small_hybrid_case
+from samples import small_hybrid_case
 from serving import LiveServer
 from tagalign.batch.tasks import SuggestTask
 from tagalign.index import VectorIndex
 from tagalign.project import Project, ReadOnlyError, ServingSettings
 from tagalign.serve.app import create_app
 from tagalign.serve.feedback import FeedbackStore
+from tiny_models import SAMPLE_HYBRID
 
 READ_ONLY = "was loaded with --mmap: read-only; reload without it to learn"
 
@@ -37,7 +38,7 @@ def data(shared_data, gnd_vocab):
 def trained(tmp_path_factory, data) -> Path:
     vocab, train, _ = data
     path = tmp_path_factory.mktemp("mmap") / "proj"
-    Project.create(path, vocab, "hybrid", SMALL_HYBRID).train(train)
+    Project.create(path, vocab, "hybrid", SAMPLE_HYBRID).train(train)
     return path
 
 

@@ -12,10 +12,7 @@ from tagalign.project import Project
 from tagalign.text.tfidf import TfidfFeaturizer
 from tagalign.train.phases import PhaseRunner
 from tagalign.train.stacking import Stacker
-from tiny_models import tiny_records, tiny_vocab
-
-TINY = {"sources": ["tfidf_knn", "lexical"], "ranker_rounds": 10, "holdout_fraction": 0.3,
-        "quality": False, "agreement": False}
+from tiny_models import KNN_LEXICAL_HYBRID, tiny_records, tiny_vocab
 
 
 def test_phase_runner_reuses_only_a_phase_of_the_same_inputs(tmp_path, caplog):
@@ -39,7 +36,7 @@ def test_phase_runner_reuses_only_a_phase_of_the_same_inputs(tmp_path, caplog):
 
 
 def _interrupted(tmp_path, monkeypatch, records) -> Project:
-    proj = Project.create(tmp_path / "p", tiny_vocab(), "hybrid", TINY)
+    proj = Project.create(tmp_path / "p", tiny_vocab(), "hybrid", KNN_LEXICAL_HYBRID)
 
     def boom(self, table):
         raise KeyboardInterrupt

@@ -17,10 +17,11 @@ from pathlib import Path
 import httpx
 import pytest
 
-from serving import ZEPPELINS, HeldRequest, ServeProcess, refused
+from serving import HeldRequest, ServeProcess, refused
 from tagalign.project import Project, model_version
 from tagalign.records import Record
 from tagalign.shipping.swap import incoming, replace
+from tiny_models import ZEPPELINS
 
 API = "/tagalign/v1/projects/tiny"
 T = 60  # seconds a test waits for an answer (a loaded machine is slow)

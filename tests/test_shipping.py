@@ -8,13 +8,13 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import shutil
 import tarfile
 
 import fsspec
 import pytest
 from typer.testing import CliRunner
 
-from serving import SMALL_HYBRID
 from tagalign.cli import app
 from tagalign.project import Project
 from tagalign.shipping import (
@@ -31,10 +31,8 @@ QUERIES = tiny_records(12, seed=9)
 
 
 @pytest.fixture(scope="module")
-def trained(tmp_path_factory):
-    path = tmp_path_factory.mktemp("ship") / "tiny-hybrid"
-    project = Project.create(path, tiny_vocab(), "hybrid", SMALL_HYBRID)
-    project.train(tiny_records(120))
+def trained(tiny_hybrid, tmp_path_factory):
+    path = shutil.copytree(tiny_hybrid, tmp_path_factory.mktemp("ship") / "tiny-hybrid")
     (path / "feedback.sqlite").write_bytes(b"librarians' decisions stay here")
     return path
 
@@ -158,7 +156,6 @@ def test_link_missing_extra_and_pickle_entries_are_refused(archive, existing):
 
 
 def test_a_pickle_in_the_project_is_never_uploaded(trained, tmp_path):
-    import shutil
 
     copy = tmp_path / "copy"
     shutil.copytree(trained, copy)

@@ -24,8 +24,8 @@ def answers(tagged) -> list:
 
 
 @pytest.mark.parametrize("threads", [1, 4])
-def test_jobs_answer_as_one_process_does(tiny_hybrids, threads):
-    project = Project.load(tiny_hybrids[0], runtime=Runtime(threads=threads))
+def test_jobs_answer_as_one_process_does(tiny_hybrid, threads):
+    project = Project.load(tiny_hybrid, runtime=Runtime(threads=threads))
     recs = tiny_records(60, seed=7)
     # the parent tags first: with 4 threads its pools exist at the fork, and each job (2
     # threads) would wait forever on the copies of pools whose threads it lacks
@@ -40,8 +40,8 @@ def test_jobs_answer_as_one_process_does(tiny_hybrids, threads):
         == [[i for i, _ in row] for row, _, _ in expected]
 
 
-def test_a_job_that_dies_is_a_clear_error(tiny_hybrids, monkeypatch):
-    project = Project.load(tiny_hybrids[0], runtime=Runtime(threads=1))
+def test_a_job_that_dies_is_a_clear_error(tiny_hybrid, monkeypatch):
+    project = Project.load(tiny_hybrid, runtime=Runtime(threads=1))
     original = Project.tag
 
     def dying(self, records, *args, **kwargs):

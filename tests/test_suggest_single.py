@@ -19,7 +19,7 @@ import httpx
 import numpy as np
 import pytest
 
-from samples import SMALL_HYBRID, small_hybrid_case
+from samples import small_hybrid_case
 from serving import LiveServer
 from tagalign.encode.static import StaticEmbeddingEncoder
 from tagalign.encode.transformer import STEncoder
@@ -28,7 +28,7 @@ from tagalign.runtime import Runtime
 from tagalign.serve.app import create_app
 from tagalign.serve.feedback import FeedbackStore
 from tagalign.suggest.fusion import COMPILED_TOLERANCE, SMALL_PREDICT, FusionRanker
-from tiny_models import static_model, tiny_records
+from tiny_models import SAMPLE_HYBRID, static_model, tiny_records
 
 
 def reference_encode(self, texts, *, kind="passage", batch_size=512, show_progress=False):
@@ -78,7 +78,7 @@ def data(shared_data, gnd_vocab):
 def trained(tmp_path_factory, data) -> Path:
     vocab, train, _ = data
     path = tmp_path_factory.mktemp("single") / "proj"
-    Project.create(path, vocab, "hybrid", SMALL_HYBRID).train(train)
+    Project.create(path, vocab, "hybrid", SAMPLE_HYBRID).train(train)
     return path
 
 
