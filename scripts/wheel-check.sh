@@ -10,7 +10,8 @@
 # leave src/tagalign.egg-info beside the editable install's own metadata. The fresh venv
 # has no pip of its own: the pip of the Python running this installs into it (--python),
 # from the index and pip's cache as any install, torch included (==2.13.0 in the lock:
-# the CPU build where one is offered, see requirements.lock).
+# the CPU build where one is offered, see requirements.lock); --no-compile: no .pyc files
+# for 2 GB of packages in a venv that is used once (23 s instead of 60-70 s).
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 WORK="${1:?usage: scripts/wheel-check.sh WORK_DIR}"
@@ -28,7 +29,7 @@ t0=$(date +%s)
 WHEEL="$(ls "$WORK"/dist/tagalign-*.whl)"
 t1=$(date +%s)
 "$PY" -m venv --without-pip "$WORK/venv"
-"$PY" -m pip --python "$WORK/venv/bin/python" install -q --disable-pip-version-check \
+"$PY" -m pip --python "$WORK/venv/bin/python" install -q --no-compile --disable-pip-version-check \
     -c "$ROOT/requirements.lock" "$WHEEL"
 t2=$(date +%s)
 
