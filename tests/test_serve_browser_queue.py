@@ -17,6 +17,7 @@ import pytest
 
 import serve_recipe  # noqa: F401 - registers the "test-overlap" recipe
 from serving import LiveServer
+from suggesting import suggestions
 from tagalign.project import Project
 from tagalign.serve.app import create_app
 from tagalign.serve.feedback import FeedbackStore
@@ -37,7 +38,7 @@ def live(tmp_path: Path):
     project = Project.create(tmp_path / "toy", tiny_vocab(), "test-overlap", {})
     project.train(tiny_records(40))
     project.allow_learn = True  # decisions are stored through learn (Annif: off)
-    assert PHILOSOPHIE not in {s.id for s in project.suggest(QUEUE[:1], limit=10)[0]}
+    assert PHILOSOPHIE not in {s.id for s in suggestions(project, QUEUE[:1], limit=10)[0]}
     app = create_app({"toy": project}, FeedbackStore.for_project(tmp_path / "toy"),
                      review=RecordQueue(QUEUE[:3]))
     with LiveServer(app) as srv:

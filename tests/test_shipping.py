@@ -18,6 +18,7 @@ from serving import SMALL_HYBRID
 from tagalign.cli import app
 from tagalign.project import Project
 from tagalign.shipping import (
+from suggesting import suggestions
     MANIFEST,
     ShippingError,
     UntrustedSourceError,
@@ -40,7 +41,7 @@ def trained(tmp_path_factory):
 
 
 def _ranked(project: Project) -> list[list[tuple[str, float]]]:
-    return [[(s.id, s.score) for s in row] for row in project.suggest(QUERIES, limit=8)]
+    return [[(s.id, s.score) for s in row] for row in suggestions(project, QUERIES, limit=8)]
 
 
 def test_uploaded_to_file_and_downloaded_elsewhere_suggests_identically(trained, tmp_path):

@@ -11,9 +11,10 @@ from rich.markup import escape
 from tagalign.cli.app import app, console, fail, out
 from tagalign.cli.common import MACHINE_HELP, load_records, make_runtime, parse_params
 from tagalign.evaluate import evaluate, report_tables
-from tagalign.project import DEFAULT_RECIPE, Project, feedback_location
+from tagalign.project import DEFAULT_RECIPE, Project, Tagger, feedback_location
 from tagalign.recipes import get_recipe, recipe_names
 from tagalign.records import BadInputError, InputReport, Record
+from tagalign.suggest import SuggestRequest
 from tagalign.vocab import load_vocabulary
 
 
@@ -115,8 +116,8 @@ def train(
     console.log(f"[bold green]trained[/] {project.config['recipe']} in "
                 f"{time.perf_counter() - t0:.0f} s → {project_dir}")
     if dev_records:
-        preds = project.suggest(dev_records, limit=20)
-        scores = evaluate(dev_records, {r.id: [s.id for s in row]
-                                        for r, row in zip(dev_records, preds, strict=True)})
+        preds = Tagger(project).tag(dev_records, SuggestRequest(limit=20, quality=False))
+        scores = evaluate(dev_records, {r.id: [s.id for s in t.suggestions]
+                                        for r, t in zip(dev_records, preds, strict=True)})
         project.set_scores(scores["overall"])
         out.print(report_tables(scores))

@@ -1,6 +1,7 @@
 """A `Project`: one folder holding a vocabulary, a recipe's config and its trained model
 (`folder.py`), the folder's names, errors and config settings (`config.py`) and which
-model it holds (`version.py`)."""
+model it holds (`version.py`); its `Tagger` (`tagger.py`), which tags records as a
+`SuggestRequest` asks, in forked jobs with `jobs.py`."""
 
 from tagalign.errors import NotTrainedError
 from tagalign.project.config import (
@@ -20,11 +21,12 @@ from tagalign.project.config import (
     feedback_location,
 )
 from tagalign.project.folder import Project
+from tagalign.project.tagger import Tagger
 from tagalign.project.version import ModelVersion, model_version
 from tagalign.recipes import ReadOnlyError
 
 __all__ = ["BY_LANGUAGE", "CONFIG_NAME", "DEFAULT_LIMIT", "DEFAULT_RECIPE", "FEEDBACK_FILE",
            "MODEL_DIR", "TUNED", "WORK_DIR", "LearningNotAllowedError", "ModelVersion",
-           "NotAProjectError",
-           "NotTrainedError", "Project", "ProjectError", "ProjectExistsError", "ReadOnlyError",
+           "NotAProjectError", "NotTrainedError", "Project", "ProjectError",
+           "ProjectExistsError", "ReadOnlyError", "Tagger",
            "config_defaults", "feedback_location", "model_version"]

@@ -118,7 +118,7 @@ class DenseRecipe(Recipe):
             out.append(sugg)
         return out
 
-    def suggest(self, records: Sequence[Record], limit: int = 20) -> list[list[Suggestion]]:
+    def _suggest(self, records: Sequence[Record], limit: int) -> list[list[Suggestion]]:
         if self.index_ is None:
             raise RuntimeError(f"recipe {self.name} is not trained")
         emb = self.transform_records(self.encode_records(records), records)

@@ -53,7 +53,7 @@ class LexicalRecipe(Recipe):
         self.matcher_ = LabelMatcher(max_ngram=self.params["max_ngram"])
         self.matcher_.fit(self._context())
 
-    def suggest(self, records: Sequence[Record], limit: int = 20) -> list[list[Suggestion]]:
+    def _suggest(self, records: Sequence[Record], limit: int) -> list[list[Suggestion]]:
         batch = Batch.tokenised(records, self.analyzer)
         langs = batch.languages
         cands = self.matcher_.candidates(batch)
