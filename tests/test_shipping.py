@@ -15,10 +15,10 @@ import pytest
 from typer.testing import CliRunner
 
 from serving import SMALL_HYBRID
+from suggesting import suggestions
 from tagalign.cli import app
 from tagalign.project import Project
 from tagalign.shipping import (
-from suggesting import suggestions
     MANIFEST,
     ShippingError,
     UntrustedSourceError,
