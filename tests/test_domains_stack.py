@@ -440,7 +440,7 @@ def test_the_project_gives_the_neighbours_of_its_own_search(stack):
     recs = with_domains(tiny_records(10, seed=5), prefix="d")
     exs = [Example(r.id, r.text, r.domains, r.language) for r in recs]
     suggest_into(project, exs, 5, {r.id: r for r in recs})
-    pipe = project.trained_recipe().pipeline_
+    pipe = project.trained_recipe().pipeline
     src = next(s for s in pipe.sources if s.name == "tfidf_knn")
     rows, sims = src.neighbours(pipe.prepare(recs))
     for ex, row, sim in zip(exs, rows, sims, strict=True):

@@ -65,7 +65,7 @@ def test_rerun_on_other_records_recomputes_finished_phases(tmp_path, monkeypatch
     proj.train(other)
     assert calls == [1]  # fitted again on the new records, not resumed
     assert "tfidf: inputs changed since it finished, recomputing" in caplog.text
-    assert set(proj.recipe.pipeline_.memory.ids) <= {r.id for r in other}
+    assert set(proj.recipe.pipeline.memory.ids) <= {r.id for r in other}
 
 
 def test_identical_rerun_resumes_finished_phases(tmp_path, monkeypatch):

@@ -15,6 +15,7 @@ import fsspec
 import pytest
 from typer.testing import CliRunner
 
+from suggesting import suggestions
 from tagalign.cli import app
 from tagalign.project import Project
 from tagalign.shipping import (
@@ -38,7 +39,7 @@ def trained(tiny_hybrid, tmp_path_factory):
 
 
 def _ranked(project: Project) -> list[list[tuple[str, float]]]:
-    return [[(s.id, s.score) for s in row] for row in project.suggest(QUERIES, limit=8)]
+    return [[(s.id, s.score) for s in row] for row in suggestions(project, QUERIES, limit=8)]
 
 
 def test_uploaded_to_file_and_downloaded_elsewhere_suggests_identically(trained, tmp_path):

@@ -11,10 +11,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from tagalign.evaluate import DEFAULT_KS, evaluate
-from tagalign.project import Project, feedback_location
+from tagalign.project import Project, Tagger, feedback_location
 from tagalign.recipes import Recipe
 from tagalign.records import Record
 from tagalign.serve.feedback import FeedbackStore, sqlite_file
+from tagalign.suggest import SuggestRequest
 
 logger = logging.getLogger(__name__)
 
@@ -54,7 +55,8 @@ def confirmed_records(project: Project, feedback_db: str | None = None) -> list[
 def score_dev(project: Project, dev: Sequence[Record]) -> dict[str, Any]:
     """The trained ``project`` on ``dev``: `tagalign.evaluate.evaluate` of its top
     `DEV_LIMIT` suggestions (at the project's threshold)."""
-    preds = project.suggest(dev, limit=DEV_LIMIT)
+    preds = [t.suggestions for t in
+             Tagger(project).tag(dev, SuggestRequest(limit=DEV_LIMIT, quality=False))]
     return evaluate(dev, {r.id: [s.id for s in row]
                           for r, row in zip(dev, preds, strict=True)})
 
