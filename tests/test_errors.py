@@ -226,11 +226,12 @@ def test_hyperopt_checks_its_inputs_once_in_the_library():
 
 def test_an_untrained_dense_recipe_says_so():
     from tagalign.recipes import get_recipe
+    from tagalign.suggest import SuggestRequest
 
     vocab = Vocabulary.__new__(Vocabulary)
     recipe = get_recipe("zero-shot")(vocab)
     with pytest.raises(NotTrainedError, match="recipe zero-shot is not trained yet"):
-        recipe.suggest([])
+        recipe.suggest([], SuggestRequest(limit=5))
 
 
 def test_a_read_only_project_is_a_conflict_on_both_statuses():

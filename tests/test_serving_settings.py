@@ -10,6 +10,7 @@ import dataclasses
 import pytest
 
 import serve_recipe  # noqa: F401 - registers the "test-overlap" recipe
+from suggesting import suggestions
 from tagalign.project import Project, ServingSettingError, ServingSettings
 from tagalign.projects_file import open_project, read_projects
 from tagalign.vocab.rules import SubjectRules
@@ -45,7 +46,7 @@ def test_with_serving_is_another_project_with_the_same_model(trained):
     assert served is not plain and served.recipe is plain.recipe and served.vocab is plain.vocab
     assert plain.rules == SubjectRules() and served.excluded == {PILZE}
     record = tiny_records(1)[0]
-    assert PILZE not in {s.id for s in served.suggest([record], limit=len(TOPICS))[0]}
+    assert PILZE not in {s.id for s in suggestions(served, [record], limit=len(TOPICS))[0]}
 
 
 def test_settings_that_do_not_fit_the_vocabulary_are_refused(trained):
