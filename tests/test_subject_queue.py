@@ -11,11 +11,12 @@ import pytest
 
 import serve_recipe  # noqa: F401 - registers the "test-overlap" recipe
 from serving import LiveServer
-from tagalign.project import Project, ServingSettings
+from tagalign.project import Project, ServingSettings, Tagger
 from tagalign.records import Record
 from tagalign.serve.app import create_app
 from tagalign.serve.feedback import FeedbackStore
 from tagalign.serve.queue import RecordQueue
+from tagalign.suggest import Quality, Tagged
 from tagalign.vocab import Subject, Vocabulary
 from tagalign.vocab.prefix import PrefixIndex
 from tiny_models import tiny_records, tiny_vocab
@@ -162,35 +163,36 @@ def test_queue_releases_finishes_and_resumes_after_restart(served):
         assert status["estimated"] is False and status["skipped"] == 0
 
 
-def test_estimates_come_from_project_tag():
+def test_estimates_come_from_the_taggers_quality(monkeypatch):
     """`estimated_recall` reads `Tagger.tag`'s quality (issue 20 A) for a 10-subject list;
-    a stand-in project answers with fixed recalls, one record without an estimate."""
-    from types import SimpleNamespace
-
+    a stand-in tagger answers with fixed recalls, one record without an estimate."""
     from tagalign.serve.queue import estimated_recall
 
     asked = []
+    recalls = RECALL
 
-    def tag(records, limit):
-        asked.append(limit)
-        return [SimpleNamespace(quality=None if RECALL[r.id] is None
-                                else SimpleNamespace(recall=RECALL[r.id], precision=0.5))
-                for r in records]
+    def tag(self, records, request):
+        asked.append(request)
+        return [Tagged([], quality=None if recalls[r.id] is None
+                       else Quality(recalls[r.id], 0.5)) for r in records]
 
-    project = SimpleNamespace(tag=tag)
-    assert estimated_recall(project, QUEUE) == [0.3, 0.9, None, 0.85] and asked == [10]
+    monkeypatch.setattr(Tagger, "tag", tag)
+    project = object()  # the stand-in tagger never looks at it
+    assert estimated_recall(project, QUEUE) == [0.3, 0.9, None, 0.85]
+    assert [(a.limit, a.quality) for a in asked] == [(10, True)]
     sel = RecordQueue(QUEUE, release_above=0.8).select("p", project)
     assert [r.id for r in sel.records] == ["q0", "q2"] and sel.skipped == 2
-    # a project that cannot estimate: every record stays
-    assert estimated_recall(SimpleNamespace(), QUEUE) == [None] * 4
+    # a project that cannot estimate (a recipe without an estimator): every record stays
+    recalls = dict.fromkeys(RECALL)
+    assert estimated_recall(project, QUEUE) == [None] * 4
 
 
 def test_queue_without_estimates_holds_all_records():
     q = RecordQueue(QUEUE, release_above=0.8, estimate=lambda _p, recs: [None] * len(recs))
     sel = q.select("toy", None)  # the stand-in estimator never looks at the project
     assert [r.id for r in sel.records] == ["q0", "q1", "q2", "q3"] and not sel.estimated
-    assert [r.id for r in RecordQueue(QUEUE, 0.8).select("toy", None).records] == [
-        "q0", "q1", "q2", "q3"]
+    assert [r.id for r in RecordQueue(QUEUE, 0.8, estimate=None).select("toy", None).records
+            ] == ["q0", "q1", "q2", "q3"]
     with pytest.raises(ValueError, match="distinct ids.*q1"):
         RecordQueue([*QUEUE, QUEUE[1]])
     with pytest.raises(ValueError, match="within 0"):
