@@ -86,12 +86,12 @@ def tag(args) -> str:
 
 def text_model(args, train, tune, labels, suffix: str = ""):
     """The trained `linear-ngrams` (cached folder ``text-model{suffix}``) and its minutes."""
-    from tagalign.classify import get_classifier, load_classifier
+    from tagalign.classify import Classifier, get_classifier
 
     folder = args.work_dir / f"text-model{tag(args)}{suffix}"
     meta = args.work_dir / f"text-model{tag(args)}{suffix}.json"
     if (folder / "config.json").exists() and meta.exists():
-        return load_classifier(folder, labels=labels), json.loads(meta.read_text())["minutes"]
+        return Classifier.load(folder, labels=labels), json.loads(meta.read_text())["minutes"]
     t0 = time.perf_counter()
     clf = get_classifier("linear-ngrams")
     clf.fit(train, tune, labels=labels)

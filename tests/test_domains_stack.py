@@ -14,7 +14,7 @@ import pytest
 from typer.testing import CliRunner
 
 from serving import SMALL_HYBRID, train_tiny_hybrid
-from tagalign.classify import Example, get_classifier, load_classifier
+from tagalign.classify import Classifier, Example, get_classifier
 from tagalign.classify.stacker import Stacker
 from tagalign.cli import app
 from tagalign.project import Project
@@ -147,7 +147,7 @@ def test_a_subject_project_of_another_vocabulary_is_refused(stack, tmp_path):
                               str(tmp_path / "other")])
     assert res.exit_code != 0 and "trained with another vocabulary" in res.output
     with pytest.raises(VocabularyMismatchError):
-        load_classifier(model).bind(vocab)
+        Classifier.load(model).bind(vocab)
 
 
 def test_dev_records_the_subject_project_trained_on_are_refused(stack, tmp_path):
@@ -242,7 +242,7 @@ def test_save_and_load_give_identical_probabilities(kind, tmp_path):
     clf.fit(examples(160, 0, "t"), examples(60, 1, "d", noisy=True))
     new = examples(40, 7, "n", noisy=True)
     clf.save(tmp_path / "m")
-    loaded = load_classifier(tmp_path / "m", labels=clf.labels_.labels)
+    loaded = Classifier.load(tmp_path / "m", labels=clf.labels_.labels)
     loaded.bind(tiny_vocab())
     np.testing.assert_array_equal(clf.predict_proba(new), loaded.predict_proba(new))
     assert loaded.predict(new) == clf.predict(new)
@@ -403,7 +403,7 @@ def test_the_stack_reads_neighbours_saves_them_and_refuses_records_without(tmp_p
     clf.save(tmp_path / "m")
     meta = json.loads((tmp_path / "m" / "neighbours.json").read_text())
     assert meta["ids"][:2] == ["t0", "t1"] and meta["sources"] == ["tfidf_knn"]
-    loaded = load_classifier(tmp_path / "m", labels=clf.labels_.labels)
+    loaded = Classifier.load(tmp_path / "m", labels=clf.labels_.labels)
     loaded.bind(tiny_vocab())
     np.testing.assert_array_equal(clf.predict_proba(new), loaded.predict_proba(new))
     for ex in new:
@@ -414,7 +414,7 @@ def test_the_stack_reads_neighbours_saves_them_and_refuses_records_without(tmp_p
     meta["domains"] = other = len(clf.labels_) + 2
     (tmp_path / "m" / "neighbours.json").write_text(json.dumps(meta))
     with pytest.raises(ModelFormatError, match=f"neighbour domains of {other} labels"):
-        load_classifier(tmp_path / "m", labels=clf.labels_.labels)
+        Classifier.load(tmp_path / "m", labels=clf.labels_.labels)
 
 
 def test_neighbours_that_are_no_training_records_are_refused():

@@ -54,7 +54,6 @@ import scipy.sparse as sp
 from tagalign.classify.base import (
     Classifier,
     get_classifier,
-    load_classifier,
     register_classifier,
 )
 from tagalign.classify.data import Example
@@ -63,6 +62,7 @@ from tagalign.classify.profiles import Own, SubjectEvidence
 from tagalign.classify.stacker import KINDS, Stacker, cross_fit
 from tagalign.errors import InputError, ModelFormatError, UsageError
 from tagalign.io import load_csr, read_json, save_csr_atomic, write_json_atomic
+from tagalign.params import NonNegative, Positive, PositiveFloat
 from tagalign.vocab import Vocabulary, VocabularyMismatchError
 
 TEXT_DIR, STACKER_DIR, META = "text", "stacker", "subjects.json"
@@ -78,6 +78,8 @@ class SubjectStackClassifier(Classifier):
                                 "learning_rate": 0.05, "leaves": 15, "C": 1.0, "bag": 5,
                                 "folds": 5,
                                 "held_out": True, "seed": 0}
+    ranges: ClassVar[dict[str, Any]] = {"top_k": Positive, "C": PositiveFloat, "bag": Positive,
+                                        "seed": NonNegative}
     #: threads are the runtime's (`Classifier.runtime`), not a model parameter
     retired = frozenset({"threads"})
 
@@ -335,7 +337,7 @@ class SubjectStackClassifier(Classifier):
         if shape[1] != len(self.labels_):
             raise ModelFormatError(f"{folder}: profiles of {shape[1]} domains for "
                                    f"{len(self.labels_)} labels")
-        self.text_ = load_classifier(folder / TEXT_DIR, labels=self.labels_.labels,
+        self.text_ = Classifier.load(folder / TEXT_DIR, labels=self.labels_.labels,
                                      runtime=self.runtime)
         self.stacker_ = Stacker.load(folder / STACKER_DIR, threads=self.runtime.threads)
         self.counts_ = load_csr(folder, "profiles", shape)

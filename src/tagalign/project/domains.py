@@ -26,7 +26,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from tagalign.classify import Example, load_classifier
+from tagalign.classify import Classifier, Example
 from tagalign.classify.stack import SubjectStackClassifier
 from tagalign.errors import ConflictError, InputError
 from tagalign.records import EMPTY_WARNING, Record, check_record
@@ -51,7 +51,7 @@ class DomainModel:
     def load(cls, folder: Path | str, vocab: Vocabulary,
              labels: Sequence[str] | None = None) -> DomainModel:
         folder = Path(folder)
-        clf = load_classifier(folder, labels=labels)
+        clf = Classifier.load(folder, labels=labels)
         if not isinstance(clf, SubjectStackClassifier):
             raise InputError(f"{folder}: a {clf.name!r} classifier reads text alone; a domain "
                              "model beside subjects is trained with `tagalign classify train "

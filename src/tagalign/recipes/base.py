@@ -9,10 +9,10 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Collection, Sequence
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
-from tagalign.errors import ConflictError, InputError
-from tagalign.params import ParamSpec
+from tagalign.errors import ConflictError
+from tagalign.model_files import ModelFamily
 from tagalign.records import Record
 from tagalign.registry import Registry
 from tagalign.runtime import DEFAULT_LIMIT, Runtime
@@ -61,33 +61,21 @@ def read_only_message(what: str) -> str:
     return f"{what} was loaded with --mmap: read-only; reload without it to learn"
 
 
-class Recipe(ABC):
-    """A subject-tagging strategy, selectable by ``name`` in a project's config."""
+class Recipe(ModelFamily, ABC):
+    """A subject-tagging strategy, selectable by ``name`` in a project's config; its
+    ``defaults``, their ``ranges``, `check_params` and its manifest (``recipe.json``,
+    `tagalign.recipes.saved`) as every model family's (`ModelFamily`)."""
 
-    name: ClassVar[str]
-    #: Published defaults; every key may be overridden in the project config.
-    defaults: ClassVar[dict[str, Any]] = {}
-
-    #: Ranges of parameters not in `tagalign.params.RANGES` (names → `Annotated` types).
-    ranges: ClassVar[dict[str, Any]] = {}
-    #: Parameters the recipe once had: dropped from saved configs when they load
-    retired: ClassVar[frozenset[str]] = frozenset()
-
-    @classmethod
-    def check_params(cls, params: dict[str, Any]) -> None:
-        """Refuse unknown names (ValueError) and bad values (`ParamError`: name, value,
-        allowed range), before any data or model is loaded."""
-        unknown = set(params) - set(cls.defaults) - cls.retired
-        if unknown:
-            raise InputError(f"recipe {cls.name!r} has no parameter(s) {sorted(unknown)}; "
-                             f"known: {sorted(cls.defaults)}")
-        ParamSpec(f"recipe {cls.name!r}", cls.defaults, **cls.ranges).check(params)
+    kind = "model"
+    retrain = "the project (tagalign train)"
+    manifest_name = "recipe.json"
+    # format 1: the same files, saved before the manifest had the key
+    model_format, read_formats, unversioned_format = 2, (1, 2), 1
 
     def __init__(self, vocab: Vocabulary, **params: Any):
         self.check_params(params)
         self.vocab = vocab
-        self.params: dict[str, Any] = {**self.defaults, **{
-            k: v for k, v in params.items() if k not in self.retired}}
+        self.params: dict[str, Any] = self.with_defaults(params)
         #: loaded with ``mmap``: arrays mapped from the files, so `learn` refuses
         self.read_only = False
         #: threads and the compiled-ranker choice (`set_runtime`; the defaults until then)

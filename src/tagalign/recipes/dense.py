@@ -17,6 +17,7 @@ from tagalign.encode.base import Encoder
 from tagalign.errors import InputError, NotTrainedError
 from tagalign.index import VectorIndex
 from tagalign.io import load_npy, save_npy_atomic
+from tagalign.params import NonNegative, Positive
 from tagalign.recipes.base import Recipe
 from tagalign.records import Record
 from tagalign.runtime import DEFAULT_LIMIT
@@ -35,10 +36,13 @@ DENSE_DEFAULTS: dict[str, Any] = {
     "cache_dir": None,
     "seed": 13,
 }
+DENSE_RANGES: dict[str, Any] = {"encode_batch_size": Positive, "max_seq_length": Positive,
+                                "seed": NonNegative}
 
 
 class DenseRecipe(Recipe):
     defaults: ClassVar[dict[str, Any]] = DENSE_DEFAULTS
+    ranges: ClassVar[dict[str, Any]] = DENSE_RANGES
 
     def __init__(self, vocab, **params: Any):
         super().__init__(vocab, **params)

@@ -26,6 +26,7 @@ from tagalign.encode.heads import FocusedEmbTransform, Head
 from tagalign.errors import InputError, NotTrainedError
 from tagalign.index import VectorIndex
 from tagalign.io import load_npy, read_json, save_npy_atomic, write_json_atomic
+from tagalign.params import Positive
 from tagalign.recipes.base import register_recipe
 from tagalign.recipes.dense import DENSE_DEFAULTS
 from tagalign.recipes.nbf import HEAD_OPTIONS, HEAD_RUNTIME, NBFRecipe
@@ -51,6 +52,8 @@ class FocusedRecipe(NBFRecipe):
                                 # avg R@5..20 per-language 0.2724 vs 0.2483, bilingual
                                 # 0.2690 vs 0.2521; README), so it is R3's default
                                 "subject_space": "siamese", **HEAD_OPTIONS}
+    ranges: ClassVar[dict[str, Any]] = {**NBFRecipe.ranges, "hidden": Positive,
+                                        "top_k": Positive}
 
     def __init__(self, vocab, **params: Any):
         super().__init__(vocab, **params)

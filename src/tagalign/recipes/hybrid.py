@@ -17,10 +17,19 @@ import logging
 import threading
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar
+
+from pydantic import Field
 
 from tagalign.errors import NotTrainedError
 from tagalign.io import atomic_dir, read_json
+from tagalign.params import (
+    NonNegative,
+    NonNegativeFloat,
+    OpenFraction,
+    Positive,
+    PositiveFloat,
+)
 from tagalign.recipes.base import (
     ReadOnlyError,
     Recipe,
@@ -109,6 +118,15 @@ class HybridRecipe(Recipe):
         "domain_labels": None,
         "domain_limit_train": None,
         "batch_size": 1024,
+    }
+    ranges: ClassVar[dict[str, Any]] = {
+        "holdout_fraction": OpenFraction, "seed": NonNegative, "knn_power": NonNegativeFloat,
+        **dict.fromkeys(("max_ranker_records", "knn_k", "candidates_per_source",
+                         "omikuji_max_depth", "embed_dim", "embed_vocab_size", "embed_epochs",
+                         "embed_batch_size", "ranker_rounds", "agreement_top_m",
+                         "domain_limit_train", "batch_size"), Positive),
+        "omikuji_cluster_k": Annotated[int, Field(ge=2)],
+        "embed_lr": PositiveFloat, "embed_hard_negatives": NonNegative,
     }
     #: threads are the runtime's (`tagalign.runtime.Runtime`), not a model parameter
     retired = frozenset({"threads"})

@@ -13,6 +13,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from tagalign.params import Positive
 from tagalign.recipes.base import Recipe, register_recipe
 from tagalign.records import Record
 from tagalign.runtime import DEFAULT_LIMIT
@@ -40,6 +41,7 @@ def rule_score(cands: Candidates) -> np.ndarray:
 class LexicalRecipe(Recipe):
     name = "lexical"
     defaults: ClassVar[dict[str, Any]] = {"max_ngram": 5}
+    ranges: ClassVar[dict[str, Any]] = {"max_ngram": Positive}
 
     def __init__(self, vocab: Vocabulary, **params: Any):
         super().__init__(vocab, **params)

@@ -1,11 +1,11 @@
 """A trained recipe's folder (``PROJECT/model/``): the recipe's own files and its manifest
-``recipe.json`` (recipe name, parameters, vocabulary fingerprint, package versions, the
-model format, when it was saved and a random id of this save), written atomically and read
-back without pickle.
+``recipe.json``, the manifest of every model family (`tagalign.model_files.ModelFamily`:
+model format, recipe name, parameters, package versions) with the vocabulary fingerprint,
+when it was saved and a random id of this save; written atomically and read back without
+pickle.
 
-The model format is checked on load, with one message for a model this version cannot read
-(as scikit-learn's ``InconsistentVersionWarning``): retrain, or use the tagalign that
-saved it.
+The model format is checked on load (`ModelFamily.check_format`), with the families' one
+message for a model this version cannot read: retrain, or use the tagalign that saved it.
 """
 
 from __future__ import annotations
@@ -15,17 +15,17 @@ import uuid
 from pathlib import Path
 
 from tagalign.errors import ModelFormatError
-from tagalign.io import atomic_dir, read_json, versions, write_json_atomic
+from tagalign.io import atomic_dir, read_json, write_json_atomic
 from tagalign.recipes.base import Recipe, get_recipe
 from tagalign.runtime import Runtime
 from tagalign.vocab import Vocabulary
 
-MANIFEST = "recipe.json"
+MANIFEST = Recipe.manifest_name
 #: the format `save_recipe` writes (``format`` in the manifest); a manifest without the key
 #: is format 1 (saved before it existed, the same files); `READ_FORMATS` load, others are
 #: refused with the message to retrain
-MODEL_FORMAT = 2
-READ_FORMATS = (1, 2)
+MODEL_FORMAT = Recipe.model_format
+READ_FORMATS = Recipe.read_formats
 
 
 def now() -> str:
@@ -36,18 +36,14 @@ def save_recipe(recipe: Recipe, folder: Path, vocab: Vocabulary) -> None:
     """The trained ``recipe`` and its manifest into ``folder``, replaced atomically."""
     with atomic_dir(folder) as tmp:
         recipe.save(tmp)
-        write_json_atomic(tmp / MANIFEST, {
-            "format": MODEL_FORMAT,
-            "recipe": recipe.name,
-            "params": recipe.params,
-            "vocabulary": {"size": len(vocab), "fingerprint": vocab.fingerprint},
-            "versions": versions(),
-            "saved": now(),
+        recipe.write_manifest(
+            tmp, recipe.params,
+            vocabulary={"size": len(vocab), "fingerprint": vocab.fingerprint},
+            saved=now(),
             # new with every save: two models saved in the same second with the same
             # parameters still have different manifests, hence versions
             # (`tagalign.project.model_version`, which a server's reload compares)
-            "id": uuid.uuid4().hex,
-        })
+            id=uuid.uuid4().hex)
 
 
 def load_recipe(folder: Path, vocab: Vocabulary, *, mmap: bool = False,
@@ -57,14 +53,7 @@ def load_recipe(folder: Path, vocab: Vocabulary, *, mmap: bool = False,
     meta = read_json(folder / MANIFEST)
     vocab.check(meta["vocabulary"]["fingerprint"], meta["vocabulary"]["size"],
                 f"model {folder}")
-    fmt = meta.get("format", 1)
-    if fmt not in READ_FORMATS:
-        saved_by = meta.get("versions", {}).get("tagalign", "another version")
-        raise ModelFormatError(
-            f"model {folder} was saved by tagalign {saved_by} in model format {fmt}; this "
-            f"version ({versions().get('tagalign')}) reads formats "
-            f"{', '.join(map(str, READ_FORMATS))}: retrain the project (tagalign train) or "
-            "use the tagalign that saved it")
+    Recipe.check_format(meta, folder)
     recipe_cls = get_recipe(meta["recipe"])
     try:
         if mmap:  # only then: recipes registered by others may predate the keyword

@@ -28,8 +28,9 @@ from tagalign.encode.transformer import (
 )
 from tagalign.errors import InputError
 from tagalign.io import read_json, write_json_atomic
+from tagalign.params import NonNegative, Positive, PositiveFloat
 from tagalign.recipes.base import register_recipe
-from tagalign.recipes.dense import DENSE_DEFAULTS, DenseRecipe
+from tagalign.recipes.dense import DENSE_DEFAULTS, DENSE_RANGES, DenseRecipe
 from tagalign.records import Record
 from tagalign.runtime import quiet_libraries
 
@@ -43,6 +44,11 @@ class YNURecipe(DenseRecipe):
                                 "epochs": 3, "temperature": 0.05, "learnable_temperature": True,
                                 "max_train_records": None, "max_seq_length": 256,
                                 "train_layers": None, "logging_steps": 10}
+    ranges: ClassVar[dict[str, Any]] = {
+        **DENSE_RANGES, "lr": PositiveFloat, "temperature": PositiveFloat,
+        "train_layers": NonNegative,
+        **dict.fromkeys(("batch_size", "epochs", "max_train_records", "logging_steps"),
+                        Positive)}
 
     def __init__(self, vocab, **params: Any):
         super().__init__(vocab, **params)
