@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 
 from serving import SMALL_HYBRID, train_tiny_hybrid
 from tagalign.classify import Classifier, Example, get_classifier
-from tagalign.classify.stacker import Stacker
+from tagalign.classify.stacker import DomainStacker
 from tagalign.cli import app
 from tagalign.project import Project
 from tagalign.records import Record
@@ -229,7 +229,7 @@ def test_tuning_scores_come_from_the_folds_that_held_each_record_out(kind):
     y = clf.labels_.matrix(dev)
     for f in range(4):
         held = folds == f
-        alone = Stacker(**clf.stacker_.config()).fit(X[~held], y[~held])
+        alone = DomainStacker(**clf.stacker_.config()).fit(X[~held], y[~held])
         np.testing.assert_allclose(oof[held], alone.predict_proba(X[held]), atol=1e-6)
         # the stacker that learned every dev record scores them otherwise
         assert np.abs(clf.stacker_.predict_proba(X[held]) - oof[held]).max() > 1e-4
@@ -462,23 +462,23 @@ def test_a_bagged_stacker_averages_its_seeded_members_and_saves_each(tmp_path):
     rng = np.random.default_rng(5)
     X = rng.random((300, 4, 3)).astype(np.float32)
     y = (X[..., 0] + 0.3 * rng.random((300, 4)) > 0.8).astype(np.float32)
-    bagged = Stacker("lightgbm", rounds=30, seed=7, bag=3).fit(X, y)
-    members = [Stacker("lightgbm", rounds=30, seed=7 + i).fit(X, y).predict_proba(X)
+    bagged = DomainStacker("lightgbm", rounds=30, seed=7, bag=3).fit(X, y)
+    members = [DomainStacker("lightgbm", rounds=30, seed=7 + i).fit(X, y).predict_proba(X)
                for i in range(3)]
     np.testing.assert_allclose(bagged.predict_proba(X), np.mean(members, 0), atol=1e-6)
     assert np.abs(members[0] - members[1]).max() > 1e-3  # the seeds differ
     bagged.save(tmp_path / "bag")
     assert sorted(p.name for p in (tmp_path / "bag").glob("*.lgb.txt")) == [
         "stacker-1.lgb.txt", "stacker-2.lgb.txt", "stacker.lgb.txt"]
-    np.testing.assert_array_equal(Stacker.load(tmp_path / "bag").predict_proba(X),
+    np.testing.assert_array_equal(DomainStacker.load(tmp_path / "bag").predict_proba(X),
                                   bagged.predict_proba(X))
-    one = Stacker("lightgbm", rounds=30, seed=7).fit(X, y)
+    one = DomainStacker("lightgbm", rounds=30, seed=7).fit(X, y)
     one.save(tmp_path / "old")
     config = json.loads((tmp_path / "old" / "stacker.json").read_text())
     del config["bag"]  # as saved before bagging
     (tmp_path / "old" / "stacker.json").write_text(json.dumps(config))
-    np.testing.assert_array_equal(Stacker.load(tmp_path / "old").predict_proba(X),
+    np.testing.assert_array_equal(DomainStacker.load(tmp_path / "old").predict_proba(X),
                                   members[0])
     (tmp_path / "bag" / "stacker-2.lgb.txt").unlink()
     with pytest.raises(ModelFormatError, match="stacker-2.lgb.txt is missing"):
-        Stacker.load(tmp_path / "bag")
+        DomainStacker.load(tmp_path / "bag")

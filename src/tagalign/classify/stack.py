@@ -59,7 +59,7 @@ from tagalign.classify.base import (
 from tagalign.classify.data import Example
 from tagalign.classify.neighbours import Found, NeighbourEvidence
 from tagalign.classify.profiles import Own, SubjectEvidence
-from tagalign.classify.stacker import KINDS, Stacker, cross_fit
+from tagalign.classify.stacker import KINDS, DomainStacker, cross_fit
 from tagalign.errors import InputError, ModelFormatError, UsageError
 from tagalign.io import load_csr, read_json, save_csr_atomic, write_json_atomic
 from tagalign.params import NonNegative, Positive, PositiveFloat
@@ -107,7 +107,7 @@ class SubjectStackClassifier(Classifier):
         #: the training records' ids and gold domains, until `fit_stacker` knows which
         #: neighbour sources the subject project has
         self.train_domains_: tuple[list[str], sp.csr_matrix] | None = None
-        self.stacker_: Stacker | None = None
+        self.stacker_: DomainStacker | None = None
         #: each dev record's fold in the last `fit` (out-of-fold tuning scores, see module)
         self.tuning_folds_: np.ndarray | None = None
         #: the dev records' out-of-fold scores of the last `fit` (the honest dev figures)
@@ -278,7 +278,7 @@ class SubjectStackClassifier(Classifier):
                                     self.evidence_.own(held_out.subjects, held_out.y)),
                      held_out.y)
             self.held_out_records_ = len(held_out.y)
-        make = Stacker(p["stacker"], rounds=p["rounds"], learning_rate=p["learning_rate"],
+        make = DomainStacker(p["stacker"], rounds=p["rounds"], learning_rate=p["learning_rate"],
                        leaves=p["leaves"], C=p["C"], seed=p["seed"],
                        threads=self.runtime.threads, bag=p["bag"])
         oof, self.tuning_folds_, self.stacker_ = cross_fit(make, X, y, p["folds"], p["seed"],
@@ -339,7 +339,7 @@ class SubjectStackClassifier(Classifier):
                                    f"{len(self.labels_)} labels")
         self.text_ = Classifier.load(folder / TEXT_DIR, labels=self.labels_.labels,
                                      runtime=self.runtime)
-        self.stacker_ = Stacker.load(folder / STACKER_DIR, threads=self.runtime.threads)
+        self.stacker_ = DomainStacker.load(folder / STACKER_DIR, threads=self.runtime.threads)
         self.counts_ = load_csr(folder, "profiles", shape)
         self.neighbours_ = None
         if (folder / NEIGHBOURS).exists():  # absent: a stacker that read no neighbours

@@ -50,7 +50,7 @@ from tagalign.vocab import Vocabulary
 log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
-    from tagalign.train.stacking import Stacker
+    from tagalign.train.stacking import HybridTrainer
 
 EMBEDDING_SOURCES = {"emb_knn", "labels"}
 #: sources with a candidate count (``top_k``) that may change after training
@@ -167,24 +167,24 @@ class HybridRecipe(Recipe):
         return self.pipeline_
 
     # -- training --------------------------------------------------------------------------
-    def stacker(self) -> Stacker:
-        """What trains this recipe's pipeline (`tagalign.train.stacking.Stacker`)."""
+    def trainer(self) -> HybridTrainer:
+        """What trains this recipe's pipeline (`tagalign.train.stacking.HybridTrainer`)."""
         # training only: suggesting with a trained hybrid never enters tagalign.train
-        from tagalign.train.stacking import Stacker
+        from tagalign.train.stacking import HybridTrainer
 
-        return Stacker(self.vocab, self.params, self.source_names, self.uses_embeddings,
+        return HybridTrainer(self.vocab, self.params, self.source_names, self.uses_embeddings,
                        self.runtime.threads)
 
     def fit(self, records: Sequence[Record], *, workdir: Path) -> None:
-        # training only, as `stacker`
+        # training only, as `trainer`
         from tagalign.train.phases import PhaseRunner, inputs_fingerprint
 
         # finished phases in ``workdir`` are reused only when fitted on these same inputs
         runner = PhaseRunner(workdir, inputs=inputs_fingerprint(
             records, self.vocab.fingerprint, self.name, self.params))
-        stacker = self.stacker()
-        self.pipeline_ = stacker.fit(records, runner)
-        self.held_out_ = stacker.held_out_
+        trainer = self.trainer()
+        self.pipeline_ = trainer.fit(records, runner)
+        self.held_out_ = trainer.held_out_
         self.timings_ = runner.timings
         self.set_runtime(self.runtime)
 
