@@ -262,7 +262,7 @@ def served(stack):
     toml = root / "projects.toml"
     toml.write_text('[tiny]\npath = "project"\ndomains = "model"\n', "utf-8")
     served = open_project(read_projects(toml)["tiny"])
-    assert served.domains is not None and served.domains.depth == 5
+    assert served.domain_model is not None and served.domain_model.depth == 5
     with LiveServer(create_app({"tiny": served}, FeedbackStore.for_project(project))) as srv:
         yield srv
 

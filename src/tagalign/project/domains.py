@@ -89,7 +89,7 @@ def attach(project: Project, folder: Path | str) -> Project:
     """``project`` served with the domain model at ``folder`` beside its subjects (a new
     `Project`, its other serving settings kept; the model checked against its vocabulary:
     `ServingSettingError` with key ``domains``)."""
-    return project.with_serving(replace(project.serving, domains=Path(folder)))
+    return project.with_serving(replace(project.serving, domain_model=Path(folder)))
 
 
 def check_held_out(project: Project, examples: Sequence[Example]) -> None:

@@ -198,7 +198,7 @@ class Service:
                 limit = min(limit, MAX_LIMIT)
             tagged = proj.tag(records, limit=limit, threshold=threshold, exclude=exclude,
                               fallback_limit=default_limit, estimate=estimate,
-                              domains=domains and proj.domains is not None)
+                              domains=domains and proj.domain_model is not None)
         if self.observer is not None:
             self.observer.suggested(project_id, tagged)
         return proj, tagged
