@@ -182,7 +182,7 @@ def load_trained(project_dir: Path, mmap: bool = False, runtime: Runtime | None 
 def suggest_one(project: Project, rec: Record, limit: int | None, threshold: float | None,
                 exclude: frozenset[str] = frozenset()) -> None:
     tagged = project.tag([rec], limit, threshold, exclude,
-                         domains=project.domains is not None)[0]
+                         domains=project.domain_model is not None)[0]
     if tagged.warning:
         console.print(f"[yellow]warning:[/] {tagged.warning}")
     if tagged.suggestions:
@@ -273,7 +273,7 @@ def _tag_all(tagger: TaggingJobs, input: Path, stream: PredictionStream, report:
         records = (rec for _, rec in iter_marc_records(input, report)) if merge \
             else read_records(input, report=report)
         options = {"limit": limit, "threshold": threshold, "exclude": tuple(exclude),
-                   "domains": tagger.project.domains is not None}
+                   "domains": tagger.project.domain_model is not None}
         tag_records(records, lambda chunk: tagger.tag(chunk, **options), stream, counts,
                     batch_size, on_batch=on_batch, on_warning=warn, review=review,
                     release_above=release_above,
