@@ -16,18 +16,26 @@ with one message for every family, as scikit-learn's ``InconsistentVersionWarnin
 retrain, or use the tagalign that saved it. A manifest without ``format`` (saved before the
 key existed) reads as the family's `ModelFamily.unversioned_format`.
 
-Each family saves with ``save(folder)`` and loads with a classmethod ``load(folder, ...)``
-(recipes, whose ``save``/``load`` restore the recipe's own files: `tagalign.recipes.saved`).
+Each family saves with ``save(folder)`` (the model's own files through its
+``_save_state``, then the manifest, the folder replaced atomically) and loads with the
+classmethod ``load(folder, ...)`` (the manifest read and checked, the model built from its
+parameters, then ``_load_state``).
 """
 
 from __future__ import annotations
 
+import datetime as _dt
 from pathlib import Path
 from typing import Any, ClassVar
 
 from tagalign.errors import InputError, ModelFormatError
 from tagalign.io import read_json, versions, write_json_atomic
 from tagalign.params import ParamSpec
+
+
+def now() -> str:
+    """The time of a save, as manifests record it (UTC, seconds)."""
+    return _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
 
 
 class ModelFamily:

@@ -44,12 +44,8 @@ from tagalign.project.config import (
 from tagalign.project.serving import ServingSettingError, ServingSettings
 from tagalign.project.version import ModelVersion, model_version
 from tagalign.recipes import ReadOnlyError, Recipe, get_recipe, read_only_message
-from tagalign.recipes.saved import (
-    load_recipe,
-    save_recipe,
-    update_params,
-)
 from tagalign.recipes.saved import now as _now
+from tagalign.recipes.saved import update_params
 from tagalign.records import EMPTY_WARNING, Record, check_record
 from tagalign.runtime import Runtime
 from tagalign.suggest import Suggestion, Tagged, keep_above
@@ -241,7 +237,7 @@ class Project:
         # read before the model: a folder replaced meanwhile shows the older version, and
         # a reload (`tagalign.serve.reload`) then sees a change and loads again
         self.model_version = model_version(self.path)
-        return load_recipe(self.path / MODEL_DIR, self.vocab, mmap=self.mmap,
+        return Recipe.load(self.path / MODEL_DIR, self.vocab, mmap=self.mmap,
                            runtime=self.runtime)
 
     # -- training ----------------------------------------------------------------------
@@ -287,7 +283,7 @@ class Project:
         return recipe
 
     def save_model(self, recipe: Recipe) -> None:
-        save_recipe(recipe, self.path / MODEL_DIR, self.vocab)
+        recipe.save(self.path / MODEL_DIR)  # the project's vocabulary: `new_recipe`
         self.recipe = recipe
         self.model_version = model_version(self.path)
         self.config["trained_at"] = _now()

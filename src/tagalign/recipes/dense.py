@@ -134,23 +134,16 @@ class DenseRecipe(Recipe):
                            [r.language for r in records])
 
     # -- persistence -----------------------------------------------------------------------
-    def save(self, path: Path) -> None:
+    def _save_state(self, path: Path) -> None:
         save_npy_atomic(path / "positions.npy", self.positions_)
         self.index_.save(path / "index")
         if self.losses_:
             save_npy_atomic(path / "losses.npy", np.asarray(self.losses_, np.float32))
 
-    def load_state(self, path: Path) -> None:
+    def _load_state(self, path: Path, *, mmap: bool = False) -> None:
+        """``mmap``: the subject index is mapped from its file (read-only)."""
+        self.read_only = mmap
         self.positions_ = load_npy(path / "positions.npy")
-        self.index_ = VectorIndex.load(path / "index", mmap=self.read_only)  # set by `load`
+        self.index_ = VectorIndex.load(path / "index", mmap=self.read_only)
         if (path / "losses.npy").exists():
             self.losses_ = load_npy(path / "losses.npy").tolist()
-
-    @classmethod
-    def load(cls, path: Path, vocab, params: dict[str, Any], *,
-             mmap: bool = False) -> DenseRecipe:
-        """``mmap``: the subject index is mapped from its file (read-only)."""
-        self = cls(vocab, **params)
-        self.read_only = mmap
-        self.load_state(path)
-        return self

@@ -113,7 +113,7 @@ class FocusedRecipe(NBFRecipe):
                     out[i] = row
         return out
 
-    def save(self, path: Path) -> None:
+    def _save_state(self, path: Path) -> None:
         save_npy_atomic(path / "positions.npy", self.positions_)
         for key, (head, index) in self.models_.items():
             head.save(path / f"head-{key}")
@@ -121,7 +121,8 @@ class FocusedRecipe(NBFRecipe):
         write_json_atomic(path / "focused.json", {"models": list(self.models_),
                                                   "losses": self.losses_})
 
-    def load_state(self, path: Path) -> None:
+    def _load_state(self, path: Path, *, mmap: bool = False) -> None:
+        self.read_only = mmap
         self.positions_ = load_npy(path / "positions.npy")
         meta = read_json(path / "focused.json")
         self.losses_ = meta["losses"]

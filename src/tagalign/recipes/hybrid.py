@@ -292,23 +292,19 @@ class HybridRecipe(Recipe):
                         "no data to learn again: no estimates until the project is retrained")
 
     # -- persistence -----------------------------------------------------------------------
-    def save(self, path: Path) -> None:
+    def _save_state(self, path: Path) -> None:
         self._pipeline().save(path, {"timings": self.timings_})
         if self.held_out_ is not None:
             self.held_out_.save(path / HELD_OUT)
 
-    @classmethod
-    def load(cls, path: Path, vocab: Vocabulary, params: dict[str, Any], *,
-             mmap: bool = False) -> HybridRecipe:
+    def _load_state(self, path: Path, *, mmap: bool = False) -> None:
         """``mmap``: the record memory's label lists, the TF-IDF neighbours' record matrices
         and the `emb_knn` / `labels` vector indexes are mapped from their files (Omikuji's
         trees, the encoder and the ranker are read as usual: their libraries load whole)."""
-        self = cls(vocab, **params)
         self.read_only = mmap
         p = self.params
         self.pipeline_ = HybridPipeline.load(
-            path, vocab, p, encoder=self.uses_embeddings, quality=p["quality"],
+            path, self.vocab, p, encoder=self.uses_embeddings, quality=p["quality"],
             agreement=p["agreement"], runtime=self.runtime, mmap=mmap)
         self.timings_ = read_json(path / "hybrid.json").get("timings", {})
         self.model_path_ = Path(path)
-        return self

@@ -75,13 +75,9 @@ class LexicalRecipe(Recipe):
                 out[r].append(Suggestion(subj.id, s, subj.label(langs[r]), why))
         return out
 
-    def save(self, path: Path) -> None:
+    def _save_state(self, path: Path) -> None:
         self.matcher_.save(path)
 
-    @classmethod
-    def load(cls, path: Path, vocab: Vocabulary, params: dict[str, Any], *,
-             mmap: bool = False) -> LexicalRecipe:  # nothing large to map
-        self = cls(vocab, **params)
+    def _load_state(self, path: Path, *, mmap: bool = False) -> None:  # nothing to map
         self.matcher_ = LabelMatcher(max_ngram=self.params["max_ngram"])
         self.matcher_.load_state(path, self._context())
-        return self

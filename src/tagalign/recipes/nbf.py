@@ -144,10 +144,10 @@ class NBFRecipe(DenseRecipe):
     def transform_records(self, emb: np.ndarray, records: Sequence[Record]) -> np.ndarray:
         return self._transform(self.head_, emb, "transforming records")
 
-    def save(self, path: Path) -> None:
-        super().save(path)
+    def _save_state(self, path: Path) -> None:
+        super()._save_state(path)
         self.head_.save(path / "head")
 
-    def load_state(self, path: Path) -> None:
-        super().load_state(path)
+    def _load_state(self, path: Path, *, mmap: bool = False) -> None:
+        super()._load_state(path, mmap=mmap)
         self.head_ = self.head_cls.load(path / "head")

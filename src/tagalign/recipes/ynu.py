@@ -148,15 +148,15 @@ class YNURecipe(DenseRecipe):
         self.positions_ = positions
         self.build_index(self.encode_subjects(self.positions_))
 
-    def save(self, path: Path) -> None:
-        super().save(path)
+    def _save_state(self, path: Path) -> None:
+        super()._save_state(path)
         shutil.copytree(self.model_dir_, path / "model")
 
         write_json_atomic(path / "ynu.json", {"prompts": self.prompts_,
                                               "temperature": self.temperature_})
 
-    def load_state(self, path: Path) -> None:
-        super().load_state(path)
+    def _load_state(self, path: Path, *, mmap: bool = False) -> None:
+        super()._load_state(path, mmap=mmap)
 
         self.model_dir_ = path / "model"
         meta = read_json(path / "ynu.json")
