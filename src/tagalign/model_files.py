@@ -16,10 +16,10 @@ with one message for every family, as scikit-learn's ``InconsistentVersionWarnin
 retrain, or use the tagalign that saved it. A manifest without ``format`` (saved before the
 key existed) reads as the family's `ModelFamily.unversioned_format`.
 
-Each family saves with ``save(folder)`` (the model's own files through its
-``_save_state``, then the manifest, the folder replaced atomically) and loads with the
-classmethod ``load(folder, ...)`` (the manifest read and checked, the model built from its
-parameters, then ``_load_state``).
+Each family saves with ``save(folder)`` (the model's own files, then the manifest, the
+folder replaced atomically) and loads with the classmethod ``load(folder, ...)`` (the
+manifest read and checked, the model built from its parameters, then its files read:
+``_save_state``/``_load_state`` of a recipe or a classifier).
 """
 
 from __future__ import annotations
