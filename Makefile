@@ -5,7 +5,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo serve-demo test lint browser postgres image clean
+.PHONY: demo serve-demo test test-fast lint typecheck browser postgres image clean
 
 # Exact versions from requirements.lock (scripts/lock.py writes it), used as constraints:
 # pyproject.toml's ranges choose what is installed, the lock which version, so a new
@@ -48,8 +48,15 @@ $(ANNIF_OPENAPI): | $(STAMP)
 	$(VENV)/bin/pip download -q --no-deps annif==1.4.3 -d .whl/
 	$(PY) -c "import zipfile; zipfile.ZipFile('.whl/annif-1.4.3-py3-none-any.whl').extract('annif/openapi/annif.yaml', '.whl/annif-1.4.3')"
 
-test: $(STAMP) browser postgres $(ANNIF_OPENAPI)
+# everything CI runs: ruff, mypy, then the whole suite (both tiers, docs/development.md)
+test: $(STAMP) browser postgres $(ANNIF_OPENAPI) lint typecheck
 	OMP_NUM_THREADS=2 $(VENV)/bin/pytest -q -p no:cacheprovider --durations=25
+
+# the fast tier, about a minute: unit tests without servers, subprocesses, browser, Ray,
+# PostgreSQL or training on the shared data (the tests marked slow are left out; which
+# those are: tests/conftest.py)
+test-fast: $(STAMP)
+	OMP_NUM_THREADS=2 $(VENV)/bin/pytest -q -p no:cacheprovider -m "not slow" --durations=10
 
 # The server's container image (Containerfile, docs/deploy.md). podman with the vfs storage
 # driver and chroot isolation works on machines without overlay or user namespaces; with
@@ -64,5 +71,9 @@ image:
 lint: $(STAMP)
 	$(VENV)/bin/ruff check src tests benchmarks
 
+# mypy over src/tagalign with the strictness set in pyproject.toml [tool.mypy]
+typecheck: $(STAMP)
+	$(VENV)/bin/mypy
+
 clean:
-	rm -rf $(VENV) demo-project test-artifacts
+	rm -rf $(VENV) demo-project test-artifacts .mypy_cache

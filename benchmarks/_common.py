@@ -135,3 +135,31 @@ def project_and_dev(args: argparse.Namespace) -> tuple:
         f"{k} {n}" for k, n in Counter(f"{r.language}/{r.type}" for r in dev).most_common()))
     return project, dev
 
+
+
+def suggestions(project, records: list, *, jobs: int = 1, batch_size: int = 512,
+                **request) -> list:
+    """Each record's suggestions for ``SuggestRequest(**request)`` without a quality
+    estimate, through the project's one entry point (`Tagger.tag`); ``jobs`` other than 1:
+    in that many forked processes (0: one per core), ``batch_size`` records a batch, every
+    batch queued at once, as `tagalign suggest --jobs` tags a file."""
+    # imported here: `behaviour_check.py` imports this module with older tagalign too
+    from tagalign.project import Tagger
+    from tagalign.project.jobs import TaggingJobs
+    from tagalign.suggest import SuggestRequest
+
+    ask = SuggestRequest(**{"quality": False, **request})
+    if jobs == 1:
+        return [t.suggestions for t in Tagger(project).tag(records, ask)]
+    with TaggingJobs(Tagger(project), jobs) as tagging:
+        waiting = [tagging.submit(records[start:start + batch_size], ask)
+                   for start in range(0, len(records), batch_size)]
+        return [t.suggestions for wait in waiting for t in wait()]
+
+
+def recipe_suggestions(recipe, records: list, limit: int) -> list:
+    """A recipe's plain ranking (no threshold, no quality estimate) for each record."""
+    from tagalign.suggest import SuggestRequest
+
+    ask = SuggestRequest(limit=limit, threshold=0.0, quality=False)
+    return [t.suggestions for t in recipe.suggest(records, ask)]

@@ -46,13 +46,24 @@ def load_project(path: Path) -> Project:
     return Project.load(path, runtime=Runtime(compile_ranker=False))
 
 
+def tag(project: Project, dev: list) -> list:
+    """Each record's answer, with its quality estimate, whichever API this version of
+    tagalign suggests through (one request type since issue 45, `Project.tag` before)."""
+    try:
+        from tagalign.project import Tagger
+        from tagalign.suggest import SuggestRequest
+    except ImportError:  # the code before issue 45
+        return project.tag(dev, limit=LIMIT, threshold=0.0)
+    return Tagger(project).tag(dev, SuggestRequest(limit=LIMIT, threshold=0.0))
+
+
 def answers(project: Project, dev_path: Path, n: int, seed: int) -> dict:
     dev = seeded_sample(list(read_records(dev_path, vocab=project.vocab)), n, seed)
     langs = Counter(r.language for r in dev)
     types = Counter(r.type for r in dev)
     print(f"dev sample: {len(dev)} records (seed {seed}); {dict(langs)}; {dict(types)}")
     t0 = time.perf_counter()
-    tagged = project.tag(dev, limit=LIMIT, threshold=0.0)
+    tagged = tag(project, dev)
     print(f"tagged in {time.perf_counter() - t0:.1f} s")
     return {r.id: {"subjects": [[s.id, s.score] for s in t.suggestions],
                    "reasons": [s.reasons for s in t.suggestions],

@@ -254,7 +254,7 @@ def held_out_setup(args, train, tune, evals, labels):
     evidence = SubjectEvidence.fit(project.vocab, [ex.subjects for ex in train],
                                    labels.matrix(train), args.top_k)
     stack = new_stack(args, labels, text, evidence, project.vocab, train)
-    stack.held_out_examples = held
+    stack._held_out_examples = held  # what `fit(held_out_examples=…)` keeps
     return held, stack, pt, pe, train_min + pred_min + sug_min + (
         time.perf_counter() - t0) / 60, train_min + pred_min
 

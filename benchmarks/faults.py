@@ -41,7 +41,7 @@ import threading
 import time
 from pathlib import Path
 
-from _common import DATA, free_port, seeded_records
+from _common import DATA, free_port, seeded_records, suggestions
 
 CLI = [sys.executable, "-m", "tagalign.cli.main"]
 SMALL = {"embed_vocab_size": 8000, "embed_dim": 64, "embed_batch_size": 128,
@@ -289,7 +289,7 @@ def scenario_train(ctx, rng: random.Random) -> None:
     def avg_recall(folder: Path) -> float:
         proj = Project.load(folder)
         preds = {r.id: [s.id for s in row] for r, row in
-                 zip(ctx.dev[:200], proj.suggest(ctx.dev[:200], limit=20), strict=True)}
+                 zip(ctx.dev[:200], suggestions(proj, ctx.dev[:200], limit=20), strict=True)}
         o = evaluate(ctx.dev[:200], preds)["overall"]
         return o["avg_recall"]
 

@@ -35,7 +35,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from _common import add_data_args, peak_rss_gb, seeded_sample
+from _common import add_data_args, peak_rss_gb, recipe_suggestions, seeded_sample, suggestions
 from tagalign.cli.common import make_runtime
 from tagalign.evaluate import evaluate
 from tagalign.evaluate.selection import ScoredHits, selection_metrics
@@ -223,9 +223,9 @@ def command_suggest(path: Path, dev) -> tuple[list, float]:
     compiled) and tagged with its default ``--jobs``, after a warm-up of 200 records;
     (rows, records/s)."""
     project = Project.load(path, runtime=make_runtime(0, compile_ranker=True))
-    project.suggest(dev[:200], limit=20)
+    suggestions(project, dev[:200], limit=20)
     t0 = time.perf_counter()
-    rows = project.suggest(dev, limit=20, jobs=DEFAULT_JOBS)
+    rows = suggestions(project, dev, limit=20, jobs=DEFAULT_JOBS)
     rps = len(dev) / (time.perf_counter() - t0)
     print(f"suggest (tagalign suggest's path, --jobs {DEFAULT_JOBS} = "
           f"{resolve_jobs(DEFAULT_JOBS)} processes): {len(dev)} records = {rps:.0f} records/s")
@@ -279,10 +279,10 @@ def main() -> None:
     train_rss = peak_rss_gb()
     # the first batch compiles the ranker's trees (cached afterwards): timed apart
     t0 = time.perf_counter()
-    recipe.suggest(dev[:200], limit=20)
+    recipe_suggestions(recipe, dev[:200], 20)
     warm_s = time.perf_counter() - t0
     t0 = time.perf_counter()
-    preds = recipe.suggest(dev, limit=20)
+    preds = recipe_suggestions(recipe, dev, 20)
     suggest_s = time.perf_counter() - t0
     hybrid = score(dev, [[s.id for s in row] for row in preds])
     peak = peak_rss_gb()

@@ -30,7 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
-from _common import add_data_args, peak_rss_gb, seeded_records
+from _common import add_data_args, peak_rss_gb, recipe_suggestions, seeded_records
 from tagalign.evaluate import SubjectEvaluator
 from tagalign.evaluate.metrics import hits_matrix
 from tagalign.recipes.hybrid import HybridRecipe
@@ -81,9 +81,9 @@ def run(vocab, train, dev, params, workdir: Path) -> dict:
     t0 = time.perf_counter()
     recipe.fit(train, workdir=workdir)
     train_s = time.perf_counter() - t0
-    recipe.suggest(dev[:100], limit=50)  # warm-up (first-call costs), not timed
+    recipe_suggestions(recipe, dev[:100], 50)  # warm-up (first-call costs), not timed
     t0 = time.perf_counter()
-    preds = recipe.suggest(dev, limit=50)
+    preds = recipe_suggestions(recipe, dev, 50)
     suggest_s = time.perf_counter() - t0
     return {"recipe": recipe, "train_s": train_s, "timings": dict(recipe.timings_),
             "rankings": [[s.id for s in row] for row in preds],
@@ -193,7 +193,7 @@ def main() -> None:
           f"if linear in records")
     report["domain_source_s"], report["ranker_delta_s"] = dom_s, rank_delta
 
-    src = next(s for s in on["recipe"].pipeline_.sources if s.name == "domains")
+    src = next(s for s in on["recipe"].pipeline.sources if s.name == "domains")
     from tagalign.classify import Example
     from tagalign.classify.metrics import micro_f1
 
@@ -202,7 +202,7 @@ def main() -> None:
     f1 = micro_f1(clf.labels_.matrix(ex), clf.decide(clf.predict_proba(ex)))
     print(f"domain classifier ({len(clf.labels_)} domains; thresholds tuned on train): "
           f"micro-F1 {f1:.4f} on the {len(ex)} dev-sample records with domains")
-    imp = on["recipe"].pipeline_.ranker.importance()
+    imp = on["recipe"].pipeline.ranker.importance()
     print("ranker gain share of the domain features: " + ", ".join(
         f"{k}={imp.get(k, 0):.3f}" for k in src.features))
     report["domain_micro_f1_dev"] = f1

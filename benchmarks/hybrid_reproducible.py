@@ -30,6 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
+from _common import recipe_suggestions
 from hybrid_domains import KS20, KS50, bootstrap, load_samples, per_record_recall, sample_args
 from tagalign.recipes.hybrid import HybridRecipe
 from tagalign.train import static_model
@@ -55,9 +56,9 @@ def run(vocab, train, dev, workdir: Path) -> dict:
     t0 = time.perf_counter()
     recipe.fit(train, workdir=workdir)
     train_s = time.perf_counter() - t0
-    tok = recipe.pipeline_.encoder.model[0].tokenizer
+    tok = recipe.pipeline.encoder.model[0].tokenizer
     digest = hashlib.sha1(json.dumps(sorted(tok.get_vocab().items())).encode()).hexdigest()
-    rankings = [[s.id for s in row] for row in recipe.suggest(dev, limit=50)]
+    rankings = [[s.id for s in row] for row in recipe_suggestions(recipe, dev, 50)]
     return {"train_s": train_s, "vocab": digest[:12], "vocab_size": tok.get_vocab_size(),
             "rankings": rankings, "files": digests(workdir)}
 

@@ -37,7 +37,7 @@ from pathlib import Path
 
 import numpy as np
 
-from _common import add_data_args
+from _common import add_data_args, suggestions
 from tagalign.records import InputReport, Record, read_records
 from tagalign.records.marc.writer import MarcWriter, marc_bytes, record_to_marc
 
@@ -152,7 +152,7 @@ def train_check(train: list[Record], marc_train: list[Record], dev: list[Record]
             project.train([recs[i] for i in pick])
             print(f"  trained from {name} in {time.perf_counter() - t0:.0f} s", flush=True)
             results.append([[(s.id, round(s.score, 9)) for s in row]
-                            for row in project.suggest(dev_pick, limit=20)])
+                            for row in suggestions(project, dev_pick, limit=20)])
     same = sum(a == b for a, b in zip(*results, strict=True))
     return {"train_records": n, "dev_records": len(dev_pick), "same_suggestions": same}
 

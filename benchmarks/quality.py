@@ -22,8 +22,9 @@ from pathlib import Path
 
 from _common import add_data_args, seeded_records
 from tagalign.evaluate.quality import quality_report
-from tagalign.project import Project
+from tagalign.project import Project, Tagger
 from tagalign.runtime import Runtime
+from tagalign.suggest import SuggestRequest
 from tagalign.vocab import load_vocabulary
 
 LIMITS = (20, 5)  # the task's submission size, and the k of the release curve's F1@5
@@ -81,7 +82,7 @@ def main() -> None:
 
 def measure(project: Project, dev: list, limit: int) -> None:
     """Our estimate of recall@limit and the naive one against the true recall@limit."""
-    tagged = project.tag(dev, limit=limit)
+    tagged = Tagger(project).tag(dev, SuggestRequest(limit=limit))
     rankings = {r.id: [s.id for s in t.suggestions] for r, t in zip(dev, tagged, strict=True)}
     ours = {r.id: t.quality.recall if t.quality else None
             for r, t in zip(dev, tagged, strict=True)}

@@ -52,7 +52,7 @@ from pathlib import Path
 
 import numpy as np
 
-from _common import add_data_args, peak_rss_gb, seeded_sample
+from _common import add_data_args, peak_rss_gb, seeded_sample, suggestions
 from tagalign.encode import EmbeddingCache
 from tagalign.evaluate import evaluate
 from tagalign.project import Project
@@ -219,7 +219,7 @@ def slug(label: str) -> str:
 
 
 def rankings_of(project: Project, dev: list[Record]) -> dict[str, list[str]]:
-    preds = project.suggest(dev, limit=50)
+    preds = suggestions(project, dev, limit=50)
     return {r.id: [s.id for s in row] for r, row in zip(dev, preds, strict=True)}
 
 
@@ -268,7 +268,7 @@ def run_one(label: str, recipe: str, params: dict, also: tuple[str, ...], vocab:
             "history": history}
     core = {s.id for s in vocab.subjects if s.labels.get("en")}
     if main_set not in done:
-        project.suggest(dev[:1], limit=50)  # load the encoder outside the timing
+        suggestions(project, dev[:1], limit=50)  # load the encoder outside the timing
         with tempfile.TemporaryDirectory() as fresh:
             real_cache = getattr(project.recipe, "cache", None)
             if real_cache is not None:  # time encoding the records, not cache hits

@@ -23,7 +23,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from _common import peak_rss_gb
+from _common import peak_rss_gb, suggestions
 from tagalign.cli.common import make_runtime, parse_params
 from tagalign.errors import TagalignError
 from tagalign.evaluate import evaluate
@@ -80,7 +80,7 @@ def main(argv: list[str] | None = None) -> int:
 
     if args.dev is not None and args.dev.resolve() != args.test.resolve():
         dev = list(read_records(args.dev, vocab=vocab))
-        dpreds = project.suggest(dev, limit=args.limit)
+        dpreds = suggestions(project, dev, limit=args.limit)
         scores = evaluate(dev, {r.id: [s.id for s in row] for r, row in zip(dev, dpreds,
                                                                             strict=True)})
         project.set_scores(scores["overall"])
@@ -98,7 +98,7 @@ def main(argv: list[str] | None = None) -> int:
     # defaults (all cores, the ranker compiled), its default --jobs, its --batch-size
     project = Project.load(project_dir, runtime=make_runtime(0, compile_ranker=True))
     t0 = time.perf_counter()
-    preds = project.suggest(test, limit=args.limit, jobs=DEFAULT_JOBS)
+    preds = suggestions(project, test, limit=args.limit, jobs=DEFAULT_JOBS)
     suggest_s = time.perf_counter() - t0
     write_predictions(args.out, ((r.id, row) for r, row in zip(test, preds, strict=True)))
     print(f"suggest: {len(test)} records in {suggest_s:.1f} s = "

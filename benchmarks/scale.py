@@ -38,7 +38,7 @@ from pathlib import Path
 
 import numpy as np
 
-from _common import add_data_args, peak_rss_gb
+from _common import add_data_args, peak_rss_gb, suggestions
 from tagalign.batch import get_engine, run_batch
 from tagalign.cli.common import parse_params
 from tagalign.project import Project
@@ -115,9 +115,9 @@ def measure_project(path: Path, dev: Path, n_dev: int, seed: int) -> None:
     project = Project.load(path)
     load_s = time.perf_counter() - t0
     recs = sample(dev, n_dev, seed)
-    project.suggest(recs[:50], limit=20)  # warm-up
+    suggestions(project, recs[:50], limit=20)  # warm-up
     t0 = time.perf_counter()
-    project.suggest(recs, limit=20)
+    suggestions(project, recs, limit=20)
     rate = len(recs) / (time.perf_counter() - t0)
     print(json.dumps({"load_s": round(load_s, 1), "rec_per_s": round(rate, 1),
                       "serve_rss_mb": round(psutil.Process().memory_info().rss / 2**20)}))

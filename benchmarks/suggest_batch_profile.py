@@ -7,7 +7,7 @@ pipeline's stages one after another on batches of ``--batch`` records, one threa
 control (the serial path, parts off), timing each stage's wall and process CPU seconds:
 the language guess with the analyzer, TF-IDF, the encoder, each source, feature building
 (merge + agreement), the ranker, top k and the reasons. Last, the same records through
-`Project.suggest` as a user calls it (large batches split into parts on threads) for the
+`Tagger.tag` as a user calls it (large batches split into parts on threads) for the
 records/s figure.
 
     python benchmarks/suggest_batch_profile.py --project runs/hybrid-full [--limit-dev 2000]
@@ -19,7 +19,7 @@ import argparse
 import time
 from collections import defaultdict
 
-from _common import add_project_dev_args, project_and_dev
+from _common import add_project_dev_args, project_and_dev, suggestions
 from tagalign.suggest.fusion import top_k
 from tagalign.suggest.sources.base import Batch
 
@@ -32,8 +32,8 @@ def main() -> None:
     args = ap.parse_args()
 
     project, dev = project_and_dev(args)
-    pipe = project.recipe.pipeline_
-    project.suggest(dev[:200], limit=20)  # warm-up
+    pipe = project.recipe.pipeline
+    suggestions(project, dev[:200], limit=20)  # warm-up
     wall: dict[str, float] = defaultdict(float)
     cpu: dict[str, float] = defaultdict(float)
 
@@ -73,9 +73,9 @@ def main() -> None:
               f"{1000 * wall[name] / len(dev):8.2f}")
     print(f"{'total':<20}{total_w:8.2f}{1:7.0%}{total_c:8.2f}{1000 * total_w / len(dev):8.2f}")
     t0, c0 = time.perf_counter(), time.process_time()
-    project.suggest(dev, limit=20)
+    suggestions(project, dev, limit=20)
     w, c = time.perf_counter() - t0, time.process_time() - c0
-    print(f"\nProject.suggest (parts on threads): {len(dev)} records in {w:.1f} s = "
+    print(f"\nTagger.tag (parts on threads): {len(dev)} records in {w:.1f} s = "
           f"{len(dev) / w:.0f} records/s, cpu {c:.1f} s")
 
 

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-from _common import DATA, peak_rss_gb
+from _common import DATA, peak_rss_gb, suggestions
 from tagalign.evaluate import evaluate
 from tagalign.project import Project
 from tagalign.project.jobs import DEFAULT_JOBS, resolve_jobs
@@ -52,11 +52,11 @@ def main() -> None:
     kinds = Counter(f"{r.language}/{r.type}" for r in dev)
     print(f"dev: {len(dev)} records (seed {args.seed}): "
           + ", ".join(f"{k} {n}" for k, n in kinds.most_common()))
-    project.suggest(dev[:200], limit=20)  # warm-up
+    suggestions(project, dev[:200], limit=20)  # warm-up
     first = None
     for jobs in [int(j) for j in args.jobs.split(",")]:
         t0 = time.perf_counter()
-        preds = project.suggest(dev, limit=20, jobs=jobs)
+        preds = suggestions(project, dev, limit=20, jobs=jobs)
         seconds = time.perf_counter() - t0
         print(f"suggest --jobs {jobs} ({resolve_jobs(jobs)} processes): {len(dev)} records in "
               f"{seconds:.1f} s = {len(dev) / seconds:.0f} records/s (batches of 512), peak "

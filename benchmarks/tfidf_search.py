@@ -31,7 +31,7 @@ def main() -> None:
     args = ap.parse_args()
 
     project, dev = project_and_dev(args)
-    pipe = project.recipe.pipeline_
+    pipe = project.recipe.pipeline
     trained = next(s for s in pipe.sources if s.name == "tfidf_knn")
     batch = pipe.prepare(dev)
 

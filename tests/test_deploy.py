@@ -100,7 +100,8 @@ def test_the_build_context_lets_in_what_the_containerfile_copies() -> None:
     allowed = {rule[1:].rstrip("/") for rule in rules if rule.startswith("!")}
     copied = re.findall(r"^COPY (?!--from)(.+)$", CONTAINERFILE, flags=re.M)
     assert copied == [". /src/"]  # the context, which is only what pip installs from
-    assert allowed == {"Containerfile", "pyproject.toml", "README.md", "src"}
+    assert allowed == {"Containerfile", "pyproject.toml", "requirements.lock", "README.md",
+                       "src"}
     # docker reads .dockerignore, podman .containerignore first: the same rules (a copy,
     # not a symbolic link, which some builders and checkouts do not follow)
     assert (ROOT / ".dockerignore").read_bytes() == (ROOT / ".containerignore").read_bytes()

@@ -13,6 +13,7 @@ import shutil
 import numpy as np
 import pytest
 
+from suggesting import suggestions
 from tagalign.classify import LabelSetMismatch
 from tagalign.classify.source import DomainSource
 from tagalign.project import Project
@@ -145,11 +146,11 @@ def test_hybrid_with_domains_save_load_identical_and_default(tmp_path):
     proj = Project.create(tmp_path / "p", vocab, "hybrid", params)
     proj.train(domain_records(240, seed=1))
     assert "domains" in json.loads((tmp_path / "p/model/hybrid.json").read_text())["sources"]
-    assert "dom_agree" in proj.recipe.pipeline_.ranker.feature_names_
+    assert "dom_agree" in proj.recipe.pipeline.ranker.feature_names_
     queries = domain_records(30, seed=2)
-    a = proj.suggest(queries, limit=5)
+    a = suggestions(proj, queries, limit=5)
     assert any("domains" in s.reasons["sources"] for row in a for s in row)
     shutil.copytree(tmp_path / "p", tmp_path / "copy")
-    b = Project.load(tmp_path / "copy").suggest(queries, limit=5)
+    b = suggestions(Project.load(tmp_path / "copy"), queries, limit=5)
     assert [[(s.id, round(s.score, 6), s.reasons["sources"]) for s in row] for row in a] == \
         [[(s.id, round(s.score, 6), s.reasons["sources"]) for s in row] for row in b]

@@ -13,14 +13,13 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from serving import SMALL_HYBRID, train_tiny_hybrid
 from tagalign.classify import Classifier, Example, get_classifier
 from tagalign.classify.stacker import DomainStacker
 from tagalign.cli import app
 from tagalign.project import Project
 from tagalign.records import Record
 from tagalign.vocab import Subject, Vocabulary, VocabularyMismatchError
-from tiny_models import TOPICS, tiny_records, tiny_vocab
+from tiny_models import TINY_HYBRID, TOPICS, tiny_records, tiny_vocab, train_tiny_hybrid
 
 #: each tiny topic's domain: literature, computing, building
 DOMAIN = dict(zip(TOPICS, ["lit", "inf", "bau", "bau", "lit", "inf", "inf", "bau"], strict=True))
@@ -136,7 +135,7 @@ def test_domains_in_marc_and_in_parquet_shards_equal_the_jsonl_ones(stack, tmp_p
 def test_a_subject_project_of_another_vocabulary_is_refused(stack, tmp_path):
     root, _, model, dev = stack
     vocab = Vocabulary([*tiny_vocab().subjects, Subject("4000000-0", {"de": "Neu"})])
-    other = Project.create(tmp_path / "other", vocab, "hybrid", SMALL_HYBRID)
+    other = Project.create(tmp_path / "other", vocab, "hybrid", TINY_HYBRID)
     other.train(tiny_records(120, seed=0))
     res = runner.invoke(app, ["suggest", str(tmp_path / "other"), "--title", "Epos",
                               "--domains", str(model)])
@@ -441,7 +440,7 @@ def test_the_project_gives_the_neighbours_of_its_own_search(stack):
     recs = with_domains(tiny_records(10, seed=5), prefix="d")
     exs = [Example(r.id, r.text, r.domains, r.language) for r in recs]
     suggest_into(project, exs, 5, {r.id: r for r in recs})
-    pipe = project.trained_recipe().pipeline_
+    pipe = project.trained_recipe().pipeline
     src = next(s for s in pipe.sources if s.name == "tfidf_knn")
     rows, sims = src.neighbours(pipe.prepare(recs))
     for ex, row, sim in zip(exs, rows, sims, strict=True):

@@ -1,6 +1,6 @@
 """Excluded subjects never come back, and the limit is still filled from the others:
 vocabulary rules (Annif's exclude/include) and per-request exclusions, through
-`Project.suggest` (what the CLI, both REST APIs and batch runs call)."""
+`Tagger.tag` (what the CLI, both REST APIs and batch runs call)."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import serve_recipe  # noqa: F401 - registers the "test-overlap" recipe
+from suggesting import suggestions
 from tagalign.project import Project, ServingSettings
 from tagalign.recipes import Recipe, register_recipe
 from tagalign.records import Record
@@ -36,7 +37,7 @@ class HashRanker(Recipe):
             dev: Sequence[Record] | None = None) -> None:
         pass
 
-    def suggest(self, records: Sequence[Record], limit: int = 20) -> list[list[Suggestion]]:
+    def _suggest(self, records: Sequence[Record], limit: int) -> list[list[Suggestion]]:
         def score(text: str, sid: str) -> float:
             return int(hashlib.sha256(f"{text}|{sid}".encode()).hexdigest()[:8], 16) / 2**32
 
@@ -88,9 +89,9 @@ def test_excluded_subjects_never_come_back_and_the_limit_is_filled(projects, dat
     # per request: ids, some written as GND URIs
     asked = data.draw(subset, "request")
     request = [f"https://d-nb.info/gnd/{i}" if n % 2 else i for n, i in enumerate(asked)]
-    got = project.with_serving(ServingSettings(rules=rules)).suggest(
-        QUERIES, limit=limit, exclude=request)
-    full = project.suggest(QUERIES, limit=len(ids))  # everything the recipe ranks
+    served = project.with_serving(ServingSettings(rules=rules))
+    got = suggestions(served, QUERIES, limit=limit, exclude=request)
+    full = suggestions(project, QUERIES, limit=len(ids))  # everything the recipe ranks
     banned = rules.excluded(project.vocab) | set(asked)
     for row, every in zip(got, full, strict=True):
         returned = [s.id for s in row]

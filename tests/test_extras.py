@@ -111,3 +111,18 @@ def test_ray_engine_without_ray(monkeypatch):
     with pytest.raises(MissingExtraError) as info:
         get_engine("ray")
     assert str(info.value) == "--engine ray needs Ray: pip install 'tagalign[ray]'"
+
+
+def test_no_extra_is_imported_by_the_rest():
+    """The CLI, the server, batch tagging and the modules that use an extra only inside a
+    function import none of the extras (a fresh interpreter: nothing cached)."""
+    import subprocess
+
+    code = ("import sys\n"
+            "import tagalign.cli, tagalign.project, tagalign.serve.app, tagalign.batch\n"
+            "import tagalign.pairs, tagalign.evaluate.optimize, tagalign.evaluate.quality\n"
+            "print([m for m in ('optuna', 'matplotlib', 'krippendorff', 'ray')"
+            " if m in sys.modules])")
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True)
+    assert res.stdout.strip() == "[]"

@@ -8,7 +8,6 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from serving import SMALL_HYBRID, train_tiny_hybrid
 from tagalign.classify import Classifier, Example, get_classifier
 from tagalign.classify.profiles import SubjectEvidence
 from tagalign.project import Project
@@ -16,18 +15,18 @@ from tagalign.project.domains import held_out_examples
 from tagalign.recipes.hybrid import HybridRecipe
 from tagalign.suggest.held_out import HeldOutEvidence
 from tagalign.train.stacking import in_holdout
-from tiny_models import TOPICS, tiny_records, tiny_vocab
+from tiny_models import TINY_HYBRID, TOPICS, tiny_records, tiny_vocab
 
 DOMAIN = dict(zip(TOPICS, ["lit", "inf", "bau", "bau", "lit", "inf", "inf", "bau"], strict=True))
 
 
 @pytest.fixture(scope="module")
-def project(tmp_path_factory):
-    return Project.load(train_tiny_hybrid(tmp_path_factory.mktemp("held") / "p", seed=0))
+def project(tiny_hybrid):
+    return Project.load(tiny_hybrid)
 
 
 def test_the_hybrid_keeps_its_out_of_fold_lists_for_split_b(project):
-    params = {**HybridRecipe.defaults, **SMALL_HYBRID}
+    params = {**HybridRecipe.defaults, **TINY_HYBRID}
     records = tiny_records(120, seed=0)
     split_b = [r.id for r in records if in_holdout(r.id, params["holdout_fraction"],
                                                   params["seed"])]
@@ -57,7 +56,7 @@ def test_the_hybrid_keeps_its_out_of_fold_lists_for_split_b(project):
 
 def test_a_hybrid_trained_without_it_keeps_none(tmp_path):
     p = Project.create(tmp_path / "p", tiny_vocab(), "hybrid",
-                       {**SMALL_HYBRID, "held_out_evidence": False})
+                       {**TINY_HYBRID, "held_out_evidence": False})
     p.train(tiny_records(120, seed=0))
     assert not (tmp_path / "p" / "model" / "held-out").exists()
     assert Project.load(tmp_path / "p").trained_recipe().held_out_evidence() is None
@@ -110,8 +109,7 @@ def test_the_stacker_learns_the_held_out_records_and_the_text_model_never(use, t
     held = examples(40, 2, "h", word="quokkaword")  # a word only held-out records have
     clf = get_classifier("subjects-stack", text_recipe="linear", rounds=20, held_out=use)
     clf.bind(tiny_vocab())
-    clf.held_out_examples = held
-    clf.fit(train + held, dev)
+    clf.fit(train + held, dev, held_out_examples=held)
     vocabulary = clf.text_.tfidf_.vectorizers_["all"].vocabulary_
     assert ("quokkaword" in vocabulary) is not use
     assert clf.held_out_records_ == (40 if use else 0)
@@ -133,8 +131,7 @@ def test_the_held_out_records_change_what_the_stacker_learns():
         clf = get_classifier("subjects-stack", text_recipe="linear", stacker="logistic",
                              held_out=use)
         clf.bind(tiny_vocab())
-        clf.held_out_examples = held
-        clf.fit(train + held, dev)
+        clf.fit(train + held, dev, held_out_examples=held)
         coef = clf.stacker_.coef_ * 1.0
         probs[use] = coef[:, 2] / (np.abs(coef[:, 0]) + 1e-9)  # subjects vs text weight
     assert np.median(probs[True]) > np.median(probs[False])

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from samples import seeded_sample
+from suggesting import suggestions
 from tagalign.evaluate import evaluate
 from tagalign.project import Project
 from tagalign.recipes.hybrid import HybridRecipe
@@ -81,7 +82,7 @@ def test_suggestions_have_real_reasons(project, slice_):
 
     an = Analyzer()
     by_id = {r.id: r for r in train}
-    rows = project.suggest(dev[:50], limit=10)
+    rows = suggestions(project, dev[:50], limit=10)
     assert all(len(r) == 10 for r in rows)
     assert all(row[i].score >= row[i + 1].score for row in rows for i in range(9))
     neighbours = [n for row in rows for s in row for n in s.reasons.get("neighbours", [])]
@@ -101,7 +102,7 @@ def test_suggestions_have_real_reasons(project, slice_):
 
 def test_scores_are_calibrated_probabilities(project, slice_):
     _, dev = slice_
-    rows = project.suggest(dev, limit=20)
+    rows = suggestions(project, dev, limit=20)
     scores = np.array([s.score for row in rows for s in row])
     hits = np.array([s.id in r.subjects for r, row in zip(dev, rows, strict=True) for s in row])
     assert ((scores >= 0) & (scores <= 1)).all()
@@ -116,8 +117,8 @@ def test_save_load_identical_and_learn(project, slice_, tmp_path):
     copy = tmp_path / "copy"
     shutil.copytree(project.path, copy)
     loaded = Project.load(copy)
-    a = project.suggest(dev[:20], limit=15)
-    b = loaded.suggest(dev[:20], limit=15)
+    a = suggestions(project, dev[:20], limit=15)
+    b = suggestions(loaded, dev[:20], limit=15)
     assert [[(s.id, round(s.score, 6)) for s in row] for row in a] == \
         [[(s.id, round(s.score, 6)) for s in row] for row in b]
     # a confirmed record is used at once by the neighbour sources
@@ -126,7 +127,7 @@ def test_save_load_identical_and_learn(project, slice_, tmp_path):
                  title=known.title, abstract=known.abstract)
     assert "4015065-3" not in known.subjects
     loaded.recipe.learn([new])
-    row = loaded.suggest([Record(id="q", language=known.language, title=new.title,
+    row = suggestions(loaded, [Record(id="q", language=known.language, title=new.title,
                                  abstract=new.abstract)], limit=20)[0]
     hit = [s for s in row if s.id == "4015065-3"]
     assert hit and any(n["id"] == "learned-1" for n in hit[0].reasons.get("neighbours", []))

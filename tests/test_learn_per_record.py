@@ -9,28 +9,27 @@ import pytest
 
 from tagalign.project import Project
 from tagalign.records import Record
-from tiny_models import tiny_records, tiny_vocab
+from tagalign.suggest import SuggestRequest
+from tiny_models import KNN_LEXICAL_HYBRID, tiny_records, tiny_vocab
 
-TINY = {"sources": ["tfidf_knn", "lexical"], "ranker_rounds": 10, "holdout_fraction": 0.3,
-        "quality": False, "agreement": False}
 EPOS, PILZE, HOLZ = "4015065-3", "4046076-9", "4025741-1"
 
 
 @pytest.fixture()
 def project(tmp_path):
-    proj = Project.create(tmp_path / "p", tiny_vocab(), "hybrid", TINY)
+    proj = Project.create(tmp_path / "p", tiny_vocab(), "hybrid", KNN_LEXICAL_HYBRID)
     proj.train(tiny_records(120))
     return proj
 
 
 def _voters(project: Project, record: Record) -> dict[str, list[str]]:
     """Subject id → ids of the neighbours that voted for it, for ``record``'s own text."""
-    row = project.recipe.pipeline_.suggest([record], limit=8)[0]
-    return {s.id: [n["id"] for n in s.reasons.get("neighbours", [])] for s in row}
+    answer, = project.recipe.suggest([record], SuggestRequest(limit=8, quality=False))
+    return {s.id: [n["id"] for n in s.reasons.get("neighbours", [])] for s in answer.suggestions}
 
 
 def test_six_decisions_on_one_record_keep_one_row_and_only_the_latest_votes(project):
-    memory = project.recipe.pipeline_.memory
+    memory = project.recipe.pipeline.memory
     before = len(memory)
     rec = Record(id="learned-1", title="Pilze im Holz", abstract="fungi wood rot timber decay",
                  language="en")
@@ -51,7 +50,7 @@ def test_six_decisions_on_one_record_keep_one_row_and_only_the_latest_votes(proj
 
 
 def test_a_record_learned_again_with_another_text_stops_voting_with_the_old_one(project):
-    memory = project.recipe.pipeline_.memory
+    memory = project.recipe.pipeline.memory
     old = Record(id="learned-2", title="Epos", abstract="epic hero poem saga verse",
                  language="en", subjects=[EPOS])
     project.learn([old])

@@ -17,13 +17,15 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from samples import SMALL_HYBRID, small_hybrid_case
+from samples import small_hybrid_case
 from serving import LiveServer
+from suggesting import suggestions
 from tagalign.batch.tasks import SuggestTask
 from tagalign.index import VectorIndex
 from tagalign.project import Project, ReadOnlyError, ServingSettings
 from tagalign.serve.app import create_app
 from tagalign.serve.feedback import FeedbackStore
+from tiny_models import SAMPLE_HYBRID
 
 READ_ONLY = "was loaded with --mmap: read-only; reload without it to learn"
 
@@ -37,7 +39,7 @@ def data(shared_data, gnd_vocab):
 def trained(tmp_path_factory, data) -> Path:
     vocab, train, _ = data
     path = tmp_path_factory.mktemp("mmap") / "proj"
-    Project.create(path, vocab, "hybrid", SMALL_HYBRID).train(train)
+    Project.create(path, vocab, "hybrid", SAMPLE_HYBRID).train(train)
     return path
 
 
@@ -62,7 +64,7 @@ def test_mapped_load_gives_identical_suggestions(trained, data):
     normal = Project.load(trained)
     mapped = Project.load(trained, mmap=True)
     assert mapped.mmap and not normal.mmap
-    a, b = normal.suggest(dev, limit=20), mapped.suggest(dev, limit=20)
+    a, b = suggestions(normal, dev, limit=20), suggestions(mapped, dev, limit=20)
     assert sum(len(row) for row in a) > 10 * len(dev)  # real suggestions, not empty rows
     assert [[s.id for s in row] for row in a] == [[s.id for s in row] for row in b]
     assert np.array_equal([s.score for row in a for s in row],
@@ -79,25 +81,25 @@ def test_mapped_arrays_come_from_the_files(trained, tmp_path):
     assert not {str(model_a / f) for f in files} & mapped_files()
     mapped = Project.load(model_b.parent, mmap=True)
     assert {str(model_b / f) for f in files} <= mapped_files()
-    tknn = {s.name: s for s in mapped.recipe.pipeline_.sources}["tfidf_knn"]
+    tknn = {s.name: s for s in mapped.recipe.pipeline.sources}["tfidf_knn"]
     assert file_backed(tknn.X_["de"].indices) and file_backed(tknn.X_["de"].data)
-    assert file_backed(mapped.recipe.pipeline_.memory.Y.indices)
-    assert not file_backed({s.name: s for s in normal.recipe.pipeline_.sources}[
+    assert file_backed(mapped.recipe.pipeline.memory.Y.indices)
+    assert not file_backed({s.name: s for s in normal.recipe.pipeline.sources}[
         "tfidf_knn"].X_["de"].indices)
 
 
 def test_mapped_project_refuses_to_learn(trained, data):
     _, train, dev = data
     mapped = Project.load(trained, mmap=True)
-    size = len(mapped.recipe.pipeline_.memory)
+    size = len(mapped.recipe.pipeline.memory)
     with pytest.raises(ReadOnlyError, match=f"project proj {READ_ONLY}"):
         mapped.learn(dev[:3])
     with pytest.raises(ReadOnlyError, match=READ_ONLY):
         mapped.recipe.learn(dev[:3])  # the recipe refuses on its own too
-    assert len(mapped.recipe.pipeline_.memory) == size
+    assert len(mapped.recipe.pipeline.memory) == size
     normal = Project.load(trained)
     assert normal.learn(dev[:3]) is True
-    assert len(normal.recipe.pipeline_.memory) == size + 3
+    assert len(normal.recipe.pipeline.memory) == size + 3
 
 
 def test_live_server_answers_learn_on_a_mapped_project_with_409(trained, data, tmp_path):
@@ -140,7 +142,7 @@ def test_cli_suggest_and_batch_take_the_flag(trained, data, tmp_path):
     plain = runner.invoke(app, args)
     mapped = runner.invoke(app, [*args, "--mmap"])
     assert plain.exit_code == 0 and mapped.exit_code == 0, mapped.output
-    top = Project.load(trained).suggest([rec], limit=1)[0][0].id
+    top = suggestions(Project.load(trained), [rec], limit=1)[0][0].id
     assert mapped.output == plain.output and top in plain.output
     task = SuggestTask({"task": "suggest", "project": str(trained), "mmap": True})
     assert task.project.mmap

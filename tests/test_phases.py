@@ -12,10 +12,7 @@ from tagalign.project import Project
 from tagalign.text.tfidf import TfidfFeaturizer
 from tagalign.train.phases import PhaseRunner
 from tagalign.train.stacking import HybridTrainer
-from tiny_models import tiny_records, tiny_vocab
-
-TINY = {"sources": ["tfidf_knn", "lexical"], "ranker_rounds": 10, "holdout_fraction": 0.3,
-        "quality": False, "agreement": False}
+from tiny_models import KNN_LEXICAL_HYBRID, tiny_records, tiny_vocab
 
 
 def test_phase_runner_reuses_only_a_phase_of_the_same_inputs(tmp_path, caplog):
@@ -39,7 +36,7 @@ def test_phase_runner_reuses_only_a_phase_of_the_same_inputs(tmp_path, caplog):
 
 
 def _interrupted(tmp_path, monkeypatch, records) -> Project:
-    proj = Project.create(tmp_path / "p", tiny_vocab(), "hybrid", TINY)
+    proj = Project.create(tmp_path / "p", tiny_vocab(), "hybrid", KNN_LEXICAL_HYBRID)
 
     def boom(self, table):
         raise KeyboardInterrupt
@@ -68,7 +65,7 @@ def test_rerun_on_other_records_recomputes_finished_phases(tmp_path, monkeypatch
     proj.train(other)
     assert calls == [1]  # fitted again on the new records, not resumed
     assert "tfidf: inputs changed since it finished, recomputing" in caplog.text
-    assert set(proj.recipe.pipeline_.memory.ids) <= {r.id for r in other}
+    assert set(proj.recipe.pipeline.memory.ids) <= {r.id for r in other}
 
 
 def test_identical_rerun_resumes_finished_phases(tmp_path, monkeypatch):

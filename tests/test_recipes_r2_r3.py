@@ -14,6 +14,7 @@ from collections.abc import Sequence
 import numpy as np
 import pytest
 
+from suggesting import suggestions
 from tagalign.encode import EmbeddingCache, register_encoder, subject_texts
 from tagalign.encode.base import Encoder, normalise
 from tagalign.project import Project
@@ -65,9 +66,9 @@ def train_and_reload(tmp_path, name: str, p: dict, n: int = 200):
     project = Project.create(tmp_path / name, tiny_vocab(), name, p)
     recipe = project.train(tiny_records(n))
     test = tiny_records(40, seed=7)
-    before = project.suggest(test, limit=5)
+    before = suggestions(project, test, limit=5)
     shutil.copytree(project.path, tmp_path / "copy")
-    after = Project.load(tmp_path / "copy").suggest(test, limit=5)
+    after = suggestions(Project.load(tmp_path / "copy"), test, limit=5)
     assert [[(s.id, s.score) for s in r] for r in before] == \
         [[(s.id, s.score) for s in r] for r in after]
     assert all(len(r) == 5 for r in before)
@@ -136,7 +137,7 @@ def test_nbf_anchor_learns_the_gold_means(tmp_path):
     test = tiny_records(40, seed=7)
     chance = recall_at_2(zero.suggest(test, limit=5), test)
     assert chance < 0.5
-    assert recall_at_2(project.suggest(test, limit=5), test) > 0.85
+    assert recall_at_2(suggestions(project, test, limit=5), test) > 0.85
 
 
 @pytest.mark.parametrize("space", ["fixed", "siamese"])
@@ -219,7 +220,7 @@ def test_labelled_subjects_index_only_subjects_with_that_language(tmp_path):
                               "subjects": "labelled:en"})
     recipe = project.train(tiny_records(20))
     assert recipe.positions_.tolist() == [i for i in range(len(subjects)) if i % 3]
-    ids = {s.id for row in project.suggest(tiny_records(10, seed=3), limit=8) for s in row}
+    ids = {s.id for row in suggestions(project, tiny_records(10, seed=3), limit=8) for s in row}
     assert ids == {subjects[i].id for i in recipe.positions_}
     with pytest.raises(ValueError, match="subjects"):
         Project.create(tmp_path / "x", vocab, "zero-shot", {"subjects": "tib"}).train(
@@ -252,5 +253,7 @@ def test_an_interrupted_nbf_train_resumes_from_its_epoch_checkpoint(tmp_path, mo
     assert (project.path / "work" / "head-checkpoint" / "state.json").exists()
     project.train(records)
     assert saved == [1, 2, 3, 4]
-    assert [[(s.id, round(s.score, 5)) for s in r] for r in project.suggest(test, limit=5)] \
-        == [[(s.id, round(s.score, 5)) for s in r] for r in whole.suggest(test, limit=5)]
+    def rounded(p: Project) -> list[list[tuple[str, float]]]:
+        return [[(s.id, round(s.score, 5)) for s in r] for r in suggestions(p, test, limit=5)]
+
+    assert rounded(project) == rounded(whole)

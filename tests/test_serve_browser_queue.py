@@ -17,6 +17,7 @@ import pytest
 
 import serve_recipe  # noqa: F401 - registers the "test-overlap" recipe
 from serving import LiveServer
+from suggesting import suggestions
 from tagalign.project import Project, ServingSettings
 from tagalign.serve.app import create_app
 from tagalign.serve.feedback import FeedbackStore
@@ -38,7 +39,7 @@ def live(tmp_path: Path):
     project.train(tiny_records(40))
     # decisions are stored through learn (Annif: off)
     project = project.with_serving(ServingSettings(allow_learn=True))
-    assert PHILOSOPHIE not in {s.id for s in project.suggest(QUEUE[:1], limit=10)[0]}
+    assert PHILOSOPHIE not in {s.id for s in suggestions(project, QUEUE[:1], limit=10)[0]}
     app = create_app({"toy": project}, FeedbackStore.for_project(tmp_path / "toy"),
                      review=RecordQueue(QUEUE[:3]))
     with LiveServer(app) as srv:

@@ -26,7 +26,7 @@ from tagalign.records import Record
 from tagalign.serve import accesslog
 from tagalign.serve.app import create_app
 from tagalign.serve.feedback import FeedbackStore
-from tagalign.suggest import Quality, Suggestion, keep_above
+from tagalign.suggest import Quality, SuggestRequest, Tagged
 from tiny_models import tiny_records, tiny_vocab
 
 API = "/tagalign/v1"
@@ -45,11 +45,12 @@ class QualityOverlap(OverlapRecipe):
 
     name = "test-overlap-quality"
 
-    def suggest_with_quality(self, records: Sequence[Record], limit: int = 20,
-                             threshold: float = 0.0
-                             ) -> list[tuple[list[Suggestion], Quality | None]]:
-        rows = [keep_above(r, threshold) for r in self.suggest(records, limit)]
-        return [(row, Quality(min(1.0, 0.25 * len(row)), 0.5)) for row in rows]
+    def _answer(self, records: Sequence[Record], request: SuggestRequest) -> list[Tagged]:
+        answers = super()._answer(records, request)
+        for t in answers:
+            t.quality = Quality(min(1.0, 0.25 * len(t.suggestions)), 0.5) \
+                if request.quality else None
+        return answers
 
 
 @register_recipe
@@ -58,7 +59,7 @@ class BrokenRecipe(OverlapRecipe):
 
     name = "test-broken"
 
-    def suggest(self, records, limit=20):
+    def _suggest(self, records, limit):
         raise RuntimeError("the model fell over")
 
 

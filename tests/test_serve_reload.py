@@ -17,10 +17,12 @@ from pathlib import Path
 import httpx
 import pytest
 
-from serving import ZEPPELINS, HeldRequest, ServeProcess, refused
-from tagalign.project import Project, model_version
+from serving import HeldRequest, ServeProcess, refused
+from tagalign.project import Project, Tagger, model_version
 from tagalign.records import Record
 from tagalign.shipping.swap import incoming, replace
+from tagalign.suggest import SuggestRequest
+from tiny_models import ZEPPELINS
 
 API = "/tagalign/v1/projects/tiny"
 T = 60  # seconds a test waits for an answer (a loaded machine is slow)
@@ -34,7 +36,7 @@ LEARNED = {"id": "learned-1", "title": "Pilze der Zukunft",
 def answers(folder: Path) -> list[tuple[str, float]]:
     """What the model in ``folder`` suggests for `QUERY`, computed here."""
     rec = Record(id="q", title=QUERY["title"], abstract=QUERY["abstract"])
-    tagged = Project.load(folder).tag([rec], limit=QUERY["limit"])[0]
+    tagged = Tagger(Project.load(folder)).tag([rec], SuggestRequest(limit=QUERY["limit"]))[0]
     return [(s.id, round(float(s.score), 6)) for s in tagged.suggestions]
 
 

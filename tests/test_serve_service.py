@@ -13,7 +13,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from tagalign.errors import ConflictError, InputError
-from tagalign.project import DEFAULT_LIMIT, Project, ServingSettings
+from tagalign.project import DEFAULT_LIMIT, Project, ServingSettings, Tagger
 from tagalign.recipes import Recipe, register_recipe
 from tagalign.records import Record
 from tagalign.serve.app import create_app
@@ -36,7 +36,7 @@ class RankedRecipe(Recipe):
             dev: Sequence[Record] | None = None) -> None:
         pass
 
-    def suggest(self, records: Sequence[Record], limit: int = 20) -> list[list[Suggestion]]:
+    def _suggest(self, records: Sequence[Record], limit: int) -> list[list[Suggestion]]:
         return [self._one(r, limit) for r in records]
 
     def _one(self, rec: Record, limit: int) -> list[Suggestion]:
@@ -109,7 +109,7 @@ def test_one_status_per_error_in_each_apis_shape(served, monkeypatch):
     def refuse(*_args: Any, **_kwargs: Any):
         raise InputError("no such thing")
 
-    monkeypatch.setattr(project, "tag", refuse)
+    monkeypatch.setattr(Tagger, "tag", refuse)
     own = client.post("/tagalign/v1/projects/p/suggest", json=TEXT)
     assert (own.status_code, own.json()) == (400, {"detail": "no such thing"})
     annif = client.post("/v1/projects/p/suggest", data={"text": ANNIF_TEXT})

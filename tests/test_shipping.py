@@ -8,13 +8,14 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import shutil
 import tarfile
 
 import fsspec
 import pytest
 from typer.testing import CliRunner
 
-from serving import SMALL_HYBRID
+from suggesting import suggestions
 from tagalign.cli import app
 from tagalign.project import Project
 from tagalign.shipping import (
@@ -31,16 +32,14 @@ QUERIES = tiny_records(12, seed=9)
 
 
 @pytest.fixture(scope="module")
-def trained(tmp_path_factory):
-    path = tmp_path_factory.mktemp("ship") / "tiny-hybrid"
-    project = Project.create(path, tiny_vocab(), "hybrid", SMALL_HYBRID)
-    project.train(tiny_records(120))
+def trained(tiny_hybrid, tmp_path_factory):
+    path = shutil.copytree(tiny_hybrid, tmp_path_factory.mktemp("ship") / "tiny-hybrid")
     (path / "feedback.sqlite").write_bytes(b"librarians' decisions stay here")
     return path
 
 
 def _ranked(project: Project) -> list[list[tuple[str, float]]]:
-    return [[(s.id, s.score) for s in row] for row in project.suggest(QUERIES, limit=8)]
+    return [[(s.id, s.score) for s in row] for row in suggestions(project, QUERIES, limit=8)]
 
 
 def test_uploaded_to_file_and_downloaded_elsewhere_suggests_identically(trained, tmp_path):
@@ -158,7 +157,6 @@ def test_link_missing_extra_and_pickle_entries_are_refused(archive, existing):
 
 
 def test_a_pickle_in_the_project_is_never_uploaded(trained, tmp_path):
-    import shutil
 
     copy = tmp_path / "copy"
     shutil.copytree(trained, copy)

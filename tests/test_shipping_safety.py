@@ -18,7 +18,6 @@ import fsspec
 import pytest
 from typer.testing import CliRunner
 
-from serving import SMALL_HYBRID
 from tagalign.cli import app
 from tagalign.project import Project
 from tagalign.shipping import (
@@ -28,14 +27,12 @@ from tagalign.shipping import (
     download,
     upload,
 )
-from tiny_models import tiny_records, tiny_vocab
 
 
 @pytest.fixture(scope="module")
-def trained(tmp_path_factory):
-    path = tmp_path_factory.mktemp("ship-safe") / "tiny-hybrid"
-    Project.create(path, tiny_vocab(), "hybrid", SMALL_HYBRID).train(tiny_records(120))
-    return path
+def trained(tiny_hybrid):
+    """The shared tiny hybrid (read-only: the tests copy what they change)."""
+    return tiny_hybrid
 
 
 @pytest.fixture(scope="module")

@@ -163,7 +163,7 @@ def test_queue_releases_finishes_and_resumes_after_restart(served):
 
 
 def test_estimates_come_from_project_tag():
-    """`estimated_recall` reads `Project.tag`'s quality (issue 20 A) for a 10-subject list;
+    """`estimated_recall` reads `Tagger.tag`'s quality (issue 20 A) for a 10-subject list;
     a stand-in project answers with fixed recalls, one record without an estimate."""
     from types import SimpleNamespace
 

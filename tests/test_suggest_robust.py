@@ -11,9 +11,11 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from suggesting import suggestions
 from tagalign.cli import app
-from tagalign.project import Project
+from tagalign.project import Project, Tagger
 from tagalign.records import EMPTY_WARNING, MAX_TEXT_CHARS, Record
+from tagalign.suggest import SuggestRequest
 from tiny_models import tiny_records, tiny_vocab
 
 runner = CliRunner()
@@ -96,19 +98,22 @@ def test_core_truncates_huge_records_and_says_so(proj):
     rec = tiny_records(1, seed=3)[0]
     huge = Record(id="big", title=rec.title, abstract=rec.abstract + " x" * 10_000_000,
                   language=rec.language)  # a 20 MB abstract
-    (row, warning), (small, none) = project.suggest_with_warnings([huge, rec], limit=5)
+    tagger = Tagger(project)
+    cut, small = tagger.tag([huge, rec], SuggestRequest(limit=5, quality=False))
     n = len(huge.title) + len(huge.abstract)
-    assert warning == f"text truncated to {MAX_TEXT_CHARS:,} of {n:,} characters"
-    assert none is None and [s.id for s in row] == [s.id for s in small]
-    (empty, why), = project.suggest_with_warnings([Record(id="e", title="")])
-    assert empty == [] and why == EMPTY_WARNING
-    assert project.suggest([Record(id="e", title="", abstract=" ")]) == [[]]
+    assert cut.warning == f"text truncated to {MAX_TEXT_CHARS:,} of {n:,} characters"
+    assert small.warning is None
+    assert [s.id for s in cut.suggestions] == [s.id for s in small.suggestions]
+    empty, = tagger.tag([Record(id="e", title="")])
+    assert empty.suggestions == [] and empty.warning == EMPTY_WARNING
+    assert empty.quality is None
+    assert suggestions(project, [Record(id="e", title="", abstract=" ")]) == [[]]
 
 
 def _interrupt_after(monkeypatch, n_batches: int, exc: BaseException) -> None:
-    """`Project.tag` raises ``exc`` from its ``n_batches + 1``-th call on: counted in this
+    """`Tagger.tag` raises ``exc`` from its ``n_batches + 1``-th call on: counted in this
     process, so the runs it interrupts take ``--jobs 1``."""
-    original = Project.tag
+    original = Tagger.tag
     calls = {"n": 0}
 
     def failing(self, records, *args, **kwargs):
@@ -117,7 +122,7 @@ def _interrupt_after(monkeypatch, n_batches: int, exc: BaseException) -> None:
             raise exc
         return original(self, records, *args, **kwargs)
 
-    monkeypatch.setattr(Project, "tag", failing)
+    monkeypatch.setattr(Tagger, "tag", failing)
 
 
 @pytest.mark.parametrize("suffix", [".jsonl", ".jsonl.gz"])
@@ -158,16 +163,16 @@ def test_resume_after_interruption_equals_an_uninterrupted_run(proj, tmp_path, m
 
 
 def _interrupt_at(monkeypatch, record_id: str, exc: BaseException) -> None:
-    """`Project.tag` raises ``exc`` for the records holding ``record_id``, in whichever
+    """`Tagger.tag` raises ``exc`` for the records holding ``record_id``, in whichever
     process tags them (the jobs are forked with it)."""
-    original = Project.tag
+    original = Tagger.tag
 
     def failing(self, records, *args, **kwargs):
-        if any(r.id == record_id for r in records):
+        if any(r.record.id == record_id for r in records):  # checked as read (`Checked`)
             raise exc
         return original(self, records, *args, **kwargs)
 
-    monkeypatch.setattr(Project, "tag", failing)
+    monkeypatch.setattr(Tagger, "tag", failing)
 
 
 @pytest.mark.parametrize("exc", [KeyboardInterrupt(), RuntimeError("disk on fire")])
@@ -237,12 +242,12 @@ def test_every_reading_command_names_bad_lines_and_goes_on(tmp_path):
 
 SLOW_SUGGEST = """
 import time
-from tagalign.project import Project
-original = Project.tag
+from tagalign.project import Tagger
+original = Tagger.tag
 def slow(self, *args, **kwargs):  # 0.1 s per batch, so the kill lands mid-run
     time.sleep(0.1)
     return original(self, *args, **kwargs)
-Project.tag = slow
+Tagger.tag = slow
 from tagalign.cli import app
 app(prog_name="tagalign")
 """

@@ -19,8 +19,9 @@ import httpx
 import numpy as np
 import pytest
 
-from samples import SMALL_HYBRID, small_hybrid_case
+from samples import small_hybrid_case
 from serving import LiveServer
+from suggesting import suggestions, tag
 from tagalign.encode.static import StaticEmbeddingEncoder
 from tagalign.encode.transformer import STEncoder
 from tagalign.project import Project
@@ -28,7 +29,7 @@ from tagalign.runtime import Runtime
 from tagalign.serve.app import create_app
 from tagalign.serve.feedback import FeedbackStore
 from tagalign.suggest.fusion import COMPILED_TOLERANCE, SMALL_PREDICT, FusionRanker
-from tiny_models import static_model, tiny_records
+from tiny_models import SAMPLE_HYBRID, static_model, tiny_records
 
 
 def reference_encode(self, texts, *, kind="passage", batch_size=512, show_progress=False):
@@ -78,14 +79,14 @@ def data(shared_data, gnd_vocab):
 def trained(tmp_path_factory, data) -> Path:
     vocab, train, _ = data
     path = tmp_path_factory.mktemp("single") / "proj"
-    Project.create(path, vocab, "hybrid", SMALL_HYBRID).train(train)
+    Project.create(path, vocab, "hybrid", SAMPLE_HYBRID).train(train)
     return path
 
 
 def reference_project(path: Path, monkeypatch) -> Project:
     """The project as served before the fast paths."""
     proj = Project.load(path)
-    pipe = proj.recipe.pipeline_
+    pipe = proj.recipe.pipeline
     monkeypatch.setattr(pipe.encoder, "encode", reference_encode.__get__(pipe.encoder))
     monkeypatch.setattr(pipe.ranker, "predict", reference_predict.__get__(pipe.ranker))
     omikuji = next(s for s in pipe.sources if s.name == "omikuji")
@@ -102,12 +103,12 @@ def test_single_record_suggestions_equal_the_reference_path(trained, data, monke
     dev = data[2]
     fast = Project.load(trained)
     ref = reference_project(trained, monkeypatch)
-    got = [fast.suggest([r], limit=10)[0] for r in dev]
-    want = [ref.suggest([r], limit=10)[0] for r in dev]
+    got = [suggestions(fast, [r], limit=10)[0] for r in dev]
+    want = [suggestions(ref, [r], limit=10)[0] for r in dev]
     assert sum(len(row) for row in got) == 10 * len(dev)  # real suggestions
     assert as_tuples(got) == as_tuples(want)
     # the batch path of the fast project ranks the same subjects
-    batch = fast.suggest(dev, limit=10)
+    batch = suggestions(fast, dev, limit=10)
     assert [[s.id for s in row] for row in batch] == [[s.id for s in row] for row in got]
     assert np.allclose([s.score for row in batch for s in row],
                        [s.score for row in got for s in row], atol=1e-6)
@@ -116,7 +117,7 @@ def test_single_record_suggestions_equal_the_reference_path(trained, data, monke
 def test_served_single_records_carry_the_reference_scores(trained, data, monkeypatch):
     dev = data[2][:10]
     ref = reference_project(trained, monkeypatch)
-    want = [ref.suggest([r], limit=10)[0] for r in dev]
+    want = [suggestions(ref, [r], limit=10)[0] for r in dev]
     db = Path(tempfile.mkdtemp()) / "feedback.sqlite"
     app = create_app({"proj": Project.load(trained)}, FeedbackStore(f"sqlite:///{db}"))
     with LiveServer(app) as server, httpx.Client(timeout=30) as client:
@@ -139,14 +140,16 @@ def test_small_batches_on_threads_equal_the_serial_path(trained, data):
     real_submit = pool.submit
     pool.submit = lambda fn, *a: submitted.append(fn) or real_submit(fn, *a)
     try:
-        got = [proj.suggest([r], limit=10)[0] for r in dev] + proj.suggest(dev[:5], limit=10)
+        got = [suggestions(proj, [r], limit=10)[0] for r in dev] \
+            + suggestions(proj, dev[:5], limit=10)
     finally:
         del pool.submit
     # per small batch: the encoder and all but the first of the five sources went to threads
     assert len(submitted) == (len(dev) + 1) * 5
     serial = Project.load(trained, runtime=Runtime(threads=1))
     assert serial.runtime.pool() is None
-    want = [serial.suggest([r], limit=10)[0] for r in dev] + serial.suggest(dev[:5], limit=10)
+    want = [suggestions(serial, [r], limit=10)[0] for r in dev] \
+        + suggestions(serial, dev[:5], limit=10)
     assert sum(len(row) for row in got) == 10 * (len(dev) + 5)
     assert as_tuples(got) == as_tuples(want)
 
@@ -164,18 +167,19 @@ def test_large_batches_in_parts_equal_the_serial_path(trained, data, monkeypatch
     real_submit = pool.submit
     pool.submit = lambda fn, recs, *a: parts.append(len(recs)) or real_submit(fn, recs, *a)
     try:
-        got = proj.suggest(dev, limit=10)
-        got_q = proj.recipe.suggest_with_quality(dev, limit=10, threshold=0.1)
+        got = suggestions(proj, dev, limit=10)
+        got_q = tag(proj, dev, limit=10, threshold=0.1)
     finally:
         del pool.submit
     assert parts == [20, 20, 20, 20]  # each call split once into two parts
     serial = Project.load(trained, runtime=Runtime(threads=1))
-    want = serial.suggest(dev, limit=10)
-    want_q = serial.recipe.suggest_with_quality(dev, limit=10, threshold=0.1)
+    want = suggestions(serial, dev, limit=10)
+    want_q = tag(serial, dev, limit=10, threshold=0.1)
     assert sum(len(row) for row in got) == 10 * len(dev)
     assert as_tuples(got) == as_tuples(want)
-    assert [(as_tuples([r]), q) for r, q in got_q] == [(as_tuples([r]), q) for r, q in want_q]
-    assert any(q is not None for _, q in got_q)
+    assert [(as_tuples([t.suggestions]), t.quality) for t in got_q] == \
+        [(as_tuples([t.suggestions]), t.quality) for t in want_q]
+    assert any(t.quality is not None for t in got_q)
 
 
 def test_compiled_ranker_is_decided_at_load_and_scores_within_its_tolerance(trained, data,
@@ -185,12 +189,12 @@ def test_compiled_ranker_is_decided_at_load_and_scores_within_its_tolerance(trai
     dev = data[2]
     plain = Project.load(trained)
     compiled = Project.load(trained, runtime=Runtime(compile_ranker=True, cache_dir=tmp_path))
-    assert plain.recipe.pipeline_.ranker.compiled_ is None
-    assert compiled.recipe.pipeline_.ranker.compiled_ is not None
+    assert plain.recipe.pipeline.ranker.compiled_ is None
+    assert compiled.recipe.pipeline.ranker.compiled_ is not None
     assert len(list(tmp_path.glob("ranker-*.so"))) == 1
     for records in ([dev[0]], dev):  # one record (a few rows) and a batch
-        want = plain.suggest(records, limit=10)
-        got = compiled.suggest(records, limit=10)
+        want = suggestions(plain, records, limit=10)
+        got = suggestions(compiled, records, limit=10)
         assert [[s.id for s in row] for row in got] == [[s.id for s in row] for row in want]
         assert np.allclose([s.score for row in got for s in row],
                            [s.score for row in want for s in row], rtol=0,

@@ -11,6 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 from serving import LiveServer
+from suggesting import suggestions
 from tagalign.cli import app
 from tagalign.project import Project
 from tagalign.records import Record
@@ -91,7 +92,7 @@ def test_per_language_defaults(trained):
     project = fresh(root, "lang")
     project.set_defaults(1, 0.0, language="en")
     project.set_defaults(3, 0.0, language="de")
-    rows = Project.load(project.path).suggest(dev)
+    rows = suggestions(Project.load(project.path), dev)
     for rec, row in zip(dev, rows, strict=True):
         assert len(row) == (1 if rec.language == "en" else 3), rec.language
     with pytest.raises(ValueError, match="threshold in"):
@@ -126,13 +127,18 @@ def test_trials_match_suggest_and_saved_params(trained):
     run = recipe.trial_run(dev, 8)
     # the current parameters: exactly what suggest returns (ids and scores)
     current = run(recipe.tuned_values())
-    assert current == [[(s.id, s.score) for s in row] for row in project.suggest(dev, 8, 0.0)]
+
+    def served(p: Project) -> list[list[tuple[str, float]]]:
+        return [[(s.id, s.score) for s in row]
+                for row in suggestions(p, dev, limit=8, threshold=0.0)]
+
+    assert current == served(project)
     tuned = run(TRIAL)
     assert tuned != current
     project.set_params(TRIAL)
     again = Project.load(project.path)  # the saved parameters survive a reload
     for p in (project, again):
-        assert [[(s.id, s.score) for s in row] for row in p.suggest(dev, 8, 0.0)] == tuned
+        assert served(p) == tuned
     assert again.config["params"]["candidates_omikuji"] == 2
 
 
@@ -158,7 +164,7 @@ def test_hyperopt_resumes_from_storage_and_saves(trained, tmp_path):
     best = json.loads(res.stdout[res.stdout.index("{"):])
     saved = Project.load(project.path)
     assert {k: saved.recipe.params[k] for k in best} == best
-    assert saved.recipe.pipeline_.prior_weight == best["prior_weight"]
+    assert saved.recipe.pipeline.prior_weight == best["prior_weight"]
 
 
 def test_hyperopt_without_search_space(trained, tmp_path):

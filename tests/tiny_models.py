@@ -1,4 +1,15 @@
-"""Tiny models built inside tests: no download, seconds on a CPU."""
+"""Tiny models built inside tests: no download, seconds on a CPU.
+
+The hybrid parameter sets every test shares live here (one definition each):
+
+- `TINY_HYBRID`: Omikuji, TF-IDF neighbours and label matches on the tiny topics; the
+  fast tier's one shared model (`tests/conftest.py`, fixture ``tiny_hybrid``) is
+  `train_tiny_hybrid` with it.
+- `KNN_LEXICAL_HYBRID`: only TF-IDF neighbours and label matches, no quality or agreement
+  models: the cheapest hybrid, for tests that train one of their own.
+- `SAMPLE_HYBRID`: the default sources with a small static encoder, for the seeded samples
+  of the shared data (`samples.small_hybrid_case`).
+"""
 
 from __future__ import annotations
 
@@ -6,6 +17,25 @@ from pathlib import Path
 
 from tagalign.records import Record
 from tagalign.vocab import Subject, Vocabulary
+
+#: a hybrid without an encoder (Omikuji, TF-IDF neighbours, label matches): trains on the
+#: tiny records in seconds
+TINY_HYBRID = {"sources": ["omikuji", "tfidf_knn", "lexical"], "ranker_rounds": 60,
+               "holdout_fraction": 0.2}
+
+#: the cheapest hybrid: TF-IDF neighbours and label matches, no quality or agreement model
+KNN_LEXICAL_HYBRID = {"sources": ["tfidf_knn", "lexical"], "ranker_rounds": 10,
+                      "holdout_fraction": 0.3, "quality": False, "agreement": False}
+
+#: the default hybrid shrunk for the shared data's samples (small encoder vocabulary and
+#: dimension, few ranker rounds): trains on a few hundred records in seconds
+SAMPLE_HYBRID = {"embed_vocab_size": 3000, "embed_dim": 32, "embed_batch_size": 128,
+                 "embed_label_pairs": False, "ranker_rounds": 60, "holdout_fraction": 0.2,
+                 "knn_k": 10}
+
+#: what `train_tiny_hybrid(zeppelins=True)` adds: records that tie words no other record
+#: has to Epos, so that model's answers to them differ from any other tiny hybrid's
+ZEPPELINS = "zeppelin airship blimp hangar"
 
 TOPICS = {
     "4015065-3": ("Epos", "epic hero poem saga verse heroic song"),
@@ -82,3 +112,17 @@ def tiny_bert(folder: Path, hidden: int = 32) -> Path:
                                       Pooling(hidden, "mean")], device="cpu")
     st.save(str(folder / "st"))
     return folder / "st"
+
+
+def train_tiny_hybrid(path: Path, seed: int = 0, n: int = 120, zeppelins: bool = False
+                      ) -> Path:
+    """A `TINY_HYBRID` on the tiny vocabulary and ``n`` tiny records of ``seed`` (seconds);
+    ``zeppelins``: and 12 records on `ZEPPELINS`, all about Epos (4015065-3)."""
+    from tagalign.project import Project
+
+    records = tiny_records(n, seed)
+    if zeppelins:
+        records += [Record(id=f"z{i}", title="Zeppelin", abstract=ZEPPELINS, language="de",
+                           subjects=["4015065-3"]) for i in range(12)]
+    Project.create(path, tiny_vocab(), "hybrid", TINY_HYBRID).train(records)
+    return path

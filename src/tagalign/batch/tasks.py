@@ -26,10 +26,11 @@ from tagalign.encode import get_encoder
 from tagalign.errors import InputError
 from tagalign.io import atomic_text, save_npy_atomic, write_bytes_atomic
 from tagalign.predictions import subjects_object
-from tagalign.project import Project
+from tagalign.project import Project, Tagger
 from tagalign.records import Record
 from tagalign.registry import Registry
 from tagalign.runtime import Runtime, environment
+from tagalign.suggest import SuggestRequest
 
 TASKS: Registry[type[Task]] = Registry("task")
 register_task = TASKS.register
@@ -98,10 +99,11 @@ class SuggestTask(Task):
             from tagalign.project.domains import attach  # the classifiers import torch
 
             self.project = attach(self.project, self.domains)
-        # None: the project's saved defaults (`Project.defaults`)
-        self.limit = spec.get("limit")
-        self.threshold = spec.get("threshold")
-        self.exclude = frozenset(spec.get("exclude", ()))
+        # limit/threshold None: the project's saved defaults (`Project.defaults`)
+        self.request = SuggestRequest(limit=spec.get("limit"), threshold=spec.get("threshold"),
+                                      exclude=frozenset(spec.get("exclude", ())),
+                                      domains=self.domains is not None)
+        self.tagger = Tagger(self.project)
         self.format = spec.get("format", "jsonl")
         if self.format not in ("jsonl", "parquet"):
             raise InputError(f"unknown output format {self.format!r}; use jsonl or parquet")
@@ -110,8 +112,7 @@ class SuggestTask(Task):
         return [f"part-{shard_id}.{self.format}"]
 
     def process(self, records: Sequence[Record]) -> list[Any]:
-        return self.project.tag(records, self.limit, self.threshold, self.exclude,
-                                domains=self.domains is not None)
+        return self.tagger.tag(records, self.request)
 
     def encode_row(self, record: Record, value: Any) -> Any:
         domains = value.domains if self.domains is not None else None

@@ -106,13 +106,17 @@ class Classifier(ModelFamily, ABC):
 
     # -- learning -------------------------------------------------------------------
     def fit(self, train: Sequence[Example], dev: Sequence[Example] | None = None,
-            labels: Sequence[str] | None = None) -> Classifier:
+            labels: Sequence[str] | None = None, *,
+            progress: ProgressCallback | None = None) -> Classifier:
         """Learn from labelled ``train``; tune thresholds on ``dev``, or without dev on a
         seeded held-out slice of train (`HOLDOUT_FRACTION`, not trained on), so no
         figure measured on training records reads as a dev figure.
 
         ``labels``: the label set, kept whole even for labels without training examples
-        (default: the labels seen in train)."""
+        (default: the labels seen in train). ``progress``: told ``(phase, done, total)``
+        while this model learns and, later, scores (kept as `progress`)."""
+        if progress is not None:
+            self.progress = progress
         train = [ex for ex in train if ex.labels]
         if not train:
             raise InputError("no training example has labels")

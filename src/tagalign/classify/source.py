@@ -117,7 +117,9 @@ class DomainSource(Source):
     def _notations(self) -> sp.csr_matrix | None:
         """(subjects × GND classification notations) 0/1, built once; None without any."""
         if self.notations_ is None:
-            rows, codes, code_index = [], [], {}
+            rows: list[int] = []
+            codes: list[int] = []
+            code_index: dict[str, int] = {}
             for pos, subj in enumerate(self.vocab_.subjects):
                 for notation, _name in subj.classification:
                     rows.append(pos)

@@ -63,6 +63,7 @@ from tagalign.classify.stacker import KINDS, DomainStacker, cross_fit
 from tagalign.errors import InputError, ModelFormatError, UsageError
 from tagalign.io import load_csr, read_json, save_csr_atomic, write_json_atomic
 from tagalign.params import NonNegative, Positive, PositiveFloat
+from tagalign.runtime import ProgressCallback
 from tagalign.vocab import Vocabulary, VocabularyMismatchError
 
 TEXT_DIR, STACKER_DIR, META = "text", "stacker", "subjects.json"
@@ -99,7 +100,7 @@ class SubjectStackClassifier(Classifier):
         self.vocab: Vocabulary | None = None
         #: what the bound vocabulary must be: {"fingerprint", "size"} (saved, checked)
         self.vocabulary_: dict[str, Any] | None = None
-        #: the text classifier; set before `fit` to reuse one already trained on train
+        #: the text classifier (`fit` trains one, or takes ``text_model``)
         self.text_: Classifier | None = None
         self.evidence_: SubjectEvidence | None = None
         #: the neighbour records' domains (`tagalign.classify.neighbours`); None: not read
@@ -118,11 +119,8 @@ class SubjectStackClassifier(Classifier):
         self.tuned_on_held_out_ = False
         #: where the subject project was at training (the default of predict and suggest)
         self.subjects_project_: str | None = None
-        #: training records the subject project held out, with its suggestions and
-        #: neighbour records for them (`tagalign.project.domains.held_out_examples`); set
-        #: before `fit`, read with ``held_out`` on. A text model given in ``text_`` must
-        #: not have learned from them.
-        self.held_out_examples: list[Example] | None = None
+        #: the ``held_out_examples`` of the last `fit` (read with ``held_out`` on)
+        self._held_out_examples: list[Example] = []
         #: how many of them the stacker learned from (saved)
         self.held_out_records_ = 0
         self.counts_: Any = None  # the profile counts of a loaded model, until `bind`
@@ -150,8 +148,26 @@ class SubjectStackClassifier(Classifier):
 
     # -- learning -------------------------------------------------------------------------
     def fit(self, train: Sequence[Example], dev: Sequence[Example] | None = None,
-            labels: Sequence[str] | None = None) -> Classifier:
-        super().fit(train, dev, labels)
+            labels: Sequence[str] | None = None, *,
+            progress: ProgressCallback | None = None,
+            held_out_examples: Sequence[Example] | None = None,
+            subjects_project: Path | str | None = None,
+            text_model: Classifier | None = None) -> Classifier:
+        """`Classifier.fit`, and all of this recipe's own state from its arguments (bind
+        the subject project's vocabulary first):
+
+        ``held_out_examples``: training records the subject project held out, with its
+        suggestions and neighbour records for them
+        (`tagalign.project.domains.held_out_examples`); with ``held_out`` on the stacker
+        learns from them and the text model does not. ``subjects_project``: where that
+        project is (saved: the default of ``classify predict`` and ``suggest
+        --domains``). ``text_model``: a text classifier already trained on ``train``
+        (never on the held-out records) instead of a new one."""
+        self._held_out_examples = list(held_out_examples or ())
+        self.subjects_project_ = (None if subjects_project is None
+                                  else str(Path(subjects_project).resolve()))
+        self.text_ = text_model
+        super().fit(train, dev, labels, progress=progress)
         self.choose_decision(self.tuning_scores_, self.tuning_gold_)
         return self
 
@@ -239,7 +255,7 @@ class SubjectStackClassifier(Classifier):
         """The held-out training records the stacker learns from (``held_out`` on)."""
         if not self.params["held_out"]:
             return []
-        return [ex for ex in self.held_out_examples or () if ex.labels]
+        return [ex for ex in self._held_out_examples if ex.labels]
 
     def fit_stacker(self, text_probs: np.ndarray, suggested: Sequence[Any], y: np.ndarray,
                     neighbours: Sequence[Found] | None = None,

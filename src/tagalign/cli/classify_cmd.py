@@ -52,15 +52,6 @@ def _records_by_id(path: Path) -> dict | None:
     return {r.id: r for r in read_records(path, report=InputReport())}
 
 
-def _suggest_into(project, examples, depth: int, path: Path) -> None:
-    from tagalign.project.domains import suggest_into
-
-    with progress() as bar:
-        task = bar.add_task(f"subjects of {project.path.name}", total=len(examples), rate="")
-        suggest_into(project, examples, depth, _records_by_id(path),
-                     on_batch=lambda done, _total: bar.update(task, completed=done))
-
-
 def _examples(path: Path, label_field: str, *, strict: bool, require_labels: bool,
               what: str):
     from tagalign.classify import read_examples
@@ -106,8 +97,8 @@ def train(
 
     Text and subjects: tagalign classify train domains-stack --train train.jsonl.gz --dev dev.jsonl.gz --subjects-project gnd-hybrid
     """
-    from tagalign.classify import DEFAULT_RECIPE, get_classifier
-    from tagalign.classify.metrics import report
+    from tagalign.classify import CLASSIFIERS, DEFAULT_RECIPE
+    from tagalign.workflows import train_classifier
 
     runtime = make_runtime(threads)  # the classifier's and the subject project's threads
     for what, path in (("training records", train_src), ("dev records", dev),
@@ -118,33 +109,22 @@ def train(
     if (recipe == STACK) != (subjects_project is not None):
         refuse(f"--subjects-project goes with --recipe {STACK} (and {STACK} needs it)")
     label_list = _label_set(label_set)
-    clf = get_classifier(recipe, runtime, **parse_params(param, config))
+    params = parse_params(param, config)
+    CLASSIFIERS.lookup(recipe).check_params(params)  # before any record is read
     train_ex = _examples(train_src, labels, strict=strict, require_labels=True,
                          what="training records")
     dev_ex = _examples(dev, labels, strict=strict, require_labels=True,
                        what="dev records") if dev else None
+    project = records = None
     if recipe == STACK:
-        from tagalign.project.domains import check_held_out
-
         project = _subject_project(subjects_project, runtime)
-        clf.bind(project.vocab)
-        clf.subjects_project_ = str(subjects_project.resolve())
-        if dev_ex:
-            check_held_out(project, dev_ex)
-            _suggest_into(project, dev_ex, clf.params["top_k"], dev)
-        if clf.params["held_out"]:
-            from tagalign.project.domains import held_out_examples
-
-            clf.held_out_examples = held_out_examples(project, train_ex, clf.params["top_k"])
-            console.log(f"{len(clf.held_out_examples)} training records the subject project "
-                        "held out join the stacker's records (the text model does not learn "
-                        "from them)" if clf.held_out_examples else "the subject project keeps "
-                        "no held-out evidence: the stacker learns from the dev records alone")
-    t0 = time.perf_counter()
+        records = _records_by_id(dev) if dev_ex else None
     with progress() as bar:
-        clf.progress = PhaseBars(bar)
-        clf.fit(train_ex, dev_ex, labels=label_list)
-    seconds = time.perf_counter() - t0
+        done = train_classifier(model_dir, train_ex, dev_ex, recipe=recipe, params=params,
+                                labels=label_list, label_field=labels,
+                                subjects_project=project, dev_records=records,
+                                progress=PhaseBars(bar), runtime=runtime)
+    clf = done.classifier
     if clf.thresholds_["tuned_on"] == "holdout":
         console.print(f"no --dev: thresholds tuned on {clf.thresholds_['tuned_on_records']} "
                       "held-out training records (a seeded 10%, not trained on); no dev "
@@ -155,19 +135,10 @@ def train(
                       "project held out (out-of-fold micro-F1 "
                       f"{clf.thresholds_['held_out_micro_f1_' + clf.default_decision]:.4f}); no dev "
                       "scores reported", soft_wrap=True)
-    extra: dict = {"train_seconds": round(seconds, 1), "label_field": labels}
-    if dev_ex:
-        # a stacker learned on dev is scored out of fold (each record by the stacker of the
-        # other folds): its dev figures are not read off the records it learned
-        probs = clf.tuning_scores_ if recipe == STACK else clf.predict_proba(dev_ex)
-        scores = report(clf.labels_.matrix(dev_ex), clf.decide(probs),
-                        clf.labels_.labels, [ex.language for ex in dev_ex])
-        extra["dev_scores"] = {k: scores[k] for k in ("n", "micro_f1", "macro_f1",
-                                                      "by_language")}
-        _print_summary(scores)
-    clf.save(model_dir, extra)
+    if done.dev_scores is not None:
+        _print_summary(done.dev_scores)
     console.log(f"[bold green]trained[/] {clf.name} ({len(clf.labels_)} labels) in "
-                f"{seconds:.0f} s → {model_dir}")
+                f"{done.seconds:.0f} s → {model_dir}")
 
 
 @classify_app.command("predict")

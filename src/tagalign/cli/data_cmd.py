@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import typer
+from rich.progress import TaskID
 
 from tagalign.cli.app import console, data_app
 from tagalign.cli.common import progress
@@ -23,7 +24,7 @@ def download(
     Example: tagalign data download --out data/llms4subjects && TAGALIGN_DATA=data/llms4subjects make demo
     """
     with progress() as bar:
-        tasks: dict[str, int] = {}
+        tasks: dict[str, TaskID] = {}
 
         def on_progress(phase: str, done: int, total: int) -> None:
             if phase not in tasks:

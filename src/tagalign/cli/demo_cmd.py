@@ -10,7 +10,8 @@ import typer
 from tagalign.cli.app import app, console
 from tagalign.cli.suggest_cmd import print_suggestions
 from tagalign.demo import EXAMPLES, data_dir, load_demo_vocabulary, sample_records
-from tagalign.project import DEFAULT_RECIPE, Project
+from tagalign.project import DEFAULT_RECIPE, Project, Tagger
+from tagalign.suggest import SuggestRequest
 
 
 @app.command()
@@ -41,9 +42,10 @@ def demo(
                       "vocabulary alone (label matching).[/]")
         project = Project.create(project_dir, vocab, "lexical", overwrite=True)
         project.train([], resume=False)
-    for rec, rows in zip(EXAMPLES, project.suggest(EXAMPLES, limit=10), strict=True):
+    answers = Tagger(project).tag(EXAMPLES, SuggestRequest(limit=10, quality=False))
+    for rec, tagged in zip(EXAMPLES, answers, strict=True):
         console.rule(f"[bold]{rec.title}[/] ({rec.language})")
-        print_suggestions(rows)
+        print_suggestions(tagged.suggestions)
     console.log(f"demo finished in {time.perf_counter() - t0:.0f} s; project in {project_dir}")
     # learning is off by default (as in Annif); the demo's server shows the feedback loop
     console.print(f"Try the web page with accept/reject: [bold]tagalign serve {project_dir} "

@@ -31,12 +31,13 @@ from tagalign.predictions import (
     review_path,
     tag_records,
 )
-from tagalign.project import Project
+from tagalign.project import Project, Tagger
 from tagalign.project.jobs import DEFAULT_JOBS, TaggingJobs
 from tagalign.records import BadInputError, InputReport, Record, read_records
 from tagalign.records.loaders import guess_format
 from tagalign.records.marc.reader import iter_marc_records
 from tagalign.runtime import DEFAULT_LIMIT, Runtime
+from tagalign.suggest import SuggestRequest
 from tagalign.vocab.rules import read_id_file
 
 MAX_WARNINGS_SHOWN = 10
@@ -138,14 +139,16 @@ def suggest(
         from tagalign.project.domains import attach
 
         project = attach(project, domains)
+    request = SuggestRequest(limit=limit, threshold=threshold, exclude=exclude,
+                             domains=project.domain_model is not None)
     if title is not None:
         rec = Record(id="cli", title=title, abstract=abstract, language=language)
-        return suggest_one(project, rec, limit, threshold, exclude)
+        return suggest_one(project, rec, request)
     if release_above is not None and review is None:
         review = review_path(output)
-    suggest_file(project, input, output, limit=limit, threshold=threshold,
+    suggest_file(project, input, output, request,
                  batch_size=batch_size, strict=strict, resume=resume,
-                 release_above=release_above, review=review, exclude=exclude,
+                 release_above=release_above, review=review,
                  fmt=fmt, merge=merge, agency=agency, jobs=jobs)
 
 
@@ -179,10 +182,8 @@ def load_trained(project_dir: Path, mmap: bool = False, runtime: Runtime | None 
     return project
 
 
-def suggest_one(project: Project, rec: Record, limit: int | None, threshold: float | None,
-                exclude: frozenset[str] = frozenset()) -> None:
-    tagged = project.tag([rec], limit, threshold, exclude,
-                         domains=project.domain_model is not None)[0]
+def suggest_one(project: Project, rec: Record, request: SuggestRequest) -> None:
+    tagged = Tagger(project).tag([rec], request)[0]
     if tagged.warning:
         console.print(f"[yellow]warning:[/] {tagged.warning}")
     if tagged.suggestions:
@@ -195,13 +196,13 @@ def suggest_one(project: Project, rec: Record, limit: int | None, threshold: flo
                   f"precision {tagged.quality.precision:.2f}")
 
 
-def suggest_file(project: Project, input: Path, output: Path, *, limit: int | None,
-                 threshold: float | None, batch_size: int, strict: bool, resume: bool,
+def suggest_file(project: Project, input: Path, output: Path, request: SuggestRequest, *,
+                 batch_size: int, strict: bool, resume: bool,
                  release_above: float | None = None, review: Path | None = None,
-                 exclude: frozenset[str] = frozenset(), fmt: str = "jsonl",
-                 merge: bool = False, agency: str | None = None, jobs: int = 1) -> None:
+                 fmt: str = "jsonl", merge: bool = False, agency: str | None = None,
+                 jobs: int = 1) -> None:
     """Tag every record of ``input`` into ``output`` (and ``review``, see `tag_records`)
-    as ``fmt`` (JSONL or MARC, `open_prediction_stream`); exit status 1 on a failed run or a
+    as ``request`` asks, as ``fmt`` (JSONL or MARC, `open_prediction_stream`); exit status 1 on a failed run or a
     malformed record under ``strict``, 130 on Ctrl-C, 0 otherwise."""
     must_exist(input, f"records not found: {input}")
     source = input if merge else None
@@ -221,9 +222,9 @@ def suggest_file(project: Project, input: Path, output: Path, *, limit: int | No
     report = InputReport(strict=strict)
     try:
         # the jobs are forked first, before the progress bar's thread starts
-        with TaggingJobs(project, jobs) as tagger:
-            _tag_all(tagger, input, stream, report, counts, limit, threshold, batch_size,
-                     side, release_above, exclude, merge)
+        with TaggingJobs(Tagger(project), jobs) as tagger:
+            _tag_all(tagger, input, stream, report, counts, request, batch_size,
+                     side, release_above, merge)
     except BaseException as exc:
         stream.close()
         if side is not None:
@@ -249,10 +250,9 @@ def suggest_file(project: Project, input: Path, output: Path, *, limit: int | No
 
 
 def _tag_all(tagger: TaggingJobs, input: Path, stream: PredictionStream, report: InputReport,
-             counts: TagCounts, limit: int | None, threshold: float | None, batch_size: int,
+             counts: TagCounts, request: SuggestRequest, batch_size: int,
              review: PredictionStream | None = None,
-             release_above: float | None = None,
-             exclude: frozenset[str] = frozenset(), merge: bool = False) -> None:
+             release_above: float | None = None, merge: bool = False) -> None:
     t0 = time.perf_counter()
     shown = 0
 
@@ -272,14 +272,11 @@ def _tag_all(tagger: TaggingJobs, input: Path, stream: PredictionStream, report:
         # --merge: read by the same decoder that the output stream re-reads the input with
         records = (rec for _, rec in iter_marc_records(input, report)) if merge \
             else read_records(input, report=report)
-        options = {"limit": limit, "threshold": threshold, "exclude": tuple(exclude),
-                   "domains": tagger.project.domain_model is not None}
-        tag_records(records, lambda chunk: tagger.tag(chunk, **options), stream, counts,
+        tag_records(records, lambda chunk: tagger.submit(chunk, request), stream, counts,
                     batch_size, on_batch=on_batch, on_warning=warn, review=review,
                     release_above=release_above,
                     # with jobs, the next batch is tagged while one is written
-                    submit=(lambda chunk: tagger.submit(chunk, **options))
-                    if tagger.forked else None)
+                    overlap=tagger.forked)
 
 
 def print_suggestions(rows) -> None:

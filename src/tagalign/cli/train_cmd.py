@@ -9,24 +9,12 @@ import typer
 
 from tagalign.cli.app import app, console, must_exist, out, refuse
 from tagalign.cli.common import MACHINE_HELP, load_records, make_runtime, parse_params
-from tagalign.evaluate import evaluate, report_tables
-from tagalign.project import DEFAULT_LIMIT, DEFAULT_RECIPE, Project, feedback_location
+from tagalign.evaluate import report_tables
+from tagalign.project import DEFAULT_RECIPE, Project
 from tagalign.recipes import get_recipe, recipe_names
-from tagalign.records import InputReport, Record
+from tagalign.records import InputReport
 from tagalign.runtime import Runtime
 from tagalign.vocab import load_vocabulary
-
-
-def _feedback_records(project: Project, feedback_db: str | None) -> list[Record]:
-    """Records librarians confirmed through `tagalign serve`, found where serve keeps them
-    (`tagalign.project.feedback_location`; none if no store exists)."""
-    from tagalign.serve.feedback import FeedbackStore, sqlite_file
-
-    url, key = feedback_location(project.path, project.feedback_db, feedback_db)
-    db = sqlite_file(url)
-    if db is not None and not db.exists():
-        return []
-    return list(FeedbackStore(url).confirmed_records(key))
 
 
 def _from_projects_file(source: Path, project_id: str, overwrite: bool,
@@ -98,21 +86,15 @@ def train(
                                  runtime=runtime)
     records = load_records(train_src, vocab=project.vocab, strict=strict, limit=limit_train,
                            description="training records", machine_subjects=machine_subjects)
-    if feedback:
-        extra = _feedback_records(project, feedback_db)
-        if extra:
-            console.log(f"+ {len(extra)} records confirmed by librarians")
-            records += extra
     dev_records = load_records(dev, vocab=project.vocab, strict=strict,
                                description="dev records",
                                machine_subjects=machine_subjects) if dev else None
-    t0 = time.perf_counter()
-    project.train(records, resume=resume)
+    # here, not at start-up: the feedback store's SQLAlchemy loads for this command only
+    from tagalign.workflows import train_project
+
+    done = train_project(project, records, dev_records, resume=resume, feedback=feedback,
+                         feedback_db=feedback_db)
     console.log(f"[bold green]trained[/] {project.config['recipe']} in "
-                f"{time.perf_counter() - t0:.0f} s → {project_dir}")
-    if dev_records:
-        preds = project.suggest(dev_records, limit=DEFAULT_LIMIT)
-        scores = evaluate(dev_records, {r.id: [s.id for s in row]
-                                        for r, row in zip(dev_records, preds, strict=True)})
-        project.set_scores(scores["overall"])
-        out.print(report_tables(scores))
+                f"{done.seconds:.0f} s → {project_dir}")
+    if done.dev_scores is not None:
+        out.print(report_tables(done.dev_scores))

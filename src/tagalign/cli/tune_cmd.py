@@ -19,8 +19,9 @@ from tagalign.errors import MissingExtraError
 from tagalign.evaluate.optimize import LIMITS, METRICS, GridResult, grid_search, plot_pareto
 from tagalign.evaluate.selection import ScoredHits
 from tagalign.io import atomic_text
-from tagalign.project import Project
+from tagalign.project import Project, Tagger
 from tagalign.records import Record
+from tagalign.suggest import SuggestRequest
 from tagalign.suggest.sources.base import record_languages
 
 DEPTH = max(LIMITS)
@@ -29,7 +30,8 @@ out = Console()  # results on stdout; progress and logs go to `console` (stderr)
 
 def _scored(project: Project, records: list[Record]) -> ScoredHits:
     start = time.perf_counter()
-    rows = project.suggest(records, limit=DEPTH, threshold=0.0)
+    rows = [t.suggestions for t in Tagger(project).tag(
+        records, SuggestRequest(limit=DEPTH, threshold=0.0, quality=False))]
     console.log(f"suggested for {len(records)} records in {time.perf_counter() - start:.1f} s "
                 f"(one pass, limit {DEPTH})")
     return ScoredHits.build([set(r.subjects) for r in records],

@@ -13,14 +13,12 @@ from pathlib import Path
 
 from tagalign.io import BadInputError, InputReport
 from tagalign.predictions.stream import PredictionStream
-from tagalign.records import EMPTY_WARNING, Record, check_record
+from tagalign.records import EMPTY_WARNING, Checked, Record, check_record
 from tagalign.suggest import Tagged
 
-#: records → one `Tagged` each, e.g. `Project.tag`
-SuggestBatch = Callable[[Sequence[Record]], list[Tagged]]
-#: records → a call that waits for their `Tagged` (`tagalign.project.jobs.TaggingJobs.submit`):
-#: the next batch is read and started while one is tagged
-SubmitBatch = Callable[[Sequence[Record]], Callable[[], list[Tagged]]]
+#: checked records → a call that waits for their `Tagged`, one each
+#: (`tagalign.project.jobs.TaggingJobs.submit`)
+SubmitBatch = Callable[[Sequence[Checked]], Callable[[], list[Tagged]]]
 
 
 def review_path(path: Path | str) -> Path:
@@ -60,22 +58,24 @@ class TagCounts:
         return f"{self.read} records read: " + ", ".join(parts)
 
 
-def tag_records(records: Iterable[Record], suggest: SuggestBatch, stream: PredictionStream,
+def tag_records(records: Iterable[Record], submit: SubmitBatch, stream: PredictionStream,
                 counts: TagCounts, batch_size: int,
                 on_batch: Callable[[TagCounts], None] | None = None,
                 on_warning: Callable[[str, str], None] | None = None,
                 review: PredictionStream | None = None,
                 release_above: float | None = None,
-                submit: SubmitBatch | None = None) -> None:
-    """Tag ``records`` into ``stream`` (opened); ``on_batch`` after each flushed batch,
-    ``on_warning(record id, warning)`` for an empty or truncated record. A `BadInputError`
-    from ``records`` (strict reading) still writes the batch read before it, then rises.
-    ``review`` (opened) and ``release_above``: see the module docstring.
+                overlap: bool = False) -> None:
+    """Tag ``records`` into ``stream`` (opened) by ``submit``, batch by batch; ``on_batch``
+    after each flushed batch, ``on_warning(record id, warning)`` for an empty or truncated
+    record. Each record is checked as it is read (`check_record`: a huge text is cut then,
+    not when its batch is tagged) and handed on checked, so it is checked once. A
+    `BadInputError` from ``records`` (strict reading) still writes the batch read before
+    it, then rises. ``review`` (opened) and ``release_above``: see the module docstring.
 
-    ``submit`` (instead of ``suggest``, which is then not called): a batch is started, and
-    the one before it written when done, so the processes tagging never wait for the
-    writing and reading between two batches. A failure loses only the batches not yet
-    done; each done batch is flushed as before."""
+    ``overlap`` (forked jobs): a batch is started, and the one before it written when
+    done, so the processes tagging never wait for the writing and reading between two
+    batches. A failure loses only the batches not yet done; each done batch is flushed as
+    before. Without it each batch is written before the next is started."""
     if (review is None) != (release_above is None):
         raise ValueError("give both review and release_above, or neither")
 
@@ -87,9 +87,9 @@ def tag_records(records: Iterable[Record], suggest: SuggestBatch, stream: Predic
         counts.review += not released
         return stream if released else review
 
-    def write(chunk: list[Record], answers: list[Tagged]) -> None:
-        for rec, tagged in zip(chunk, answers, strict=True):
-            warning = cut.pop(rec.id, None) or tagged.warning
+    def write(chunk: list[Checked], answers: list[Tagged]) -> None:
+        for (rec, _), tagged in zip(chunk, answers, strict=True):
+            warning = tagged.warning
             target(tagged).write(rec.id, tagged.suggestions, tagged.quality, tagged.domains)
             counts.tagged += 1
             if warning:
@@ -103,7 +103,7 @@ def tag_records(records: Iterable[Record], suggest: SuggestBatch, stream: Predic
         if on_batch is not None:
             on_batch(counts)
 
-    flying: list[tuple[list[Record], Callable[[], list[Tagged]]]] = []  # started, not written
+    flying: list[tuple[list[Checked], Callable[[], list[Tagged]]]] = []  # started, not written
     flying_ids: set[str] = set()
 
     def finish() -> None:
@@ -113,18 +113,17 @@ def tag_records(records: Iterable[Record], suggest: SuggestBatch, stream: Predic
             write(chunk, answers())
             flying_ids.clear()
 
-    def run(chunk: list[Record]) -> None:
-        if submit is None:
-            write(chunk, suggest(chunk))
+    def run(chunk: list[Checked]) -> None:
+        if not overlap:
+            write(chunk, submit(chunk)())
             return
         answers = submit(chunk)  # started before the batch before it is written
         finish()
         flying.append((chunk, answers))
-        flying_ids.update(r.id for r in chunk)
+        flying_ids.update(r.id for r, _ in chunk)
 
-    chunk: list[Record] = []
+    chunk: list[Checked] = []
     pending: set[str] = set()  # ids in `chunk`
-    cut: dict[str, str] = {}  # truncation warnings of the records in `chunk`
     done = [stream.done] if review is None else [stream.done, review.done]
     resumed = set().union(*done)  # ids finished by an earlier run
     try:
@@ -139,10 +138,7 @@ def tag_records(records: Iterable[Record], suggest: SuggestBatch, stream: Predic
                 pending.add(rec.id)
                 # cut huge texts now, not when the batch is tagged: a batch of 20 MB
                 # abstracts would otherwise sit in memory whole
-                rec, warning = check_record(rec)
-                if warning is not None and warning != EMPTY_WARNING:
-                    cut[rec.id] = warning
-                chunk.append(rec)
+                chunk.append(check_record(rec))
                 if len(chunk) >= batch_size:
                     run(chunk)
                     chunk, pending = [], set()

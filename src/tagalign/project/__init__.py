@@ -1,6 +1,7 @@
 """A `Project`: one folder holding a vocabulary, a recipe's config and its trained model
 (`folder.py`), the folder's names, errors and config settings (`config.py`), how it is
-served (`serving.py`) and which model it holds (`version.py`)."""
+served (`serving.py`) and which model it holds (`version.py`); its `Tagger` (`tagger.py`),
+which tags records as a `SuggestRequest` asks, in forked jobs with `jobs.py`."""
 
 from tagalign.errors import NotTrainedError
 from tagalign.project.config import (
@@ -21,6 +22,7 @@ from tagalign.project.config import (
 )
 from tagalign.project.folder import Project
 from tagalign.project.serving import ServingSettingError, ServingSettings
+from tagalign.project.tagger import Tagger
 from tagalign.project.version import ModelVersion, model_version
 from tagalign.recipes import ReadOnlyError
 
@@ -28,5 +30,5 @@ __all__ = ["BY_LANGUAGE", "CONFIG_NAME", "DEFAULT_LIMIT", "DEFAULT_RECIPE", "FEE
            "MODEL_DIR", "TUNED", "WORK_DIR", "LearningNotAllowedError", "ModelVersion",
            "NotAProjectError",
            "NotTrainedError", "Project", "ProjectError", "ProjectExistsError", "ReadOnlyError",
-           "ServingSettingError", "ServingSettings",
+           "ServingSettingError", "ServingSettings", "Tagger",
            "config_defaults", "feedback_location", "model_version"]

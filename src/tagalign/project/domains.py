@@ -11,7 +11,7 @@ runs the project and feeds them in:
   suggestions for records the project saw would trust them too much. The training
   records the project itself held out (the hybrid's split B) join the stacker's records
   with the suggestions the project kept for them (`held_out_examples`);
-* suggesting (`tagalign suggest --domains`, ``/tagalign/v1``, the page): `Project.tag`
+* suggesting (`tagalign suggest --domains`, ``/tagalign/v1``, the page): `Tagger.tag`
   asks the recipe for the top ``top_k`` the stacker was trained on in the same pass as the
   returned subjects (however small ``--limit`` is) and hands them to `DomainModel.predict`.
 
@@ -30,7 +30,7 @@ from tagalign.classify import Classifier, Example
 from tagalign.classify.stack import SubjectStackClassifier
 from tagalign.errors import ConflictError, InputError
 from tagalign.records import EMPTY_WARNING, Record, check_record
-from tagalign.suggest import Neighbours, Suggestion
+from tagalign.suggest import Neighbours, Suggestion, SuggestRequest
 from tagalign.vocab import Vocabulary
 
 if TYPE_CHECKING:
@@ -136,13 +136,13 @@ def suggest_into(project: Project, examples: Sequence[Example], depth: int,
                              Record(id=ex.id, title=ex.text, language=ex.language))
                 for ex in chunk]
         todo = [i for i, (_, warning) in enumerate(recs) if warning != EMPTY_WARNING]
-        # threshold None: no cut and no quality estimate, the lists `suggest` returns
-        rows = recipe.suggest_deeper([recs[i][0] for i in todo], depth, None, depth) \
-            if todo else []
+        # no cut and no quality estimate: the plain lists, with their neighbour records
+        rows = recipe.suggest([recs[i][0] for i in todo], SuggestRequest(
+            limit=depth, threshold=0.0, quality=False, neighbours=True)) if todo else []
         for ex in chunk:
             ex.suggested, ex.neighbours = [], {}
-        for i, (_, _, row, nbrs) in zip(todo, rows, strict=True):
-            chunk[i].suggested = [(s.id, float(s.score)) for s in row]
-            chunk[i].neighbours = nbrs
+        for i, tagged in zip(todo, rows, strict=True):
+            chunk[i].suggested = [(s.id, float(s.score)) for s in tagged.suggestions]
+            chunk[i].neighbours = tagged.neighbours or {}
         if on_batch is not None:
             on_batch(start + len(chunk), len(examples))

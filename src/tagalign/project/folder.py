@@ -16,7 +16,7 @@ from __future__ import annotations
 import copy
 import shutil
 import time
-from collections.abc import Collection, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -24,7 +24,6 @@ from tagalign.errors import (
     InputError,
     NotTrainedError,  # also imported from here (`tagalign.serve`)
     TagalignError,
-    UsageError,
 )
 from tagalign.io import read_json, versions, write_json_atomic
 from tagalign.project.config import (
@@ -46,11 +45,9 @@ from tagalign.project.version import ModelVersion, model_version
 from tagalign.recipes import ReadOnlyError, Recipe, get_recipe, read_only_message
 from tagalign.recipes.saved import now as _now
 from tagalign.recipes.saved import update_params
-from tagalign.records import EMPTY_WARNING, Record, check_record
+from tagalign.records import Record
 from tagalign.runtime import Runtime
-from tagalign.suggest import Suggestion, Tagged, keep_above
-from tagalign.text import guess_language
-from tagalign.vocab import Vocabulary, normalize_subject_id
+from tagalign.vocab import Vocabulary
 from tagalign.vocab.rules import SubjectRules
 
 if TYPE_CHECKING:  # loading one imports the classifiers (and torch): only when attached
@@ -366,112 +363,13 @@ class Project:
         self.recipe = self._load_model()
         self.recipe.params_saved(self.path / MODEL_DIR)
 
-    # -- suggesting --------------------------------------------------------------------
+    # -- suggesting (`tagalign.project.Tagger`) ----------------------------------------
     @property
     def excluded(self) -> frozenset[str]:
         """Subject ids the project's rules exclude (computed once per rules object)."""
         if self._excluded is None or self._excluded[0] is not self.rules:
             self._excluded = (self.rules, self.rules.excluded(self.vocab))
         return self._excluded[1]
-
-    def suggest(self, records: Sequence[Record], limit: int | None = None,
-                threshold: float | None = None, exclude: Collection[str] = (), *,
-                jobs: int = 1, batch_size: int = 512) -> list[list[Suggestion]]:
-        """Ranked suggestions per record (none for a record without text; see
-        `suggest_with_warnings` for the reasons and the defaults). ``jobs`` other than 1:
-        in that many processes forked from this one (0: one per core), ``batch_size``
-        records at a time, as `tagalign suggest --jobs` tags a file
-        (`tagalign.project.jobs`); the same answers."""
-        if jobs == 1:
-            return [row for row, _ in self.suggest_with_warnings(records, limit, threshold,
-                                                                 exclude)]
-        from tagalign.project.jobs import TaggingJobs
-
-        with TaggingJobs(self, jobs) as tagger:
-            # every batch is queued at once: the jobs never wait between two
-            waiting = [tagger.submit(records[start:start + batch_size], limit, threshold,
-                                     tuple(exclude), estimate=False)
-                       for start in range(0, len(records), batch_size)]
-            return [t.suggestions for answers in waiting for t in answers()]
-
-    def suggest_with_warnings(self, records: Sequence[Record], limit: int | None = None,
-                              threshold: float | None = None, exclude: Collection[str] = (),
-                              *, fallback_limit: int = DEFAULT_LIMIT
-                              ) -> list[tuple[list[Suggestion], str | None]]:
-        """``(suggestions, warning)`` per record (see `tag`; no quality is estimated)."""
-        return [(t.suggestions, t.warning) for t in self.tag(
-            records, limit, threshold, exclude, fallback_limit=fallback_limit,
-            estimate=False)]
-
-    def tag(self, records: Sequence[Record], limit: int | None = None,
-            threshold: float | None = None, exclude: Collection[str] = (), *,
-            fallback_limit: int = DEFAULT_LIMIT, estimate: bool = True,
-            domains: bool = False) -> list[Tagged]:
-        """Suggestions, warning and quality estimate per record. Degenerate records never
-        reach the recipe as they are (`tagalign.records.check_record`): empty text gets no
-        suggestions, no quality and `EMPTY_WARNING`; text over `MAX_TEXT_CHARS` is cut,
-        with a warning saying so. The quality is None when the recipe has no estimator.
-
-        A ``limit`` or ``threshold`` of None takes the project's value for the record's
-        language (`defaults`: the projects file's, else the saved one, else
-        ``fallback_limit`` and 0).
-
-        ``exclude``: subject ids (or GND URIs) never returned for these records, on top of
-        the project's rules; the ``limit`` is still filled from the other subjects. With
-        exclusions the quality estimate describes the list before them (the estimator
-        learned the score profiles of whole lists; the recipe runs again for the lists that
-        held an excluded subject).
-        ``estimate=False``: no quality wanted (the estimator does not run).
-        ``domains``: each record's domains too (`Tagged.domains`, from the attached
-        ``domains`` model), read off the same ranking as the subjects, before exclusions."""
-        self.trained_recipe()
-        model = self.domain_model if domains else None
-        if domains and model is None:
-            raise UsageError(f"project {self.path.name} has no domain model attached")
-        banned = self.excluded
-        if exclude:
-            banned = banned | {normalize_subject_id(i) for i in exclude}
-        checked = [check_record(r) for r in records]
-        out = [Tagged([], warning) for _, warning in checked]
-        todo = [i for i, (_, warning) in enumerate(checked) if warning != EMPTY_WARNING]
-        if todo:
-            groups: dict[tuple[int, float], list[int]] = {}  # records cut alike
-            for i in todo:
-                groups.setdefault(self._cut(checked[i][0], limit, threshold, fallback_limit),
-                                  []).append(i)
-            for (n, cut), idx in groups.items():
-                recs = [checked[i][0] for i in idx]
-                if model is not None:  # one ranking, deep enough for the domain model
-                    rows = self.recipe.suggest_deeper(recs, n, cut, model.depth)
-                    for i, found in zip(idx, model.predict(recs, [r[2] for r in rows],
-                                                           [r[3] for r in rows]),
-                                        strict=True):
-                        out[i].domains = found
-                elif estimate:
-                    rows = self.recipe.suggest_with_quality(recs, limit=n, threshold=cut)
-                if model is not None or estimate:
-                    for i, (row, quality, *_) in zip(idx, rows, strict=True):
-                        out[i].suggestions, out[i].quality = row, quality if estimate else None
-                    # only lists that hold an excluded subject are made again
-                    idx = [i for i in idx if any(x.id in banned for x in out[i].suggestions)]
-                    recs = [checked[i][0] for i in idx]
-                if idx:
-                    for i, row in zip(idx, self.recipe.suggest_excluding(recs, n, banned),
-                                      strict=True):
-                        out[i].suggestions = keep_above(row, cut)
-        return out
-
-    def _cut(self, record: Record, limit: int | None, threshold: float | None,
-             fallback_limit: int) -> tuple[int, float]:
-        if limit is not None and threshold is not None:
-            return limit, threshold
-        lang = None
-        if self.config.get(BY_LANGUAGE):  # guessing costs time: only when it matters
-            lang = record.language if record.language in self.config[BY_LANGUAGE] \
-                else guess_language(record.text)
-        saved_limit, saved_threshold = self.defaults(lang, fallback_limit)
-        return (saved_limit if limit is None else limit,
-                saved_threshold if threshold is None else threshold)
 
     def info(self) -> dict[str, Any]:
         c = self.config

@@ -12,8 +12,8 @@ on 2 cores, 2 jobs of one thread each. A job with one thread starts no thread po
 process forked after the parent used its pools (a benchmark that trained first) does not
 inherit pools whose threads it lacks (`Runtime.after_fork` drops them).
 
-Each `TaggingJobs.tag` call splits its records into one contiguous slice a job and
-returns the answers in the records' order, equal to `Project.tag`'s.
+Each `TaggingJobs.submit` call splits its records into contiguous slices sent to the
+jobs and returns the answers in the records' order, equal to `Tagger.tag`'s.
 """
 
 from __future__ import annotations
@@ -28,14 +28,11 @@ import sys
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
-from typing import TYPE_CHECKING, Any
 
 from tagalign.errors import TagalignError
-from tagalign.records import Record
-from tagalign.suggest import Tagged
-
-if TYPE_CHECKING:
-    from tagalign.project.folder import Project
+from tagalign.project.tagger import Tagger
+from tagalign.records import Checked, Record
+from tagalign.suggest import SuggestRequest, Tagged
 
 #: Linux's ``prctl`` option: a signal sent to this process when its parent ends
 _PR_SET_PDEATHSIG = 1
@@ -48,9 +45,9 @@ DEFAULT_JOBS = 0
 #: finished), large enough for the pipeline's batched steps (measured: docs/benchmarks.md)
 SLICE = 128
 
-#: the project the forked jobs tag with (set before they are forked: a loaded model
+#: the tagger the forked jobs tag with (set before they are forked: a loaded model
 #: cannot be sent to a process, it is inherited)
-_PROJECT: Project | None = None
+_TAGGER: Tagger | None = None
 #: a job's thread that tags (`_start`)
 _RUNNER: ThreadPoolExecutor | None = None
 
@@ -100,27 +97,29 @@ def _start(threads: int, parent: int) -> None:
     global _RUNNER
     _die_with_parent(parent)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    assert _PROJECT is not None
-    _PROJECT.runtime.after_fork(threads)
+    assert _TAGGER is not None
+    _TAGGER.project.runtime.after_fork(threads)
     _RUNNER = ThreadPoolExecutor(1, thread_name_prefix="tagalign-job",
-                                 initializer=_PROJECT.runtime.apply)
+                                 initializer=_TAGGER.project.runtime.apply)
 
 
 def _ready() -> int:
     return os.getpid()
 
 
-def _tag(records: Sequence[Record], kwargs: dict[str, Any]) -> list[Tagged]:
-    assert _PROJECT is not None and _RUNNER is not None
-    return _RUNNER.submit(_PROJECT.tag, records, **kwargs).result()
+def _tag(records: Sequence[Record | Checked], request: SuggestRequest) -> list[Tagged]:
+    assert _TAGGER is not None and _RUNNER is not None
+    return _RUNNER.submit(_TAGGER.tag, records, request).result()
 
 
 class TaggingJobs:
-    """``with TaggingJobs(project, jobs) as jobs: jobs.tag(records, …)``: `Project.tag` in
-    ``jobs`` forked processes (0: one per core; 1: in this process, no fork)."""
+    """``with TaggingJobs(tagger, jobs) as jobs: jobs.submit(records, request)()``:
+    `Tagger.tag` in ``jobs`` forked processes (0: one per core; 1: in this process, no
+    fork)."""
 
-    def __init__(self, project: Project, jobs: int = 0):
-        self.project = project
+    def __init__(self, tagger: Tagger, jobs: int = 0):
+        self.tagger = tagger
+        self.project = tagger.project
         self.jobs = resolve_jobs(jobs)
         self._pool: ProcessPoolExecutor | None = None
 
@@ -139,8 +138,8 @@ class TaggingJobs:
         self.close()
 
     def _start_pool(self) -> None:
-        global _PROJECT
-        _PROJECT = self.project
+        global _TAGGER
+        _TAGGER = self.tagger
         threads = max(1, self.project.runtime.n_threads // self.jobs)
         self._pool = ProcessPoolExecutor(self.jobs, multiprocessing.get_context("fork"),
                                          initializer=_start, initargs=(threads, os.getpid()))
@@ -156,26 +155,18 @@ class TaggingJobs:
         finally:
             gc.unfreeze()
 
-    def tag(self, records: Sequence[Record], limit: int | None = None,
-            threshold: float | None = None, exclude: Sequence[str] = (),
-            **kwargs: Any) -> list[Tagged]:
-        """`Project.tag` of ``records`` (same arguments, same answers, same order)."""
-        return self.submit(records, limit, threshold, exclude, **kwargs)()
-
-    def submit(self, records: Sequence[Record], limit: int | None = None,
-               threshold: float | None = None, exclude: Sequence[str] = (),
-               **kwargs: Any) -> Callable[[], list[Tagged]]:
-        """Start `tag` of ``records`` in the jobs; the call returned waits for the answers
-        (`tagalign.predictions.tagging.tag_records` starts the next batch meanwhile).
-        Without jobs the records are tagged here and now."""
-        kwargs = {"limit": limit, "threshold": threshold, "exclude": tuple(exclude),
-                  **kwargs}
+    def submit(self, records: Sequence[Record | Checked], request: SuggestRequest
+               ) -> Callable[[], list[Tagged]]:
+        """Start `Tagger.tag` of ``records`` in the jobs; the call returned waits for the
+        answers (same answers, same order; `tagalign.predictions.tagging.tag_records`
+        starts the next batch meanwhile). Without jobs the records are tagged here and
+        now."""
         if self._pool is None or len(records) < 2:
-            answers = self.project.tag(records, **kwargs)
+            answers = self.tagger.tag(records, request)
             return lambda: answers
         n = min(max(self.jobs, -(-len(records) // SLICE)), len(records))
         bounds = [len(records) * i // n for i in range(n + 1)]
-        futures: list[Future] = [self._pool.submit(_tag, list(records[lo:hi]), kwargs)
+        futures: list[Future] = [self._pool.submit(_tag, list(records[lo:hi]), request)
                                  for lo, hi in zip(bounds[:-1], bounds[1:], strict=True)]
 
         def answers() -> list[Tagged]:
@@ -190,8 +181,8 @@ class TaggingJobs:
 
     def close(self) -> None:
         """End the jobs (idempotent)."""
-        global _PROJECT
+        global _TAGGER
         pool, self._pool = self._pool, None
         if pool is not None:
             pool.shutdown(wait=True, cancel_futures=True)
-            _PROJECT = None
+            _TAGGER = None

@@ -9,6 +9,7 @@ from __future__ import annotations
 import uuid
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Collection, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -17,8 +18,8 @@ from tagalign.io import atomic_dir, read_json
 from tagalign.model_files import ModelFamily, now
 from tagalign.records import Record
 from tagalign.registry import Registry
-from tagalign.runtime import DEFAULT_LIMIT, Runtime
-from tagalign.suggest import Neighbours, Quality, Suggestion, keep_above
+from tagalign.runtime import Runtime
+from tagalign.suggest import Suggestion, SuggestRequest, Tagged, keep_above
 from tagalign.suggest.held_out import HeldOutEvidence
 from tagalign.vocab import Vocabulary
 
@@ -92,10 +93,47 @@ class Recipe(ModelFamily, ABC):
     def fit(self, records: Sequence[Record], *, workdir: Path) -> None:
         """Learn from ``records``; ``workdir`` holds finished phases so a rerun resumes."""
 
+    def suggest(self, records: Sequence[Record], request: SuggestRequest) -> list[Tagged]:
+        """The one way a recipe suggests: for each record (checked already:
+        `tagalign.records.check_record`), its top ``request.limit`` subjects scoring at
+        least ``request.threshold`` (None: 0), without ``request.exclude``, and what else
+        the request asks for (`SuggestRequest`). ``request.domains`` is the project's
+        matter (`tagalign.project.Tagger`), not the recipe's.
+
+        A recipe implements `_suggest` (the plain ranking) and, when it can say more (a
+        quality estimate, neighbour records), `_answer`; exclusions are handled here for
+        all: the answer is made without them (its quality, ``ranking`` and neighbours
+        describe that list), then only the lists that hold an excluded subject are made
+        again (`_excluding`)."""
+        if request.limit is None:
+            raise ValueError("a recipe suggests for a request with a limit")
+        threshold = request.threshold or 0.0
+        banned = request.exclude
+        if banned and not (request.quality or request.depth or request.neighbours):
+            # nothing but the lists wanted: the excluding run alone
+            return [Tagged(keep_above(row, threshold))
+                    for row in self._excluding(records, request.limit, banned)]
+        answers = self._answer(records, replace(request, exclude=frozenset()))
+        redo = [i for i, t in enumerate(answers) if any(s.id in banned for s in t.suggestions)]
+        if redo:
+            rows = self._excluding([records[i] for i in redo], request.limit, banned)
+            for i, row in zip(redo, rows, strict=True):
+                answers[i].suggestions = keep_above(row, threshold)
+        return answers
+
     @abstractmethod
-    def suggest(self, records: Sequence[Record], limit: int = DEFAULT_LIMIT
-                ) -> list[list[Suggestion]]:
-        """Ranked suggestions, best first, for each record."""
+    def _suggest(self, records: Sequence[Record], limit: int) -> list[list[Suggestion]]:
+        """Ranked suggestions, best first, ``limit`` at most, for each record (as Annif's
+        backends' ``_suggest``: `suggest` adds the rest)."""
+
+    def _answer(self, records: Sequence[Record], request: SuggestRequest) -> list[Tagged]:
+        """`suggest` without exclusions; here from one `_suggest` run deep enough for
+        ``depth``: no quality estimate (this recipe has no estimator), no neighbours."""
+        limit, threshold, depth = request.limit or 0, request.threshold or 0.0, request.depth
+        return [Tagged(keep_above(row[:limit], threshold),
+                       ranking=row[:depth] if depth else None,
+                       neighbours={} if request.neighbours else None)
+                for row in self._suggest(records, max(limit, depth))]
 
     # -- persistence: every model family's `save(folder)` / `load(folder, ...)` ---------
     def save(self, folder: Path) -> None:
@@ -158,8 +196,8 @@ class Recipe(ModelFamily, ABC):
         reloaded the model from ``folder``: a recipe whose saved parts depend on them
         brings those up to date (the hybrid's quality estimate)."""
 
-    def suggest_excluding(self, records: Sequence[Record], limit: int,
-                          banned: Collection[str]) -> list[list[Suggestion]]:
+    def _excluding(self, records: Sequence[Record], limit: int, banned: Collection[str]
+                   ) -> list[list[Suggestion]]:
         """The top ``limit`` per record with ``banned`` subject ids (if any) removed.
 
         At most ``len(banned)`` of a recipe's candidates can be banned, so asking for
@@ -167,13 +205,13 @@ class Recipe(ModelFamily, ABC):
         many. To keep a large exclusion (``exclude = "*"``) cheap, the request starts
         smaller and doubles only for the records whose list came back full yet short."""
         if not banned:
-            return self.suggest(records, limit=limit)
+            return self._suggest(records, limit)
         ceiling = limit + min(len(banned), len(self.vocab))
         k = min(ceiling, limit + max(limit, 16))
         out: list[list[Suggestion]] = [[] for _ in records]
         todo = list(range(len(records)))
         while todo:
-            rows = self.suggest([records[i] for i in todo], limit=k)
+            rows = self._suggest([records[i] for i in todo], k)
             again: list[int] = []
             for i, row in zip(todo, rows, strict=True):
                 kept = [s for s in row if s.id not in banned]
@@ -182,24 +220,6 @@ class Recipe(ModelFamily, ABC):
                     again.append(i)  # a full list: more candidates may exist further down
             todo, k = again, min(ceiling, 2 * k)
         return out
-
-    def suggest_with_quality(self, records: Sequence[Record], limit: int = DEFAULT_LIMIT,
-                             threshold: float = 0.0
-                             ) -> list[tuple[list[Suggestion], Quality | None]]:
-        """Suggestions scoring ≥ ``threshold`` and the estimated quality of that list per
-        record; a recipe without a quality estimator reports None, never a made-up value."""
-        return [(keep_above(row, threshold), None) for row in self.suggest(records, limit)]
-
-    def suggest_deeper(self, records: Sequence[Record], limit: int, threshold: float | None,
-                       depth: int) -> list[tuple[list[Suggestion], Quality | None,
-                                                 list[Suggestion], Neighbours]]:
-        """`suggest_with_quality` and, from the same pass, each record's top ``depth``
-        suggestions uncut by ``threshold`` (None: no cut, no quality estimate) and its
-        neighbour records by source (what a domain model reads beside the subjects,
-        `tagalign.project.domains`, however short the returned list is); a recipe that
-        searches no records gives none."""
-        return [(keep_above(row[:limit], threshold or 0.0), None, row[:depth], {})
-                for row in self.suggest(records, max(limit, depth))]
 
     def held_out_evidence(self) -> HeldOutEvidence | None:
         """Suggestions and neighbour records for training records from models that never

@@ -20,7 +20,6 @@ from tagalign.io import load_npy, save_npy_atomic
 from tagalign.params import NonNegative, Positive
 from tagalign.recipes.base import Recipe
 from tagalign.records import Record
-from tagalign.runtime import DEFAULT_LIMIT
 from tagalign.suggest import Suggestion
 
 DENSE_DEFAULTS: dict[str, Any] = {
@@ -125,8 +124,7 @@ class DenseRecipe(Recipe):
             out.append(sugg)
         return out
 
-    def suggest(self, records: Sequence[Record], limit: int = DEFAULT_LIMIT
-                ) -> list[list[Suggestion]]:
+    def _suggest(self, records: Sequence[Record], limit: int) -> list[list[Suggestion]]:
         if self.index_ is None:
             raise NotTrainedError(f"recipe {self.name}")
         emb = self.transform_records(self.encode_records(records), records)

@@ -95,8 +95,7 @@ class FocusedRecipe(NBFRecipe):
             self.models_[key] = (head, index.build(_normalised(
                 self.subject_index_vectors(head, vectors))))
 
-    def suggest(self, records: Sequence[Record], limit: int | None = None
-                ) -> list[list[Suggestion]]:
+    def _suggest(self, records: Sequence[Record], limit: int) -> list[list[Suggestion]]:
         if not self.models_:
             raise NotTrainedError(f"recipe {self.name}")
         limit = limit or self.params["top_k"]

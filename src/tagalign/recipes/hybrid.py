@@ -39,8 +39,8 @@ from tagalign.recipes.base import (
     register_recipe,
 )
 from tagalign.records import Record
-from tagalign.runtime import DEFAULT_LIMIT, Runtime
-from tagalign.suggest import Neighbours, Quality, Suggestion
+from tagalign.runtime import Runtime
+from tagalign.suggest import Suggestion, SuggestRequest, Tagged
 from tagalign.suggest.held_out import FOLDER as HELD_OUT
 from tagalign.suggest.held_out import HeldOutEvidence
 from tagalign.suggest.pipeline import HybridPipeline, candidate_count
@@ -161,7 +161,9 @@ class HybridRecipe(Recipe):
             if runtime.compile_ranker and self.pipeline_.ranker.compiled_ is None:
                 self.pipeline_.ranker.compile(runtime.cache_dir)
 
-    def _pipeline(self) -> HybridPipeline:
+    @property
+    def pipeline(self) -> HybridPipeline:
+        """The trained pipeline (`NotTrainedError` before `fit` or `load`)."""
         if self.pipeline_ is None:
             raise NotTrainedError("this hybrid recipe")
         return self.pipeline_
@@ -194,30 +196,19 @@ class HybridRecipe(Recipe):
         if self.read_only:  # mapped indexes and matrices cannot grow
             raise ReadOnlyError(read_only_message("this hybrid model"))
         with self._lock:
-            self._pipeline().learn(records, self.params["batch_size"])
+            self.pipeline.learn(records, self.params["batch_size"])
 
     # -- suggesting ------------------------------------------------------------------------
-    def suggest(self, records: Sequence[Record], limit: int = DEFAULT_LIMIT
-                ) -> list[list[Suggestion]]:
-        return [row for rows in self._batches(records)
-                for row in self._pipeline().suggest(rows, limit)]
+    def _suggest(self, records: Sequence[Record], limit: int) -> list[list[Suggestion]]:
+        return [t.suggestions for t in self._answer(
+            records, SuggestRequest(limit=limit, threshold=0.0, quality=False))]
 
-    def suggest_with_quality(self, records: Sequence[Record], limit: int = DEFAULT_LIMIT,
-                             threshold: float = 0.0
-                             ) -> list[tuple[list[Suggestion], Quality | None]]:
-        """As `suggest`, cut at ``threshold``, with the quality estimate of each list (None
-        with ``quality=false``)."""
-        return [row for rows in self._batches(records)
-                for row in self._pipeline().suggest_with_quality(rows, limit, threshold)]
-
-    def suggest_deeper(self, records: Sequence[Record], limit: int, threshold: float | None,
-                       depth: int) -> list[tuple[list[Suggestion], Quality | None,
-                                                 list[Suggestion], Neighbours]]:
-        """One ranking to ``max(limit, depth)`` per record: the quality estimate still
-        describes the top ``limit`` after ``threshold``; with each record's neighbour
-        records (the `tfidf_knn` and `emb_knn` searches of the same pass)."""
-        return [row for rows in self._batches(records)
-                for row in self._pipeline().suggest_deeper(rows, limit, threshold, depth)]
+    def _answer(self, records: Sequence[Record], request: SuggestRequest) -> list[Tagged]:
+        """The pipeline's answers (`HybridPipeline.suggest`: the quality estimate, with
+        ``quality=false`` None; the neighbour records of its `tfidf_knn` and `emb_knn`
+        searches), ``batch_size`` records at a time."""
+        return [t for rows in self._batches(records)
+                for t in self.pipeline.suggest(rows, request)]
 
     def held_out_evidence(self) -> HeldOutEvidence | None:
         """What the model says of the training records its ranker held out (split B),
@@ -228,7 +219,7 @@ class HybridRecipe(Recipe):
 
     def seen_record_ids(self) -> frozenset[str]:
         """The record memory's ids: every training record, and those learned since."""
-        return frozenset(self._pipeline().memory.ids)
+        return frozenset(self.pipeline.memory.ids)
 
     def _batches(self, records: Sequence[Record]) -> list[Sequence[Record]]:
         """``records`` in pieces of ``batch_size`` (bounded memory per piece)."""
@@ -254,7 +245,7 @@ class HybridRecipe(Recipe):
         """The sources run once, with `MAX_TUNED_CANDIDATES` each; a trial keeps each
         source's first k (`Candidates.truncate`, the same as running it with k), then the
         pipeline's one scoring function (`HybridPipeline.ranked`) runs again."""
-        pipe = self._pipeline()
+        pipe = self.pipeline
         widest = []
         for src in pipe.sources:
             if src.name in TOP_K_SOURCES:  # a copy: the serving sources stay as they are
@@ -282,7 +273,7 @@ class HybridRecipe(Recipe):
     def params_saved(self, folder: Path) -> None:
         """New `blend` weights (`tagalign hyperopt --save`): the quality estimator learns
         the scores now served, from the data it keeps, and is saved (atomically)."""
-        pipe = self._pipeline()
+        pipe = self.pipeline
         if pipe.retune_quality():
             with atomic_dir(folder / "quality") as tmp:
                 pipe.quality.save(tmp)
@@ -293,7 +284,7 @@ class HybridRecipe(Recipe):
 
     # -- persistence -----------------------------------------------------------------------
     def _save_state(self, path: Path) -> None:
-        self._pipeline().save(path, {"timings": self.timings_})
+        self.pipeline.save(path, {"timings": self.timings_})
         if self.held_out_ is not None:
             self.held_out_.save(path / HELD_OUT)
 

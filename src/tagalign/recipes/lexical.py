@@ -16,7 +16,6 @@ import numpy as np
 from tagalign.params import Positive
 from tagalign.recipes.base import Recipe, register_recipe
 from tagalign.records import Record
-from tagalign.runtime import DEFAULT_LIMIT
 from tagalign.suggest import Suggestion
 from tagalign.suggest.sources.base import Batch, Candidates, FitContext
 from tagalign.suggest.sources.lexical import LabelMatcher
@@ -56,8 +55,7 @@ class LexicalRecipe(Recipe):
         self.matcher_ = LabelMatcher(max_ngram=self.params["max_ngram"])
         self.matcher_.fit(self._context())
 
-    def suggest(self, records: Sequence[Record], limit: int = DEFAULT_LIMIT
-                ) -> list[list[Suggestion]]:
+    def _suggest(self, records: Sequence[Record], limit: int) -> list[list[Suggestion]]:
         batch = Batch.tokenised(records, self.analyzer)
         langs = batch.languages
         cands = self.matcher_.candidates(batch)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from typing import NamedTuple
 
 MAX_TEXT_CHARS = 50_000
 """Longest input text (title + abstract, characters) a record is tagged on; longer text
@@ -47,7 +48,15 @@ class Record:
         return obj
 
 
-def check_record(rec: Record, max_chars: int = MAX_TEXT_CHARS) -> tuple[Record, str | None]:
+class Checked(NamedTuple):
+    """A record made safe to tag and its warning (`check_record`): a tagger takes these as
+    they are (`tagalign.project.Tagger`), so a record is checked once on every path."""
+
+    record: Record
+    warning: str | None
+
+
+def check_record(rec: Record, max_chars: int = MAX_TEXT_CHARS) -> Checked:
     """A record made safe to tag, and a warning for the user when it was degenerate.
 
     Empty text gets `EMPTY_WARNING` (the caller returns no suggestions rather than noise);
@@ -56,11 +65,11 @@ def check_record(rec: Record, max_chars: int = MAX_TEXT_CHARS) -> tuple[Record, 
     """
     title, abstract = rec.title or "", rec.abstract or ""
     if not title.strip() and not abstract.strip():
-        return rec, EMPTY_WARNING
+        return Checked(rec, EMPTY_WARNING)
     n = len(title) + len(abstract)
     if n <= max_chars:
-        return rec, None
+        return Checked(rec, None)
     title = title[:max_chars]
     abstract = abstract[:max_chars - len(title)]
-    return (replace(rec, title=title, abstract=abstract),
-            f"text truncated to {max_chars:,} of {n:,} characters")
+    return Checked(replace(rec, title=title, abstract=abstract),
+                   f"text truncated to {max_chars:,} of {n:,} characters")

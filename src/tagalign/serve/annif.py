@@ -62,7 +62,7 @@ from tagalign.serve.service import (
     subject_id,
     subject_uri,
 )
-from tagalign.suggest import Suggestion
+from tagalign.suggest import Suggestion, SuggestRequest
 from tagalign.text.language import detect_language
 
 PREFIX = "/v1"
@@ -251,8 +251,9 @@ def create_router(service: Service) -> APIRouter:
         # no language: the recipes identify it (`tagalign.text.guess_language`)
         recs = [Record(id=str(i), title=t, abstract=a)
                 for i, (t, a) in enumerate(map(split_text, texts))]
-        answered, tagged = service.tag(project_id, recs, limit, threshold,
-                                       default_limit=ANNIF_DEFAULT_LIMIT, estimate=False)
+        answered, tagged = service.suggest(
+            project_id, recs, SuggestRequest(limit=limit, threshold=threshold, quality=False),
+            default_limit=ANNIF_DEFAULT_LIMIT)
         return ((answered.model_version or {}).get("version"),
                 [results(proj, t.suggestions, language) for t in tagged])
 

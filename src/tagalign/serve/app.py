@@ -46,7 +46,7 @@ from tagalign.serve.observe import Telemetry
 from tagalign.serve.service import Service
 from tagalign.serve.tokens import TokenStore
 from tagalign.serve.workers import Workers
-from tagalign.suggest import Quality, Suggestion
+from tagalign.suggest import Quality, Suggestion, SuggestRequest
 
 STATIC = Path(__file__).parent / "static"
 API = "/tagalign/v1"  # tagalign's own API; Annif's is at /v1 (annif.PREFIX)
@@ -164,6 +164,12 @@ def _json(body: BaseModel, project: Project | None = None) -> Response:
     version = (project.model_version or {}).get("version") if project is not None else None
     return Response(body.model_dump_json(by_alias=True), media_type="application/json",
                     headers={"X-Model-Version": version} if version else None)
+
+
+def _request(body: s.SuggestRequest | s.BatchRequest) -> SuggestRequest:
+    """A body's options; domains whenever the project has a domain model."""
+    return SuggestRequest(limit=body.limit, threshold=body.threshold,
+                          exclude=frozenset(body.exclude), domains=True)
 
 
 def _quality(q: Quality | None) -> s.QualityOut | None:
@@ -291,8 +297,7 @@ def create_app(projects: Mapping[str, Project], store: FeedbackStore | ServedSto
     def suggest(project_id: str, body: s.SuggestRequest) -> Response:
         rec = Record(id="request", title=body.title, abstract=body.abstract,
                      language=body.language)
-        proj, tagged = svc.tag(project_id, [rec], body.limit, body.threshold, body.exclude,
-                               domains=True)
+        proj, tagged = svc.suggest(project_id, [rec], _request(body))
         return _json(s.SuggestResponse(results=_out(tagged[0].suggestions, titles),
                                        warning=tagged[0].warning,
                                        quality=_quality(tagged[0].quality),
@@ -302,8 +307,7 @@ def create_app(projects: Mapping[str, Project], store: FeedbackStore | ServedSto
     def suggest_batch(project_id: str, body: s.BatchRequest) -> Response:
         recs = [Record(id=r.id or str(i), title=r.title, abstract=r.abstract,
                        language=r.language) for i, r in enumerate(body.records)]
-        proj, tagged = svc.tag(project_id, recs, body.limit, body.threshold, body.exclude,
-                               domains=True)
+        proj, tagged = svc.suggest(project_id, recs, _request(body))
         return _json(s.BatchResponse(results=[_out(t.suggestions, titles) for t in tagged],
                                      warnings=[t.warning for t in tagged],
                                      qualities=[_quality(t.quality) for t in tagged],

@@ -24,10 +24,11 @@ from dataclasses import dataclass
 
 from fastapi import APIRouter, HTTPException
 
-from tagalign.project import Project
+from tagalign.project import Project, Tagger
 from tagalign.records import Record
 from tagalign.serve import schemas as s
 from tagalign.serve.service import Service
+from tagalign.suggest import SuggestRequest
 
 # estimated recall of each record's suggestions (None: no estimate for that record)
 Estimate = Callable[[Project, Sequence[Record]], Sequence[float | None]]
@@ -37,14 +38,12 @@ BATCH = 256
 
 def estimated_recall(project: Project, records: Sequence[Record]) -> list[float | None]:
     """The recall the project estimates for each record's list of `PAGE_LIMIT` subjects
-    (`Project.tag`, issue 20 A). None for every record when the project cannot estimate:
-    its recipe has no estimator, or this version of `Project` has no `tag` yet."""
-    tag = getattr(project, "tag", None)
-    if tag is None:
-        return [None] * len(records)
+    (`Tagger.tag`, issue 20 A). None for every record when the project cannot estimate:
+    its recipe has no estimator."""
+    tagger, request = Tagger(project), SuggestRequest(limit=PAGE_LIMIT)
     out: list[float | None] = []
     for i in range(0, len(records), BATCH):
-        for tagged in tag(list(records[i:i + BATCH]), limit=PAGE_LIMIT):
+        for tagged in tagger.tag(list(records[i:i + BATCH]), request):
             out.append(None if tagged.quality is None else float(tagged.quality.recall))
     return out
 

@@ -26,10 +26,11 @@ from dataclasses import dataclass
 from typing import Any, NoReturn, Protocol
 
 from tagalign.errors import ConflictError, TagalignError
-from tagalign.project import ModelVersion, NotTrainedError, Project, model_version
+from tagalign.project import ModelVersion, NotTrainedError, Project, Tagger, model_version
 from tagalign.records import Record
 from tagalign.serve.learning import Learning
 from tagalign.serve.workers import now
+from tagalign.suggest import SuggestRequest
 
 log = logging.getLogger(__name__)
 
@@ -65,7 +66,8 @@ def warm(project: Project) -> None:
     process) load only when a request without a language first needs them."""
     subject = next(iter(project.vocab))
     language, label = next(iter(subject.labels.items()))
-    project.tag([Record(id="warm-up", title=label, language=language)], limit=1)
+    Tagger(project).tag([Record(id="warm-up", title=label, language=language)],
+                        SuggestRequest(limit=1))
 
 
 class ReloadObserver(Protocol):

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import replace
 from typing import Any, Protocol
 
 from tagalign.errors import (
@@ -27,13 +28,14 @@ from tagalign.project import (
     LearningNotAllowedError,
     Project,
     ReadOnlyError,
+    Tagger,
 )
 from tagalign.records import Record
 from tagalign.serve.feedback import Decision, FeedbackStore, ServedStores
 from tagalign.serve.learning import Learning
 from tagalign.serve.reload import LiveProjects, Reloaded
 from tagalign.serve.workers import Workers
-from tagalign.suggest import Tagged
+from tagalign.suggest import SuggestRequest, Tagged
 from tagalign.vocab import GND_URI, normalize_subject_id
 
 log = logging.getLogger(__name__)
@@ -166,39 +168,31 @@ class Service:
         return done, self.workers.reload_siblings()
 
     # -- suggest -----------------------------------------------------------------------
-    def suggest(self, project_id: str, records: Sequence[Record], limit: int | None = None,
-                threshold: float | None = None, exclude: Collection[str] = (), *,
-                default_limit: int = OWN_DEFAULT_LIMIT, estimate: bool = True
-                ) -> list[Tagged]:
-        """`Project.tag`: suggestions, warning and quality per record, cut there once.
+    def suggest(self, project_id: str, records: Sequence[Record], request: SuggestRequest, *,
+                default_limit: int = OWN_DEFAULT_LIMIT) -> tuple[Project, list[Tagged]]:
+        """`Tagger.tag` of the served project: one `Tagged` per record (cut there once),
+        and the project that answered (the model a reload may have replaced since: a request
+        keeps the one it started with).
 
         ``limit``/``threshold`` None: the project's (`Project.defaults`), else
         ``default_limit`` and 0; a ``limit`` of 0 asks for nothing (Annif allows it); more
-        than `MAX_LIMIT` get `MAX_LIMIT`. Blank text gets no suggestions and a warning."""
-        return self.tag(project_id, records, limit, threshold, exclude,
-                        default_limit=default_limit, estimate=estimate)[1]
-
-    def tag(self, project_id: str, records: Sequence[Record], limit: int | None = None,
-            threshold: float | None = None, exclude: Collection[str] = (), *,
-            default_limit: int = OWN_DEFAULT_LIMIT, estimate: bool = True,
-            domains: bool = False) -> tuple[Project, list[Tagged]]:
-        """`suggest`, and the project that answered (the model a reload may have replaced
-        since: a request keeps the one it started with). ``domains``: each record's domains
-        too when the project has a domain model (`Tagged.domains`; None otherwise)."""
+        than `MAX_LIMIT` get `MAX_LIMIT`. Blank text gets no suggestions and a warning.
+        ``domains``: each record's domains when the project has a domain model (None
+        otherwise)."""
         proj = self.require_trained(project_id)
         learned = self.learning.before_suggest(project_id, proj,
                                                lambda: self.projects[project_id])
         if learned:  # other workers' records: now in this one's model
             self._keep_titles(learned)
             proj = self.projects[project_id]
-        if limit == 0:
+        if request.limit == 0:
             tagged = [Tagged([]) for _ in records]
         else:
-            if limit is not None:
-                limit = min(limit, MAX_LIMIT)
-            tagged = proj.tag(records, limit=limit, threshold=threshold, exclude=exclude,
-                              fallback_limit=default_limit, estimate=estimate,
-                              domains=domains and proj.domain_model is not None)
+            if request.limit is not None and request.limit > MAX_LIMIT:
+                request = replace(request, limit=MAX_LIMIT)
+            if request.domains and proj.domain_model is None:
+                request = replace(request, domains=False)
+            tagged = Tagger(proj, default_limit).tag(records, request)
         if self.observer is not None:
             self.observer.suggested(project_id, tagged)
         return proj, tagged

@@ -1,5 +1,7 @@
-"""From a trained project to ranked subjects per record."""
+"""From a trained project to ranked subjects per record: the request every suggesting
+layer takes (`SuggestRequest`) and the answer it gives per record (`Tagged`)."""
 
+from tagalign.suggest.request import SuggestRequest
 from tagalign.suggest.suggestion import Neighbours, Quality, Suggestion, Tagged, keep_above
 
-__all__ = ["Neighbours", "Quality", "Suggestion", "Tagged", "keep_above"]
+__all__ = ["Neighbours", "Quality", "SuggestRequest", "Suggestion", "Tagged", "keep_above"]

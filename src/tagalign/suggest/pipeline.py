@@ -14,10 +14,11 @@ from tagalign.encode.static import StaticEmbeddingEncoder
 from tagalign.errors import ModelFormatError
 from tagalign.io import load_npy, read_json, save_npy_atomic, write_json_atomic
 from tagalign.records import Record
-from tagalign.runtime import DEFAULT_LIMIT, Runtime
+from tagalign.runtime import Runtime
 from tagalign.suggest.agreement import AGREEMENT_FEATURES, CoAssignment, rrf
 from tagalign.suggest.fusion import FusionRanker, blend, merge, top_k
 from tagalign.suggest.quality import CandidateProfile, QualityEstimator
+from tagalign.suggest.request import SuggestRequest
 from tagalign.suggest.sources.base import (
     MAX_REASON_ITEMS,
     SOURCES,
@@ -28,7 +29,7 @@ from tagalign.suggest.sources.base import (
     Source,
 )
 from tagalign.suggest.sources.memory import RecordMemory, label_matrix
-from tagalign.suggest.suggestion import Neighbours, Quality, Suggestion, keep_above
+from tagalign.suggest.suggestion import Neighbours, Quality, Suggestion, Tagged, keep_above
 from tagalign.text import Analyzer
 from tagalign.text.tfidf import TfidfFeaturizer
 from tagalign.vocab import Vocabulary
@@ -158,12 +159,11 @@ class HybridPipeline:
         return Ranked(rows, cols, X, names, support, scores,
                       top_k(rows, cols, scores, len(batch), limit))
 
-    def rank(self, batch: Batch, limit: int, threshold: float | None = None, depth: int = 0
-             ) -> tuple[list[list[tuple[int, float, list[str]]]], list[Quality | None]]:
-        """Top ``limit`` (subject position, score, supporting sources) per record, and its
-        quality estimate for that list after ``threshold`` (None: no estimate wanted). The
-        estimator reads the same (blended) scores the list is cut by. ``depth`` > ``limit``:
-        the lists go on to ``depth`` (the estimate still describes the top ``limit``)."""
+    def _rank(self, batch: Batch, limit: int, threshold: float | None, depth: int
+              ) -> tuple[list[list[tuple[int, float, list[str]]]], list[Quality | None]]:
+        """Top ``max(limit, depth)`` (subject position, score, supporting sources) per
+        record, and its quality estimate for the top ``limit`` after ``threshold`` (None: no
+        estimate wanted). The estimator reads the same (blended) scores the list is cut by."""
         r = self.ranked(batch, max(limit, depth))
         names = [s.name for s in self.sources]
         qualities: list[Quality | None] = [None] * len(batch)
@@ -194,50 +194,39 @@ class HybridPipeline:
                                                              self.support_weight))
         return True
 
-    def suggest(self, records: Sequence[Record], limit: int = DEFAULT_LIMIT
-                ) -> list[list[Suggestion]]:
-        return [row for row, _, _ in self._in_parts(records, limit, None)]
+    def suggest(self, records: Sequence[Record], request: SuggestRequest) -> list[Tagged]:
+        """Each record's top ``request.limit`` scoring ≥ its threshold, with reasons, and
+        what else the request asks for from the same pass: the quality estimate of that
+        list, the top ``depth`` uncut, the neighbour records (`Source.record_neighbours`).
+        Exclusions are the recipe's (`tagalign.recipes.Recipe.suggest`), not this one's.
 
-    def suggest_with_quality(self, records: Sequence[Record], limit: int = DEFAULT_LIMIT,
-                             threshold: float = 0.0
-                             ) -> list[tuple[list[Suggestion], Quality | None]]:
-        """Suggestions scoring ≥ ``threshold`` and the estimated quality of that list."""
-        return [(keep_above(row, threshold), q)
-                for row, q, _ in self._in_parts(records, limit, threshold)]
-
-    def suggest_deeper(self, records: Sequence[Record], limit: int, threshold: float | None,
-                       depth: int) -> list[tuple[list[Suggestion], Quality | None,
-                                                 list[Suggestion], Neighbours]]:
-        """`suggest_with_quality` plus, from the same pass, each record's top ``depth``
-        uncut and its neighbour records (`Source.record_neighbours`, by source name).
-        ``threshold`` None: no cut and no quality estimate."""
-        return [(row[:limit] if threshold is None else keep_above(row[:limit], threshold), q,
-                 row[:depth], nbrs)
-                for row, q, nbrs in self._in_parts(records, limit, threshold, depth)]
-
-    def _in_parts(self, records: Sequence[Record], limit: int, threshold: float | None,
-                  depth: int = 0) -> list[tuple[list[Suggestion], Quality | None, Neighbours]]:
-        """`_tag` over ``records``; a large batch split into parts on the runtime's parts
-        pool (one per thread, each part's libraries on one thread), results in order."""
+        A large batch is split into parts on the runtime's parts pool (one per thread, each
+        part's libraries on one thread), results in order."""
+        if request.limit is None or request.exclude:
+            raise ValueError("the pipeline takes a request with a limit and no exclusions")
         n = min(self.runtime.n_threads, len(records) // MIN_PART)
         pool = self.runtime.parts_pool() if n >= 2 else None
         if pool is None:
-            return self._tag(records, limit, threshold, None, depth)
+            return self._tag(records, request, None)
         bounds = np.linspace(0, len(records), n + 1).astype(int)
-        futures = [pool.submit(self._tag, records[a:b], limit, threshold, 1, depth)
+        futures = [pool.submit(self._tag, records[a:b], request, 1)
                    for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
         return [row for f in futures for row in f.result()]
 
-    def _tag(self, records: Sequence[Record], limit: int, threshold: float | None,
-             threads: int | None, depth: int = 0
-             ) -> list[tuple[list[Suggestion], Quality | None, Neighbours]]:
-        """Each record's suggestions, quality and, when going ``depth`` deep (a domain
-        model reads it), its neighbour records by source ({} otherwise)."""
+    def _tag(self, records: Sequence[Record], request: SuggestRequest, threads: int | None
+             ) -> list[Tagged]:
+        limit, threshold, depth = request.limit or 0, request.threshold or 0.0, request.depth
         batch = self.prepare(records, threads)
-        ranked, qualities = self.rank(batch, limit, threshold, depth)
-        nbrs = self.record_neighbours(batch) if depth else [{} for _ in records]
-        return [(self._suggestions(batch, i, row), q, nbrs[i])
-                for i, (row, q) in enumerate(zip(ranked, qualities, strict=True))]
+        ranked, qualities = self._rank(batch, limit, threshold if request.quality else None,
+                                       depth)
+        nbrs = self.record_neighbours(batch) if request.neighbours else None
+        out = []
+        for i, (row, q) in enumerate(zip(ranked, qualities, strict=True)):
+            found = self._suggestions(batch, i, row)
+            out.append(Tagged(keep_above(found[:limit], threshold), quality=q,
+                              ranking=found[:depth] if depth else None,
+                              neighbours=None if nbrs is None else nbrs[i]))
+        return out
 
     def record_neighbours(self, batch: Batch) -> list[Neighbours]:
         """Each record's neighbour records by source name, from the searches of a batch the

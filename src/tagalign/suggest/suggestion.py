@@ -38,14 +38,18 @@ class Quality:
 
 @dataclass(slots=True)
 class Tagged:
-    """One record's answer: its suggestions, a warning (empty or cut text), the quality
-    estimate (None when the recipe has no estimator or the record had no text) and its
-    domains with scores, best first (None when no domain model is attached)."""
+    """One record's answer to a `SuggestRequest`: its suggestions, a warning (empty or cut
+    text), the quality estimate (None when not asked for, when the recipe has no estimator
+    or the record had no text), its domains with scores, best first (None when not asked
+    for), its top ``depth`` suggestions uncut by threshold or exclusions (``ranking``; None
+    when not asked for) and its neighbour records by source (None when not asked for)."""
 
     suggestions: list[Suggestion]
     warning: str | None = None
     quality: Quality | None = None
     domains: list[tuple[str, float]] | None = None
+    ranking: list[Suggestion] | None = None
+    neighbours: Neighbours | None = None
 
 
 #: a record's neighbour records by source name: (record id, similarity), nearest first

@@ -1,0 +1,37 @@
+"""The library's own workflows: what `tagalign train` and `tagalign classify train` do
+beyond reading options and printing, one function each, for the CLI and for Python
+(docs/python-api.md).
+
+* `train_project`: a project's recipe trained on records and on the records librarians
+  confirmed through `tagalign serve`, saved into the project folder, then scored on dev
+  records (the scores kept in ``project.json``);
+* `train_classifier`: a text classifier, or the domain model beside a subject project
+  (``subjects-stack``: the project's suggestions fed in, its held-out records joined),
+  saved into a folder with its dev scores.
+
+This layer sits above `tagalign.serve` (the feedback store) and `tagalign.project`, below
+`tagalign.cli`.
+"""
+
+from typing import Any
+
+from tagalign.workflows.training import (
+    DEV_LIMIT,
+    ProjectTraining,
+    confirmed_records,
+    score_dev,
+    train_project,
+)
+
+__all__ = ["DEV_LIMIT", "ClassifierTraining", "ProjectTraining", "confirmed_records",
+           "score_dev", "train_classifier", "train_project"]
+
+
+def __getattr__(name: str) -> Any:
+    # the classifiers import torch: `tagalign train` (and `import tagalign.workflows`)
+    # load them only when `train_classifier` is asked for
+    if name in ("ClassifierTraining", "train_classifier"):
+        from tagalign.workflows import classify
+
+        return getattr(classify, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,0 +1,84 @@
+"""Train a project (`tagalign train`): its recipe fitted on records and on the records
+librarians confirmed through `tagalign serve`, saved atomically into ``model/``, then
+scored on dev records whose scores `tagalign serve` and ``GET /v1/projects/{id}`` show."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from tagalign.evaluate import DEFAULT_KS, evaluate
+from tagalign.project import Project, Tagger, feedback_location
+from tagalign.recipes import Recipe
+from tagalign.records import Record
+from tagalign.serve.feedback import FeedbackStore, sqlite_file
+from tagalign.suggest import SuggestRequest
+
+logger = logging.getLogger(__name__)
+
+#: suggestions per dev record: as deep as the deepest cut the dev scores report (f1@20 …)
+DEV_LIMIT = max(DEFAULT_KS)
+
+
+@dataclass(frozen=True)
+class ProjectTraining:
+    """What `train_project` did."""
+
+    project: Project
+    #: the trained recipe (also ``project.recipe``, saved in ``project.path / "model"``)
+    recipe: Recipe
+    #: records trained on, the confirmed ones included
+    records: int
+    #: of them, records librarians confirmed (`confirmed_records`)
+    confirmed: int
+    #: seconds the recipe took to learn and save itself
+    seconds: float
+    #: `tagalign.evaluate.evaluate` of the dev records (``overall`` is saved with the
+    #: project); None without dev records
+    dev_scores: dict[str, Any] | None
+
+
+def confirmed_records(project: Project, feedback_db: str | None = None) -> list[Record]:
+    """Records librarians confirmed through `tagalign serve`, found where serve keeps them
+    (`tagalign.project.feedback_location`: ``feedback_db``, else the projects file's, else
+    ``PROJECT/feedback.sqlite``); none if no store exists."""
+    url, key = feedback_location(project.path, project.feedback_db, feedback_db)
+    db = sqlite_file(url)
+    if db is not None and not db.exists():
+        return []
+    return list(FeedbackStore(url).confirmed_records(key))
+
+
+def score_dev(project: Project, dev: Sequence[Record]) -> dict[str, Any]:
+    """The trained ``project`` on ``dev``: `tagalign.evaluate.evaluate` of its top
+    `DEV_LIMIT` suggestions (at the project's threshold)."""
+    preds = [t.suggestions for t in
+             Tagger(project).tag(dev, SuggestRequest(limit=DEV_LIMIT, quality=False))]
+    return evaluate(dev, {r.id: [s.id for s in row]
+                          for r, row in zip(dev, preds, strict=True)})
+
+
+def train_project(project: Project, records: Sequence[Record],
+                  dev: Sequence[Record] | None = None, *, resume: bool = True,
+                  feedback: bool = True, feedback_db: str | None = None) -> ProjectTraining:
+    """Train ``project``'s recipe (`Project.train`, with its ``runtime``) on ``records``
+    and, with ``feedback``, on the records librarians confirmed (`confirmed_records`), then
+    score it on ``dev`` (`score_dev`) and save the overall scores with the project.
+
+    ``resume``: reuse finished phases of an interrupted run (kept in ``PROJECT/work``)."""
+    records = list(records)
+    confirmed = confirmed_records(project, feedback_db) if feedback else []
+    if confirmed:
+        logger.info("+ %d records confirmed by librarians", len(confirmed))
+        records += confirmed
+    t0 = time.perf_counter()
+    recipe = project.train(records, resume=resume)
+    seconds = time.perf_counter() - t0
+    scores = None
+    if dev:
+        scores = score_dev(project, dev)
+        project.set_scores(scores["overall"])
+    return ProjectTraining(project, recipe, len(records), len(confirmed), seconds, scores)
