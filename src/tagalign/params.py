@@ -15,6 +15,7 @@ Unknown names are the model family's business (its messages list the known ones)
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Annotated, Any, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
@@ -59,7 +60,7 @@ def _field_type(declared: Any, default: Any) -> Any:
     return declared
 
 
-def _allowed(error: dict[str, Any]) -> str:
+def _allowed(error: Mapping[str, Any]) -> str:
     """pydantic's wording of a failed constraint, as a short rule."""
     ctx = error.get("ctx") or {}
     for key, sign in (("ge", ">="), ("gt", ">"), ("le", "<="), ("lt", "<")):
