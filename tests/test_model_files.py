@@ -15,9 +15,10 @@ from tagalign.errors import InputError, ModelFormatError
 from tagalign.model_files import ModelFamily
 from tagalign.pairs.params import PairScorerBase
 from tagalign.params import ParamError
-from tagalign.project import Project
+from tagalign.project import Project, Tagger
 from tagalign.recipes import get_recipe, recipe_names
 from tagalign.recipes.base import Recipe
+from tagalign.suggest import SuggestRequest
 from test_classify import domain_examples
 from tiny_models import tiny_records, tiny_vocab
 
@@ -74,8 +75,9 @@ def test_a_recipe_saved_by_the_old_writer_loads_and_ranks_the_same(tmp_path):
     project = Project.create(tmp_path / "p", tiny_vocab(), "lexical", {"max_ngram": 3})
     project.train(tiny_records(20))
     records = tiny_records(6, seed=5)
+    request = SuggestRequest(limit=5)
     before = [[(s.id, s.score) for s in t.suggestions] for t in
-              Project.load(tmp_path / "p").tag(records, limit=5)]
+              Tagger(Project.load(tmp_path / "p")).tag(records, request)]
     manifest = tmp_path / "p" / "model" / "recipe.json"
     meta = json.loads(manifest.read_text())
     assert list(meta)[:3] == ["format", "recipe", "params"] and list(meta)[-1] == "versions"
@@ -83,7 +85,7 @@ def test_a_recipe_saved_by_the_old_writer_loads_and_ranks_the_same(tmp_path):
     old_keys = ["format", "recipe", "params", "vocabulary", "versions", "saved", "id"]
     for drop in ((), ("format",)):  # format 2, and format 1 (saved before the key)
         _rewrite(manifest, old_keys, drop)
-        again = Project.load(tmp_path / "p").tag(records, limit=5)
+        again = Tagger(Project.load(tmp_path / "p")).tag(records, request)
         assert [[(s.id, s.score) for s in t.suggestions] for t in again] == before
         meta = {**json.loads(manifest.read_text()), "format": 2}
         manifest.write_text(json.dumps(meta))
