@@ -86,12 +86,12 @@ def tag(args) -> str:
 
 def text_model(args, train, tune, labels, suffix: str = ""):
     """The trained `linear-ngrams` (cached folder ``text-model{suffix}``) and its minutes."""
-    from tagalign.classify import get_classifier, load_classifier
+    from tagalign.classify import Classifier, get_classifier
 
     folder = args.work_dir / f"text-model{tag(args)}{suffix}"
     meta = args.work_dir / f"text-model{tag(args)}{suffix}.json"
     if (folder / "config.json").exists() and meta.exists():
-        return load_classifier(folder, labels=labels), json.loads(meta.read_text())["minutes"]
+        return Classifier.load(folder, labels=labels), json.loads(meta.read_text())["minutes"]
     t0 = time.perf_counter()
     clf = get_classifier("linear-ngrams")
     clf.fit(train, tune, labels=labels)
@@ -317,7 +317,7 @@ def held_out_curve(args, stack, held, tune, evals, pt, pe, labels, gold) -> list
     scored records; the held-out row's text model in both: ``pt``/``pe``, its probabilities
     of the tune and scored records)."""
     from tagalign.classify.metrics import micro_f1
-    from tagalign.classify.stacker import Stacker, cross_fit
+    from tagalign.classify.stacker import DomainStacker, cross_fit
     from tagalign.classify.thresholds import decide
     from tagalign.classify.thresholds import tune as tune_thresholds
 
@@ -333,7 +333,7 @@ def held_out_curve(args, stack, held, tune, evals, pt, pe, labels, gold) -> list
         for seed in [int(x) for x in args.curve_seeds.split(",")]:
             r = {"n_dev": n, "seed": seed}
             for name, extra in (("dev_only", None), ("with_held_out", (X_held, y_held))):
-                oof, _, full = cross_fit(Stacker(seed=seed), X_tune[:n], y_tune[:n],
+                oof, _, full = cross_fit(DomainStacker(seed=seed), X_tune[:n], y_tune[:n],
                                          args.folds, seed, extra)
                 t = tune_thresholds(oof, y_tune[:n])["global"]
                 r[name] = round(micro_f1(gold, decide(full.predict_proba(X_eval), t)), 4)

@@ -109,7 +109,7 @@ def breakdown(scores: dict, other: dict) -> None:
 
 
 def ablation(recipe: HybridRecipe, train, dev, workdir: Path) -> None:
-    stage = recipe.stacker().stack(train, PhaseRunner(workdir, quiet=True))
+    stage = recipe.trainer().stack(train, PhaseRunner(workdir, quiet=True))
     tb = feature_table(stage.pipeline, stage.ranker_records)
     td = feature_table(stage.pipeline, dev)
     names = [s.name for s in stage.pipeline.sources]

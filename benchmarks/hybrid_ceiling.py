@@ -123,7 +123,7 @@ def main() -> None:
     params = {k: json.loads(v) for k, v in (p.split("=", 1) for p in args.param)}
     recipe = HybridRecipe(vocab, **params)
     t0 = time.perf_counter()
-    stage = recipe.stacker().stack(train, PhaseRunner(args.workdir))
+    stage = recipe.trainer().stack(train, PhaseRunner(args.workdir))
     print(f"stage (sources on split A): {time.perf_counter() - t0:.0f} s; "
           f"split B {len(stage.ranker_records)} records")
     names = [s.name for s in stage.pipeline.sources]

@@ -132,7 +132,7 @@ def main() -> None:
     by_id = {r.id: r for r in read_records(args.dev, vocab=vocab)}
     dev = [by_id[i] for i in json.loads((args.workdir / "dev-ids.json").read_text())]
     # agreement features are added per variant here, not by the pipeline
-    stage = HybridRecipe(vocab, agreement=False).stacker().stack(train, PhaseRunner(args.workdir,
+    stage = HybridRecipe(vocab, agreement=False).trainer().stack(train, PhaseRunner(args.workdir,
                                                                           quiet=True))
     pipe = stage.pipeline
     B = stage.ranker_records

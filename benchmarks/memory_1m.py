@@ -136,7 +136,7 @@ def main() -> None:
 
     import psutil
 
-    from tagalign.train.static_model import StaticEncoder
+    from tagalign.encode.static import StaticEmbeddingEncoder
 
     out = RUNS / f"{args.records}"
     shutil.rmtree(out, ignore_errors=True)
@@ -144,7 +144,7 @@ def main() -> None:
     print(f"machine: {psutil.cpu_count()} CPUs, {psutil.virtual_memory().total / GIB:.1f} GiB; "
           f"load average {tuple(round(x, 2) for x in __import__('os').getloadavg())} at start")
     model = args.project / "model"
-    encoder = StaticEncoder.load(model / "encoder")
+    encoder = StaticEmbeddingEncoder.load(model / "encoder")
     featurizer = TfidfFeaturizer.load(model / "tfidf")
     analyzer = Analyzer()
     pool = [r for r in read_records(args.train) if r.subjects]

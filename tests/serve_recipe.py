@@ -75,13 +75,10 @@ class OverlapRecipe(Recipe):
             self.records_ = self.records_ + [(r.id, tokens(r.text), list(r.subjects))
                                              for r in records]
 
-    def save(self, path: Path) -> None:
+    def _save_state(self, path: Path) -> None:
         rows = [{"id": rid, "tokens": sorted(t), "subjects": s} for rid, t, s in self.records_]
         (path / "records.json").write_text(json.dumps(rows), encoding="utf-8")
 
-    @classmethod
-    def load(cls, path: Path, vocab: Vocabulary, params: dict[str, Any]) -> OverlapRecipe:
-        recipe = cls(vocab, **params)
+    def _load_state(self, path: Path) -> None:
         rows = json.loads((path / "records.json").read_text(encoding="utf-8"))
-        recipe.records_ = [(r["id"], set(r["tokens"]), r["subjects"]) for r in rows]
-        return recipe
+        self.records_ = [(r["id"], set(r["tokens"]), r["subjects"]) for r in rows]

@@ -13,10 +13,10 @@ import torch
 from typer.testing import CliRunner
 
 from tagalign.classify import (
+    Classifier,
     Example,
     LabelSetMismatch,
     get_classifier,
-    load_classifier,
     read_examples,
 )
 from tagalign.classify.label_contrastive import contrast_batches
@@ -276,7 +276,7 @@ def test_save_load_identical_predictions_and_label_set_check(bert, tmp_path):
                                     epochs_post=1, per_language=True))]:
         clf.fit(examples[:72], examples[72:])
         clf.save(tmp_path / name)
-        again = load_classifier(tmp_path / name, labels=clf.labels_.labels)
+        again = Classifier.load(tmp_path / name, labels=clf.labels_.labels)
         np.testing.assert_allclose(again.predict_proba(examples[72:]),
                                    clf.predict_proba(examples[72:]), atol=1e-6)
         assert again.predict(examples[72:]) == clf.predict(examples[72:])
@@ -285,7 +285,7 @@ def test_save_load_identical_predictions_and_label_set_check(bert, tmp_path):
         assert "torch" in config["versions"] and config["thresholds"]["tuned_on"] == "dev"
         assert not list((tmp_path / name).rglob("*.pkl"))
         with pytest.raises(LabelSetMismatch, match="missing \\['xyz'\\]"):
-            load_classifier(tmp_path / name, labels=clf.labels_.labels + ["xyz"])
+            Classifier.load(tmp_path / name, labels=clf.labels_.labels + ["xyz"])
 
 
 @pytest.mark.parametrize("recipe", ["linear", "linear-ngrams"])

@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from tagalign.classify import Example, get_classifier, load_classifier
-from tagalign.classify.stacker import Stacker
+from tagalign.classify import Classifier, Example, get_classifier
+from tagalign.classify.stacker import DomainStacker
 from tagalign.cli import app
 from tagalign.project import Project
 from tagalign.records import Record
@@ -146,7 +146,7 @@ def test_a_subject_project_of_another_vocabulary_is_refused(stack, tmp_path):
                               str(tmp_path / "other")])
     assert res.exit_code != 0 and "trained with another vocabulary" in res.output
     with pytest.raises(VocabularyMismatchError):
-        load_classifier(model).bind(vocab)
+        Classifier.load(model).bind(vocab)
 
 
 def test_dev_records_the_subject_project_trained_on_are_refused(stack, tmp_path):
@@ -228,7 +228,7 @@ def test_tuning_scores_come_from_the_folds_that_held_each_record_out(kind):
     y = clf.labels_.matrix(dev)
     for f in range(4):
         held = folds == f
-        alone = Stacker(**clf.stacker_.config()).fit(X[~held], y[~held])
+        alone = DomainStacker(**clf.stacker_.config()).fit(X[~held], y[~held])
         np.testing.assert_allclose(oof[held], alone.predict_proba(X[held]), atol=1e-6)
         # the stacker that learned every dev record scores them otherwise
         assert np.abs(clf.stacker_.predict_proba(X[held]) - oof[held]).max() > 1e-4
@@ -241,7 +241,7 @@ def test_save_and_load_give_identical_probabilities(kind, tmp_path):
     clf.fit(examples(160, 0, "t"), examples(60, 1, "d", noisy=True))
     new = examples(40, 7, "n", noisy=True)
     clf.save(tmp_path / "m")
-    loaded = load_classifier(tmp_path / "m", labels=clf.labels_.labels)
+    loaded = Classifier.load(tmp_path / "m", labels=clf.labels_.labels)
     loaded.bind(tiny_vocab())
     np.testing.assert_array_equal(clf.predict_proba(new), loaded.predict_proba(new))
     assert loaded.predict(new) == clf.predict(new)
@@ -261,7 +261,7 @@ def served(stack):
     toml = root / "projects.toml"
     toml.write_text('[tiny]\npath = "project"\ndomains = "model"\n', "utf-8")
     served = open_project(read_projects(toml)["tiny"])
-    assert served.domains is not None and served.domains.depth == 5
+    assert served.domain_model is not None and served.domain_model.depth == 5
     with LiveServer(create_app({"tiny": served}, FeedbackStore.for_project(project))) as srv:
         yield srv
 
@@ -402,7 +402,7 @@ def test_the_stack_reads_neighbours_saves_them_and_refuses_records_without(tmp_p
     clf.save(tmp_path / "m")
     meta = json.loads((tmp_path / "m" / "neighbours.json").read_text())
     assert meta["ids"][:2] == ["t0", "t1"] and meta["sources"] == ["tfidf_knn"]
-    loaded = load_classifier(tmp_path / "m", labels=clf.labels_.labels)
+    loaded = Classifier.load(tmp_path / "m", labels=clf.labels_.labels)
     loaded.bind(tiny_vocab())
     np.testing.assert_array_equal(clf.predict_proba(new), loaded.predict_proba(new))
     for ex in new:
@@ -413,7 +413,7 @@ def test_the_stack_reads_neighbours_saves_them_and_refuses_records_without(tmp_p
     meta["domains"] = other = len(clf.labels_) + 2
     (tmp_path / "m" / "neighbours.json").write_text(json.dumps(meta))
     with pytest.raises(ModelFormatError, match=f"neighbour domains of {other} labels"):
-        load_classifier(tmp_path / "m", labels=clf.labels_.labels)
+        Classifier.load(tmp_path / "m", labels=clf.labels_.labels)
 
 
 def test_neighbours_that_are_no_training_records_are_refused():
@@ -461,23 +461,23 @@ def test_a_bagged_stacker_averages_its_seeded_members_and_saves_each(tmp_path):
     rng = np.random.default_rng(5)
     X = rng.random((300, 4, 3)).astype(np.float32)
     y = (X[..., 0] + 0.3 * rng.random((300, 4)) > 0.8).astype(np.float32)
-    bagged = Stacker("lightgbm", rounds=30, seed=7, bag=3).fit(X, y)
-    members = [Stacker("lightgbm", rounds=30, seed=7 + i).fit(X, y).predict_proba(X)
+    bagged = DomainStacker("lightgbm", rounds=30, seed=7, bag=3).fit(X, y)
+    members = [DomainStacker("lightgbm", rounds=30, seed=7 + i).fit(X, y).predict_proba(X)
                for i in range(3)]
     np.testing.assert_allclose(bagged.predict_proba(X), np.mean(members, 0), atol=1e-6)
     assert np.abs(members[0] - members[1]).max() > 1e-3  # the seeds differ
     bagged.save(tmp_path / "bag")
     assert sorted(p.name for p in (tmp_path / "bag").glob("*.lgb.txt")) == [
         "stacker-1.lgb.txt", "stacker-2.lgb.txt", "stacker.lgb.txt"]
-    np.testing.assert_array_equal(Stacker.load(tmp_path / "bag").predict_proba(X),
+    np.testing.assert_array_equal(DomainStacker.load(tmp_path / "bag").predict_proba(X),
                                   bagged.predict_proba(X))
-    one = Stacker("lightgbm", rounds=30, seed=7).fit(X, y)
+    one = DomainStacker("lightgbm", rounds=30, seed=7).fit(X, y)
     one.save(tmp_path / "old")
     config = json.loads((tmp_path / "old" / "stacker.json").read_text())
     del config["bag"]  # as saved before bagging
     (tmp_path / "old" / "stacker.json").write_text(json.dumps(config))
-    np.testing.assert_array_equal(Stacker.load(tmp_path / "old").predict_proba(X),
+    np.testing.assert_array_equal(DomainStacker.load(tmp_path / "old").predict_proba(X),
                                   members[0])
     (tmp_path / "bag" / "stacker-2.lgb.txt").unlink()
     with pytest.raises(ModelFormatError, match="stacker-2.lgb.txt is missing"):
-        Stacker.load(tmp_path / "bag")
+        DomainStacker.load(tmp_path / "bag")

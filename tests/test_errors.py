@@ -114,7 +114,7 @@ def _missing_and_path(exc_info, path) -> None:
                                   "classifier", "pairs", "batch input"])
 def test_each_loader_raises_the_package_error_for_a_missing_file(load, tmp_path):
     from tagalign.batch.inputs import input_files
-    from tagalign.classify import load_classifier, read_examples, read_label_set
+    from tagalign.classify import Classifier, read_examples, read_label_set
     from tagalign.pairs.data import load_pairs
     from tagalign.records import read_records
     from tagalign.vocab.rules import read_id_file
@@ -125,7 +125,7 @@ def test_each_loader_raises_the_package_error_for_a_missing_file(load, tmp_path)
                "examples": lambda: read_examples(path),
                "label set": lambda: read_label_set(path),
                "ids": lambda: read_id_file(path),
-               "classifier": lambda: load_classifier(path),
+               "classifier": lambda: Classifier.load(path),
                "pairs": lambda: load_pairs(path),
                "batch input": lambda: input_files(path)}
     with pytest.raises(TagalignError) as info:
@@ -157,7 +157,7 @@ def test_an_unreadable_file_raises_the_package_error_naming_it(tmp_path, monkeyp
 
 
 def test_a_folder_where_a_file_belongs_is_unreadable_input(tmp_path):
-    from tagalign.classify import load_classifier
+    from tagalign.classify import Classifier
     from tagalign.errors import UnreadableFileError
     from tagalign.vocab.rules import read_id_file
 
@@ -166,7 +166,7 @@ def test_a_folder_where_a_file_belongs_is_unreadable_input(tmp_path):
         read_id_file(tmp_path / "ids", "--exclude")
     (tmp_path / "clf" / "config.json").mkdir(parents=True)
     with pytest.raises(UnreadableFileError, match="config.json"):
-        load_classifier(tmp_path / "clf")
+        Classifier.load(tmp_path / "clf")
 
 
 def test_the_cli_catches_no_os_error_to_print_it():

@@ -47,12 +47,11 @@ class HashRanker(Recipe):
             out.append([Suggestion(sid, sc, sid) for sc, sid in ranked[:limit]])
         return out
 
-    def save(self, path: Path) -> None:
+    def _save_state(self, path: Path) -> None:
         (path / "none.json").write_text("{}", encoding="utf-8")
 
-    @classmethod
-    def load(cls, path: Path, vocab: Vocabulary, params: dict[str, Any]) -> HashRanker:
-        return cls(vocab, **params)
+    def _load_state(self, path: Path) -> None:
+        pass
 
 
 def _big_vocab() -> Vocabulary:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tagalign.classify import Example, get_classifier, load_classifier
+from tagalign.classify import Classifier, Example, get_classifier
 from tagalign.classify.profiles import SubjectEvidence
 from tagalign.project import Project
 from tagalign.project.domains import held_out_examples
@@ -115,7 +115,7 @@ def test_the_stacker_learns_the_held_out_records_and_the_text_model_never(use, t
     assert clf.held_out_records_ == (40 if use else 0)
     assert clf.tuning_scores_.shape == (60, len(clf.labels_))  # only dev is scored
     clf.save(tmp_path / "m")
-    assert load_classifier(tmp_path / "m").held_out_records_ == clf.held_out_records_
+    assert Classifier.load(tmp_path / "m").held_out_records_ == clf.held_out_records_
 
 
 def test_the_held_out_records_change_what_the_stacker_learns():

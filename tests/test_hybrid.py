@@ -19,7 +19,7 @@ from tagalign.recipes.hybrid import HybridRecipe
 from tagalign.records import Record
 from tagalign.suggest.fusion import FusionRanker, top_k
 from tagalign.train.phases import PhaseRunner
-from tagalign.train.stacking import Stacker, feature_table
+from tagalign.train.stacking import HybridTrainer, feature_table
 
 SMALL = {"embed_vocab_size": 6000, "embed_dim": 64, "embed_batch_size": 128,
          "embed_label_pairs": False, "ranker_rounds": 200, "holdout_fraction": 0.2,
@@ -54,7 +54,7 @@ def test_fusion_beats_each_single_source(gnd_vocab, slice_, tmp_path):
     """
     train, dev = slice_
     recipe = HybridRecipe(gnd_vocab, **SMALL)
-    stage = recipe.stacker().stack(train, PhaseRunner(tmp_path, quiet=True))
+    stage = recipe.trainer().stack(train, PhaseRunner(tmp_path, quiet=True))
     tb = feature_table(stage.pipeline, stage.ranker_records)
     td = feature_table(stage.pipeline, dev)
     ranker = FusionRanker(num_rounds=200).fit(tb.X, tb.y, tb.rows, tb.names)
@@ -141,7 +141,7 @@ def test_interrupted_training_resumes(gnd_vocab, slice_, tmp_path, monkeypatch):
     def boom(self, table):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(Stacker, "fit_ranker", boom)
+    monkeypatch.setattr(HybridTrainer, "fit_ranker", boom)
     with pytest.raises(KeyboardInterrupt):
         proj.train(train[:2000])
     assert (tmp_path / "p/work/source-omikuji/phase.json").exists()

@@ -487,6 +487,30 @@ def test_load_refuses_a_folder_without_markers(tiny_st, tmp_path):
         PairScorer.load(tmp_path / "m", device="cpu")
 
 
+
+def test_a_pairs_model_saved_without_a_format_loads(tiny_st, tmp_path):
+    """Before the model families shared one manifest a pairs model had no ``format``: read
+    as format 1; a format this version does not read is refused with the retrain message."""
+    from tagalign.errors import ModelFormatError
+    from tagalign.pairs.model import PairScorer
+
+    scorer = PairScorer.build(tiny_params(tiny_st), device="cpu")
+    scorer.thresholds = Thresholds()
+    scorer.thresholds.cuts_ = {"*": [0.2, 0.5, 0.8]}
+    scorer.save(tmp_path / "m")
+    config = json.loads((tmp_path / "m" / "config.json").read_text())
+    assert [config["format"], config["recipe"]] == [1, "ordinal-wic"]
+    old = {k: config[k] for k in ("recipe", "params", "prompts", "markers", "history",
+                                  "validation", "versions")}  # the old writer's keys
+    (tmp_path / "m" / "config.json").write_text(json.dumps(old))
+    loaded = PairScorer.load(tmp_path / "m", device="cpu")
+    assert loaded.params == scorer.params and loaded.thresholds.cuts_ == scorer.thresholds.cuts_
+    (tmp_path / "m" / "config.json").write_text(json.dumps({**old, "format": 2}))
+    with pytest.raises(ModelFormatError, match=r"^pairs model .* model format 2; .* reads "
+                                               r"formats 1: retrain the pairs model"):
+        PairScorer.load(tmp_path / "m", device="cpu")
+
+
 # -- CLI --------------------------------------------------------------------------------
 def test_cli_train_predict_eval_round_trip(tiny_st, tmp_path, monkeypatch):
     from typer.testing import CliRunner

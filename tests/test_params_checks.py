@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from tagalign.classify import get_classifier, load_classifier
+from tagalign.classify import Classifier, get_classifier
 from tagalign.cli import app
-from tagalign.params import ParamError, ParamSpec
+from tagalign.params import ParamError, ParamSpec, Positive, PositiveFloat
 from tagalign.project import Project
 from test_classify import domain_examples, write_records
 from test_pairs import write_comedi
@@ -38,7 +38,8 @@ def comedi(tmp_path_factory) -> Path:
 
 # -- item 2: parameters ----------------------------------------------------------------
 def test_param_spec_names_parameter_value_and_range():
-    spec = ParamSpec("pairs", {"epochs": 10, "lr": 1e-5, "limit_pairs": None, "pooling": "mean"})
+    spec = ParamSpec("pairs", {"epochs": 10, "lr": 1e-5, "limit_pairs": None, "pooling": "mean"},
+                     epochs=Positive, lr=PositiveFloat, limit_pairs=Positive)
     spec.check({"epochs": 1, "lr": 1, "limit_pairs": None, "pooling": "target"})
     for bad, message in (({"epochs": -1}, "parameter epochs=-1: must be >= 1"),
                          ({"lr": 0}, "parameter lr=0: must be > 0"),
@@ -160,7 +161,7 @@ def test_classify_label_set_keeps_labels_without_examples(tmp_path):
                               "--recipe", "linear", "--param", "min_df=1",
                               "--label-set", str(full)])
     assert res.exit_code == 0, res.stderr
-    clf = load_classifier(tmp_path / "m", labels=[*labels, "zzz"])  # accepted
+    clf = Classifier.load(tmp_path / "m", labels=[*labels, "zzz"])  # accepted
     assert clf.labels_.labels == [*labels, "zzz"]
     probs = clf.predict_proba(domain_examples(10, seed=4))
     assert (probs[:, -1] < 0.01).all()  # never seen, never predicted

@@ -11,7 +11,7 @@ import pytest
 from tagalign.project import Project
 from tagalign.text.tfidf import TfidfFeaturizer
 from tagalign.train.phases import PhaseRunner
-from tagalign.train.stacking import Stacker
+from tagalign.train.stacking import HybridTrainer
 from tiny_models import KNN_LEXICAL_HYBRID, tiny_records, tiny_vocab
 
 
@@ -42,7 +42,7 @@ def _interrupted(tmp_path, monkeypatch, records) -> Project:
         raise KeyboardInterrupt
 
     with monkeypatch.context() as m:
-        m.setattr(Stacker, "fit_ranker", boom)
+        m.setattr(HybridTrainer, "fit_ranker", boom)
         with pytest.raises(KeyboardInterrupt):
             proj.train(records)
     assert (tmp_path / "p/work/tfidf/phase.json").exists()

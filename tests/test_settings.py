@@ -19,7 +19,7 @@ from typer.testing import CliRunner
 
 import tagalign
 from tagalign import runtime as runtime_module
-from tagalign.classify import Example, get_classifier, load_classifier
+from tagalign.classify import Classifier, Example, get_classifier
 from tagalign.cli import app
 from tagalign.project import DEFAULT_LIMIT as PROJECT_LIMIT
 from tagalign.project.config import config_defaults
@@ -200,7 +200,7 @@ def test_runtime_threads_reach_the_stack_and_an_old_saved_threads_is_dropped(tmp
         # as a model saved before threads became the runtime's
         saved["params"]["threads"] = 5
         config.write_text(json.dumps(saved), "utf-8")
-    loaded = load_classifier(tmp_path / "m", runtime=Runtime(threads=2))
+    loaded = Classifier.load(tmp_path / "m", runtime=Runtime(threads=2))
     assert "threads" not in loaded.params and "threads" not in loaded.text_.params
     assert loaded.stacker_.threads == 2 and loaded.text_.runtime is loaded.runtime
     loaded.bind(tiny_vocab())

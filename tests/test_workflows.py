@@ -10,7 +10,7 @@ import re
 from pathlib import Path
 
 import serve_recipe  # noqa: F401 - registers the "test-overlap" recipe
-from tagalign.classify import load_classifier
+from tagalign.classify import Classifier
 from tagalign.project import Project
 from tagalign.records import Record
 from tagalign.serve.feedback import Decision, FeedbackStore
@@ -48,7 +48,7 @@ def test_the_training_examples_run_as_written(tmp_path, monkeypatch, capsys):
     assert done.dev_scores["overall"]["n"] == 60
     exec(compile(section_code("Training a domain model"), "python-api.md", "exec"), scope)  # noqa: S102
     done = scope["done"]
-    model = load_classifier(tmp_path / "my-domains")
+    model = Classifier.load(tmp_path / "my-domains")
     assert model.name == "subjects-stack" and done.held_out > 0
     assert model.held_out_records_ == done.held_out
     assert model.subjects_project_ == str((tmp_path / "my-hybrid").resolve())

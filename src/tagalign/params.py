@@ -1,53 +1,35 @@
-"""Parameter checks shared by every recipe (subject tagging, classify, pairs).
+"""Parameter checks shared by the three model families (subject recipes, classifiers, pair
+scorers; `tagalign.model_files.ModelFamily`).
 
-A recipe keeps its published ``defaults`` dict; each parameter gets the type of its default
-and, when its name is in `RANGES` (names mean the same in every recipe: ``epochs``,
-``batch_size``, ``lr`` …), that range; a recipe declares other ranges as keyword arguments
-(`Annotated` pydantic types). `ParamSpec.check` refuses a bad value before anything is
-loaded, naming the parameter, the value and what is allowed:
+Each model class keeps its published ``defaults`` dict and, beside it, its ``ranges``: the
+`Annotated` pydantic types of the parameters whose default's type is not check enough. Every
+other parameter gets the type of its default; a default of None also allows None.
+`ParamSpec.check` refuses a bad value before anything is loaded, naming the parameter, the
+value and what is allowed:
 
-    SPEC = ParamSpec("pairs", DEFAULTS, pooling_size=Positive)
-    SPEC.check({"epochs": -1})   # ParamError: pairs: parameter epochs=-1: must be >= 1
+    SPEC = ParamSpec("pairs", DEFAULTS, epochs=NonNegative, lr=PositiveFloat)
+    SPEC.check({"epochs": -1})   # ParamError: pairs: parameter epochs=-1: must be >= 0
 
-Unknown names are the recipes' own business (their messages list the known ones).
+Unknown names are the model family's business (its messages list the known ones).
 """
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from collections.abc import Mapping
+from typing import Annotated, Any, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
 from tagalign.errors import UsageError
 
-#: shorthands for ranges a recipe declares itself
+#: shorthands for the ranges a model class declares beside its defaults
 Positive = Annotated[int, Field(ge=1)]
+NonNegative = Annotated[int, Field(ge=0)]
+PositiveFloat = Annotated[float, Field(gt=0)]
+NonNegativeFloat = Annotated[float, Field(ge=0)]
 Fraction = Annotated[float, Field(ge=0, le=1)]
-
-
-_POS, _NONNEG, _GT0 = Field(ge=1), Field(ge=0), Field(gt=0)
-#: Ranges by parameter name (a default of None also allows None).
-RANGES: dict[str, tuple[type, Any]] = {
-    **dict.fromkeys(("epochs", "embed_epochs", "batch_size", "embed_batch_size",
-                     "encode_batch_size", "inference_batch_size", "max_seq_length",
-                     "limit_train", "limit_pairs", "max_train_records", "max_ranker_records",
-                     "domain_limit_train", "negatives", "hidden", "top_k", "knn_k",
-                     "candidates_per_source", "omikuji_max_depth", "embed_dim",
-                     "embed_vocab_size", "ranker_rounds", "max_iter", "min_df", "step_size",
-                     "t_max", "min_language_records", "logging_steps", "max_ngram",
-                     "agreement_top_m", "bag"),
-                    (int, _POS)),
-    **dict.fromkeys(("epochs_head", "epochs_contrastive", "epochs_post", "seed", "threads",
-                     "train_layers", "embed_hard_negatives"), (int, _NONNEG)),
-    **dict.fromkeys(("lr", "lr_head", "lr_body", "embed_lr", "temperature", "C", "gamma"),
-                    (float, _GT0)),
-    **dict.fromkeys(("warmup", "margin", "weight_decay", "eta_min", "alpha", "knn_power"),
-                    (float, _NONNEG)),
-    "dropout": (float, Field(ge=0, lt=1)),
-    "holdout_fraction": (float, Field(gt=0, lt=1)),
-    "max_df": (float, Field(gt=0, le=1)),
-    "omikuji_cluster_k": (int, Field(ge=2)),
-}
+#: strictly between 0 and 1 (a share held out, never none or all)
+OpenFraction = Annotated[float, Field(gt=0, lt=1)]
 
 
 class ParamError(UsageError):
@@ -67,14 +49,18 @@ def _type_of(default: Any) -> Any:
     return type(default)
 
 
-def _ranged(name: str, default: Any) -> Any:
-    if name not in RANGES:
+def _field_type(declared: Any, default: Any) -> Any:
+    """The checked type of a parameter: its declared range, else its default's type; a
+    default of None also allows None."""
+    if declared is None:
         return _type_of(default)
-    typ, field = RANGES[name]
-    return Annotated[typ | None if default is None else typ, field]
+    if default is None:  # the range stays on the value: Annotated[int | None, Field(ge=1)]
+        base, *rules = get_args(declared)
+        return Annotated[(base | None, *rules)]
+    return declared
 
 
-def _allowed(error: dict[str, Any]) -> str:
+def _allowed(error: Mapping[str, Any]) -> str:
     """pydantic's wording of a failed constraint, as a short rule."""
     ctx = error.get("ctx") or {}
     for key, sign in (("ge", ">="), ("gt", ">"), ("le", "<="), ("lt", "<")):
@@ -84,7 +70,8 @@ def _allowed(error: dict[str, Any]) -> str:
 
 
 class ParamSpec:
-    """Types and ranges of a recipe's parameters (``what`` names it in errors)."""
+    """Types and ranges of a model's parameters (``what`` names it in errors); ``declared``:
+    the ranges of some of them (names → `Annotated` types)."""
 
     def __init__(self, what: str, defaults: dict[str, Any], **declared: Any):
         unknown = set(declared) - set(defaults)
@@ -92,7 +79,7 @@ class ParamSpec:
             raise TypeError(f"{what}: ranges for parameters without defaults {sorted(unknown)}")
         self.what = what
         fields: dict[str, Any] = {
-            name: (declared.get(name) or _ranged(name, default), default)
+            name: (_field_type(declared.get(name), default), default)
             for name, default in defaults.items()}
         # strict: "3" from a --config file is not the integer 3 (the recipe would get a str)
         self.model: type[BaseModel] = create_model(

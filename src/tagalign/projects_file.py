@@ -192,7 +192,7 @@ def _spec(source: Path, pid: str, table: dict[str, Any]) -> ProjectSpec:
         name=name, language=language, limit=limit,
         threshold=None if threshold is None else float(threshold), allow_learn=allow_learn,
         rules=rules, feedback_db=feedback_db,
-        domains=None if domains is None else source.parent / domains)
+        domain_model=None if domains is None else source.parent / domains)
     return spec
 
 

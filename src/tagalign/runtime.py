@@ -127,7 +127,7 @@ class Runtime:
     """How a process runs models: made once at the edge (`tagalign.cli` from ``--threads``
     and ``--compile-ranker``, a server from its settings, a batch worker from its share;
     the Python API's default is this class's defaults) and handed to `Project.load`, which
-    hands it to the recipe and its pipeline, and to the classifiers (`load_classifier`).
+    hands it to the recipe and its pipeline, and to the classifiers (`Classifier.load`).
 
     ``threads``: threads a batch may use (0: not set — `n_threads` then falls back to
     ``OMP_NUM_THREADS`` as the process started, else the machine's cores).

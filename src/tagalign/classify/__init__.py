@@ -3,7 +3,7 @@
 data → model (recipes `linear-ngrams` (the default), `linear`, `label-contrastive`
 (mCPT, R5) and `subjects-stack` (text + a subject project's suggestions)) → thresholds
 → metrics. The CLI (`tagalign classify`) is a thin layer over `get_classifier` /
-`load_classifier`.
+`Classifier.load`.
 """
 
 from tagalign.classify import (  # noqa: F401 - registration

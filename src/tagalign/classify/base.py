@@ -3,9 +3,10 @@
 A recipe stores its parameters in the constructor and learns in `fit` (state ends with
 ``_``). `Classifier.fit` learns the label set from train, calls the recipe's `_fit`, then
 tunes the decision thresholds on dev (global and per class, for micro-F1). `save` writes a
-folder atomically: ``config.json`` (recipe, parameters, label set, thresholds, package
-versions) plus the recipe's own pickle-free files; `load_classifier` refuses a folder whose
-label set is not the expected one.
+folder atomically: the manifest ``config.json`` (every model family's,
+`tagalign.model_files.ModelFamily`: format, recipe, parameters, versions; then the label
+set, thresholds, history) plus the recipe's own pickle-free files; `Classifier.load` refuses
+a folder whose label set is not the expected one.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
 import numpy as np
 
@@ -26,21 +27,12 @@ from tagalign.errors import (
     ModelFormatError,
     file_error,
 )
-from tagalign.io import (
-    atomic_dir,
-    json_object,
-    read_json,
-    register_kind,
-    versions,
-    write_json_atomic,
-    wrong_model_message,
-)
-from tagalign.params import ParamSpec
+from tagalign.io import atomic_dir, json_object, read_json, register_kind, wrong_model_message
+from tagalign.model_files import ModelFamily
 from tagalign.registry import Registry
 from tagalign.runtime import ProgressCallback, Runtime
 
 CLASSIFIERS: Registry[type[Classifier]] = Registry("classify recipe")
-FORMAT = 1
 
 
 class LabelSetMismatch(ConflictError, ValueError):
@@ -83,30 +75,23 @@ def holdout(train: list[Example], seed: int) -> tuple[list[Example], list[Exampl
             [ex for i, ex in enumerate(train) if i in out])
 
 
-class Classifier(ABC):
-    name: ClassVar[str]
-    defaults: ClassVar[dict[str, Any]] = {}
+class Classifier(ModelFamily, ABC):
+    """A classify recipe: its ``defaults``, their ``ranges``, `check_params` and its
+    manifest as every model family's (`ModelFamily`); ``retired`` (``threads``: the
+    runtime's, `Classifier.runtime`) are dropped."""
 
-    #: Ranges of parameters not in `tagalign.params.RANGES` (names → `Annotated` types).
-    ranges: ClassVar[dict[str, Any]] = {}
-
-    #: parameters no longer read, still accepted (a saved model's config, an old
-    #: ``--param``) and dropped (``threads``: the runtime's, `Classifier.runtime`)
-    retired: ClassVar[frozenset[str]] = frozenset()
+    kind = "classifier"
+    retrain = "the classifier (tagalign classify train)"
+    model_format, read_formats = 1, (1,)
 
     @classmethod
-    def check_params(cls, params: dict[str, Any]) -> None:
-        """Refuse unknown names (ValueError) and bad values (`ParamError`), before loading."""
-        unknown = sorted(set(params) - set(cls.defaults) - cls.retired)
-        if unknown:
-            raise InputError(f"recipe {cls.name!r}: unknown parameter(s) {unknown}; "
-                             f"known: {sorted(cls.defaults)}")
-        ParamSpec(f"recipe {cls.name!r}", cls.defaults, **cls.ranges).check(params)
+    def unknown_params_message(cls, unknown: list[str]) -> str:
+        return (f"recipe {cls.name!r}: unknown parameter(s) {unknown}; "
+                f"known: {sorted(cls.defaults)}")
 
     def __init__(self, **params: Any):
         self.check_params(params)
-        self.params = {**self.defaults, **{k: v for k, v in params.items()
-                                           if k not in self.retired}}
+        self.params = self.with_defaults(params)
         #: threads (`Runtime.threads_or`); `get_classifier`/`load_classifier` pass the
         #: caller's, else the defaults
         self.runtime = Runtime()
@@ -204,10 +189,52 @@ class Classifier(ABC):
         folder = Path(folder)
         with atomic_dir(folder) as tmp:
             self._save_state(tmp)
-            write_json_atomic(tmp / "config.json", {
-                "format": FORMAT, "recipe": self.name, "params": self.params,
-                "labels": self.labels_.labels, "thresholds": self.thresholds_,
-                "history": self.history_, "versions": versions(), **(extra or {})})
+            self.write_manifest(tmp, self.params, labels=self.labels_.labels,
+                                thresholds=self.thresholds_, history=self.history_,
+                                **(extra or {}))
+
+    @classmethod
+    def load(cls, folder: Path | str, labels: Sequence[str] | None = None,
+             runtime: Runtime | None = None) -> Classifier:
+        """A saved classifier (of the recipe its manifest names; called on a recipe's class,
+        of that recipe) run with ``runtime`` (default: its defaults); with ``labels``,
+        refuse one trained on another label set. A ``threads`` saved by an older tagalign is
+        dropped (`Classifier.retired`)."""
+        folder = Path(folder)
+        wrong = wrong_model_message(folder, "classifier")
+        if wrong:
+            raise InputError(wrong)
+        if not (folder / "config.json").exists():
+            raise MissingFileError(f"{folder}: not a saved classifier (no config.json)", folder)
+        try:
+            config = read_json(folder / "config.json")
+        except OSError as exc:
+            raise file_error(folder / "config.json", exc) from exc
+        cls.check_format(config, folder)
+        lacking = [key for key in ("recipe", "params", "labels", "thresholds") if key not in config]
+        if lacking:
+            raise ModelFormatError(f"{folder}: config.json lacks {', '.join(lacking)}; retrain "
+                                   "the classifier")
+        saved = list(config["labels"])
+        if labels is not None and list(labels) != saved:
+            missing, extra = sorted(set(labels) - set(saved)), sorted(set(saved) - set(labels))
+            why = (f"{len(missing)} of the {len(set(labels))} expected labels missing "
+                   f"{_some(missing)}, {len(extra)} unexpected {_some(extra)}" if missing or extra
+                   else "same labels in another order")
+            raise LabelSetMismatch(f"{folder}: trained on another label set "
+                                   f"({len(saved)} labels; {why}); train with --label-set to "
+                                   "keep every label")
+        clf = get_classifier(config["recipe"], runtime, **config["params"])
+        if not isinstance(clf, cls):
+            raise InputError(f"{folder}: a {config['recipe']!r} classifier, not {cls.name!r}")
+        clf.labels_ = LabelSet(saved)
+        clf.thresholds_ = config["thresholds"]
+        clf.history_ = config.get("history", {})
+        try:
+            clf._load_state(folder)
+        except FileNotFoundError as exc:  # a part of the folder is gone
+            raise MissingFileError(str(exc), exc.filename) from exc
+        return clf
 
     @abstractmethod
     def _save_state(self, folder: Path) -> None:
@@ -225,47 +252,8 @@ def _is_classifier(folder: Path) -> bool:
 
 register_kind("classifier", "a classifier, read by `tagalign classify predict`", _is_classifier)
 
-
-def load_classifier(folder: Path | str, labels: Sequence[str] | None = None,
-                    runtime: Runtime | None = None) -> Classifier:
-    """A saved classifier run with ``runtime`` (default: its defaults); with ``labels``,
-    refuse one trained on another label set. A ``threads`` saved by an older tagalign is
-    dropped (`Classifier.retired`)."""
-    folder = Path(folder)
-    wrong = wrong_model_message(folder, "classifier")
-    if wrong:
-        raise InputError(wrong)
-    if not (folder / "config.json").exists():
-        raise MissingFileError(f"{folder}: not a saved classifier (no config.json)", folder)
-    try:
-        config = read_json(folder / "config.json")
-    except OSError as exc:
-        raise file_error(folder / "config.json", exc) from exc
-    if config.get("format") != FORMAT:
-        raise ModelFormatError(f"{folder}: classifier format {config.get('format')} "
-                               f"(this tagalign reads {FORMAT})")
-    lacking = [key for key in ("recipe", "params", "labels", "thresholds") if key not in config]
-    if lacking:
-        raise ModelFormatError(f"{folder}: config.json lacks {', '.join(lacking)}; retrain "
-                               "the classifier")
-    saved = list(config["labels"])
-    if labels is not None and list(labels) != saved:
-        missing, extra = sorted(set(labels) - set(saved)), sorted(set(saved) - set(labels))
-        why = (f"{len(missing)} of the {len(set(labels))} expected labels missing "
-               f"{_some(missing)}, {len(extra)} unexpected {_some(extra)}" if missing or extra
-               else "same labels in another order")
-        raise LabelSetMismatch(f"{folder}: trained on another label set "
-                               f"({len(saved)} labels; {why}); train with --label-set to "
-                               "keep every label")
-    clf = get_classifier(config["recipe"], runtime, **config["params"])
-    clf.labels_ = LabelSet(saved)
-    clf.thresholds_ = config["thresholds"]
-    clf.history_ = config.get("history", {})
-    try:
-        clf._load_state(folder)
-    except FileNotFoundError as exc:  # a part of the folder is gone
-        raise MissingFileError(str(exc), exc.filename) from exc
-    return clf
+#: `Classifier.load` (the name callers used before the families shared one convention)
+load_classifier = Classifier.load
 
 
 def _some(labels: list[str], shown: int = 5) -> str:

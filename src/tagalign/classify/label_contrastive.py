@@ -32,9 +32,10 @@ from __future__ import annotations
 import copy
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Annotated, Any, ClassVar
 
 import numpy as np
+from pydantic import Field
 
 from tagalign.classify.base import Classifier, limit_examples, register_classifier
 from tagalign.classify.data import Example
@@ -43,6 +44,7 @@ from tagalign.classify.losses import herocon
 from tagalign.encode.transformer import base_model_path, default_device, freeze_lower_layers
 from tagalign.errors import ModelFormatError
 from tagalign.io import read_json, write_json_atomic
+from tagalign.params import NonNegative, NonNegativeFloat, Positive, PositiveFloat
 from tagalign.runtime import quiet_libraries
 
 PHASES = ("head-pre", "contrastive", "head-post")
@@ -89,6 +91,13 @@ class LabelContrastiveClassifier(Classifier):
         "per_language": True, "languages": None, "min_language_records": 1,
         "train_layers": None, "limit_train": None, "encode_batch_size": 64, "seed": 0,
     }
+    ranges: ClassVar[dict[str, Any]] = {
+        "lr_head": PositiveFloat, "lr_body": PositiveFloat, "alpha": NonNegativeFloat,
+        "temperature": PositiveFloat, "dropout": Annotated[float, Field(ge=0, lt=1)],
+        **dict.fromkeys(("max_seq_length", "batch_size", "hidden", "min_language_records",
+                         "limit_train", "encode_batch_size"), Positive),
+        **dict.fromkeys(("epochs_head", "epochs_contrastive", "epochs_post", "train_layers",
+                         "seed"), NonNegative)}
 
     def __init__(self, **params: Any):
         super().__init__(**params)

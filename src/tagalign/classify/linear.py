@@ -10,14 +10,16 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Annotated, Any, ClassVar
 
 import numpy as np
+from pydantic import Field
 
 from tagalign.classify.base import Classifier, limit_examples, register_classifier
 from tagalign.classify.data import Example
 from tagalign.errors import ModelFormatError
 from tagalign.io import load_npy, save_npy_atomic
+from tagalign.params import NonNegative, Positive, PositiveFloat
 from tagalign.text.analyzer import Analyzer, guess_language
 from tagalign.text.tfidf import TfidfFeaturizer
 
@@ -29,6 +31,10 @@ class LinearClassifier(Classifier):
     name = "linear"
     defaults: ClassVar[dict[str, Any]] = {"C": 4.0, "min_df": 2, "max_df": 0.5, "max_iter": 1000,
                                 "limit_train": None, "seed": 0}
+    ranges: ClassVar[dict[str, Any]] = {"C": PositiveFloat, "min_df": Positive,
+                                        "max_df": Annotated[float, Field(gt=0, le=1)],
+                                        "max_iter": Positive, "limit_train": Positive,
+                                        "seed": NonNegative}
 
     def __init__(self, **params: Any):
         super().__init__(**params)

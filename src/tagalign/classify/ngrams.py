@@ -43,6 +43,7 @@ class NgramLinearClassifier(LinearClassifier):
     defaults: ClassVar[dict[str, Any]] = {"C": 4.0, "min_df": 2, "max_df": 0.5, "max_iter": 1000,
                                 "word_ngrams": 2, "char_chars": 200, "char_ngrams": [2, 5],
                                 "class_weight": None, "limit_train": None, "seed": 0}
+    ranges = LinearClassifier.ranges
     #: threads are the runtime's (`Classifier.runtime`), not a model parameter
     retired = frozenset({"threads"})
 

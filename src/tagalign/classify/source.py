@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
-from tagalign.classify.base import LabelSetMismatch, get_classifier, load_classifier
+from tagalign.classify.base import Classifier, LabelSetMismatch, get_classifier
 from tagalign.classify.data import Example
 from tagalign.classify.profiles import domain_matrix, subject_domain_counts
 from tagalign.errors import InputError
@@ -204,7 +204,7 @@ class DomainSource(Source):
                 f"{path}: domain profiles are {shape[0]} subjects × {shape[1]} domains; this "
                 f"project has {len(ctx.vocab)} subjects and {len(labels)} domains (another "
                 "vocabulary?)")
-        self.classifier_ = load_classifier(path / "classifier", labels=labels)
+        self.classifier_ = Classifier.load(path / "classifier", labels=labels)
         self.labels_ = labels
         self.counts_ = load_csr(path, "counts", shape)
         self.overall_ = load_npy(path / "overall.npy")

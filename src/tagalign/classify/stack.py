@@ -54,15 +54,15 @@ import scipy.sparse as sp
 from tagalign.classify.base import (
     Classifier,
     get_classifier,
-    load_classifier,
     register_classifier,
 )
 from tagalign.classify.data import Example
 from tagalign.classify.neighbours import Found, NeighbourEvidence
 from tagalign.classify.profiles import Own, SubjectEvidence
-from tagalign.classify.stacker import KINDS, Stacker, cross_fit
+from tagalign.classify.stacker import KINDS, DomainStacker, cross_fit
 from tagalign.errors import InputError, ModelFormatError, UsageError
 from tagalign.io import load_csr, read_json, save_csr_atomic, write_json_atomic
+from tagalign.params import NonNegative, Positive, PositiveFloat
 from tagalign.runtime import ProgressCallback
 from tagalign.vocab import Vocabulary, VocabularyMismatchError
 
@@ -79,6 +79,8 @@ class SubjectStackClassifier(Classifier):
                                 "learning_rate": 0.05, "leaves": 15, "C": 1.0, "bag": 5,
                                 "folds": 5,
                                 "held_out": True, "seed": 0}
+    ranges: ClassVar[dict[str, Any]] = {"top_k": Positive, "C": PositiveFloat, "bag": Positive,
+                                        "seed": NonNegative}
     #: threads are the runtime's (`Classifier.runtime`), not a model parameter
     retired = frozenset({"threads"})
 
@@ -106,7 +108,7 @@ class SubjectStackClassifier(Classifier):
         #: the training records' ids and gold domains, until `fit_stacker` knows which
         #: neighbour sources the subject project has
         self.train_domains_: tuple[list[str], sp.csr_matrix] | None = None
-        self.stacker_: Stacker | None = None
+        self.stacker_: DomainStacker | None = None
         #: each dev record's fold in the last `fit` (out-of-fold tuning scores, see module)
         self.tuning_folds_: np.ndarray | None = None
         #: the dev records' out-of-fold scores of the last `fit` (the honest dev figures)
@@ -292,7 +294,7 @@ class SubjectStackClassifier(Classifier):
                                     self.evidence_.own(held_out.subjects, held_out.y)),
                      held_out.y)
             self.held_out_records_ = len(held_out.y)
-        make = Stacker(p["stacker"], rounds=p["rounds"], learning_rate=p["learning_rate"],
+        make = DomainStacker(p["stacker"], rounds=p["rounds"], learning_rate=p["learning_rate"],
                        leaves=p["leaves"], C=p["C"], seed=p["seed"],
                        threads=self.runtime.threads, bag=p["bag"])
         oof, self.tuning_folds_, self.stacker_ = cross_fit(make, X, y, p["folds"], p["seed"],
@@ -351,9 +353,9 @@ class SubjectStackClassifier(Classifier):
         if shape[1] != len(self.labels_):
             raise ModelFormatError(f"{folder}: profiles of {shape[1]} domains for "
                                    f"{len(self.labels_)} labels")
-        self.text_ = load_classifier(folder / TEXT_DIR, labels=self.labels_.labels,
+        self.text_ = Classifier.load(folder / TEXT_DIR, labels=self.labels_.labels,
                                      runtime=self.runtime)
-        self.stacker_ = Stacker.load(folder / STACKER_DIR, threads=self.runtime.threads)
+        self.stacker_ = DomainStacker.load(folder / STACKER_DIR, threads=self.runtime.threads)
         self.counts_ = load_csr(folder, "profiles", shape)
         self.neighbours_ = None
         if (folder / NEIGHBOURS).exists():  # absent: a stacker that read no neighbours

@@ -31,9 +31,10 @@ from tagalign.io.atomic import write_bytes_atomic
 KINDS = ("lightgbm", "logistic")
 
 
-class Stacker:
+class DomainStacker:
     """``kind`` (`KINDS`) with its parameters; `fit` on (records × domains × features) and
-    (records × domains) gold; `predict_proba` → (records × domains)."""
+    (records × domains) gold; `predict_proba` → (records × domains). Not the hybrid's
+    trainer (`tagalign.train.stacking.HybridTrainer`)."""
 
     def __init__(self, kind: str = "lightgbm", rounds: int = 300, learning_rate: float = 0.05,
                  leaves: int = 15, C: float = 1.0, seed: int = 0, threads: int = 0,
@@ -54,7 +55,7 @@ class Stacker:
         self.intercept_: np.ndarray | None = None
 
     # -- learning ---------------------------------------------------------------------
-    def fit(self, X: np.ndarray, y: np.ndarray) -> Stacker:
+    def fit(self, X: np.ndarray, y: np.ndarray) -> DomainStacker:
         if self.kind == "lightgbm":
             self._fit_lightgbm(X, y)
         else:
@@ -128,7 +129,7 @@ class Stacker:
                 save_npy_atomic(folder / f"{name.rstrip('_')}.npy", getattr(self, name))
 
     @classmethod
-    def load(cls, folder: Path, threads: int = 0) -> Stacker:
+    def load(cls, folder: Path, threads: int = 0) -> DomainStacker:
         self = cls(**read_json(folder / "stacker.json"), threads=threads)
         if self.kind == "lightgbm":
             import lightgbm as lgb
@@ -162,9 +163,9 @@ def fold_ids(n: int, folds: int, seed: int) -> np.ndarray:
     return out
 
 
-def cross_fit(make: Stacker, X: np.ndarray, y: np.ndarray, folds: int, seed: int,
+def cross_fit(make: DomainStacker, X: np.ndarray, y: np.ndarray, folds: int, seed: int,
               extra: tuple[np.ndarray, np.ndarray] | None = None
-              ) -> tuple[np.ndarray, np.ndarray, Stacker]:
+              ) -> tuple[np.ndarray, np.ndarray, DomainStacker]:
     """``(out-of-fold scores, each record's fold, the stacker fit on all records)``; a
     record's out-of-fold score comes from the stacker learned on the other folds only.
     ``extra``: more (features, gold) every stacker learns from besides its folds (the
@@ -172,10 +173,10 @@ def cross_fit(make: Stacker, X: np.ndarray, y: np.ndarray, folds: int, seed: int
     fold = fold_ids(len(X), folds, seed)
     oof = np.zeros(y.shape, np.float32)
 
-    def fit(Xs: np.ndarray, ys: np.ndarray) -> Stacker:
+    def fit(Xs: np.ndarray, ys: np.ndarray) -> DomainStacker:
         if extra is not None and len(extra[0]):
             Xs, ys = np.concatenate([Xs, extra[0]]), np.concatenate([ys, extra[1]])
-        return Stacker(**make.config(), threads=make.threads).fit(Xs, ys)
+        return DomainStacker(**make.config(), threads=make.threads).fit(Xs, ys)
 
     for f in range(folds):
         held = fold == f

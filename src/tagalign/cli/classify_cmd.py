@@ -72,9 +72,9 @@ def _label_set(path: Path | None) -> list[str] | None:
 
 def _load(model_dir: Path, label_set: Path | None):
     import tagalign.cli.kinds  # noqa: F401 - the project's kinds: a project folder is named
-    from tagalign.classify import load_classifier
+    from tagalign.classify import Classifier
 
-    return load_classifier(model_dir, labels=_label_set(label_set))
+    return Classifier.load(model_dir, labels=_label_set(label_set))
 
 
 @classify_app.command("train")

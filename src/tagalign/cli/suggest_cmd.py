@@ -140,7 +140,7 @@ def suggest(
 
         project = attach(project, domains)
     request = SuggestRequest(limit=limit, threshold=threshold, exclude=exclude,
-                             domains=project.domains is not None)
+                             domains=project.domain_model is not None)
     if title is not None:
         rec = Record(id="cli", title=title, abstract=abstract, language=language)
         return suggest_one(project, rec, request)

@@ -22,24 +22,21 @@ import numpy as np
 
 from tagalign.encode.transformer import base_model_path, default_device
 from tagalign.errors import InputError, MissingFileError, ModelFormatError, NotFoundError
-from tagalign.io import (
-    atomic_dir,
-    json_object,
-    read_json,
-    register_kind,
-    versions,
-    write_json_atomic,
-    wrong_model_message,
-)
+from tagalign.io import atomic_dir, json_object, register_kind, wrong_model_message
 from tagalign.pairs.data import Pair, Use
 from tagalign.pairs.metrics import evaluate, spearman
-from tagalign.pairs.params import DEFAULTS, POOLINGS, check_params  # noqa: F401 - re-exported
+from tagalign.pairs.params import (  # noqa: F401 - re-exported
+    DEFAULTS,
+    POOLINGS,
+    RECIPE,
+    PairScorerBase,
+    check_params,
+)
 from tagalign.pairs.pooling import TargetPooling
 from tagalign.pairs.thresholds import Thresholds
 from tagalign.runtime import ProgressCallback, quiet_libraries
 
 MARKERS = ("<t>", "</t>")
-RECIPE = "ordinal-wic"
 
 
 def _is_pairs_model(folder: Path) -> bool:
@@ -98,13 +95,14 @@ class UseFormatter:
         return first - before, last + after
 
 
-class PairScorer:
-    """The trained (or untuned) bi-encoder with its cut points; ``params`` as `DEFAULTS`."""
+class PairScorer(PairScorerBase):
+    """The trained (or untuned) bi-encoder with its cut points; ``params`` as `DEFAULTS`
+    (their ranges and check: `PairScorerBase`)."""
 
     def __init__(self, model: Any, params: dict[str, Any], prompts: dict[str, str] | None = None,
                  thresholds: Thresholds | None = None):
         self.model = model
-        self.params = {**DEFAULTS, **params}
+        self.params = self.with_defaults(params)
         self.prompts = prompts or {}
         self.thresholds = thresholds
         self.history: list[dict[str, Any]] = []
@@ -121,8 +119,8 @@ class PairScorer:
         from sentence_transformers import SentenceTransformer
 
 
-        p = {**DEFAULTS, **(params or {})}
-        check_params(p)
+        p = cls.with_defaults(params or {})
+        cls.check_params(p)
         quiet_libraries()
         torch.manual_seed(p["seed"])
         base, prompts = base_model_path(p["base_model"])
@@ -201,17 +199,17 @@ class PairScorer:
     # -- persistence --------------------------------------------------------------------
     def save(self, path: Path) -> None:
         """One folder: ``model/`` (sentence-transformers, safetensors), ``thresholds.json``,
-        ``config.json`` (recipe, parameters, prompts, training history, versions)."""
+        the manifest ``config.json`` (`ModelFamily.write_manifest`: format, recipe,
+        parameters, then prompts, markers, training history, validation, versions)."""
         if self.thresholds is None:
             raise ValueError("fit the cut points before saving")
         with atomic_dir(Path(path)) as tmp:
             self.model.save(str(tmp / "model"), safe_serialization=True,
                             create_model_card=False)
             self.thresholds.save(tmp / "thresholds.json")
-            write_json_atomic(tmp / "config.json", {
-                "recipe": RECIPE, "params": self.params, "prompts": self.prompts,
-                "markers": list(MARKERS), "history": self.history,
-                "validation": self.validation, "versions": versions()})
+            self.write_manifest(tmp, self.params, prompts=self.prompts,
+                                markers=list(MARKERS), history=self.history,
+                                validation=self.validation)
 
     @classmethod
     def load(cls, path: Path, device: str | None = None) -> PairScorer:
@@ -221,7 +219,7 @@ class PairScorer:
             raise InputError(wrong)
         if not (path / "config.json").exists():
             raise MissingFileError(f"{path}: not a pairs model folder (no config.json)", path)
-        config = read_json(path / "config.json")
+        config = cls.read_manifest(path)  # saved without ``format`` before: format 1
         if config.get("recipe") != RECIPE:
             raise ModelFormatError(f"{path}: recipe {config.get('recipe')!r} is not {RECIPE!r}")
         quiet_libraries()

@@ -1,15 +1,16 @@
-"""Parameters of the pairs recipe: published defaults and their checks, importable without
-torch (so `tagalign pairs train` refuses a bad value before loading anything)."""
+"""Parameters of the pairs recipe: published defaults, their ranges and checks, importable
+without torch (so `tagalign pairs train` refuses a bad value before loading anything)."""
 
 from __future__ import annotations
 
-from typing import Annotated, Any
-
-from pydantic import Field
+from typing import Any, ClassVar
 
 from tagalign.errors import InputError
+from tagalign.model_files import ModelFamily
 from tagalign.pairs.losses import get_loss
-from tagalign.params import ParamSpec
+from tagalign.params import NonNegative, NonNegativeFloat, Positive, PositiveFloat
+
+RECIPE = "ordinal-wic"
 
 DEFAULTS: dict[str, Any] = {"base_model": "e5-small", "loss": "angle", "pooling": "mean",
                             "lr": 1e-5, "batch_size": 32, "epochs": 10, "max_seq_length": 128,
@@ -20,27 +21,54 @@ DEFAULTS: dict[str, Any] = {"base_model": "e5-small", "loss": "angle", "pooling"
                             # pooling (the default) and its ensembles in the lemma-grouped
                             # CV, even with target pooling (docs/pairs.md, issue 35)
                             "cut_mode": "normalised", "cut_shrink": 8.0}
+#: epochs=0: the untuned encoder with fitted cut points (the benchmark's floor row)
+RANGES: dict[str, Any] = {
+    "lr": PositiveFloat, "epochs": NonNegative, "train_layers": NonNegative,
+    "seed": NonNegative, "warmup": NonNegativeFloat,
+    **dict.fromkeys(("batch_size", "max_seq_length", "limit_pairs", "encode_batch_size"),
+                    Positive)}
 POOLINGS = ("mean", "target")
 #: how `tagalign.pairs.thresholds.Thresholds` chooses a language's cut points
 CUT_MODES = ("language", "pooled", "shrunk", "normalised")
 
 
-def check_params(params: dict[str, Any]) -> None:
-    """Names, values and choices (pooling, loss) of ``params``, before any model loads:
-    ValueError, or `ParamError` naming the parameter, its value and the allowed range."""
-    unknown = sorted(set(params) - set(DEFAULTS))
-    if unknown:
-        raise InputError(f"unknown parameter(s) {', '.join(unknown)}; "
-                         f"known: {', '.join(sorted(DEFAULTS))}")
-    # epochs=0: the untuned encoder with fitted cut points (the benchmark's floor row)
-    ParamSpec("pairs", DEFAULTS, epochs=Annotated[int, Field(ge=0)]).check(params)
-    pooling = params.get("pooling", DEFAULTS["pooling"])
-    if pooling not in POOLINGS:
-        raise InputError(f"pooling must be one of {POOLINGS}, got {pooling!r}")
-    get_loss(params.get("loss", DEFAULTS["loss"]))
-    mode = params.get("cut_mode", DEFAULTS["cut_mode"])
-    if mode not in CUT_MODES:
-        raise InputError(f"cut_mode must be one of {CUT_MODES}, got {mode!r}")
-    shrink = params.get("cut_shrink", DEFAULTS["cut_shrink"])
-    if not isinstance(shrink, (int, float)) or shrink < 0:
-        raise InputError(f"cut_shrink must be a number >= 0, got {shrink!r}")
+class PairScorerBase(ModelFamily):
+    """The pair scorer's parameters, their check and its manifest, importable without torch
+    (`tagalign.pairs.model.PairScorer` is the model)."""
+
+    name = RECIPE
+    defaults = DEFAULTS
+    ranges: ClassVar[dict[str, Any]] = RANGES
+    kind = "pairs model"
+    retrain = "the pairs model (tagalign pairs train)"
+    # saved without the key before the families shared one manifest: format 1
+    model_format, read_formats, unversioned_format = 1, (1,), 1
+
+    @classmethod
+    def params_label(cls) -> str:
+        return "pairs"
+
+    @classmethod
+    def unknown_params_message(cls, unknown: list[str]) -> str:
+        return (f"unknown parameter(s) {', '.join(unknown)}; "
+                f"known: {', '.join(sorted(cls.defaults))}")
+
+    @classmethod
+    def check_params(cls, params: dict[str, Any]) -> None:
+        """Names, values and choices (pooling, loss) of ``params``, before any model loads:
+        `InputError`, or `ParamError` naming the parameter, its value and the allowed
+        range."""
+        super().check_params(params)
+        pooling = params.get("pooling", DEFAULTS["pooling"])
+        if pooling not in POOLINGS:
+            raise InputError(f"pooling must be one of {POOLINGS}, got {pooling!r}")
+        get_loss(params.get("loss", DEFAULTS["loss"]))
+        mode = params.get("cut_mode", DEFAULTS["cut_mode"])
+        if mode not in CUT_MODES:
+            raise InputError(f"cut_mode must be one of {CUT_MODES}, got {mode!r}")
+        shrink = params.get("cut_shrink", DEFAULTS["cut_shrink"])
+        if not isinstance(shrink, (int, float)) or shrink < 0:
+            raise InputError(f"cut_shrink must be a number >= 0, got {shrink!r}")
+
+
+check_params = PairScorerBase.check_params

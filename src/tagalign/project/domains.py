@@ -26,7 +26,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from tagalign.classify import Example, load_classifier
+from tagalign.classify import Classifier, Example
 from tagalign.classify.stack import SubjectStackClassifier
 from tagalign.errors import ConflictError, InputError
 from tagalign.records import EMPTY_WARNING, Record, check_record
@@ -51,7 +51,7 @@ class DomainModel:
     def load(cls, folder: Path | str, vocab: Vocabulary,
              labels: Sequence[str] | None = None) -> DomainModel:
         folder = Path(folder)
-        clf = load_classifier(folder, labels=labels)
+        clf = Classifier.load(folder, labels=labels)
         if not isinstance(clf, SubjectStackClassifier):
             raise InputError(f"{folder}: a {clf.name!r} classifier reads text alone; a domain "
                              "model beside subjects is trained with `tagalign classify train "
@@ -89,7 +89,7 @@ def attach(project: Project, folder: Path | str) -> Project:
     """``project`` served with the domain model at ``folder`` beside its subjects (a new
     `Project`, its other serving settings kept; the model checked against its vocabulary:
     `ServingSettingError` with key ``domains``)."""
-    return project.with_serving(replace(project.serving, domains=Path(folder)))
+    return project.with_serving(replace(project.serving, domain_model=Path(folder)))
 
 
 def check_held_out(project: Project, examples: Sequence[Example]) -> None:

@@ -43,12 +43,8 @@ from tagalign.project.config import (
 from tagalign.project.serving import ServingSettingError, ServingSettings
 from tagalign.project.version import ModelVersion, model_version
 from tagalign.recipes import ReadOnlyError, Recipe, get_recipe, read_only_message
-from tagalign.recipes.saved import (
-    load_recipe,
-    save_recipe,
-    update_params,
-)
 from tagalign.recipes.saved import now as _now
+from tagalign.recipes.saved import update_params
 from tagalign.records import Record
 from tagalign.runtime import Runtime
 from tagalign.vocab import Vocabulary
@@ -62,8 +58,9 @@ class Project:
     """A project folder with its trained model, served with fixed `ServingSettings`.
 
     ``serving``: how it is served (a projects file's table, ``serve`` options; made here:
-    none of them), given to `load`, `create` or `draft`; ``domains``: the domain model
-    ``serving.domains`` names, loaded with it. Neither changes once the project is made: a
+    none of them), given to `load`, `create` or `draft`; ``domain_model``: the domain model
+    ``serving.domain_model`` names, loaded with it (not the hybrid's ``domains`` source,
+    which is subject evidence inside the recipe). Neither changes once the project is made: a
     project served otherwise is another `Project` (`with_serving`)."""
 
     def __init__(self, path: Path, config: dict[str, Any], vocab: Vocabulary,
@@ -78,7 +75,7 @@ class Project:
         #: threads and the compiled-ranker choice, handed to the recipe
         self.runtime = runtime or Runtime()
         self._serving = ServingSettings()
-        self._domains: DomainModel | None = None
+        self._domain_model: DomainModel | None = None
         #: the version of the loaded model (`tagalign.project.model_version`, read when it
         #: was loaded or saved; None: no model)
         self.model_version: ModelVersion | None = None
@@ -93,9 +90,9 @@ class Project:
         return self._serving
 
     @property
-    def domains(self) -> DomainModel | None:
+    def domain_model(self) -> DomainModel | None:
         """The domain model `tag(domains=True)` answers with (`tagalign.project.domains`)."""
-        return self._domains
+        return self._domain_model
 
     @property
     def allow_learn(self) -> bool:
@@ -127,25 +124,25 @@ class Project:
         return self._serving.name or self.config.get("name")
 
     def with_serving(self, serving: ServingSettings,
-                     domains: DomainModel | None = None) -> Project:
+                     domain_model: DomainModel | None = None) -> Project:
         """This project (the same folder, vocabulary and model, shared) served with
         ``serving``, checked against the vocabulary (`ServingSettingError`). Its domain
-        model: ``domains`` rebound to this vocabulary (a reload's new project takes the
-        old one's), else the one ``serving.domains`` names, loaded here."""
+        model: ``domain_model`` rebound to this vocabulary (a reload's new project takes the
+        old one's), else the one ``serving.domain_model`` names, loaded here."""
         serving.check(self.vocab)
-        if domains is not None:
-            domains.bind(self.vocab)
-        elif serving.domains is not None:
+        if domain_model is not None:
+            domain_model.bind(self.vocab)
+        elif serving.domain_model is not None:
             # here, not at the top: the classifiers import torch, which a project served
             # without a domain model never needs
             from tagalign.project.domains import DomainModel
 
             try:
-                domains = DomainModel.load(serving.domains, self.vocab)
+                domain_model = DomainModel.load(serving.domain_model, self.vocab)
             except (TagalignError, OSError, ValueError) as exc:
                 raise ServingSettingError("domains", str(exc)) from exc
         served = copy.copy(self)
-        served._serving, served._domains = serving, domains
+        served._serving, served._domain_model = serving, domain_model
         return served
 
     # -- creation and loading ----------------------------------------------------------
@@ -237,7 +234,7 @@ class Project:
         # read before the model: a folder replaced meanwhile shows the older version, and
         # a reload (`tagalign.serve.reload`) then sees a change and loads again
         self.model_version = model_version(self.path)
-        return load_recipe(self.path / MODEL_DIR, self.vocab, mmap=self.mmap,
+        return Recipe.load(self.path / MODEL_DIR, self.vocab, mmap=self.mmap,
                            runtime=self.runtime)
 
     # -- training ----------------------------------------------------------------------
@@ -283,7 +280,7 @@ class Project:
         return recipe
 
     def save_model(self, recipe: Recipe) -> None:
-        save_recipe(recipe, self.path / MODEL_DIR, self.vocab)
+        recipe.save(self.path / MODEL_DIR)  # the project's vocabulary: `new_recipe`
         self.recipe = recipe
         self.model_version = model_version(self.path)
         self.config["trained_at"] = _now()

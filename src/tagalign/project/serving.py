@@ -39,8 +39,9 @@ class ServingSettings:
     saved in the folder, see `Project.defaults`); ``allow_learn``: learning through the
     REST APIs (default off, as in Annif); ``rules``: subjects never suggested (Annif's
     vocabulary ``exclude``/``include``); ``feedback_db``: the SQLAlchemy URL of the feedback
-    store (None: `tagalign.project.feedback_location`'s default); ``domains``: the folder of
-    a domain model served beside the subjects (`tagalign.project.domains`)."""
+    store (None: `tagalign.project.feedback_location`'s default); ``domain_model``: the
+    folder of a domain model served beside the subjects (`tagalign.project.domains`; the
+    projects file's ``domains`` key, ``serve --domains``)."""
 
     name: str | None = None
     language: str | None = None
@@ -49,7 +50,7 @@ class ServingSettings:
     allow_learn: bool = False
     rules: SubjectRules = field(default_factory=SubjectRules)
     feedback_db: str | None = None
-    domains: Path | None = None
+    domain_model: Path | None = None
 
     def check(self, vocab: Vocabulary) -> None:
         """Refuse settings that do not fit ``vocab``: rules naming unknown subjects (a typo

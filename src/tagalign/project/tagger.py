@@ -52,7 +52,7 @@ class Tagger:
         exclusions."""
         project = self.project
         recipe = project.trained_recipe()
-        model = project.domains if request.domains else None
+        model = project.domain_model if request.domains else None
         if request.domains and model is None:
             raise UsageError(f"project {project.path.name} has no domain model attached")
         banned = project.excluded

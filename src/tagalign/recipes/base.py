@@ -6,14 +6,16 @@ records. Constructors only store parameters; `fit` learns; learned state ends in
 
 from __future__ import annotations
 
+import uuid
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
-from tagalign.errors import ConflictError, InputError
-from tagalign.params import ParamSpec
+from tagalign.errors import ConflictError, InputError, ModelFormatError
+from tagalign.io import atomic_dir, read_json
+from tagalign.model_files import ModelFamily, now
 from tagalign.records import Record
 from tagalign.registry import Registry
 from tagalign.runtime import Runtime
@@ -62,33 +64,21 @@ def read_only_message(what: str) -> str:
     return f"{what} was loaded with --mmap: read-only; reload without it to learn"
 
 
-class Recipe(ABC):
-    """A subject-tagging strategy, selectable by ``name`` in a project's config."""
+class Recipe(ModelFamily, ABC):
+    """A subject-tagging strategy, selectable by ``name`` in a project's config; its
+    ``defaults``, their ``ranges``, `check_params` and its manifest (``recipe.json``,
+    `tagalign.recipes.saved`) as every model family's (`ModelFamily`)."""
 
-    name: ClassVar[str]
-    #: Published defaults; every key may be overridden in the project config.
-    defaults: ClassVar[dict[str, Any]] = {}
-
-    #: Ranges of parameters not in `tagalign.params.RANGES` (names → `Annotated` types).
-    ranges: ClassVar[dict[str, Any]] = {}
-    #: Parameters the recipe once had: dropped from saved configs when they load
-    retired: ClassVar[frozenset[str]] = frozenset()
-
-    @classmethod
-    def check_params(cls, params: dict[str, Any]) -> None:
-        """Refuse unknown names (ValueError) and bad values (`ParamError`: name, value,
-        allowed range), before any data or model is loaded."""
-        unknown = set(params) - set(cls.defaults) - cls.retired
-        if unknown:
-            raise InputError(f"recipe {cls.name!r} has no parameter(s) {sorted(unknown)}; "
-                             f"known: {sorted(cls.defaults)}")
-        ParamSpec(f"recipe {cls.name!r}", cls.defaults, **cls.ranges).check(params)
+    kind = "model"
+    retrain = "the project (tagalign train)"
+    manifest_name = "recipe.json"
+    # format 1: the same files, saved before the manifest had the key
+    model_format, read_formats, unversioned_format = 2, (1, 2), 1
 
     def __init__(self, vocab: Vocabulary, **params: Any):
         self.check_params(params)
         self.vocab = vocab
-        self.params: dict[str, Any] = {**self.defaults, **{
-            k: v for k, v in params.items() if k not in self.retired}}
+        self.params: dict[str, Any] = self.with_defaults(params)
         #: loaded with ``mmap``: arrays mapped from the files, so `learn` refuses
         self.read_only = False
         #: threads and the compiled-ranker choice (`set_runtime`; the defaults until then)
@@ -145,15 +135,57 @@ class Recipe(ABC):
                        neighbours={} if request.neighbours else None)
                 for row in self._suggest(records, max(limit, depth))]
 
-    @abstractmethod
-    def save(self, path: Path) -> None:
-        """Write the trained state into the (empty, temporary) folder ``path``."""
+    # -- persistence: every model family's `save(folder)` / `load(folder, ...)` ---------
+    def save(self, folder: Path) -> None:
+        """The trained recipe into ``folder`` (``PROJECT/model/``), replaced atomically: its
+        own files (`_save_state`) and the manifest ``recipe.json`` (`ModelFamily`) with the
+        vocabulary's size and fingerprint, when it was saved and a random id of this save."""
+        with atomic_dir(folder) as tmp:
+            self._save_state(tmp)
+            self.write_manifest(
+                tmp, self.params,
+                vocabulary={"size": len(self.vocab), "fingerprint": self.vocab.fingerprint},
+                saved=now(),
+                # new with every save: two models saved in the same second with the same
+                # parameters still have different manifests, hence versions
+                # (`tagalign.project.model_version`, which a server's reload compares)
+                id=uuid.uuid4().hex)
 
     @classmethod
+    def load(cls, folder: Path, vocab: Vocabulary, *, mmap: bool = False,
+             runtime: Runtime | None = None) -> Recipe:
+        """The recipe saved in ``folder`` (the one its manifest names; called on a recipe's
+        class, that recipe), run with ``runtime``; refuses another vocabulary
+        (`VocabularyMismatchError`) and a model this version cannot read
+        (`ModelFormatError`, saying to retrain). ``mmap``: see `_load_state`."""
+        meta = read_json(folder / cls.manifest_name)
+        vocab.check(meta["vocabulary"]["fingerprint"], meta["vocabulary"]["size"],
+                    f"model {folder}")
+        cls.check_format(meta, folder)
+        recipe_cls = get_recipe(meta["recipe"])
+        if not issubclass(recipe_cls, cls):
+            raise InputError(f"model {folder}: a {meta['recipe']!r} recipe, not {cls.name!r}")
+        try:
+            recipe = recipe_cls(vocab, **meta["params"])
+            if mmap:  # only then: a recipe with nothing to map may not take the keyword
+                recipe._load_state(folder, mmap=True)
+            else:
+                recipe._load_state(folder)
+        except (OSError, KeyError, TypeError) as exc:
+            raise ModelFormatError(
+                f"model {folder} is incomplete or was saved by an older tagalign "
+                f"({type(exc).__name__}: {exc}): retrain the project (tagalign train)") from exc
+        recipe.set_runtime(runtime or Runtime())
+        return recipe
+
     @abstractmethod
-    def load(cls, path: Path, vocab: Vocabulary, params: dict[str, Any], *,
-             mmap: bool = False) -> Recipe:
-        """Restore a recipe saved by `save`, without pickle.
+    def _save_state(self, path: Path) -> None:
+        """Write the trained state into the (empty, temporary) folder ``path``."""
+
+    @abstractmethod
+    def _load_state(self, path: Path, *, mmap: bool = False) -> None:
+        """Restore what `_save_state` wrote, without pickle, into this recipe (made from the
+        saved parameters).
 
         ``mmap``: map the large arrays (vector indexes, record matrices) from their files
         instead of reading them into memory, and set ``read_only``; a recipe with nothing

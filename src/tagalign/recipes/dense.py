@@ -17,6 +17,7 @@ from tagalign.encode.base import Encoder
 from tagalign.errors import InputError, NotTrainedError
 from tagalign.index import VectorIndex
 from tagalign.io import load_npy, save_npy_atomic
+from tagalign.params import NonNegative, Positive
 from tagalign.recipes.base import Recipe
 from tagalign.records import Record
 from tagalign.suggest import Suggestion
@@ -34,10 +35,13 @@ DENSE_DEFAULTS: dict[str, Any] = {
     "cache_dir": None,
     "seed": 13,
 }
+DENSE_RANGES: dict[str, Any] = {"encode_batch_size": Positive, "max_seq_length": Positive,
+                                "seed": NonNegative}
 
 
 class DenseRecipe(Recipe):
     defaults: ClassVar[dict[str, Any]] = DENSE_DEFAULTS
+    ranges: ClassVar[dict[str, Any]] = DENSE_RANGES
 
     def __init__(self, vocab, **params: Any):
         super().__init__(vocab, **params)
@@ -128,23 +132,16 @@ class DenseRecipe(Recipe):
                            [r.language for r in records])
 
     # -- persistence -----------------------------------------------------------------------
-    def save(self, path: Path) -> None:
+    def _save_state(self, path: Path) -> None:
         save_npy_atomic(path / "positions.npy", self.positions_)
         self.index_.save(path / "index")
         if self.losses_:
             save_npy_atomic(path / "losses.npy", np.asarray(self.losses_, np.float32))
 
-    def load_state(self, path: Path) -> None:
+    def _load_state(self, path: Path, *, mmap: bool = False) -> None:
+        """``mmap``: the subject index is mapped from its file (read-only)."""
+        self.read_only = mmap
         self.positions_ = load_npy(path / "positions.npy")
-        self.index_ = VectorIndex.load(path / "index", mmap=self.read_only)  # set by `load`
+        self.index_ = VectorIndex.load(path / "index", mmap=self.read_only)
         if (path / "losses.npy").exists():
             self.losses_ = load_npy(path / "losses.npy").tolist()
-
-    @classmethod
-    def load(cls, path: Path, vocab, params: dict[str, Any], *,
-             mmap: bool = False) -> DenseRecipe:
-        """``mmap``: the subject index is mapped from its file (read-only)."""
-        self = cls(vocab, **params)
-        self.read_only = mmap
-        self.load_state(path)
-        return self

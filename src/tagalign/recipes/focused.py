@@ -26,6 +26,7 @@ from tagalign.encode.heads import FocusedEmbTransform, Head
 from tagalign.errors import InputError, NotTrainedError
 from tagalign.index import VectorIndex
 from tagalign.io import load_npy, read_json, save_npy_atomic, write_json_atomic
+from tagalign.params import Positive
 from tagalign.recipes.base import register_recipe
 from tagalign.recipes.dense import DENSE_DEFAULTS
 from tagalign.recipes.nbf import HEAD_OPTIONS, HEAD_RUNTIME, NBFRecipe
@@ -51,6 +52,8 @@ class FocusedRecipe(NBFRecipe):
                                 # avg R@5..20 per-language 0.2724 vs 0.2483, bilingual
                                 # 0.2690 vs 0.2521; README), so it is R3's default
                                 "subject_space": "siamese", **HEAD_OPTIONS}
+    ranges: ClassVar[dict[str, Any]] = {**NBFRecipe.ranges, "hidden": Positive,
+                                        "top_k": Positive}
 
     def __init__(self, vocab, **params: Any):
         super().__init__(vocab, **params)
@@ -109,7 +112,7 @@ class FocusedRecipe(NBFRecipe):
                     out[i] = row
         return out
 
-    def save(self, path: Path) -> None:
+    def _save_state(self, path: Path) -> None:
         save_npy_atomic(path / "positions.npy", self.positions_)
         for key, (head, index) in self.models_.items():
             head.save(path / f"head-{key}")
@@ -117,7 +120,8 @@ class FocusedRecipe(NBFRecipe):
         write_json_atomic(path / "focused.json", {"models": list(self.models_),
                                                   "losses": self.losses_})
 
-    def load_state(self, path: Path) -> None:
+    def _load_state(self, path: Path, *, mmap: bool = False) -> None:
+        self.read_only = mmap
         self.positions_ = load_npy(path / "positions.npy")
         meta = read_json(path / "focused.json")
         self.losses_ = meta["losses"]

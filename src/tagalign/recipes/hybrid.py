@@ -17,10 +17,19 @@ import logging
 import threading
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar
+
+from pydantic import Field
 
 from tagalign.errors import NotTrainedError
 from tagalign.io import atomic_dir, read_json
+from tagalign.params import (
+    NonNegative,
+    NonNegativeFloat,
+    OpenFraction,
+    Positive,
+    PositiveFloat,
+)
 from tagalign.recipes.base import (
     ReadOnlyError,
     Recipe,
@@ -41,7 +50,7 @@ from tagalign.vocab import Vocabulary
 log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
-    from tagalign.train.stacking import Stacker
+    from tagalign.train.stacking import HybridTrainer
 
 EMBEDDING_SOURCES = {"emb_knn", "labels"}
 #: sources with a candidate count (``top_k``) that may change after training
@@ -110,6 +119,15 @@ class HybridRecipe(Recipe):
         "domain_limit_train": None,
         "batch_size": 1024,
     }
+    ranges: ClassVar[dict[str, Any]] = {
+        "holdout_fraction": OpenFraction, "seed": NonNegative, "knn_power": NonNegativeFloat,
+        **dict.fromkeys(("max_ranker_records", "knn_k", "candidates_per_source",
+                         "omikuji_max_depth", "embed_dim", "embed_vocab_size", "embed_epochs",
+                         "embed_batch_size", "ranker_rounds", "agreement_top_m",
+                         "domain_limit_train", "batch_size"), Positive),
+        "omikuji_cluster_k": Annotated[int, Field(ge=2)],
+        "embed_lr": PositiveFloat, "embed_hard_negatives": NonNegative,
+    }
     #: threads are the runtime's (`tagalign.runtime.Runtime`), not a model parameter
     retired = frozenset({"threads"})
 
@@ -151,24 +169,24 @@ class HybridRecipe(Recipe):
         return self.pipeline_
 
     # -- training --------------------------------------------------------------------------
-    def stacker(self) -> Stacker:
-        """What trains this recipe's pipeline (`tagalign.train.stacking.Stacker`)."""
+    def trainer(self) -> HybridTrainer:
+        """What trains this recipe's pipeline (`tagalign.train.stacking.HybridTrainer`)."""
         # training only: suggesting with a trained hybrid never enters tagalign.train
-        from tagalign.train.stacking import Stacker
+        from tagalign.train.stacking import HybridTrainer
 
-        return Stacker(self.vocab, self.params, self.source_names, self.uses_embeddings,
+        return HybridTrainer(self.vocab, self.params, self.source_names, self.uses_embeddings,
                        self.runtime.threads)
 
     def fit(self, records: Sequence[Record], *, workdir: Path) -> None:
-        # training only, as `stacker`
+        # training only, as `trainer`
         from tagalign.train.phases import PhaseRunner, inputs_fingerprint
 
         # finished phases in ``workdir`` are reused only when fitted on these same inputs
         runner = PhaseRunner(workdir, inputs=inputs_fingerprint(
             records, self.vocab.fingerprint, self.name, self.params))
-        stacker = self.stacker()
-        self.pipeline_ = stacker.fit(records, runner)
-        self.held_out_ = stacker.held_out_
+        trainer = self.trainer()
+        self.pipeline_ = trainer.fit(records, runner)
+        self.held_out_ = trainer.held_out_
         self.timings_ = runner.timings
         self.set_runtime(self.runtime)
 
@@ -265,23 +283,19 @@ class HybridRecipe(Recipe):
                         "no data to learn again: no estimates until the project is retrained")
 
     # -- persistence -----------------------------------------------------------------------
-    def save(self, path: Path) -> None:
+    def _save_state(self, path: Path) -> None:
         self.pipeline.save(path, {"timings": self.timings_})
         if self.held_out_ is not None:
             self.held_out_.save(path / HELD_OUT)
 
-    @classmethod
-    def load(cls, path: Path, vocab: Vocabulary, params: dict[str, Any], *,
-             mmap: bool = False) -> HybridRecipe:
+    def _load_state(self, path: Path, *, mmap: bool = False) -> None:
         """``mmap``: the record memory's label lists, the TF-IDF neighbours' record matrices
         and the `emb_knn` / `labels` vector indexes are mapped from their files (Omikuji's
         trees, the encoder and the ranker are read as usual: their libraries load whole)."""
-        self = cls(vocab, **params)
         self.read_only = mmap
         p = self.params
         self.pipeline_ = HybridPipeline.load(
-            path, vocab, p, encoder=self.uses_embeddings, quality=p["quality"],
+            path, self.vocab, p, encoder=self.uses_embeddings, quality=p["quality"],
             agreement=p["agreement"], runtime=self.runtime, mmap=mmap)
         self.timings_ = read_json(path / "hybrid.json").get("timings", {})
         self.model_path_ = Path(path)
-        return self

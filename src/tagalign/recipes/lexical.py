@@ -13,6 +13,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from tagalign.params import Positive
 from tagalign.recipes.base import Recipe, register_recipe
 from tagalign.records import Record
 from tagalign.suggest import Suggestion
@@ -39,6 +40,7 @@ def rule_score(cands: Candidates) -> np.ndarray:
 class LexicalRecipe(Recipe):
     name = "lexical"
     defaults: ClassVar[dict[str, Any]] = {"max_ngram": 5}
+    ranges: ClassVar[dict[str, Any]] = {"max_ngram": Positive}
 
     def __init__(self, vocab: Vocabulary, **params: Any):
         super().__init__(vocab, **params)
@@ -71,13 +73,9 @@ class LexicalRecipe(Recipe):
                 out[r].append(Suggestion(subj.id, s, subj.label(langs[r]), why))
         return out
 
-    def save(self, path: Path) -> None:
+    def _save_state(self, path: Path) -> None:
         self.matcher_.save(path)
 
-    @classmethod
-    def load(cls, path: Path, vocab: Vocabulary, params: dict[str, Any], *,
-             mmap: bool = False) -> LexicalRecipe:  # nothing large to map
-        self = cls(vocab, **params)
+    def _load_state(self, path: Path, *, mmap: bool = False) -> None:  # nothing to map
         self.matcher_ = LabelMatcher(max_ngram=self.params["max_ngram"])
         self.matcher_.load_state(path, self._context())
-        return self

@@ -44,8 +44,9 @@ from tagalign.encode.heads import (
     check_subject_space,
     resolve_device,
 )
+from tagalign.params import NonNegativeFloat, Positive, PositiveFloat
 from tagalign.recipes.base import register_recipe
-from tagalign.recipes.dense import DENSE_DEFAULTS, DenseRecipe
+from tagalign.recipes.dense import DENSE_DEFAULTS, DENSE_RANGES, DenseRecipe
 from tagalign.records import Record
 
 HEAD_RUNTIME = {"max_train_records": None, "device": "cpu", "inference_batch_size": 512,
@@ -69,6 +70,11 @@ class NBFRecipe(DenseRecipe):
                                 # raw encoder's 0.2080; the published head stays at ~0.002)
                                 # and no attention-weight dropout (3.5 × faster steps)
                                 **HEAD_OPTIONS, "residual": True, "attention_dropout": 0.0}
+    ranges: ClassVar[dict[str, Any]] = {
+        **DENSE_RANGES, "margin": NonNegativeFloat, "lr": PositiveFloat,
+        "weight_decay": NonNegativeFloat, "eta_min": NonNegativeFloat, "gamma": PositiveFloat,
+        **dict.fromkeys(("negatives", "t_max", "step_size", "batch_size", "epochs",
+                         "max_train_records", "inference_batch_size"), Positive)}
 
     def __init__(self, vocab, **params: Any):
         super().__init__(vocab, **params)
@@ -138,10 +144,10 @@ class NBFRecipe(DenseRecipe):
     def transform_records(self, emb: np.ndarray, records: Sequence[Record]) -> np.ndarray:
         return self._transform(self.head_, emb, "transforming records")
 
-    def save(self, path: Path) -> None:
-        super().save(path)
+    def _save_state(self, path: Path) -> None:
+        super()._save_state(path)
         self.head_.save(path / "head")
 
-    def load_state(self, path: Path) -> None:
-        super().load_state(path)
+    def _load_state(self, path: Path, *, mmap: bool = False) -> None:
+        super()._load_state(path, mmap=mmap)
         self.head_ = self.head_cls.load(path / "head")

@@ -28,8 +28,9 @@ from tagalign.encode.transformer import (
 )
 from tagalign.errors import InputError
 from tagalign.io import read_json, write_json_atomic
+from tagalign.params import NonNegative, Positive, PositiveFloat
 from tagalign.recipes.base import register_recipe
-from tagalign.recipes.dense import DENSE_DEFAULTS, DenseRecipe
+from tagalign.recipes.dense import DENSE_DEFAULTS, DENSE_RANGES, DenseRecipe
 from tagalign.records import Record
 from tagalign.runtime import quiet_libraries
 
@@ -43,6 +44,11 @@ class YNURecipe(DenseRecipe):
                                 "epochs": 3, "temperature": 0.05, "learnable_temperature": True,
                                 "max_train_records": None, "max_seq_length": 256,
                                 "train_layers": None, "logging_steps": 10}
+    ranges: ClassVar[dict[str, Any]] = {
+        **DENSE_RANGES, "lr": PositiveFloat, "temperature": PositiveFloat,
+        "train_layers": NonNegative,
+        **dict.fromkeys(("batch_size", "epochs", "max_train_records", "logging_steps"),
+                        Positive)}
 
     def __init__(self, vocab, **params: Any):
         super().__init__(vocab, **params)
@@ -142,15 +148,15 @@ class YNURecipe(DenseRecipe):
         self.positions_ = positions
         self.build_index(self.encode_subjects(self.positions_))
 
-    def save(self, path: Path) -> None:
-        super().save(path)
+    def _save_state(self, path: Path) -> None:
+        super()._save_state(path)
         shutil.copytree(self.model_dir_, path / "model")
 
         write_json_atomic(path / "ynu.json", {"prompts": self.prompts_,
                                               "temperature": self.temperature_})
 
-    def load_state(self, path: Path) -> None:
-        super().load_state(path)
+    def _load_state(self, path: Path, *, mmap: bool = False) -> None:
+        super()._load_state(path, mmap=mmap)
 
         self.model_dir_ = path / "model"
         meta = read_json(path / "ynu.json")

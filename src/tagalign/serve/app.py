@@ -312,7 +312,7 @@ def create_app(projects: Mapping[str, Project], store: FeedbackStore | ServedSto
                                      warnings=[t.warning for t in tagged],
                                      qualities=[_quality(t.quality) for t in tagged],
                                      domains=[_domains(t.domains) for t in tagged]
-                                     if proj.domains is not None else None), proj)
+                                     if proj.domain_model is not None else None), proj)
 
     @api.post("/projects/{project_id}/learn", response_model=s.LearnResponse, responses={
         403: {"model": s.ErrorOut,

@@ -165,7 +165,7 @@ class LiveProjects(Mapping[str, Project]):
         vocab = old.vocab if (config["vocabulary"]["fingerprint"] == old.vocab.fingerprint
                               and config["vocabulary"]["size"] == len(old.vocab)) else None
         new = Project.load(old.path, vocab, mmap=old.mmap, runtime=old.runtime
-                           ).with_serving(old.serving, old.domains)
+                           ).with_serving(old.serving, old.domain_model)
         if not new.is_trained:  # model/ vanished between the version check and the load
             raise NotTrainedError("the folder", "it holds no trained model (PROJECT/model/)")
         warm(new)  # a model that loads but cannot answer must not replace one that can

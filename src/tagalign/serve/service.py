@@ -190,7 +190,7 @@ class Service:
         else:
             if request.limit is not None and request.limit > MAX_LIMIT:
                 request = replace(request, limit=MAX_LIMIT)
-            if request.domains and proj.domains is None:
+            if request.domains and proj.domain_model is None:
                 request = replace(request, domains=False)
             tagged = Tagger(proj, default_limit).tag(records, request)
         if self.observer is not None:

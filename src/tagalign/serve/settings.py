@@ -70,7 +70,7 @@ class ServerSettings:
         """How each project folder given as an argument is served (``--allow-learn``,
         ``--domains``; a projects file's tables give their own)."""
         return ServingSettings(allow_learn=self.allow_learn,
-                               domains=Path(self.domains) if self.domains else None)
+                               domain_model=Path(self.domains) if self.domains else None)
 
     def only_ids(self) -> list[str] | None:
         """``only`` as a list of project ids (None: every project of the file)."""

@@ -64,7 +64,8 @@ class FeatureTable:
     support: np.ndarray
     #: each record's neighbour records by source, from the same pass (when asked for)
     neighbours: list[Neighbours] | None = None
-    #: the ranker's out-of-fold scores of the candidates (`Stacker.out_of_fold`), once made
+    #: the ranker's out-of-fold scores of the candidates (`HybridTrainer.out_of_fold`),
+    #: once made
     oof: np.ndarray | None = field(default=None, repr=False)
 
 
@@ -100,9 +101,10 @@ def subject_prior(Y: sp.csr_matrix) -> np.ndarray:
     return np.log((counts + 1.0) / (Y.shape[0] + 1.0)).astype(np.float32)
 
 
-class Stacker:
-    """Fits a `HybridPipeline` from training records by the recipe's parameters ``p``;
-    ``threads``: what training's libraries may use (0: their defaults)."""
+class HybridTrainer:
+    """Fits a `HybridPipeline` from training records by the recipe's parameters ``p``, by
+    stacking (the module); ``threads``: what training's libraries may use (0: their
+    defaults). Not the domain models' `tagalign.classify.stacker.DomainStacker`."""
 
     def __init__(self, vocab: Vocabulary, p: dict[str, Any], source_names: list[str],
                  uses_embeddings: bool, threads: int = 0):

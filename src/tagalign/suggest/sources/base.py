@@ -12,11 +12,12 @@ from collections.abc import Mapping, Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar, Protocol
+from typing import Any, ClassVar
 
 import numpy as np
 import scipy.sparse as sp
 
+from tagalign.encode.base import Encoder
 from tagalign.records import Record
 from tagalign.registry import Registry
 from tagalign.suggest.sources.memory import RecordMemory
@@ -145,14 +146,6 @@ def ranks_of(rows: np.ndarray) -> np.ndarray:
     return (np.arange(len(rows)) - np.repeat(starts, counts) + 1).astype(np.float32)
 
 
-class Encoder(Protocol):
-    """What the sources need of an encoder (`tagalign.encode.static.StaticEmbeddingEncoder`)."""
-
-    dim: int
-
-    def encode(self, texts: Sequence[str], show_progress: bool = False) -> np.ndarray: ...
-
-
 @dataclass
 class FitContext:
     """What a source learns from (`Source.fit`: one split of the training records,
@@ -169,6 +162,7 @@ class FitContext:
     #: gold subjects of ``records`` (records × vocabulary)
     Y: sp.csr_matrix | None = None
     embeddings: np.ndarray | None = None
+    #: the hybrid's (`tagalign.encode.static.StaticEmbeddingEncoder`)
     encoder: Encoder | None = None
     #: the split's records and their tokens (lexical counts, the `domains` source)
     records: Sequence[Record] = ()

@@ -1,0 +1,119 @@
+"""What the three model families share: subject-tagging recipes (`tagalign.recipes`),
+classifiers (`tagalign.classify`) and pair scorers (`tagalign.pairs`).
+
+A model class derives from `ModelFamily` and declares, side by side, its ``name``, its
+published ``defaults`` and the ``ranges`` of the parameters that need more than their
+default's type (`tagalign.params`); `ModelFamily.check_params` refuses unknown names and bad
+values before anything is loaded.
+
+A saved model is a folder: the model's own files and one JSON manifest, written atomically,
+the same keys for every family (then what the family adds)::
+
+    {"format": 2, "recipe": "hybrid", "params": {...}, ..., "versions": {"tagalign": ...}}
+
+`ModelFamily.read_manifest` reads it back and refuses a format this version cannot read,
+with one message for every family, as scikit-learn's ``InconsistentVersionWarning``:
+retrain, or use the tagalign that saved it. A manifest without ``format`` (saved before the
+key existed) reads as the family's `ModelFamily.unversioned_format`.
+
+Each family saves with ``save(folder)`` (the model's own files, then the manifest, the
+folder replaced atomically) and loads with the classmethod ``load(folder, ...)`` (the
+manifest read and checked, the model built from its parameters, then its files read:
+``_save_state``/``_load_state`` of a recipe or a classifier).
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+from pathlib import Path
+from typing import Any, ClassVar
+
+from tagalign.errors import InputError, ModelFormatError
+from tagalign.io import read_json, versions, write_json_atomic
+from tagalign.params import ParamSpec
+
+
+def now() -> str:
+    """The time of a save, as manifests record it (UTC, seconds)."""
+    return _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
+
+
+class ModelFamily:
+    """Parameters, their check and the manifest of a model class (see the module)."""
+
+    #: the model's name in its family's registry (the manifest's ``recipe``)
+    name: ClassVar[str]
+    #: Published defaults; every key may be overridden (``--param``, the project config).
+    defaults: ClassVar[dict[str, Any]] = {}
+    #: Ranges of parameters (names → `Annotated` types, e.g. `tagalign.params.Positive`);
+    #: the others are checked against their default's type.
+    ranges: ClassVar[dict[str, Any]] = {}
+    #: Parameters no longer read, still accepted (a saved model's manifest, an old
+    #: ``--param``) and dropped.
+    retired: ClassVar[frozenset[str]] = frozenset()
+
+    #: what the family's messages call a saved model, and how to make a new one
+    kind: ClassVar[str] = "model"
+    retrain: ClassVar[str] = "retrain it"
+    #: the manifest's file name in the model's folder
+    manifest_name: ClassVar[str] = "config.json"
+    #: the format `write_manifest` writes; `read_formats` load, others are refused
+    model_format: ClassVar[int] = 1
+    read_formats: ClassVar[tuple[int, ...]] = (1,)
+    #: the format of a manifest without the ``format`` key (None: refused)
+    unversioned_format: ClassVar[int | None] = None
+
+    # -- parameters -------------------------------------------------------------------
+    @classmethod
+    def params_label(cls) -> str:
+        """How parameter errors name the model."""
+        return f"recipe {cls.name!r}"
+
+    @classmethod
+    def unknown_params_message(cls, unknown: list[str]) -> str:
+        return (f"{cls.params_label()} has no parameter(s) {unknown}; "
+                f"known: {sorted(cls.defaults)}")
+
+    @classmethod
+    def check_params(cls, params: dict[str, Any]) -> None:
+        """Refuse unknown names (`InputError`) and bad values (`ParamError`: name, value,
+        allowed range), before any data or model is loaded."""
+        unknown = sorted(set(params) - set(cls.defaults) - cls.retired)
+        if unknown:
+            raise InputError(cls.unknown_params_message(unknown))
+        ParamSpec(cls.params_label(), cls.defaults, **cls.ranges).check(params)
+
+    @classmethod
+    def with_defaults(cls, params: dict[str, Any]) -> dict[str, Any]:
+        """``params`` over the defaults, retired names dropped."""
+        return {**cls.defaults, **{k: v for k, v in params.items() if k not in cls.retired}}
+
+    # -- the manifest -----------------------------------------------------------------
+    @classmethod
+    def write_manifest(cls, folder: Path, params: dict[str, Any], **fields: Any) -> None:
+        """The manifest of a model of this class with ``params`` into ``folder``
+        (atomically); ``fields``: what the family keeps beside them."""
+        write_json_atomic(folder / cls.manifest_name, {
+            "format": cls.model_format, "recipe": cls.name, "params": params, **fields,
+            "versions": versions()})
+
+    @classmethod
+    def read_manifest(cls, folder: Path) -> dict[str, Any]:
+        """The manifest in ``folder``, its format checked (`check_format`)."""
+        meta = read_json(folder / cls.manifest_name)
+        cls.check_format(meta, folder)
+        return meta
+
+    @classmethod
+    def check_format(cls, meta: dict[str, Any], folder: Path) -> None:
+        """Refuse a manifest this version cannot read (`ModelFormatError`, saying to
+        retrain)."""
+        fmt = meta.get("format", cls.unversioned_format)
+        if fmt in cls.read_formats:
+            return
+        saved_by = meta.get("versions", {}).get("tagalign", "another version")
+        raise ModelFormatError(
+            f"{cls.kind} {folder} was saved by tagalign {saved_by} in model format {fmt}; "
+            f"this version ({versions().get('tagalign')}) reads formats "
+            f"{', '.join(map(str, cls.read_formats))}: retrain {cls.retrain} or use the "
+            "tagalign that saved it")

@@ -1,0 +1,119 @@
+"""One base for the three model families (issue 45, point 8): recipes, classifiers and pair
+scorers declare their ranges beside their defaults, check parameters the same way and write
+the same manifest; folders saved by the tagalign before (their manifests rebuilt here key
+for key as it wrote them) still load. The pair scorer's folders: tests/test_pairs.py."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tagalign.classify import CLASSIFIERS, Classifier, get_classifier
+from tagalign.errors import InputError, ModelFormatError
+from tagalign.model_files import ModelFamily
+from tagalign.pairs.params import PairScorerBase
+from tagalign.params import ParamError
+from tagalign.project import Project, Tagger
+from tagalign.recipes import get_recipe, recipe_names
+from tagalign.recipes.base import Recipe
+from tagalign.suggest import SuggestRequest
+from test_classify import domain_examples
+from tiny_models import tiny_records, tiny_vocab
+
+
+def families() -> list[type[ModelFamily]]:
+    return [*(get_recipe(n) for n in recipe_names()), *CLASSIFIERS.values(), PairScorerBase]
+
+
+def test_every_model_class_is_a_family_member_with_ranges_beside_its_defaults():
+    for cls in families():
+        assert issubclass(cls, ModelFamily)
+        assert set(cls.ranges) <= set(cls.defaults), cls  # a range without a default
+        cls.check_params(dict(cls.defaults))
+    import tagalign.params
+
+    assert not hasattr(tagalign.params, "RANGES")  # no global table keyed by name
+
+
+@pytest.mark.parametrize("cls, bad, message", [
+    (get_recipe("lexical"), {"max_ngram": 0}, "recipe 'lexical': parameter max_ngram=0: "
+                                              "must be >= 1"),
+    (CLASSIFIERS.lookup("linear"), {"max_df": 1.5}, "parameter max_df=1.5: must be <= 1"),
+    (CLASSIFIERS.lookup("linear"), {"limit_train": None}, None),  # None stays allowed
+    (PairScorerBase, {"epochs": -1}, "pairs: parameter epochs=-1: must be >= 0"),
+    (PairScorerBase, {"limit_pairs": 0}, "pairs: parameter limit_pairs=0: must be >= 1")])
+def test_each_family_checks_its_own_ranges(cls, bad, message):
+    if message is None:
+        cls.check_params(bad)
+        return
+    with pytest.raises(ParamError, match=message):
+        cls.check_params(bad)
+
+
+def test_unknown_names_keep_each_familys_wording():
+    for cls, wording in ((get_recipe("lexical"), "recipe 'lexical' has no parameter(s) ['x']"),
+                         (CLASSIFIERS.lookup("linear"),
+                          "recipe 'linear': unknown parameter(s) ['x']"),
+                         (PairScorerBase, "unknown parameter(s) x; known: base_model")):
+        with pytest.raises(InputError) as err:
+            cls.check_params({"x": 1})
+        assert wording in str(err.value)
+
+
+def _rewrite(path: Path, keys: list[str], drop: tuple[str, ...] = ()) -> dict:
+    """The manifest at ``path`` with its keys in the order the old writer put them."""
+    meta = json.loads(path.read_text())
+    assert set(meta) == set(keys), sorted(meta)  # the same keys as before: nothing lost
+    old = {k: meta[k] for k in keys if k not in drop}
+    path.write_text(json.dumps(old))
+    return old
+
+
+def test_a_recipe_saved_by_the_old_writer_loads_and_ranks_the_same(tmp_path):
+    project = Project.create(tmp_path / "p", tiny_vocab(), "lexical", {"max_ngram": 3})
+    project.train(tiny_records(20))
+    records = tiny_records(6, seed=5)
+    request = SuggestRequest(limit=5)
+    before = [[(s.id, s.score) for s in t.suggestions] for t in
+              Tagger(Project.load(tmp_path / "p")).tag(records, request)]
+    manifest = tmp_path / "p" / "model" / "recipe.json"
+    meta = json.loads(manifest.read_text())
+    assert list(meta)[:3] == ["format", "recipe", "params"] and list(meta)[-1] == "versions"
+    assert meta["format"] == Recipe.model_format == 2
+    old_keys = ["format", "recipe", "params", "vocabulary", "versions", "saved", "id"]
+    for drop in ((), ("format",)):  # format 2, and format 1 (saved before the key)
+        _rewrite(manifest, old_keys, drop)
+        again = Tagger(Project.load(tmp_path / "p")).tag(records, request)
+        assert [[(s.id, s.score) for s in t.suggestions] for t in again] == before
+        meta = {**json.loads(manifest.read_text()), "format": 2}
+        manifest.write_text(json.dumps(meta))
+    meta["format"] = 3
+    manifest.write_text(json.dumps(meta))
+    with pytest.raises(ModelFormatError, match=r"^model .* in model format 3; .* reads formats "
+                                               r"1, 2: retrain the project \(tagalign train\)"):
+        Project.load(tmp_path / "p")
+
+
+def test_a_classifier_saved_by_the_old_writer_loads_and_predicts_the_same(tmp_path):
+    clf = get_classifier("linear", min_df=1).fit(domain_examples(60), domain_examples(20, 2))
+    clf.save(tmp_path / "m")
+    examples = domain_examples(8, seed=4)
+    manifest = tmp_path / "m" / "config.json"
+    meta = _rewrite(manifest, ["format", "recipe", "params", "labels", "thresholds",
+                               "history", "versions"])
+    assert meta["format"] == 1
+    loaded = Classifier.load(tmp_path / "m")
+    assert type(loaded) is type(clf)
+    assert loaded.predict(examples) == clf.predict(examples)
+    assert type(loaded).load(tmp_path / "m").params == clf.params  # on the recipe's class
+    with pytest.raises(InputError, match="a 'linear' classifier, not 'subjects-stack'"):
+        CLASSIFIERS.lookup("subjects-stack").load(tmp_path / "m")
+    manifest.write_text(json.dumps({**meta, "format": 2}))
+    with pytest.raises(ModelFormatError, match=r"^classifier .* in model format 2; .* reads "
+                                               r"formats 1: retrain the classifier"):
+        Classifier.load(tmp_path / "m")
+    manifest.write_text(json.dumps({k: v for k, v in meta.items() if k != "format"}))
+    with pytest.raises(ModelFormatError, match="model format None"):  # never written so
+        Classifier.load(tmp_path / "m")
