@@ -135,7 +135,7 @@ def test_nbf_anchor_learns_the_gold_means(tmp_path):
                                                     subject_texts(recipe.vocab, "de"))
     np.testing.assert_allclose(recipe.index_.vectors(), raw, atol=1e-6)
     test = tiny_records(40, seed=7)
-    chance = recall_at_2(zero.suggest(test, limit=5), test)
+    chance = recall_at_2(suggestions(zero, test, limit=5), test)
     assert chance < 0.5
     assert recall_at_2(suggestions(project, test, limit=5), test) > 0.85
 
