@@ -60,7 +60,7 @@ def test_the_example_runs_as_written(tiny_hybrid, tmp_path, monkeypatch, capsys)
 def test_the_command_writes_what_the_function_writes(tiny_hybrid, tmp_path):
     src = tmp_path / "in.jsonl"
     write(src, tiny_records(25, seed=2))
-    request = SuggestRequest(limit=7, exclude=["4046076-9"])
+    request = SuggestRequest(limit=7, exclude=frozenset({"4046076-9"}))
     ours = tag_file(Project.load(tiny_hybrid), src, tmp_path / "lib.jsonl", request,
                     TagFileOptions(jobs=1, batch_size=10))
     (tmp_path / "ex.txt").write_text("4046076-9\n", encoding="utf-8")
