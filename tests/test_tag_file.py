@@ -153,3 +153,24 @@ def test_a_strict_run_stops_keeps_what_it_finished_and_resumes(tmp_path):
     assert (done.counts.already, done.counts.tagged, done.skipped) == (4, 2, 1)
     assert _ids(out) == [f"r{i}" for i in range(6)] and not stopped.partial.exists()
     assert events.seen[0] == ("resumed", 4)
+
+
+def test_a_sharded_run_writes_a_folder_of_shards(tiny_hybrid, tmp_path):
+    """``format="parquet"`` on the local engine: the shards are tagged in this process from
+    the project's folder, and a second run finds them done."""
+    import pyarrow.parquet as pq
+
+    src = tmp_path / "in.jsonl"
+    write(src, tiny_records(12, seed=6))
+    events = Events()
+    options = TagFileOptions(format="parquet", shard_size=5)
+    done = tag_file(tiny_hybrid, src, tmp_path / "out", SuggestRequest(limit=3), options,
+                    progress=events)
+    assert done.batch is not None and done.format == "parquet"
+    assert (done.batch.records_out, done.batch.shards_run, done.batch.errors) == (12, 3, 0)
+    rows = [row for part in sorted(done.output.glob("part-*.parquet"))
+            for row in pq.read_table(part).to_pylist()]
+    assert sorted(r["id"] for r in rows) == sorted(r.id for r in tiny_records(12, seed=6))
+    assert events.seen == [("start", True), ("stop",)]
+    again = tag_file(tiny_hybrid, src, tmp_path / "out", SuggestRequest(limit=3), options)
+    assert again.batch is not None and again.batch.shards_skipped == 3
