@@ -5,9 +5,12 @@ continues), one record given on the command line, or a folder of shards on Ray."
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from tagalign.batch import DEFAULT_MAX_ERRORS
@@ -20,25 +23,23 @@ from tagalign.cli.common import (
     SHARD_HELP,
     make_runtime,
     progress,
-    run_sharded,
 )
-from tagalign.predictions import (
-    PartialExistsError,
-    PredictionStream,
-    TagCounts,
-    open_prediction_stream,
-    output_format,
-    review_path,
-    tag_records,
-)
+from tagalign.predictions import TagCounts
 from tagalign.project import Project, Tagger
-from tagalign.project.jobs import DEFAULT_JOBS, TaggingJobs
-from tagalign.records import BadInputError, InputReport, Record, read_records
-from tagalign.records.loaders import guess_format
-from tagalign.records.marc.reader import iter_marc_records
+from tagalign.project.jobs import DEFAULT_JOBS
+from tagalign.records import Record
 from tagalign.runtime import DEFAULT_LIMIT, Runtime
 from tagalign.suggest import SuggestRequest
 from tagalign.vocab.rules import read_id_file
+from tagalign.workflows.tagging import (
+    TagFileOptions,
+    TagFileProgress,
+    TaggedFile,
+    TaggingInterrupted,
+    TaggingStopped,
+    load_trained,
+    tag_file,
+)
 
 MAX_WARNINGS_SHOWN = 10
 
@@ -108,78 +109,41 @@ def suggest(
     --output suggested.xml --format marcxml --merge --agency DE-101
     """
     exclude = read_exclude(exclude_file)
-    if engine not in ("local", "ray") or output_format not in (None, *OUTPUT_FORMATS):
-        refuse(f"--engine takes local or ray; --format takes {', '.join(OUTPUT_FORMATS)}")
-    if review is not None and release_above is None:
-        refuse("--review goes with --release-above")
-    if domains is not None:
-        must_exist(domains, f"domain model not found: {domains}")
-    if engine == "ray" or output_format == "parquet":
-        if release_above is not None:
-            refuse("--release-above works with --engine local and JSONL output")
-        if output_format in ("marc", "marcxml") or merge or agency is not None:
-            refuse("MARC output (--format marc/marcxml, --merge, --agency) works with "
-                   "--engine local; --engine ray writes jsonl or parquet shards")
+    options = TagFileOptions(
+        format=output_format, engine=engine, resume=resume, strict=strict,
+        batch_size=batch_size, jobs=jobs, merge=merge, agency=agency,
+        release_above=release_above, review=review, domains=domains, mmap=mmap,
+        address=address, num_workers=num_workers, shard_size=shard_size,
+        max_errors=max_errors)
+    request = SuggestRequest(limit=limit, threshold=threshold, exclude=exclude)
+    if options.sharded:
         if input is None or output is None:
             refuse("--engine ray/--format parquet need --input and --output (a folder)")
-        return suggest_sharded(project_dir, input, output, limit=limit, threshold=threshold,
-                               batch_size=batch_size, engine=engine, address=address,
-                               num_workers=num_workers, output_format=output_format or "jsonl",
-                               shard_size=shard_size, mmap=mmap, exclude=exclude,
-                               max_errors=max_errors, compile_ranker=compile_ranker,
-                               domains=domains)
-    if title is None and (input is None or output is None):
-        refuse("give --input and --output (or --title for a single record)")
-    if title is None:  # before the seconds of loading the project
-        must_exist(input, f"records not found: {input}")
-    fmt = output_format_of(output, output_format, merge, agency, input)
+        # not applied to this process: the workers tag
+        runtime = Runtime(threads=threads, compile_ranker=compile_ranker)
+        return report(run(project_dir, input, output, request, options, runtime, engine))
+    if title is None:
+        if input is None or output is None:
+            refuse("give --input and --output (or --title for a single record)")
+        runtime = make_runtime(threads, compile_ranker)
+        return report(run(project_dir, input, output, request, options, runtime, engine),
+                      release_above)
+    if domains is not None:
+        must_exist(domains, f"domain model not found: {domains}")
+    options.output_format(output, input)
     project = load_trained(project_dir, mmap=mmap,
                            runtime=make_runtime(threads, compile_ranker))
     if domains is not None:
         from tagalign.project.domains import attach
 
         project = attach(project, domains)
-    request = SuggestRequest(limit=limit, threshold=threshold, exclude=exclude,
-                             domains=project.domain_model is not None)
-    if title is not None:
-        rec = Record(id="cli", title=title, abstract=abstract, language=language)
-        return suggest_one(project, rec, request)
-    if release_above is not None and review is None:
-        review = review_path(output)
-    suggest_file(project, input, output, request,
-                 batch_size=batch_size, strict=strict, resume=resume,
-                 release_above=release_above, review=review,
-                 fmt=fmt, merge=merge, agency=agency, jobs=jobs)
-
-
-OUTPUT_FORMATS = ("jsonl", "parquet", "marc", "marcxml")
-
-
-def output_format_of(output: Path | None, given: str | None, merge: bool, agency: str | None,
-                     input: Path | None) -> str:
-    """The output format of a local run, checked against --merge/--agency."""
-    if output is None:
-        if merge or agency is not None or given is not None:
-            refuse("--format, --merge and --agency go with --output")
-        return "jsonl"
-    fmt = output_format(output, given)
-    if fmt == "jsonl" and (merge or agency is not None):
-        refuse("--merge and --agency go with MARC output: --format marc or marcxml, or an "
-               "--output named .mrc or .xml")
-    if merge and (input is None or input.is_dir() or guess_format(input) != "marc"):
-        refuse(f"--merge needs MARC input (binary or MARC-XML); {input} is not")
-    return fmt
+        request = replace(request, domains=True)
+    suggest_one(project, Record(id="cli", title=title, abstract=abstract, language=language),
+                request)
 
 
 def read_exclude(path: Path | None) -> frozenset[str]:
     return frozenset() if path is None else frozenset(read_id_file(path, "--exclude"))
-
-
-def load_trained(project_dir: Path, mmap: bool = False, runtime: Runtime | None = None
-                 ) -> Project:
-    project = Project.load(project_dir, mmap=mmap, runtime=runtime)
-    project.trained_recipe()  # NotTrainedError before any record is read
-    return project
 
 
 def suggest_one(project: Project, rec: Record, request: SuggestRequest) -> None:
@@ -196,87 +160,92 @@ def suggest_one(project: Project, rec: Record, request: SuggestRequest) -> None:
                   f"precision {tagged.quality.precision:.2f}")
 
 
-def suggest_file(project: Project, input: Path, output: Path, request: SuggestRequest, *,
-                 batch_size: int, strict: bool, resume: bool,
-                 release_above: float | None = None, review: Path | None = None,
-                 fmt: str = "jsonl", merge: bool = False, agency: str | None = None,
-                 jobs: int = 1) -> None:
-    """Tag every record of ``input`` into ``output`` (and ``review``, see `tag_records`)
-    as ``request`` asks, as ``fmt`` (JSONL or MARC, `open_prediction_stream`); exit status 1 on a failed run or a
-    malformed record under ``strict``, 130 on Ctrl-C, 0 otherwise."""
-    must_exist(input, f"records not found: {input}")
-    source = input if merge else None
-    stream = open_prediction_stream(output, fmt, resume, agency=agency, merge=source)
-    side = open_prediction_stream(review, fmt, resume, agency=agency, merge=source) \
-        if review is not None else None
+def run(project_dir: Path, input: Path, output: Path, request: SuggestRequest,
+        options: TagFileOptions, runtime: Runtime, engine: str) -> TaggedFile:
+    """`tag_file` with a progress bar; a run that stopped prints its summary line before its
+    error (exit status 1, or 130 on Ctrl-C)."""
     try:
-        stream.open()
-        if side is not None:
-            side.open()
-    except PartialExistsError:
-        stream.close()
+        return tag_file(project_dir, input, output, request, options, runtime=runtime,
+                        progress=ProgressBar(f"suggest ({engine})"))
+    except (TaggingStopped, TaggingInterrupted) as exc:
+        if exc.result.batch is not None:
+            report(exc.result)
+        else:
+            console.print(exc.result.summary, soft_wrap=True)
+        if isinstance(exc, TaggingInterrupted):
+            fail(escape(str(exc)), code=130)
         raise
-    counts = TagCounts()
-    if stream.done:
-        console.log(f"resuming: {len(stream.done)} records already in {stream.partial}")
-    report = InputReport(strict=strict)
-    try:
-        # the jobs are forked first, before the progress bar's thread starts
-        with TaggingJobs(Tagger(project), jobs) as tagger:
-            _tag_all(tagger, input, stream, report, counts, request, batch_size,
-                     side, release_above, merge)
-    except BaseException as exc:
-        stream.close()
-        if side is not None:
-            side.close()
-        console.print(counts.line(report), soft_wrap=True)
-        how = (f"{stream.written + counts.already} finished records are kept in "
-               f"{stream.partial}; run the same command with --resume to continue")
-        if isinstance(exc, KeyboardInterrupt):
-            fail(f"interrupted; {how}", code=130)
-        if isinstance(exc, BadInputError):
-            fail(f"{exc} (--strict stops here); {how} once the input is fixed")
-        if isinstance(exc, SystemExit):
-            raise
-        fail(f"{type(exc).__name__}: {exc}; {how}")
-    stream.commit()
-    console.print(counts.line(report), soft_wrap=True)
-    if side is not None:
-        side.commit()
-        console.log(f"{counts.released} records with estimated recall ≥ {release_above} "
-                    f"written to {output}, {counts.review} to review in {review}")
+
+
+def report(done: TaggedFile, release_above: float | None = None) -> None:
+    """What a finished (or, sharded, stopped) run did, on stderr."""
+    if done.batch is not None:
+        res = done.batch
+        skipped = f", {res.shards_skipped} already done" if res.shards_skipped else ""
+        console.log(f"{res.shards_run} shards run{skipped}: {res.records_out} records "
+                    f"written, {res.errors} errors, {res.workers} worker(s), "
+                    f"{res.seconds:.1f} s → {done.output}")
+        if res.shards_run and res.workers < done.planned_workers:
+            console.log(f"{res.workers} worker(s), not {done.planned_workers}: only "
+                        f"{res.shards_run} shard(s) to run (--shard-size splits the input "
+                        "finer)")
+        if res.errors:
+            console.log(f"[yellow]{res.errors} records failed[/]; their ids and reasons are "
+                        f"in {done.output}/errors-*.jsonl")
+        return
+    console.print(done.summary, soft_wrap=True)
+    if done.review is not None:
+        console.log(f"{done.counts.released} records with estimated recall ≥ "
+                    f"{release_above} written to {done.output}, {done.counts.review} to "
+                    f"review in {done.review}")
     else:
-        console.log(f"predictions written to {output}")
+        console.log(f"predictions written to {done.output}")
 
 
-def _tag_all(tagger: TaggingJobs, input: Path, stream: PredictionStream, report: InputReport,
-             counts: TagCounts, request: SuggestRequest, batch_size: int,
-             review: PredictionStream | None = None,
-             release_above: float | None = None, merge: bool = False) -> None:
-    t0 = time.perf_counter()
-    shown = 0
+class ProgressBar(TagFileProgress):
+    """`tag_file`'s progress as a rich bar: records tagged and their rate (a local run), or
+    records of the planned shards (a sharded one); the first warnings and a resumed run's
+    start as log lines."""
 
-    def warn(rid: str, warning: str) -> None:
-        nonlocal shown
-        shown += 1
-        if shown <= MAX_WARNINGS_SHOWN:
-            console.print(f"[yellow]warning:[/] record {rid}: {warning}", soft_wrap=True)
+    def __init__(self, sharded_name: str) -> None:
+        self.sharded_name = sharded_name
+        self.shown = 0
+        self.t0 = time.perf_counter()
+        self.done = self.base = 0
 
-    with progress() as bar:
-        task = bar.add_task("suggesting", total=None, rate="")
+    def start(self, sharded: bool) -> None:
+        self.t0 = time.perf_counter()
+        self.bar = progress()
+        self.bar.start()
+        # a sharded run's bar is shown once the input is planned, so an error before that
+        # is one clean line
+        self.task = self.bar.add_task(self.sharded_name if sharded else "suggesting",
+                                      total=None, rate="", visible=not sharded)
 
-        def on_batch(c: TagCounts) -> None:
-            rate = c.tagged / max(time.perf_counter() - t0, 1e-9)
-            bar.update(task, completed=c.tagged, rate=f"{rate:.0f} rec/s")
+    def stop(self) -> None:
+        self.bar.stop()
 
-        # --merge: read by the same decoder that the output stream re-reads the input with
-        records = (rec for _, rec in iter_marc_records(input, report)) if merge \
-            else read_records(input, report=report)
-        tag_records(records, lambda chunk: tagger.submit(chunk, request), stream, counts,
-                    batch_size, on_batch=on_batch, on_warning=warn, review=review,
-                    release_above=release_above,
-                    # with jobs, the next batch is tagged while one is written
-                    overlap=tagger.forked)
+    def resumed(self, already: int, partial: Path) -> None:
+        console.log(f"resuming: {already} records already in {partial}")
+
+    def batch(self, counts: TagCounts) -> None:
+        rate = counts.tagged / max(time.perf_counter() - self.t0, 1e-9)
+        self.bar.update(self.task, completed=counts.tagged, rate=f"{rate:.0f} rec/s")
+
+    def warning(self, record_id: str, warning: str) -> None:
+        self.shown += 1
+        if self.shown <= MAX_WARNINGS_SHOWN:
+            console.print(f"[yellow]warning:[/] record {record_id}: {warning}",
+                          soft_wrap=True)
+
+    def planned(self, total: int, already: int) -> None:
+        self.done = self.base = already
+        self.bar.update(self.task, total=total, completed=already, visible=True)
+
+    def shard(self, summary: dict[str, Any]) -> None:
+        self.done += summary["records_in"]
+        rate = (self.done - self.base) / max(time.perf_counter() - self.t0, 1e-9)
+        self.bar.update(self.task, completed=self.done, rate=f"{rate:.0f} rec/s")
 
 
 def print_suggestions(rows) -> None:
@@ -289,29 +258,3 @@ def print_suggestions(rows) -> None:
             why += f"; {len(s.reasons['neighbours'])} similar records"
         table.add_row(str(i), s.id, s.label, f"{s.score:.3f}", why)
     out.print(table)
-
-
-def suggest_sharded(project_dir: Path, input: Path, output: Path, *, limit: int | None,
-                    threshold: float | None, batch_size: int, engine: str, address: str | None,
-                    num_workers: int | None, output_format: str, shard_size: int | None,
-                    mmap: bool = False, exclude: frozenset[str] = frozenset(),
-                    max_errors: float = DEFAULT_MAX_ERRORS, compile_ranker: bool = True,
-                    domains: Path | None = None) -> None:
-    """`tagalign suggest --engine ray` (or ``--format parquet``): a folder of shards.
-    ``mmap`` and ``compile_ranker`` are not output settings: a resumed run may change them.
-    ``domains``: a domain model each worker loads beside the project (checked here first,
-    so a wrong one stops the run before any worker starts)."""
-    Project.check_trained_folder(project_dir)
-    spec = {"task": "suggest", "project": str(project_dir.resolve()), "limit": limit,
-            "threshold": threshold, "format": output_format, "batch_size": batch_size,
-            "mmap": mmap, "compile_ranker": compile_ranker}
-    if exclude:  # only then: a resumed run of an older spec still matches
-        spec["exclude"] = sorted(exclude)
-    if domains is not None:  # likewise
-        from tagalign.project.domains import DomainModel
-        from tagalign.vocab import Vocabulary
-
-        DomainModel.load(domains, Vocabulary.load(project_dir))
-        spec["domains"] = str(domains.resolve())
-    run_sharded(spec, input.resolve(), output.resolve(), engine=engine, address=address,
-                num_workers=num_workers, shard_size=shard_size, max_errors=max_errors)

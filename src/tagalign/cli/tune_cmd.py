@@ -14,7 +14,6 @@ from rich.table import Table
 
 from tagalign.cli.app import app, console, refuse
 from tagalign.cli.common import load_records
-from tagalign.cli.suggest_cmd import load_trained
 from tagalign.errors import MissingExtraError
 from tagalign.evaluate.optimize import LIMITS, METRICS, GridResult, grid_search, plot_pareto
 from tagalign.evaluate.selection import ScoredHits
@@ -23,6 +22,7 @@ from tagalign.project import Project, Tagger
 from tagalign.records import Record
 from tagalign.suggest import SuggestRequest
 from tagalign.suggest.sources.base import record_languages
+from tagalign.workflows.tagging import load_trained
 
 DEPTH = max(LIMITS)
 out = Console()  # results on stdout; progress and logs go to `console` (stderr)
