@@ -19,8 +19,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 @pytest.mark.slow
 def test_wheel_installs_into_a_fresh_venv_and_suggests(tmp_path):
-    from serving import train_tiny_hybrid
-    from tiny_models import TOPICS, tiny_records
+    from tiny_models import TOPICS, tiny_records, train_tiny_hybrid
 
     work = tmp_path / "wheel"
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}  # the wheel, not src/
