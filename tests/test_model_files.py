@@ -173,3 +173,33 @@ def test_overwrite_asks_for_new_params_until_the_new_model_is_written(tmp_path):
     again.train(tiny_records(20))
     assert "params" not in Project.read_config(path)
     assert Project.load(path).params["max_ngram"] == 2 == Project.read_params(path)["max_ngram"]
+
+
+def test_each_source_reads_its_own_typed_config_built_from_the_recipes_params():
+    """Sources take one frozen config (fields, defaults, ranges beside them) made from the
+    hybrid's parameters in one place (`from_params`); the hybrid checks those parameters
+    against the ranges the configs declare."""
+    from dataclasses import FrozenInstanceError
+
+    from tagalign.recipes.hybrid import HybridRecipe
+    from tagalign.suggest.pipeline import candidate_count
+    from tagalign.suggest.sources import SOURCES, SourceConfig
+    from tagalign.suggest.sources.neighbours import TfidfNeighboursConfig
+
+    params = {**HybridRecipe.defaults, "knn_k": 7, "candidates_tfidf_knn": 12}
+    src = SOURCES.lookup("tfidf_knn").from_params(params, candidate_count(params, "tfidf_knn"))
+    assert src.config == TfidfNeighboursConfig(k=7, power=2.0, top_k=12, prune_df=0.05,
+                                               rescore=300)
+    with pytest.raises(FrozenInstanceError):
+        src.config.k = 3  # type: ignore[misc]
+    for name in HybridRecipe.defaults["sources"]:
+        config = SOURCES.lookup(name).from_params(HybridRecipe.defaults, 30).config
+        assert isinstance(config, SourceConfig) and config.recipe_params, name
+        for field, key in config.recipe_params.items():
+            assert getattr(config, field) == HybridRecipe.defaults[key]
+        for key, kind in type(config).recipe_ranges().items():
+            assert HybridRecipe.ranges[key] is kind  # declared once, beside the field
+    with pytest.raises(ParamError, match="parameter k=0: must be >= 1"):
+        TfidfNeighboursConfig(k=0)
+    with pytest.raises(ParamError, match="parameter knn_k=0: must be >= 1"):
+        HybridRecipe.check_params({"knn_k": 0})
