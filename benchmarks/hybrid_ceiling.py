@@ -22,6 +22,7 @@ import argparse
 import json
 import time
 from collections import Counter
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -45,7 +46,7 @@ def wide_candidates(pipe: HybridPipeline, records: list[Record], widest: int,
     positions in ``records``)."""
     for src in pipe.sources:
         if src.name in TOP_K_SOURCES:
-            src.top_k = widest
+            src.config = replace(src.config, top_k=widest)
     parts: list[list[Candidates]] = []
     for start in track(range(0, len(records), batch_size), description="candidates",
                        transient=True):

@@ -36,7 +36,7 @@ def main() -> None:
     batch = pipe.prepare(dev)
 
     def search(prune_df: float, rescore: int) -> tuple[dict, dict]:
-        src = TfidfNeighbours(k=trained.k, prune_df=prune_df, rescore=rescore)
+        src = TfidfNeighbours(k=trained.config.k, prune_df=prune_df, rescore=rescore)
         src.X_, src.rows_, src.memory = trained.X_, trained.rows_, trained.memory
         secs, sims = {}, {}
         for lang, part in batch.tfidf.items():

@@ -93,7 +93,6 @@ def memory(n: int) -> RecordMemory:
 def test_emb_knn_saves_the_compressed_index_and_refuses_another_memory(tmp_path):
     vecs = clustered(3, 1200)
     src = EmbeddingNeighbours(k=5, index="ivfsq8")
-    src.index_kind = "ivfsq8"
     ctx = FitContext(Vocabulary([]), Analyzer(), memory(1200), embeddings=vecs)
     src.index_ = VectorIndex("ivfsq8", nlist=8, min_ivf=0).build(vecs)
     src.memory = ctx.memory

@@ -119,4 +119,4 @@ def test_german_labels_are_looked_for_in_english_texts_only_without_an_english_l
     assert found[True] == {"s0": 1.0, "s2": 1.0, "s3": 2.0}  # + "neue medien", the alt label
     # the recipe's default turns it on
     from tagalign.recipes.hybrid import HybridRecipe
-    assert LabelMatcher.from_params(HybridRecipe.defaults, 30).cross_language
+    assert LabelMatcher.from_params(HybridRecipe.defaults, 30).config.cross_language

@@ -16,6 +16,7 @@ from tagalign.model_files import ModelFamily
 from tagalign.pairs.params import PairScorerBase
 from tagalign.params import ParamError
 from tagalign.project import Project, Tagger
+from tagalign.project.config import MODEL_MANIFEST
 from tagalign.recipes import get_recipe, recipe_names
 from tagalign.recipes.base import Recipe
 from tagalign.suggest import SuggestRequest
@@ -96,6 +97,45 @@ def test_a_recipe_saved_by_the_old_writer_loads_and_ranks_the_same(tmp_path):
         Project.load(tmp_path / "p")
 
 
+def test_a_project_with_its_params_in_both_files_loads_with_the_models(tmp_path):
+    """The layout before the model's manifest held the one copy: project.json kept the
+    parameters asked for (and, after ``hyperopt --save``, the tuned values and their
+    names) beside the model's manifest. Such a folder loads; the model's copy wins, and the
+    config's vanishes at its next write."""
+    assert Recipe.manifest_name == MODEL_MANIFEST  # spelled twice: config.py imports no recipe
+    path = tmp_path / "p"
+    project = Project.create(path, tiny_vocab(), "lexical", {"max_ngram": 3})
+    assert Project.read_config(path)["params"] == {"max_ngram": 3}  # untrained: asked for
+    project.train(tiny_records(20))
+    config = json.loads((path / "project.json").read_text())
+    assert "params" not in config  # trained: the model's manifest holds them
+    manifest = json.loads((path / "model" / "recipe.json").read_text())
+    assert manifest["params"]["max_ngram"] == 3
+    records, request = tiny_records(6, seed=5), SuggestRequest(limit=5)
+    before = [[(s.id, s.score) for s in t.suggestions] for t in
+              Tagger(Project.load(path)).tag(records, request)]
+    # the old writer's project.json, key for key; its params disagree with the model's here
+    # to show which copy wins (the old writer kept them equal)
+    old = {"format": "tagalign-project", "name": "p", "recipe": "lexical",
+           "params": {"max_ngram": 2}, "vocabulary": config["vocabulary"],
+           "created": config["created"], "trained_at": config["trained_at"],
+           "versions": config["versions"], "tuned_params": ["max_ngram"]}
+    (path / "project.json").write_text(json.dumps(old))
+    loaded = Project.load(path)
+    assert loaded.params["max_ngram"] == 3 and loaded.recipe.params["max_ngram"] == 3
+    assert "params" not in loaded.config
+    assert [[(s.id, s.score) for s in t.suggestions] for t in
+            Tagger(loaded).tag(records, request)] == before
+    assert Project.read_params(path)["max_ngram"] == 3
+    # a rerun of `tagalign train` with what the model was trained with continues it
+    again = Project.create(path, tiny_vocab(), "lexical", {"max_ngram": 3})
+    assert again.params["max_ngram"] == 3 and "params" not in again.config
+    loaded.set_scores({"f1@5": 0.5})  # the next write leaves the one copy
+    config = json.loads((path / "project.json").read_text())
+    assert "params" not in config and config["tuned_params"] == ["max_ngram"]
+    assert Project.load(path).params == manifest["params"]
+
+
 def test_a_classifier_saved_by_the_old_writer_loads_and_predicts_the_same(tmp_path):
     clf = get_classifier("linear", min_df=1).fit(domain_examples(60), domain_examples(20, 2))
     clf.save(tmp_path / "m")
@@ -117,3 +157,49 @@ def test_a_classifier_saved_by_the_old_writer_loads_and_predicts_the_same(tmp_pa
     manifest.write_text(json.dumps({k: v for k, v in meta.items() if k != "format"}))
     with pytest.raises(ModelFormatError, match="model format None"):  # never written so
         Classifier.load(tmp_path / "m")
+
+
+def test_overwrite_asks_for_new_params_until_the_new_model_is_written(tmp_path):
+    """``train --overwrite`` of a trained folder: project.json holds the new parameters
+    while the old model still answers; a rerun (training interrupted) continues with them,
+    and the new model's manifest takes them over."""
+    path = tmp_path / "p"
+    Project.create(path, tiny_vocab(), "lexical", {"max_ngram": 3}).train(tiny_records(20))
+    Project.create(path, tiny_vocab(), "lexical", {"max_ngram": 2}, overwrite=True)
+    loaded = Project.load(path)  # the old model, the new request
+    assert loaded.recipe.params["max_ngram"] == 3 and loaded.params == {"max_ngram": 2}
+    again = Project.create(path, tiny_vocab(), "lexical", {"max_ngram": 2})
+    assert again.new_recipe().params["max_ngram"] == 2
+    again.train(tiny_records(20))
+    assert "params" not in Project.read_config(path)
+    assert Project.load(path).params["max_ngram"] == 2 == Project.read_params(path)["max_ngram"]
+
+
+def test_each_source_reads_its_own_typed_config_built_from_the_recipes_params():
+    """Sources take one frozen config (fields, defaults, ranges beside them) made from the
+    hybrid's parameters in one place (`from_params`); the hybrid checks those parameters
+    against the ranges the configs declare."""
+    from dataclasses import FrozenInstanceError
+
+    from tagalign.recipes.hybrid import HybridRecipe
+    from tagalign.suggest.pipeline import candidate_count
+    from tagalign.suggest.sources import SOURCES, SourceConfig
+    from tagalign.suggest.sources.neighbours import TfidfNeighboursConfig
+
+    params = {**HybridRecipe.defaults, "knn_k": 7, "candidates_tfidf_knn": 12}
+    src = SOURCES.lookup("tfidf_knn").from_params(params, candidate_count(params, "tfidf_knn"))
+    assert src.config == TfidfNeighboursConfig(k=7, power=2.0, top_k=12, prune_df=0.05,
+                                               rescore=300)
+    with pytest.raises(FrozenInstanceError):
+        src.config.k = 3  # type: ignore[misc]
+    for name in HybridRecipe.defaults["sources"]:
+        config = SOURCES.lookup(name).from_params(HybridRecipe.defaults, 30).config
+        assert isinstance(config, SourceConfig) and config.recipe_params, name
+        for field, key in config.recipe_params.items():
+            assert getattr(config, field) == HybridRecipe.defaults[key]
+        for key, kind in type(config).recipe_ranges().items():
+            assert HybridRecipe.ranges[key] is kind  # declared once, beside the field
+    with pytest.raises(ParamError, match="parameter k=0: must be >= 1"):
+        TfidfNeighboursConfig(k=0)
+    with pytest.raises(ParamError, match="parameter knn_k=0: must be >= 1"):
+        HybridRecipe.check_params({"knn_k": 0})

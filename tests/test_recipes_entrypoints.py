@@ -78,7 +78,9 @@ def test_recipe_through_cli_and_run_tagging(tmp_path, files, recipe):
                               "--config", str(config)])
     assert res.exit_code == 0, res.output
     saved = json.loads((proj / "project.json").read_text())
-    assert (saved["recipe"], saved["params"]) == (recipe, params)
+    model = json.loads((proj / "model" / "recipe.json").read_text())  # the params' one copy
+    assert (saved["recipe"], model["recipe"]) == (recipe, recipe) and "params" not in saved
+    assert {k: model["params"][k] for k in params} == params
     out = tmp_path / "cli.jsonl"
     res = runner.invoke(app, ["suggest", str(proj), "--input", str(paths["test"]),
                               "--output", str(out), "--limit", "4"])

@@ -110,7 +110,7 @@ def test_saved_search_settings_and_older_models(tmp_path: Path) -> None:
     ctx = FitContext(Vocabulary([]), Analyzer())
     again = TfidfNeighbours(k=10, prune_df=0.05, rescore=300)
     again.load_state(tmp_path, ctx)
-    assert (again.prune_df, again.rescore) == (0.2, 40)
+    assert (again.config.prune_df, again.config.rescore) == (0.2, 40)
     np.testing.assert_array_equal(again.neighbours(_batch(Q))[0],
                                   src.neighbours(_batch(Q))[0])
     # a model saved before the two-step search (issue 29: no guessing from which files

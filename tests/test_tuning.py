@@ -139,7 +139,10 @@ def test_trials_match_suggest_and_saved_params(trained):
     again = Project.load(project.path)  # the saved parameters survive a reload
     for p in (project, again):
         assert served(p) == tuned
-    assert again.config["params"]["candidates_omikuji"] == 2
+    assert again.params["candidates_omikuji"] == 2
+    # the model's manifest holds the one copy of the parameters; the config their names
+    assert "params" not in Project.read_config(project.path)
+    assert Project.read_config(project.path)["tuned_params"] == sorted(TRIAL)
 
 
 def test_hyperopt_resumes_from_storage_and_saves(trained, tmp_path):
@@ -196,7 +199,7 @@ def test_tuned_project_still_opens_for_training(trained):
     project = fresh(root, "retrain")
     project.set_params({"prior_weight": 0.1})
     again = Project.create(project.path, project.vocab, "hybrid", TINY)
-    assert again.config["params"]["prior_weight"] == 0.1
+    assert again.params["prior_weight"] == 0.1
     from tagalign.project import ProjectError
 
     with pytest.raises(ProjectError, match="already holds"):

@@ -98,6 +98,15 @@ class ModelFamily:
             "versions": versions()})
 
     @classmethod
+    def update_params(cls, folder: Path, updates: dict[str, Any]) -> None:
+        """Parameters changed after training (they need no retraining: `tagalign hyperopt
+        --save`) into the saved model's manifest, atomically: the manifest holds the one
+        copy of a saved model's parameters."""
+        meta = cls.read_manifest(folder)
+        meta["params"] = {**meta["params"], **updates}
+        write_json_atomic(folder / cls.manifest_name, meta)
+
+    @classmethod
     def read_manifest(cls, folder: Path) -> dict[str, Any]:
         """The manifest in ``folder``, its format checked (`check_format`)."""
         meta = read_json(folder / cls.manifest_name)

@@ -40,6 +40,8 @@ from typing import Any
 
 from tagalign.errors import InputError, NotFoundError, TagalignError
 from tagalign.project import CONFIG_NAME, DEFAULT_RECIPE, Project, ProjectError
+from tagalign.project.config import saved_params
+from tagalign.project.folder import differing_params
 from tagalign.project.serving import ServingSettingError, ServingSettings
 from tagalign.recipes import recipe_names
 from tagalign.runtime import Runtime
@@ -240,10 +242,12 @@ def check_saved(spec: ProjectSpec) -> None:
         raise ProjectsFileError(
             f"{spec.where('recipe')}: {spec.recipe!r}, but the project at {spec.path} was "
             f"created with {saved.get('recipe')!r}; fix the file or retrain into another path")
-    if spec.params is not None and saved.get("params", {}) != spec.params:
-        raise ProjectsFileError(
-            f"{spec.where('params')}: {spec.params}, but the project at {spec.path} was "
-            f"trained with {saved.get('params', {})}")
+    if spec.params is not None:
+        other = differing_params(saved["recipe"], saved_params(spec.path, saved), spec.params)
+        if other:
+            raise ProjectsFileError(
+                f"{spec.where('params')}: {spec.params}, but the project at {spec.path} was "
+                f"trained with {other}")
 
 
 def open_project(spec: ProjectSpec, *, mmap: bool = False, runtime: Runtime | None = None

@@ -24,8 +24,9 @@ is refused.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import scipy.sparse as sp
@@ -42,26 +43,50 @@ from tagalign.io import (
     save_npy_atomic,
     write_json_atomic,
 )
+from tagalign.params import NonNegative, NonNegativeFloat, Positive, PositiveFloat
 from tagalign.records import Record
 from tagalign.suggest.fusion import PairFeatures
-from tagalign.suggest.sources.base import Batch, Candidates, FitContext, Source, register_source
+from tagalign.suggest.sources.base import (
+    Batch,
+    Candidates,
+    FitContext,
+    Source,
+    SourceConfig,
+    register_source,
+)
 from tagalign.suggest.sources.memory import label_matrix
 from tagalign.vocab import VocabularyMismatchError
 
 TUNE_SAMPLE = 2000  # thresholds are not used here; tuning them on a sample keeps fit cheap
 
 
+@dataclass(frozen=True)
+class DomainSourceConfig(SourceConfig):
+    """The domains to predict (``labels``; None: those the training records carry), the
+    linear classifier's ``C``, records it trains on (``limit_train``; None: all) and
+    ``seed``; ``smoothing``: the profiles' additive smoothing."""
+
+    labels: Sequence[str] | None = None
+    limit_train: Positive | None = None
+    C: PositiveFloat = 4.0
+    smoothing: NonNegativeFloat = 1.0
+    seed: NonNegative = 0
+
+    recipe_params: ClassVar[Mapping[str, str]] = {
+        "labels": "domain_labels", "limit_train": "domain_limit_train", "seed": "seed"}
+
+
 @register_source
 class DomainSource(Source):
     name = "domains"
     features = ["dom_match", "dom_agree", "dom_cos"]
+    config_class = DomainSourceConfig
+    config: DomainSourceConfig
 
-    def __init__(self, labels: Sequence[str] | None = None, limit_train: int | None = None,
-                 C: float = 4.0, smoothing: float = 1.0, seed: int = 0, **params: Any):
-        super().__init__(labels=labels, limit_train=limit_train, C=C, smoothing=smoothing,
-                         seed=seed, **params)
+    def __init__(self, config: DomainSourceConfig | None = None, **settings: Any):
+        super().__init__(config, **settings)
+        labels = self.config.labels
         self.expected = sorted(labels) if labels else None
-        self.limit_train, self.C, self.smoothing, self.seed = limit_train, C, smoothing, seed
         self.classifier_: Any = None
         self.labels_: list[str] = []
         self.counts_: sp.csr_matrix | None = None  # (subjects × domains) gold-domain counts
@@ -69,11 +94,6 @@ class DomainSource(Source):
         self.profile_: sp.csr_matrix | None = None  # counts + borrowed rows (by notation)
         self.vocab_: Any = None
         self.notations_: sp.csr_matrix | None = None
-
-    @classmethod
-    def from_params(cls, params: Mapping[str, Any], top_k: int) -> DomainSource:
-        return cls(labels=params["domain_labels"], limit_train=params["domain_limit_train"],
-                   seed=params["seed"])
 
     # -- learning --------------------------------------------------------------------------
     def fit(self, ctx: FitContext) -> None:
@@ -86,9 +106,10 @@ class DomainSource(Source):
         if not labelled:
             raise InputError("the domains source needs training records with 'domains' "
                              "(LinSearch codes); none of the training records has any")
-        rng = np.random.default_rng(self.seed)
+        cfg = self.config
+        rng = np.random.default_rng(cfg.seed)
         tune_on = [labelled[i] for i in np.sort(rng.permutation(len(labelled))[:TUNE_SAMPLE])]
-        clf = get_classifier("linear", C=self.C, limit_train=self.limit_train, seed=self.seed)
+        clf = get_classifier("linear", C=cfg.C, limit_train=cfg.limit_train, seed=cfg.seed)
         clf.fit(labelled, tune_on)
         clf.thresholds_["tuned_on"] = f"a seeded sample of {len(tune_on)} training records"
         if self.expected is not None and clf.labels_.labels != self.expected:
@@ -158,7 +179,7 @@ class DomainSource(Source):
 
     def candidates(self, batch: Batch) -> Candidates:
         probs = self.record_domains(batch)
-        profile, overall, alpha = self.profile_, self.overall_, self.smoothing
+        profile, overall, alpha = self.profile_, self.overall_, self.config.smoothing
         top = probs.argmax(1) if len(probs) else np.zeros(0, np.int64)
         pnorm = np.linalg.norm(probs, axis=1)
 
@@ -188,7 +209,7 @@ class DomainSource(Source):
         save_npy_atomic(path / "overall.npy", self.overall_)
         write_json_atomic(path / "domains.json", {"labels": self.labels_,
                                                   "shape": list(self.counts_.shape),
-                                                  "params": self.params})
+                                                  "params": self.config.values()})
 
     def load_state(self, path: Path, ctx: FitContext) -> None:
         meta = read_json(path / "domains.json")

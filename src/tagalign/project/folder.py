@@ -2,9 +2,11 @@
 
 Layout::
 
-    PROJECT/project.json   name, recipe, params, vocabulary fingerprint, versions, scores
+    PROJECT/project.json   name, recipe, vocabulary fingerprint, versions, scores, saved
+                           defaults (the params asked for only until the model is written)
     PROJECT/vocab.json.gz  the vocabulary, saved once (fast load)
-    PROJECT/model/         the trained recipe (written atomically; safetensors/JSON/npy)
+    PROJECT/model/         the trained recipe (written atomically; safetensors/JSON/npy);
+                           its manifest recipe.json holds the one copy of its params
     PROJECT/work/          finished training phases, so an interrupted train resumes
     PROJECT/feedback.sqlite librarians' decisions (`feedback_location`; or a shared store)
 
@@ -25,26 +27,27 @@ from tagalign.errors import (
     NotTrainedError,  # also imported from here (`tagalign.serve`)
     TagalignError,
 )
-from tagalign.io import read_json, versions, write_json_atomic
+from tagalign.io import versions, write_json_atomic
 from tagalign.project.config import (
     BY_LANGUAGE,
     CONFIG_NAME,
     DEFAULT_LIMIT,
     DEFAULT_RECIPE,
     MODEL_DIR,
+    PARAMS,
     TUNED,
     WORK_DIR,
     LearningNotAllowedError,
     NotAProjectError,
     ProjectExistsError,
-    _without,
     config_defaults,
+    read_project_config,
+    saved_params,
 )
 from tagalign.project.serving import ServingSettingError, ServingSettings
 from tagalign.project.version import ModelVersion, model_version
 from tagalign.recipes import ReadOnlyError, Recipe, get_recipe, read_only_message
 from tagalign.recipes.saved import now as _now
-from tagalign.recipes.saved import update_params
 from tagalign.records import Record
 from tagalign.runtime import Runtime
 from tagalign.vocab import Vocabulary
@@ -52,6 +55,17 @@ from tagalign.vocab.rules import SubjectRules
 
 if TYPE_CHECKING:  # loading one imports the classifiers (and torch): only when attached
     from tagalign.project.domains import DomainModel
+
+
+def differing_params(recipe: str, saved: dict[str, Any], asked: dict[str, Any],
+                     ignore: set[str] | frozenset[str] = frozenset()) -> dict[str, Any]:
+    """The ``saved`` values of the parameters where ``asked`` differs from them, both taken
+    over the recipe's defaults (a trained model's manifest holds every parameter, a request
+    the given ones), ``ignore`` left out: empty when ``asked`` makes the same model."""
+    cls = get_recipe(recipe)
+    old, new = cls.with_defaults(saved), cls.with_defaults(asked)
+    return {k: old.get(k) for k in sorted(set(old) | set(new))
+            if k not in ignore and old.get(k) != new.get(k)}
 
 
 class Project:
@@ -157,12 +171,12 @@ class Project:
         recipe_cls = get_recipe(recipe)
         recipe_cls(vocab, **(params or {}))  # validates parameter names now, not after hours
         if (path / CONFIG_NAME).exists() and not overwrite:
-            old = read_json(path / CONFIG_NAME)
+            old = read_project_config(path)
             # parameters tuned after training (`set_params`) are the project's own: a rerun
             # of `tagalign train` without them continues the same project
             tuned = set(old.get(TUNED, []))
-            if old.get("recipe") == recipe and _without(old.get("params", {}), tuned) == \
-                    _without(params or {}, tuned):
+            if old.get("recipe") == recipe and not differing_params(
+                    recipe, saved_params(path, old), params or {}, ignore=tuned):
                 vocab.check(old["vocabulary"]["fingerprint"], old["vocabulary"]["size"],
                             f"project {path}")
                 return cls(path, old, vocab, runtime=runtime)._served(serving)
@@ -171,7 +185,7 @@ class Project:
         path.mkdir(parents=True, exist_ok=True)
         vocab.save(path)
         project = cls.draft(path, vocab, recipe, params, name, runtime=runtime)
-        write_json_atomic(path / CONFIG_NAME, project.config)
+        project._write_config()
         return project._served(serving)
 
     @classmethod
@@ -187,7 +201,7 @@ class Project:
             "format": "tagalign-project",
             "name": name or path.name,
             "recipe": recipe,
-            "params": params or {},
+            PARAMS: params or {},  # until training writes the model (`save_model`)
             "vocabulary": {"size": len(vocab), "fingerprint": vocab.fingerprint,
                            "languages": vocab.languages},
             "created": _now(),
@@ -219,7 +233,7 @@ class Project:
         if not cfg_path.exists():
             raise NotAProjectError(f"{path} is not a tagalign project (no {CONFIG_NAME}); "
                                "create one with `tagalign train`")
-        config = read_json(cfg_path)
+        config = read_project_config(path)
         if vocab is None:
             vocab = Vocabulary.load(path)
         vocab.check(config["vocabulary"]["fingerprint"], config["vocabulary"]["size"],
@@ -260,8 +274,19 @@ class Project:
         if not (path / MODEL_DIR).exists():
             raise NotTrainedError(f"project {path}")
 
+    @property
+    def params(self) -> dict[str, Any]:
+        """The recipe's parameters: those asked for and not trained yet (the given ones:
+        `create`, `draft`), else the trained model's (its manifest holds the one copy; every
+        parameter)."""
+        if PARAMS not in self.config and self.recipe is not None:
+            return dict(self.recipe.params)
+        return saved_params(self.path, self.config)
+
     def new_recipe(self) -> Recipe:
-        return get_recipe(self.config["recipe"])(self.vocab, **self.config["params"])
+        """An untrained recipe with the project's `params` (a retrained model keeps the
+        values ``set_params`` tuned)."""
+        return get_recipe(self.config["recipe"])(self.vocab, **self.params)
 
     def train(self, records: Sequence[Record], resume: bool = True) -> Recipe:
         """Fit the configured recipe and save it atomically into ``model/``.
@@ -280,11 +305,18 @@ class Project:
         return recipe
 
     def save_model(self, recipe: Recipe) -> None:
+        """``recipe`` (trained) into ``model/``; from then on its manifest holds the
+        parameters, and the config only what is not one."""
         recipe.save(self.path / MODEL_DIR)  # the project's vocabulary: `new_recipe`
         self.recipe = recipe
         self.model_version = model_version(self.path)
+        self.config.pop(PARAMS, None)
         self.config["trained_at"] = _now()
         self.config["versions"] = versions()
+        self._write_config()
+
+    def _write_config(self) -> None:
+        """``project.json``, atomically (every change of the config goes through here)."""
         write_json_atomic(self.path / CONFIG_NAME, self.config)
 
     def check_learn_allowed(self) -> None:
@@ -316,7 +348,7 @@ class Project:
     def set_scores(self, scores: dict[str, Any]) -> None:
         """Record dev scores (shown by `tagalign serve` and `GET /v1/projects/{id}`)."""
         self.config["dev_scores"] = scores
-        write_json_atomic(self.path / CONFIG_NAME, self.config)
+        self._write_config()
 
     # -- tuning ------------------------------------------------------------------------
     def defaults(self, language: str | None = None, fallback_limit: int = DEFAULT_LIMIT
@@ -330,11 +362,17 @@ class Project:
 
     @staticmethod
     def read_config(path: Path | str) -> dict[str, Any]:
-        """A project's ``project.json`` alone (no vocabulary, no model: cheap)."""
+        """A project's ``project.json`` alone (no vocabulary, no model: cheap), migrated
+        (`read_project_config`); its parameters: `read_params`."""
         cfg_path = Path(path) / CONFIG_NAME
         if not cfg_path.exists():
             raise NotAProjectError(f"{path} is not a tagalign project (no {CONFIG_NAME})")
-        return read_json(cfg_path)
+        return read_project_config(path)
+
+    @staticmethod
+    def read_params(path: Path | str) -> dict[str, Any]:
+        """The recipe parameters of the project at ``path`` without loading it (`params`)."""
+        return saved_params(path, Project.read_config(path))
 
     def set_defaults(self, limit: int, threshold: float, language: str | None = None) -> None:
         """Save the limit/threshold that `suggest` and both REST APIs use when a request
@@ -347,19 +385,19 @@ class Project:
             self.config.update(values)
         else:
             self.config.setdefault(BY_LANGUAGE, {})[language] = values
-        write_json_atomic(self.path / CONFIG_NAME, self.config)
+        self._write_config()
 
     def set_params(self, updates: dict[str, Any]) -> None:
         """Change recipe parameters of a trained project that need no retraining (tuned by
-        ``tagalign hyperopt --save``): stored in the config and the model's metadata, both
-        atomically, then the model is reloaded so it uses them."""
-        self.trained_recipe()
+        ``tagalign hyperopt --save``): written into the model's manifest (their one copy,
+        atomically), their names into the config (`TUNED`), then the model is reloaded so
+        it uses them."""
+        recipe = self.trained_recipe()
         self.check_learnable()
-        get_recipe(self.config["recipe"])(self.vocab, **{**self.config["params"], **updates})
-        update_params(self.path / MODEL_DIR, updates)
-        self.config["params"] = {**self.config["params"], **updates}
+        type(recipe)(self.vocab, **{**recipe.params, **updates})  # checked before a write
+        recipe.update_params(self.path / MODEL_DIR, updates)
         self.config[TUNED] = sorted(set(self.config.get(TUNED, [])) | set(updates))
-        write_json_atomic(self.path / CONFIG_NAME, self.config)
+        self._write_config()
         self.recipe = self._load_model()
         self.recipe.params_saved(self.path / MODEL_DIR)
 

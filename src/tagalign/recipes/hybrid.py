@@ -16,16 +16,14 @@ import copy
 import logging
 import threading
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, ClassVar
-
-from pydantic import Field
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from tagalign.errors import NotTrainedError
 from tagalign.io import atomic_dir, read_json
 from tagalign.params import (
     NonNegative,
-    NonNegativeFloat,
     OpenFraction,
     Positive,
     PositiveFloat,
@@ -45,6 +43,10 @@ from tagalign.suggest.held_out import FOLDER as HELD_OUT
 from tagalign.suggest.held_out import HeldOutEvidence
 from tagalign.suggest.pipeline import HybridPipeline, candidate_count
 from tagalign.suggest.sources import SOURCES
+from tagalign.suggest.sources.labels import LabelRetrievalConfig
+from tagalign.suggest.sources.lexical import LabelMatcherConfig
+from tagalign.suggest.sources.neighbours import EmbeddingNeighboursConfig, TfidfNeighboursConfig
+from tagalign.suggest.sources.omikuji import OmikujiConfig
 from tagalign.vocab import Vocabulary
 
 log = logging.getLogger(__name__)
@@ -120,13 +122,17 @@ class HybridRecipe(Recipe):
         "batch_size": 1024,
     }
     ranges: ClassVar[dict[str, Any]] = {
-        "holdout_fraction": OpenFraction, "seed": NonNegative, "knn_power": NonNegativeFloat,
-        **dict.fromkeys(("max_ranker_records", "knn_k", "candidates_per_source",
-                         "omikuji_max_depth", "embed_dim", "embed_vocab_size", "embed_epochs",
-                         "embed_batch_size", "ranker_rounds", "agreement_top_m",
-                         "domain_limit_train", "batch_size"), Positive),
-        "omikuji_cluster_k": Annotated[int, Field(ge=2)],
+        "holdout_fraction": OpenFraction, "seed": NonNegative,
+        **dict.fromkeys(("max_ranker_records", "candidates_per_source", "embed_dim",
+                         "embed_vocab_size", "embed_epochs", "embed_batch_size",
+                         "ranker_rounds", "agreement_top_m", "domain_limit_train",
+                         "batch_size"), Positive),
         "embed_lr": PositiveFloat, "embed_hard_negatives": NonNegative,
+        # the sources' own (`knn_k`, `knn_power`, `omikuji_cluster_k` ...), declared beside
+        # their settings; the `domains` source's loads torch: its two are above
+        **TfidfNeighboursConfig.recipe_ranges(), **EmbeddingNeighboursConfig.recipe_ranges(),
+        **OmikujiConfig.recipe_ranges(), **LabelRetrievalConfig.recipe_ranges(),
+        **LabelMatcherConfig.recipe_ranges(),
     }
     #: threads are the runtime's (`tagalign.runtime.Runtime`), not a model parameter
     retired = frozenset({"threads"})
@@ -250,7 +256,8 @@ class HybridRecipe(Recipe):
         for src in pipe.sources:
             if src.name in TOP_K_SOURCES:  # a copy: the serving sources stay as they are
                 src = copy.copy(src)
-                src.top_k = max(MAX_TUNED_CANDIDATES, candidate_count(self.params, src.name))
+                top_k = max(MAX_TUNED_CANDIDATES, candidate_count(self.params, src.name))
+                src.config = replace(src.config, **{"top_k": top_k})  # these have one
             widest.append(src)
         prepared = []
         for rows in self._batches(records):

@@ -10,9 +10,6 @@ message for a model this version cannot read: retrain, or use the tagalign that 
 
 from __future__ import annotations
 
-from pathlib import Path
-
-from tagalign.io import read_json, write_json_atomic
 from tagalign.model_files import now  # noqa: F401 - re-exported
 from tagalign.recipes.base import Recipe
 
@@ -22,10 +19,3 @@ MANIFEST = Recipe.manifest_name
 #: refused with the message to retrain
 MODEL_FORMAT = Recipe.model_format
 READ_FORMATS = Recipe.read_formats
-
-
-def update_params(folder: Path, updates: dict) -> None:
-    """Parameters changed after training (no retraining needed) into the manifest."""
-    meta = read_json(folder / MANIFEST)
-    meta["params"] = {**meta["params"], **updates}
-    write_json_atomic(folder / MANIFEST, meta)

@@ -2,22 +2,28 @@
 
 Each source proposes subjects for a batch of records with a few numeric features per
 (record, subject) pair. The fusion ranker (`tagalign.suggest.fusion`) merges the pairs of
-all sources and scores them. Sources are small classes behind the `SOURCES` registry.
+all sources and scores them. Sources are small classes behind the `SOURCES` registry; each
+takes its settings as one typed `SourceConfig`, built from the hybrid recipe's parameters
+in one place (`SourceConfig.from_params`).
 """
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar
+from types import UnionType
+from typing import Annotated, Any, ClassVar, Self, Union, get_args, get_origin, get_type_hints
 
 import numpy as np
 import scipy.sparse as sp
 
 from tagalign.encode.base import Encoder
+from tagalign.params import ParamSpec
 from tagalign.records import Record
 from tagalign.registry import Registry
 from tagalign.suggest.sources.memory import RecordMemory
@@ -173,6 +179,67 @@ class FitContext:
     threads: int = 0
 
 
+@dataclass(frozen=True)
+class SourceConfig:
+    """A source's settings, as scikit-learn estimators take theirs: one field each, with its
+    default and, where its type is not check enough, its range as an `Annotated` type
+    (`tagalign.params.Positive` ...), checked when the config is made (`ParamError`).
+
+    ``recipe_params`` names the hybrid recipe's parameter each field is read from
+    (`from_params`, the one place a recipe's parameters become a source's settings); the
+    recipe checks those parameters against the same ranges (`recipe_ranges`). A field
+    ``top_k`` is the source's candidate count, which the recipe works out per source
+    (`tagalign.suggest.pipeline.candidate_count`)."""
+
+    #: field → the hybrid recipe's parameter it is read from
+    recipe_params: ClassVar[Mapping[str, str]] = {}
+
+    def __post_init__(self) -> None:
+        self._spec().check(self.values())
+
+    def values(self) -> dict[str, Any]:
+        """The settings by field name, in field order."""
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+
+    @classmethod
+    def from_params(cls, params: Mapping[str, Any], top_k: int | None = None) -> Self:
+        """The settings a recipe's ``params`` give (``top_k``: the candidate count, for a
+        source that has one)."""
+        given = {name: params[key] for name, key in cls.recipe_params.items()}
+        if top_k is not None and "top_k" in cls.field_names():
+            given["top_k"] = top_k
+        return cls(**given)
+
+    @classmethod
+    def field_names(cls) -> list[str]:
+        return [f.name for f in dataclasses.fields(cls)]
+
+    @classmethod
+    def ranges(cls) -> dict[str, Any]:
+        """Field → its `Annotated` range, for the fields that declare one."""
+        hints = get_type_hints(cls, include_extras=True)
+        out = {}
+        for name in cls.field_names():
+            hint = hints[name]
+            if get_origin(hint) in (Union, UnionType):  # ``Positive | None``: the range
+                hint = next((a for a in get_args(hint) if get_origin(a) is Annotated), hint)
+            if get_origin(hint) is Annotated:
+                out[name] = hint
+        return out
+
+    @classmethod
+    def recipe_ranges(cls) -> dict[str, Any]:
+        """The ranges under the recipe's parameter names (`HybridRecipe.ranges`)."""
+        return {cls.recipe_params[name]: kind for name, kind in cls.ranges().items()
+                if name in cls.recipe_params}
+
+    @classmethod
+    @functools.cache
+    def _spec(cls) -> ParamSpec:
+        return ParamSpec(f"source config {cls.__name__}",
+                         {f.name: f.default for f in dataclasses.fields(cls)}, **cls.ranges())
+
+
 #: list-valued reasons several sources give for one subject (neighbour records) are
 #: joined and cut to this many
 MAX_REASON_ITEMS = 3
@@ -182,22 +249,27 @@ class Source(ABC):
     """A trained candidate generator (as Annif's backends). ``features`` names the columns
     it returns; the ranker reads them by name, never by position.
 
-    A source builds itself from the recipe's parameters (`from_params`), learns from a
+    A source takes its settings as one `SourceConfig` (``config``; or its fields as
+    keywords), built from the recipe's parameters by `from_params`, learns from a
     `FitContext` (`fit`) or reloads what `save` wrote into its own folder (`load_state`),
     proposes candidates for a `Batch`, may learn confirmed records at once (`learn`) and
     says why it proposed a subject (`reasons`)."""
 
     name: ClassVar[str]
     features: ClassVar[list[str]]
+    #: the class of its settings (a source without any keeps the empty one)
+    config_class: ClassVar[type[SourceConfig]] = SourceConfig
 
-    def __init__(self, **params: Any):
-        self.params = params
+    def __init__(self, config: SourceConfig | None = None, **settings: Any):
+        if config is not None and settings:
+            raise TypeError(f"source {self.name!r}: a config or settings, not both")
+        self.config = config if config is not None else self.config_class(**settings)
 
     @classmethod
-    def from_params(cls, params: Mapping[str, Any], top_k: int) -> Source:
-        """The source as a recipe's parameters configure it; ``top_k``: its candidate
-        count. Sources without settings take none."""
-        return cls()
+    def from_params(cls, params: Mapping[str, Any], top_k: int) -> Self:
+        """The source as a recipe's parameters configure it (`SourceConfig.from_params`);
+        ``top_k``: its candidate count."""
+        return cls(cls.config_class.from_params(params, top_k))
 
     @abstractmethod
     def fit(self, ctx: FitContext) -> None:

@@ -11,19 +11,22 @@ an index of one row per subject, searched as before they were indexed.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
 from tagalign.errors import ModelFormatError
 from tagalign.index import VectorIndex
 from tagalign.io import load_npy, read_json, save_npy_atomic, write_json_atomic
+from tagalign.params import Positive
 from tagalign.suggest.sources.base import (
     Batch,
     Candidates,
     FitContext,
     Source,
+    SourceConfig,
     ranks_of,
     register_source,
 )
@@ -82,25 +85,32 @@ def best_per_subject(sims: np.ndarray, rows: np.ndarray, owner: np.ndarray, k: i
     return out_s, out_p, out_r, complete
 
 
+@dataclass(frozen=True)
+class LabelRetrievalConfig(SourceConfig):
+    """The ``top_k`` subjects whose label vectors are nearest a record's, searched in a
+    `VectorIndex` of kind ``index``."""
+
+    top_k: Positive = 40
+    index: str = "ivf"
+
+    recipe_params: ClassVar[Mapping[str, str]] = {"index": "ann_index"}
+
+
 @register_source
 class LabelRetrieval(Source):
     name = "labels"
     features = ["label_sim", "label_rank", "label_gap"]
+    config_class = LabelRetrievalConfig
+    config: LabelRetrievalConfig
 
-    def __init__(self, top_k: int = 40, index: str = "ivf", **params: Any):
-        super().__init__(top_k=top_k, index=index, **params)
-        self.top_k = top_k
-        self.index_kind = index
+    def __init__(self, config: LabelRetrievalConfig | None = None, **settings: Any):
+        super().__init__(config, **settings)
         self.index_: VectorIndex | None = None
         self.matrix_: np.ndarray | None = None
         #: subject position of each index row (None: one row per subject, in order)
         self.owner_: np.ndarray | None = None
         self.n_subjects_ = 0
         self.alt_labels_: list[str] = []  # the text of each row after the subjects'
-
-    @classmethod
-    def from_params(cls, params: Mapping[str, Any], top_k: int) -> LabelRetrieval:
-        return cls(top_k=top_k, index=params["ann_index"])
 
     def fit(self, ctx: FitContext) -> None:
         self.matrix_ = subject_matrix(ctx.vocab, ctx.encoder)
@@ -112,7 +122,7 @@ class LabelRetrieval(Source):
             alt /= np.linalg.norm(alt, axis=1, keepdims=True).clip(1e-9)
             vectors = np.vstack([self.matrix_, alt])
             self._set_rows(labels, owners)
-        self.index_ = VectorIndex(self.index_kind).build(vectors)
+        self.index_ = VectorIndex(self.config.index).build(vectors)
 
     def _set_rows(self, labels: list[str], owners: np.ndarray) -> None:
         self.alt_labels_ = labels
@@ -123,14 +133,14 @@ class LabelRetrieval(Source):
         ``top_k`` best subjects. With alternative-label rows several rows may name one
         subject: the search widens until each record has ``top_k`` distinct ones (so a
         narrower ``top_k`` is a prefix of a wider one, as `Candidates.truncate` needs)."""
+        top_k = self.config.top_k
         if self.owner_ is None:
-            sims, pos = self.index_.search(q, self.top_k)
+            sims, pos = self.index_.search(q, top_k)
             return sims, pos, None
-        width = 2 * self.top_k
+        width = 2 * top_k
         while True:
             sims, rows = self.index_.search(q, width)
-            out_s, out_p, out_r, complete = best_per_subject(sims, rows, self.owner_,
-                                                             self.top_k)
+            out_s, out_p, out_r, complete = best_per_subject(sims, rows, self.owner_, top_k)
             if complete or width >= len(self.index_):
                 return out_s, out_p, out_r
             width *= 2

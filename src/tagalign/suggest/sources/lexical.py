@@ -21,17 +21,20 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
 from tagalign.io import load_npy, read_json, save_npy_atomic, write_json_atomic
+from tagalign.params import Fraction, NonNegative, Positive
 from tagalign.suggest.sources.base import (
     Batch,
     Candidates,
     FitContext,
     Source,
+    SourceConfig,
     register_source,
 )
 from tagalign.suggest.sources.mined import mine_label_variants, record_grams
@@ -44,29 +47,35 @@ from tagalign.vocab import Vocabulary
 MINED = -2
 
 
+@dataclass(frozen=True)
+class LabelMatcherConfig(SourceConfig):
+    """Labels of at most ``max_ngram`` words are looked for."""
+
+    max_ngram: Positive = 5
+    #: subjects without an English label are also looked for in English texts under
+    #: their German labels, stemmed as English (names of places, people, bodies and many
+    #: technical terms are written alike); such matches have ``lex_pref`` -1
+    cross_language: bool = False
+    #: English label variants mined from English training records (0: none;
+    #: `tagalign.suggest.sources.mined`); by default only for subjects without an English
+    #: label
+    mine_min_support: NonNegative = 0
+    mine_min_precision: Fraction = 0.5
+    mine_all_subjects: bool = False
+
+    recipe_params: ClassVar[Mapping[str, str]] = {"cross_language": "lexical_cross_language"}
+
+
 @register_source
 class LabelMatcher(Source):
     name = "lexical"
     features = ["lex_count", "lex_in_title", "lex_ntokens", "lex_first", "lex_pref",
                 "lex_ambiguity", "lex_prec"]
+    config_class = LabelMatcherConfig
+    config: LabelMatcherConfig
 
-    def __init__(self, max_ngram: int = 5, cross_language: bool = False,
-                 mine_min_support: int = 0, mine_min_precision: float = 0.5,
-                 mine_all_subjects: bool = False, **params: Any):
-        super().__init__(max_ngram=max_ngram, cross_language=cross_language,
-                         mine_min_support=mine_min_support,
-                         mine_min_precision=mine_min_precision,
-                         mine_all_subjects=mine_all_subjects, **params)
-        self.max_ngram = max_ngram
-        #: English label variants mined from English training records (0: none); by default
-        #: only for subjects without an English label
-        self.mine_min_support = mine_min_support
-        self.mine_min_precision = mine_min_precision
-        self.mine_all_subjects = mine_all_subjects
-        #: subjects without an English label are also looked for in English texts under
-        #: their German labels, stemmed as English (names of places, people, bodies and many
-        #: technical terms are written alike); such matches have ``lex_pref`` -1
-        self.cross_language = cross_language
+    def __init__(self, config: LabelMatcherConfig | None = None, **settings: Any):
+        super().__init__(config, **settings)
         # key "lang|tok tok" -> list of (subject position, is_pref)
         self.table_: dict[str, list[tuple[int, int]]] = {}
         self._grams: dict[str, dict[str, list[tuple[int, int]]]] = {}
@@ -77,10 +86,6 @@ class LabelMatcher(Source):
         self._prec: np.ndarray | None = None
         self.vocab_: Vocabulary | None = None
         self.analyzer_: Analyzer | None = None
-
-    @classmethod
-    def from_params(cls, params: Mapping[str, Any], top_k: int) -> LabelMatcher:
-        return cls(cross_language=params["lexical_cross_language"])
 
     def fit(self, ctx: FitContext) -> None:
         analyzer, vocab = ctx.analyzer, ctx.vocab
@@ -94,22 +99,22 @@ class LabelMatcher(Source):
                 stop = _STOP[lang]
                 for label, pref in labels:
                     toks = [t for t in analyzer.words(label) if t not in stop]
-                    if not toks or len(toks) > self.max_ngram:
+                    if not toks or len(toks) > self.config.max_ngram:
                         continue
                     key = lang + "|" + " ".join(analyzer.stem(toks, lang))
                     if key not in seen:
                         seen.add(key)
                         table[key].append((pos, pref))
-            if self.cross_language and "en" not in subj.labels:
+            if self.config.cross_language and "en" not in subj.labels:
                 for label in [subj.labels.get("de"), *subj.alt_labels.get("de", [])]:
                     toks = [t for t in analyzer.words(label or "") if t not in _STOP["en"]]
-                    if not toks or len(toks) > self.max_ngram:
+                    if not toks or len(toks) > self.config.max_ngram:
                         continue
                     key = "en|" + " ".join(analyzer.stem(toks, "en"))
                     if key not in seen:
                         seen.add(key)
                         table[key].append((pos, -1))
-        if self.mine_min_support and ctx.tokens is not None:
+        if self.config.mine_min_support and ctx.tokens is not None:
             self._add_mined(table, ctx)
         self.table_ = dict(table)
         self._index_prefixes()
@@ -122,11 +127,11 @@ class LabelMatcher(Source):
         english = [i for i, lg in enumerate(ctx.memory.languages) if lg == "en"]
         if not english:
             return
-        mask = None if self.mine_all_subjects else np.array(
+        mask = None if self.config.mine_all_subjects else np.array(
             ["en" not in s.labels for s in ctx.vocab.subjects])
         mined = mine_label_variants([ctx.tokens[i] for i in english], ctx.Y[english],
-                                    min_support=self.mine_min_support,
-                                    min_precision=self.mine_min_precision, subjects=mask)
+                                    min_support=self.config.mine_min_support,
+                                    min_precision=self.config.mine_min_precision, subjects=mask)
         for gram, hits in mined.items():
             entry = table.setdefault("en|" + gram, [])
             have = {pos for pos, _ in entry}
@@ -179,7 +184,7 @@ class LabelMatcher(Source):
         prec = self._prec
         matches: list[dict[int, str]] = []
         batch.evidence[self.name] = matches
-        max_m = self.max_ngram
+        max_m = self.config.max_ngram
         for r, (toks, ttoks, lang) in enumerate(zip(batch.tokens, batch.title_tokens,
                                                     batch.languages, strict=True)):
             lg = lang if lang in ("de", "en") else "de"
@@ -241,7 +246,7 @@ class LabelMatcher(Source):
         if lang in subj.labels and self.stem_key(subj.labels[lang], lang) == gram:
             return None
         alts = list(subj.alt_labels.get(lang, []))
-        if self.cross_language and lang == "en" and "en" not in subj.labels:
+        if self.config.cross_language and lang == "en" and "en" not in subj.labels:
             alts += subj.alt_labels.get("de", [])  # looked for in English texts too
         return next((alt for alt in alts if self.stem_key(alt, lang) == gram), None)
 
@@ -263,8 +268,8 @@ class LabelMatcher(Source):
         return out
 
     def save(self, path: Path) -> None:
-        write_json_atomic(path / "lexical.json", {"max_ngram": self.max_ngram,
-                                                  "cross_language": self.cross_language,
+        write_json_atomic(path / "lexical.json", {"max_ngram": self.config.max_ngram,
+                                                  "cross_language": self.config.cross_language,
                                                   "counts": self.found_ is not None,
                                                   "table": self.table_})
         if self.found_ is not None:
@@ -274,7 +279,8 @@ class LabelMatcher(Source):
     def load_state(self, path: Path, ctx: FitContext) -> None:
         data = read_json(path / "lexical.json")
         self.table_ = {k: [tuple(x) for x in v] for k, v in data["table"].items()}
-        self.cross_language = data["cross_language"]
+        # the matching the ranker learned from, whatever the recipe's parameters say now
+        self.config = replace(self.config, cross_language=data["cross_language"])
         self.vocab_, self.analyzer_ = ctx.vocab, ctx.analyzer
         self._index_prefixes()
         # "counts": whether training records were counted (the hybrid's, not the lexical

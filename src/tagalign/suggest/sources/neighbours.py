@@ -10,9 +10,9 @@ from __future__ import annotations
 import sys
 import threading
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import scipy.sparse as sp
@@ -27,6 +27,7 @@ from tagalign.io import (
     save_npy_atomic,
     write_json_atomic,
 )
+from tagalign.params import NonNegativeFloat, Positive
 from tagalign.runtime import release_free_memory
 from tagalign.suggest.sources.base import (
     MAX_REASON_ITEMS,
@@ -34,6 +35,7 @@ from tagalign.suggest.sources.base import (
     Candidates,
     FitContext,
     Source,
+    SourceConfig,
     ranks_of,
     register_source,
     row_entries,
@@ -100,6 +102,39 @@ class _SearchIndex:
     XT: sp.csr_matrix
     common: np.ndarray
     Xc: sp.csr_matrix | None
+
+
+@dataclass(frozen=True)
+class VotingConfig(SourceConfig):
+    """What both neighbour sources take: ``k`` neighbours, each voting with its similarity
+    to the power ``power``, for the ``top_k`` best subjects."""
+
+    k: Positive = 30
+    power: NonNegativeFloat = 2.0
+    top_k: Positive = 50
+
+    recipe_params: ClassVar[Mapping[str, str]] = {"k": "knn_k", "power": "knn_power"}
+
+
+@dataclass(frozen=True)
+class TfidfNeighboursConfig(VotingConfig):
+    """``prune_df``, ``rescore``: the two-step search (`TfidfNeighbours`; 0: exact)."""
+
+    prune_df: float = 0.0
+    rescore: int = 300
+
+    recipe_params: ClassVar[Mapping[str, str]] = {
+        **VotingConfig.recipe_params, "prune_df": "knn_prune_df", "rescore": "knn_rescore"}
+
+
+@dataclass(frozen=True)
+class EmbeddingNeighboursConfig(VotingConfig):
+    """``index``: the `VectorIndex` kind of the record vectors."""
+
+    index: str = "ivf"
+
+    recipe_params: ClassVar[Mapping[str, str]] = {**VotingConfig.recipe_params,
+                                                  "index": "ann_index"}
 
 
 class _Voting(Source):
@@ -180,22 +215,15 @@ class TfidfNeighbours(_Voting):
 
     name = "tfidf_knn"
     features = _names("tknn")
+    config_class = TfidfNeighboursConfig
+    config: TfidfNeighboursConfig
 
-    def __init__(self, k: int = 30, power: float = 2.0, top_k: int = 50,
-                 prune_df: float = 0.0, rescore: int = 300, **params: Any):
-        super().__init__(k=k, power=power, top_k=top_k, prune_df=prune_df, rescore=rescore,
-                         **params)
-        self.k, self.power, self.top_k = k, power, top_k
-        self.prune_df, self.rescore = prune_df, rescore
+    def __init__(self, config: TfidfNeighboursConfig | None = None, **settings: Any):
+        super().__init__(config, **settings)
         self.X_: dict[str, sp.csr_matrix] = {}
         self.rows_: dict[str, np.ndarray] = {}  # memory row of each X_ row
         self._index: dict[str, _SearchIndex] = {}
         self.memory = None
-
-    @classmethod
-    def from_params(cls, params: Mapping[str, Any], top_k: int) -> TfidfNeighbours:
-        return cls(k=params["knn_k"], power=params["knn_power"], top_k=top_k,
-                   prune_df=params["knn_prune_df"], rescore=params["knn_rescore"])
 
     def fit(self, ctx: FitContext) -> None:
         self.memory = ctx.memory
@@ -204,9 +232,9 @@ class TfidfNeighbours(_Voting):
             self.rows_[lang] = np.asarray(idx, np.int64)
 
     def neighbours(self, batch: Batch) -> tuple[np.ndarray, np.ndarray]:
-        n = len(batch)
-        nbr = np.full((n, self.k), -1, np.int64)
-        sims = np.zeros((n, self.k), np.float32)
+        n, k = len(batch), self.config.k
+        nbr = np.full((n, k), -1, np.int64)
+        sims = np.zeros((n, k), np.float32)
         for lang, (idx, Xq) in batch.tfidf.items():
             if lang not in self.X_:
                 continue
@@ -222,12 +250,12 @@ class TfidfNeighbours(_Voting):
         """The k best records of each query row (positions in X, best first) and their
         cosines; see the class docstring for the two steps."""
         S = (q @ index.XT).toarray()
-        kk = min(self.k, S.shape[1])
+        kk = min(self.config.k, S.shape[1])
         if index.Xc is None:  # exact: every term is in the product
             top = largest(S, kk)
             topv = np.take_along_axis(S, top, 1)
         else:
-            m = max(min(self.rescore, S.shape[1]), kk)
+            m = max(min(self.config.rescore, S.shape[1]), kk)
             cand = largest(S, m)
             # each candidate's weights on the common terms, against its query's
             pos, lens = row_entries(index.Xc.indptr, cand.ravel())
@@ -249,7 +277,7 @@ class TfidfNeighbours(_Voting):
         cached = self._index.get(lang)
         if cached is None or cached.X is not X:
             XT = X.T.tocsr()
-            common = common_terms(XT, self.prune_df)
+            common = common_terms(XT, self.config.prune_df)
             Xc = None
             if len(common):
                 keep = np.ones(XT.shape[0], bool)
@@ -265,7 +293,8 @@ class TfidfNeighbours(_Voting):
 
     def candidates(self, batch: Batch) -> Candidates:
         nbr, sims = self.neighbours(batch)
-        cands, _ = vote(nbr, sims, self.memory.Y, self.power, self.top_k, "tknn")
+        cands, _ = vote(nbr, sims, self.memory.Y, self.config.power, self.config.top_k,
+                        "tknn")
         batch.evidence[self.name] = (nbr, sims)  # for reasons and `record_neighbours`
         return cands
 
@@ -296,7 +325,7 @@ class TfidfNeighbours(_Voting):
             meta[lang] = list(X.shape)
         write_json_atomic(path / "tknn.json", meta)
         write_json_atomic(path / "tknn-search.json",
-                          {"prune_df": self.prune_df, "rescore": self.rescore})
+                          {"prune_df": self.config.prune_df, "rescore": self.config.rescore})
 
     def load_state(self, path: Path, ctx: FitContext) -> None:
         """With ``ctx.mmap`` the record matrices stay in their files; the transposed copy
@@ -306,9 +335,8 @@ class TfidfNeighbours(_Voting):
         # the search the ranker learned from (a later change of the parameters would feed
         # it other neighbours than it learned on)
         search = read_json(path / "tknn-search.json")
-        self.prune_df = float(search["prune_df"])
-        self.rescore = int(search["rescore"])
-        self.params.update(prune_df=self.prune_df, rescore=self.rescore)
+        self.config = replace(self.config, prune_df=float(search["prune_df"]),
+                              rescore=int(search["rescore"]))
         for lang, shape in read_json(path / "tknn.json").items():
             self.X_[lang] = load_csr(path, f"tknn-{lang}", tuple(shape), mmap=ctx.mmap)
             self.rows_[lang] = load_npy(path / f"tknn-rows-{lang}.npy", ctx.mmap)
@@ -323,34 +351,29 @@ class EmbeddingNeighbours(_Voting):
 
     name = "emb_knn"
     features = _names("eknn")
+    config_class = EmbeddingNeighboursConfig
+    config: EmbeddingNeighboursConfig
 
-    def __init__(self, k: int = 30, power: float = 2.0, top_k: int = 50, index: str = "ivf",
-                 **params: Any):
-        super().__init__(k=k, power=power, top_k=top_k, index=index, **params)
-        self.k, self.power, self.top_k = k, power, top_k
-        self.index_kind = index
+    def __init__(self, config: EmbeddingNeighboursConfig | None = None, **settings: Any):
+        super().__init__(config, **settings)
         self.index_: VectorIndex | None = None
         self.memory = None
         self._lock = threading.Lock()  # faiss: no search while `learn` adds vectors
 
-    @classmethod
-    def from_params(cls, params: Mapping[str, Any], top_k: int) -> EmbeddingNeighbours:
-        return cls(k=params["knn_k"], power=params["knn_power"], top_k=top_k,
-                   index=params["ann_index"])
-
     def fit(self, ctx: FitContext) -> None:
         self.memory = ctx.memory
-        self.index_ = VectorIndex(self.index_kind).build(ctx.embeddings)
+        self.index_ = VectorIndex(self.config.index).build(ctx.embeddings)
 
     def neighbours(self, batch: Batch) -> tuple[np.ndarray, np.ndarray]:
         """(n × k) memory rows (−1: none) and cosines of each record's nearest records."""
         with self._lock:
-            sims, nbr = self.index_.search(batch.embeddings, self.k)
+            sims, nbr = self.index_.search(batch.embeddings, self.config.k)
         return nbr.astype(np.int64), sims
 
     def candidates(self, batch: Batch) -> Candidates:
         nbr, sims = self.neighbours(batch)
-        cands, _ = vote(nbr, sims, self.memory.Y, self.power, self.top_k, "eknn")
+        cands, _ = vote(nbr, sims, self.memory.Y, self.config.power, self.config.top_k,
+                        "eknn")
         batch.evidence[self.name] = (nbr, sims)  # for reasons and `record_neighbours`
         return cands
 

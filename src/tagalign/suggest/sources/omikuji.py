@@ -13,8 +13,9 @@ import tempfile
 import threading
 from collections.abc import Iterator, Mapping
 from concurrent.futures import Executor
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, ClassVar
 
 import numpy as np
 import omikuji
@@ -22,12 +23,15 @@ import scipy.sparse as sp
 from omikuji import _ThreadPoolHandle
 from omikuji._libomikuji import ffi as _ffi
 from omikuji._libomikuji import lib as _lib
+from pydantic import Field
 
+from tagalign.params import Positive
 from tagalign.suggest.sources.base import (
     Batch,
     Candidates,
     FitContext,
     Source,
+    SourceConfig,
     ranks_of,
     register_source,
 )
@@ -146,30 +150,40 @@ def predict_omikuji(model: omikuji.Model, X: sp.csr_matrix, top_k: int, beam_siz
     return [row for f in futures for row in f.result()]
 
 
+#: a tree node splits into two children at least
+ClusterK = Annotated[int, Field(ge=2)]
+
+
+@dataclass(frozen=True)
+class OmikujiConfig(SourceConfig):
+    """Omikuji's Parabel-like trees: ``cluster_k`` children per node, ``max_depth`` levels;
+    the ``top_k`` best subjects per record."""
+
+    top_k: Positive = 50
+    cluster_k: ClusterK = 100
+    max_depth: Positive = 3
+
+    recipe_params: ClassVar[Mapping[str, str]] = {"cluster_k": "omikuji_cluster_k",
+                                                  "max_depth": "omikuji_max_depth"}
+
+
 @register_source
 class OmikujiSource(Source):
     name = "omikuji"
     features = ["omikuji_score", "omikuji_rank"]
+    config_class = OmikujiConfig
+    config: OmikujiConfig
 
-    def __init__(self, top_k: int = 50, cluster_k: int = 100, max_depth: int = 3,
-                 **params: Any):
-        super().__init__(top_k=top_k, cluster_k=cluster_k, max_depth=max_depth, **params)
-        self.top_k = top_k
-        self.cluster_k = cluster_k
-        self.max_depth = max_depth
+    def __init__(self, config: OmikujiConfig | None = None, **settings: Any):
+        super().__init__(config, **settings)
         self.models_: dict[str, omikuji.Model] = {}
-
-    @classmethod
-    def from_params(cls, params: Mapping[str, Any], top_k: int) -> OmikujiSource:
-        return cls(top_k=top_k, cluster_k=params["omikuji_cluster_k"],
-                   max_depth=params["omikuji_max_depth"])
 
     def fit(self, ctx: FitContext) -> None:
         for lang, (idx, X) in ctx.tfidf.items():
             if len(idx) < 10:
                 continue
             self.models_[lang] = train_omikuji(
-                X, ctx.Y[idx], cluster_k=self.cluster_k, max_depth=self.max_depth,
+                X, ctx.Y[idx], cluster_k=self.config.cluster_k, max_depth=self.config.max_depth,
                 n_threads=ctx.threads)
 
     def candidates(self, batch: Batch) -> Candidates:
@@ -178,7 +192,7 @@ class OmikujiSource(Source):
             model = self.models_.get(lang)
             if model is None:
                 continue
-            preds_all = predict_omikuji(model, X, self.top_k, threads=batch.threads,
+            preds_all = predict_omikuji(model, X, self.config.top_k, threads=batch.threads,
                                         pool=batch.pool)
             rows.append(np.repeat(np.asarray(idx, np.int64), [len(p) for p in preds_all]))
             preds += preds_all
