@@ -203,3 +203,49 @@ def test_each_source_reads_its_own_typed_config_built_from_the_recipes_params():
         TfidfNeighboursConfig(k=0)
     with pytest.raises(ParamError, match="parameter knn_k=0: must be >= 1"):
         HybridRecipe.check_params({"knn_k": 0})
+
+
+def hybrid_part_configs() -> list:
+    """The config classes of the hybrid's parts other than its sources."""
+    from tagalign.suggest.fusion import RankerConfig
+
+    return [RankerConfig]
+
+
+@pytest.mark.parametrize("config_class", hybrid_part_configs(), ids=lambda c: c.__name__)
+def test_each_hybrid_part_reads_its_own_config_built_from_the_recipes_params(config_class):
+    """The fusion ranker, quality estimate and encoder trainer take one frozen config, as
+    the sources do: made from the hybrid's parameters in one place (`from_params`), its
+    ranges declared beside its fields and checked by the hybrid under its own names; a bad
+    value is refused naming the hybrid's parameter."""
+    from dataclasses import FrozenInstanceError
+
+    from tagalign.recipes.hybrid import HybridRecipe
+
+    config = config_class.from_params(HybridRecipe.defaults)
+    assert config.recipe_params
+    for field, key in config.recipe_params.items():
+        assert getattr(config, field) == HybridRecipe.defaults[key]
+    with pytest.raises(FrozenInstanceError):
+        setattr(config, next(iter(config.recipe_params)), 1)
+    assert config_class.recipe_ranges()
+    for key, kind in config_class.recipe_ranges().items():
+        assert HybridRecipe.ranges[key] is kind  # declared once, beside the field
+        bad = {**HybridRecipe.defaults, key: -1}
+        with pytest.raises(ParamError, match=f"parameter {key}=-1: must be"):
+            config_class.from_params(bad)
+        with pytest.raises(ParamError, match=f"parameter {key}=-1: must be"):
+            HybridRecipe.check_params({key: -1})
+
+
+def test_the_hybrid_trainer_builds_its_parts_configs_once_from_the_params():
+    from tagalign.recipes.hybrid import HybridRecipe
+    from tagalign.suggest.fusion import FusionRanker, RankerConfig
+
+    recipe = HybridRecipe(tiny_vocab(), ranker_rounds=7)
+    trainer = recipe.trainer()
+    assert trainer.ranker_config == RankerConfig(num_rounds=7)
+    assert FusionRanker(trainer.ranker_config, num_threads=1).config.num_rounds == 7
+    assert FusionRanker(num_rounds=9).config == RankerConfig(num_rounds=9)
+    with pytest.raises(ParamError, match="parameter num_rounds=0: must be >= 1"):
+        FusionRanker(num_rounds=0)

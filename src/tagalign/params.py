@@ -15,8 +15,12 @@ Unknown names are the model family's business (its messages list the known ones)
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 from collections.abc import Mapping
-from typing import Annotated, Any, get_args
+from dataclasses import dataclass
+from types import UnionType
+from typing import Annotated, Any, ClassVar, Self, Union, get_args, get_origin, get_type_hints
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
@@ -96,3 +100,74 @@ class ParamSpec:
             name = str(err["loc"][0])
             raise ParamError(f"{self.what}: parameter {name}={params[name]!r}: "
                              f"{_allowed(err)}") from None
+
+
+@dataclass(frozen=True)
+class PartConfig:
+    """The settings of one part of a recipe (a source, the fusion ranker, the quality
+    estimate, the encoder trainer ...), as scikit-learn estimators take theirs: one field
+    each, with its default and, where its type is not check enough, its range as an
+    `Annotated` type (`Positive` ...), checked when the config is made (`ParamError`).
+
+    ``recipe_params`` names the recipe parameter each field is read from (`from_params`,
+    the one place a recipe's parameters become the part's settings); the recipe checks
+    those parameters against the same ranges (`recipe_ranges`)."""
+
+    #: field → the recipe parameter it is read from
+    recipe_params: ClassVar[Mapping[str, str]] = {}
+    #: what errors call a config of this kind
+    kind: ClassVar[str] = "config"
+
+    def __post_init__(self) -> None:
+        self._spec().check(self.values())
+
+    def values(self) -> dict[str, Any]:
+        """The settings by field name, in field order."""
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+
+    @classmethod
+    def from_params(cls, params: Mapping[str, Any], **fixed: Any) -> Self:
+        """The settings a recipe's ``params`` give (a bad value is refused under the
+        recipe's parameter name); ``fixed``: fields set otherwise (a source's ``top_k``)."""
+        given = {name: params[key] for name, key in cls.recipe_params.items()}
+        cls._recipe_spec().check({cls.recipe_params[name]: value
+                                  for name, value in given.items()})
+        return cls(**given, **fixed)
+
+    @classmethod
+    def field_names(cls) -> list[str]:
+        return [f.name for f in dataclasses.fields(cls)]
+
+    @classmethod
+    def ranges(cls) -> dict[str, Any]:
+        """Field → its `Annotated` range, for the fields that declare one."""
+        hints = get_type_hints(cls, include_extras=True)
+        out = {}
+        for name in cls.field_names():
+            hint = hints[name]
+            if get_origin(hint) in (Union, UnionType):  # ``Positive | None``: the range
+                hint = next((a for a in get_args(hint) if get_origin(a) is Annotated), hint)
+            if get_origin(hint) is Annotated:
+                out[name] = hint
+        return out
+
+    @classmethod
+    def recipe_ranges(cls) -> dict[str, Any]:
+        """The ranges under the recipe's parameter names (e.g. `HybridRecipe.ranges`)."""
+        return {cls.recipe_params[name]: kind for name, kind in cls.ranges().items()
+                if name in cls.recipe_params}
+
+    @classmethod
+    @functools.cache
+    def _spec(cls) -> ParamSpec:
+        return ParamSpec(f"{cls.kind} {cls.__name__}",
+                         {f.name: f.default for f in dataclasses.fields(cls)}, **cls.ranges())
+
+    @classmethod
+    @functools.cache
+    def _recipe_spec(cls) -> ParamSpec:
+        """The fields' types and ranges under the recipe's parameter names."""
+        defaults = {f.name: f.default for f in dataclasses.fields(cls)}
+        return ParamSpec(f"{cls.kind} {cls.__name__}",
+                         {key: defaults[name] for name, key in cls.recipe_params.items()},
+                         **cls.recipe_ranges())

@@ -39,6 +39,7 @@ from tagalign.recipes.base import (
 from tagalign.records import Record
 from tagalign.runtime import Runtime
 from tagalign.suggest import Suggestion, SuggestRequest, Tagged
+from tagalign.suggest.fusion import RankerConfig
 from tagalign.suggest.held_out import FOLDER as HELD_OUT
 from tagalign.suggest.held_out import HeldOutEvidence
 from tagalign.suggest.pipeline import HybridPipeline, candidate_count
@@ -125,7 +126,7 @@ class HybridRecipe(Recipe):
         "holdout_fraction": OpenFraction, "seed": NonNegative,
         **dict.fromkeys(("max_ranker_records", "candidates_per_source", "embed_dim",
                          "embed_vocab_size", "embed_epochs", "embed_batch_size",
-                         "ranker_rounds", "agreement_top_m", "domain_limit_train",
+                         "agreement_top_m", "domain_limit_train",
                          "batch_size"), Positive),
         "embed_lr": PositiveFloat, "embed_hard_negatives": NonNegative,
         # the sources' own (`knn_k`, `knn_power`, `omikuji_cluster_k` ...), declared beside
@@ -133,6 +134,8 @@ class HybridRecipe(Recipe):
         **TfidfNeighboursConfig.recipe_ranges(), **EmbeddingNeighboursConfig.recipe_ranges(),
         **OmikujiConfig.recipe_ranges(), **LabelRetrievalConfig.recipe_ranges(),
         **LabelMatcherConfig.recipe_ranges(),
+        # the fusion ranker's
+        **RankerConfig.recipe_ranges(),
     }
     #: threads are the runtime's (`tagalign.runtime.Runtime`), not a model parameter
     retired = frozenset({"threads"})

@@ -14,15 +14,16 @@ import logging
 import os
 import tempfile
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import lightgbm as lgb
 import numpy as np
 
 from tagalign.io import read_json, write_bytes_atomic, write_json_atomic
+from tagalign.params import PartConfig, Positive
 from tagalign.suggest.sources.base import Candidates
 
 log = logging.getLogger(__name__)
@@ -223,11 +224,30 @@ def compile_trees(model_str: str, cache_dir: Path) -> Any | None:
         return None
 
 
+@dataclass(frozen=True)
+class RankerConfig(PartConfig):
+    """The ranker's settings: at most ``num_rounds`` boosting rounds, stopping after
+    ``early_stopping`` rounds without gain on the held-out records."""
+
+    num_rounds: Positive = 400
+    early_stopping: Positive = 30
+
+    recipe_params: ClassVar[Mapping[str, str]] = {"num_rounds": "ranker_rounds"}
+    kind: ClassVar[str] = "ranker config"
+
+
 class FusionRanker:
-    def __init__(self, num_rounds: int = 400, early_stopping: int = 30, **lgb_params):
-        self.num_rounds = num_rounds
-        self.early_stopping = early_stopping
-        self.lgb_params = {**DEFAULT_LGB, **lgb_params}
+    """``config`` (or its fields as keywords); other keywords are LightGBM parameters
+    (``num_threads``: the runtime's)."""
+
+    def __init__(self, config: RankerConfig | None = None, **settings: Any):
+        fields = RankerConfig.field_names()
+        own = {k: v for k, v in settings.items() if k in fields}
+        if config is not None and own:
+            raise TypeError("FusionRanker: a config or its settings, not both")
+        self.config = config if config is not None else RankerConfig(**own)
+        self.lgb_params = {**DEFAULT_LGB,
+                           **{k: v for k, v in settings.items() if k not in fields}}
         self.booster_: lgb.Booster | None = None
         self.feature_names_: list[str] = []
         #: the trees compiled by `compile` (None: LightGBM predicts); scores are the same
@@ -256,8 +276,8 @@ class FusionRanker:
         dval = lgb.Dataset(X[is_val], y[is_val], reference=dtrain,
                            group=_groups(rows[is_val]) if ranking else None)
         self.booster_ = lgb.train(
-            self.lgb_params, dtrain, num_boost_round=self.num_rounds, valid_sets=[dval],
-            callbacks=[lgb.early_stopping(self.early_stopping, verbose=False)],
+            self.lgb_params, dtrain, num_boost_round=self.config.num_rounds, valid_sets=[dval],
+            callbacks=[lgb.early_stopping(self.config.early_stopping, verbose=False)],
         )
         return self
 
@@ -301,12 +321,12 @@ class FusionRanker:
         write_bytes_atomic(path / "ranker.txt",
                            self.booster_.model_to_string().encode("utf-8"))
         write_json_atomic(path / "ranker.json", {"features": self.feature_names_,
-                                                 "num_rounds": self.num_rounds})
+                                                 "num_rounds": self.config.num_rounds})
 
     @classmethod
     def load(cls, path: Path) -> FusionRanker:
         meta = read_json(path / "ranker.json")
-        self = cls(num_rounds=meta["num_rounds"])
+        self = cls(RankerConfig(num_rounds=meta["num_rounds"]))
         self.feature_names_ = meta["features"]
         self.booster_ = lgb.Booster(model_str=(path / "ranker.txt").read_text("utf-8"))
         return self

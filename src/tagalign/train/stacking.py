@@ -27,7 +27,7 @@ import scipy.sparse as sp
 from tagalign.encode.static import StaticEmbeddingEncoder
 from tagalign.records import Record
 from tagalign.suggest.agreement import CoAssignment
-from tagalign.suggest.fusion import FusionRanker, blend, top_k
+from tagalign.suggest.fusion import FusionRanker, RankerConfig, blend, top_k
 from tagalign.suggest.held_out import HeldOutEvidence
 from tagalign.suggest.pipeline import HybridPipeline, candidate_count
 from tagalign.suggest.quality import QualityData, QualityEstimator, cross_fitted_scores
@@ -110,6 +110,8 @@ class HybridTrainer:
                  uses_embeddings: bool, threads: int = 0):
         self.vocab, self.p, self.source_names = vocab, p, source_names
         self.uses_embeddings, self.threads = uses_embeddings, threads
+        #: the parts' settings, as the recipe's parameters give them
+        self.ranker_config = RankerConfig.from_params(p)
         #: B's held-out evidence of the last `fit` (``held_out_evidence``; None: not kept)
         self.held_out_: HeldOutEvidence | None = None
 
@@ -221,7 +223,7 @@ class HybridTrainer:
     def fit_ranker(self, table: FeatureTable, keep: np.ndarray | None = None) -> FusionRanker:
         """The ranker on the table's candidates (those of ``keep`` only, when given)."""
         sel = slice(None) if keep is None else keep
-        return FusionRanker(num_rounds=self.p["ranker_rounds"], num_threads=self.threads).fit(
+        return FusionRanker(self.ranker_config, num_threads=self.threads).fit(
             table.X[sel], table.y[sel], table.rows[sel], table.names)
 
     def fit_quality(self, table: FeatureTable, records: Sequence[Record]) -> QualityEstimator:

@@ -4,26 +4,23 @@ Each source proposes subjects for a batch of records with a few numeric features
 (record, subject) pair. The fusion ranker (`tagalign.suggest.fusion`) merges the pairs of
 all sources and scores them. Sources are small classes behind the `SOURCES` registry; each
 takes its settings as one typed `SourceConfig`, built from the hybrid recipe's parameters
-in one place (`SourceConfig.from_params`).
+in one place (`PartConfig.from_params`).
 """
 
 from __future__ import annotations
 
-import dataclasses
-import functools
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import UnionType
-from typing import Annotated, Any, ClassVar, Self, Union, get_args, get_origin, get_type_hints
+from typing import Any, ClassVar, Self
 
 import numpy as np
 import scipy.sparse as sp
 
 from tagalign.encode.base import Encoder
-from tagalign.params import ParamSpec
+from tagalign.params import PartConfig
 from tagalign.records import Record
 from tagalign.registry import Registry
 from tagalign.suggest.sources.memory import RecordMemory
@@ -180,64 +177,13 @@ class FitContext:
 
 
 @dataclass(frozen=True)
-class SourceConfig:
-    """A source's settings, as scikit-learn estimators take theirs: one field each, with its
-    default and, where its type is not check enough, its range as an `Annotated` type
-    (`tagalign.params.Positive` ...), checked when the config is made (`ParamError`).
-
-    ``recipe_params`` names the hybrid recipe's parameter each field is read from
-    (`from_params`, the one place a recipe's parameters become a source's settings); the
-    recipe checks those parameters against the same ranges (`recipe_ranges`). A field
+class SourceConfig(PartConfig):
+    """A source's settings (`tagalign.params.PartConfig`: fields with defaults and ranges,
+    ``recipe_params`` naming the hybrid recipe's parameter each is read from). A field
     ``top_k`` is the source's candidate count, which the recipe works out per source
     (`tagalign.suggest.pipeline.candidate_count`)."""
 
-    #: field → the hybrid recipe's parameter it is read from
-    recipe_params: ClassVar[Mapping[str, str]] = {}
-
-    def __post_init__(self) -> None:
-        self._spec().check(self.values())
-
-    def values(self) -> dict[str, Any]:
-        """The settings by field name, in field order."""
-        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
-
-    @classmethod
-    def from_params(cls, params: Mapping[str, Any], top_k: int | None = None) -> Self:
-        """The settings a recipe's ``params`` give (``top_k``: the candidate count, for a
-        source that has one)."""
-        given = {name: params[key] for name, key in cls.recipe_params.items()}
-        if top_k is not None and "top_k" in cls.field_names():
-            given["top_k"] = top_k
-        return cls(**given)
-
-    @classmethod
-    def field_names(cls) -> list[str]:
-        return [f.name for f in dataclasses.fields(cls)]
-
-    @classmethod
-    def ranges(cls) -> dict[str, Any]:
-        """Field → its `Annotated` range, for the fields that declare one."""
-        hints = get_type_hints(cls, include_extras=True)
-        out = {}
-        for name in cls.field_names():
-            hint = hints[name]
-            if get_origin(hint) in (Union, UnionType):  # ``Positive | None``: the range
-                hint = next((a for a in get_args(hint) if get_origin(a) is Annotated), hint)
-            if get_origin(hint) is Annotated:
-                out[name] = hint
-        return out
-
-    @classmethod
-    def recipe_ranges(cls) -> dict[str, Any]:
-        """The ranges under the recipe's parameter names (`HybridRecipe.ranges`)."""
-        return {cls.recipe_params[name]: kind for name, kind in cls.ranges().items()
-                if name in cls.recipe_params}
-
-    @classmethod
-    @functools.cache
-    def _spec(cls) -> ParamSpec:
-        return ParamSpec(f"source config {cls.__name__}",
-                         {f.name: f.default for f in dataclasses.fields(cls)}, **cls.ranges())
+    kind: ClassVar[str] = "source config"
 
 
 #: list-valued reasons several sources give for one subject (neighbour records) are
@@ -267,9 +213,11 @@ class Source(ABC):
 
     @classmethod
     def from_params(cls, params: Mapping[str, Any], top_k: int) -> Self:
-        """The source as a recipe's parameters configure it (`SourceConfig.from_params`);
+        """The source as a recipe's parameters configure it (`PartConfig.from_params`);
         ``top_k``: its candidate count."""
-        return cls(cls.config_class.from_params(params, top_k))
+        config = cls.config_class
+        fixed = {"top_k": top_k} if "top_k" in config.field_names() else {}
+        return cls(config.from_params(params, **fixed))
 
     @abstractmethod
     def fit(self, ctx: FitContext) -> None:
