@@ -208,8 +208,9 @@ def test_each_source_reads_its_own_typed_config_built_from_the_recipes_params():
 def hybrid_part_configs() -> list:
     """The config classes of the hybrid's parts other than its sources."""
     from tagalign.suggest.fusion import RankerConfig
+    from tagalign.suggest.quality import QualityConfig
 
-    return [RankerConfig]
+    return [RankerConfig, QualityConfig]
 
 
 @pytest.mark.parametrize("config_class", hybrid_part_configs(), ids=lambda c: c.__name__)
@@ -241,10 +242,15 @@ def test_each_hybrid_part_reads_its_own_config_built_from_the_recipes_params(con
 def test_the_hybrid_trainer_builds_its_parts_configs_once_from_the_params():
     from tagalign.recipes.hybrid import HybridRecipe
     from tagalign.suggest.fusion import FusionRanker, RankerConfig
+    from tagalign.suggest.quality import QualityConfig, QualityEstimator
 
-    recipe = HybridRecipe(tiny_vocab(), ranker_rounds=7)
+    recipe = HybridRecipe(tiny_vocab(), ranker_rounds=7, seed=5, quality_folds=4)
     trainer = recipe.trainer()
     assert trainer.ranker_config == RankerConfig(num_rounds=7)
+    assert trainer.quality_config == QualityConfig(seed=5, folds=4)
+    assert QualityEstimator(trainer.quality_config).config.seed == 5
+    with pytest.raises(ParamError, match="parameter seed=-2: must be >= 0"):
+        QualityEstimator(seed=-2)
     assert FusionRanker(trainer.ranker_config, num_threads=1).config.num_rounds == 7
     assert FusionRanker(num_rounds=9).config == RankerConfig(num_rounds=9)
     with pytest.raises(ParamError, match="parameter num_rounds=0: must be >= 1"):

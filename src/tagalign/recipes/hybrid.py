@@ -43,6 +43,7 @@ from tagalign.suggest.fusion import RankerConfig
 from tagalign.suggest.held_out import FOLDER as HELD_OUT
 from tagalign.suggest.held_out import HeldOutEvidence
 from tagalign.suggest.pipeline import HybridPipeline, candidate_count
+from tagalign.suggest.quality import QualityConfig
 from tagalign.suggest.sources import SOURCES
 from tagalign.suggest.sources.labels import LabelRetrievalConfig
 from tagalign.suggest.sources.lexical import LabelMatcherConfig
@@ -134,8 +135,8 @@ class HybridRecipe(Recipe):
         **TfidfNeighboursConfig.recipe_ranges(), **EmbeddingNeighboursConfig.recipe_ranges(),
         **OmikujiConfig.recipe_ranges(), **LabelRetrievalConfig.recipe_ranges(),
         **LabelMatcherConfig.recipe_ranges(),
-        # the fusion ranker's
-        **RankerConfig.recipe_ranges(),
+        # the fusion ranker's and the quality estimate's
+        **RankerConfig.recipe_ranges(), **QualityConfig.recipe_ranges(),
     }
     #: threads are the runtime's (`tagalign.runtime.Runtime`), not a model parameter
     retired = frozenset({"threads"})

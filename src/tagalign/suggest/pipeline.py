@@ -189,7 +189,7 @@ class HybridPipeline:
         q = self.quality
         if q is None or q.data_ is None or self.quality_in_force() is not None:
             return False
-        self.quality = QualityEstimator(seed=q.seed, num_threads=self.runtime.threads
+        self.quality = QualityEstimator(q.config, num_threads=self.runtime.threads
                                         ).fit_data(q.data_, (self.prior_weight,
                                                              self.support_weight))
         return True

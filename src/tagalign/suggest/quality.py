@@ -31,14 +31,16 @@ LightGBM's text format plus JSON, never pickle.
 from __future__ import annotations
 
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, ClassVar
 
 import lightgbm as lgb
 import numpy as np
 
 from tagalign.io import load_npy, read_json, save_npy_atomic, write_bytes_atomic, write_json_atomic
+from tagalign.params import NonNegative, PartConfig, Positive
 from tagalign.suggest.fusion import blend
 from tagalign.suggest.sources.base import ranks_of
 from tagalign.suggest.suggestion import Quality
@@ -238,14 +240,31 @@ def cross_fitted_scores(rows: np.ndarray, folds: int, seed: int,
     return scores
 
 
-class QualityEstimator:
-    """Two LightGBM regressors (recall, precision) over `CandidateProfile.features`."""
+@dataclass(frozen=True)
+class QualityConfig(PartConfig):
+    """The quality estimate's settings: its regressors' boosting rounds (at most
+    ``num_rounds``, stopping after ``early_stopping`` without gain) and ``seed``; ``folds``:
+    how many folds of the held-out records cross-fit the ranker scores it learns from
+    (`cross_fitted_scores`, the trainer's)."""
 
-    def __init__(self, num_rounds: int = 400, early_stopping: int = 30, seed: int = 13,
-                 num_threads: int = 0):
-        self.num_rounds = num_rounds
-        self.early_stopping = early_stopping
-        self.seed = seed
+    num_rounds: Positive = 400
+    early_stopping: Positive = 30
+    seed: NonNegative = 13
+    folds: int = 3
+
+    recipe_params: ClassVar[Mapping[str, str]] = {"seed": "seed", "folds": "quality_folds"}
+    kind: ClassVar[str] = "quality config"
+
+
+class QualityEstimator:
+    """Two LightGBM regressors (recall, precision) over `CandidateProfile.features`;
+    ``config`` (or its fields as keywords), ``num_threads``: the runtime's."""
+
+    def __init__(self, config: QualityConfig | None = None, num_threads: int = 0,
+                 **settings: Any):
+        if config is not None and settings:
+            raise TypeError("QualityEstimator: a config or its settings, not both")
+        self.config = config if config is not None else QualityConfig(**settings)
         self.num_threads = num_threads
         self.feature_names_: list[str] = []
         self.boosters_: dict[str, lgb.Booster] = {}
@@ -276,17 +295,17 @@ class QualityEstimator:
                 precision.append(p)
         X = np.vstack(Xs)
         record = np.tile(np.arange(len(profile)), len(Xs))
-        rng = np.random.default_rng(self.seed)
+        rng = np.random.default_rng(self.config.seed)
         val = np.isin(record, rng.choice(len(profile), max(1, len(profile) // 10),
                                          replace=False))
-        params = {**LGB_PARAMS, "seed": self.seed, "num_threads": self.num_threads}
+        params = {**LGB_PARAMS, "seed": self.config.seed, "num_threads": self.num_threads}
         for name, y in (("recall", np.concatenate(recall)),
                         ("precision", np.concatenate(precision))):
             dtrain = lgb.Dataset(X[~val], y[~val], feature_name=self.feature_names_)
             dval = lgb.Dataset(X[val], y[val], reference=dtrain)
             self.boosters_[name] = lgb.train(
-                params, dtrain, num_boost_round=self.num_rounds, valid_sets=[dval],
-                callbacks=[lgb.early_stopping(self.early_stopping, verbose=False)])
+                params, dtrain, num_boost_round=self.config.num_rounds, valid_sets=[dval],
+                callbacks=[lgb.early_stopping(self.config.early_stopping, verbose=False)])
         return self
 
     def predict(self, profile: CandidateProfile, limit: int, threshold: float,
@@ -314,13 +333,13 @@ class QualityEstimator:
         write_json_atomic(path / "quality.json", {
             "features": self.feature_names_, "targets": sorted(self.boosters_),
             "limits": list(LIMITS), "thresholds": list(THRESHOLDS),
-            "num_rounds": self.num_rounds, "weights": list(self.weights_),
+            "num_rounds": self.config.num_rounds, "weights": list(self.weights_),
             "data": self.data_ is not None})
 
     @classmethod
     def load(cls, path: Path) -> QualityEstimator:
         meta = read_json(path / "quality.json")
-        self = cls(num_rounds=meta["num_rounds"])
+        self = cls(QualityConfig(num_rounds=meta["num_rounds"]))
         self.feature_names_ = meta["features"]
         self.boosters_ = {name: lgb.Booster(model_str=(path / f"{name}.txt").read_text("utf-8"))
                           for name in meta["targets"]}

@@ -30,7 +30,12 @@ from tagalign.suggest.agreement import CoAssignment
 from tagalign.suggest.fusion import FusionRanker, RankerConfig, blend, top_k
 from tagalign.suggest.held_out import HeldOutEvidence
 from tagalign.suggest.pipeline import HybridPipeline, candidate_count
-from tagalign.suggest.quality import QualityData, QualityEstimator, cross_fitted_scores
+from tagalign.suggest.quality import (
+    QualityConfig,
+    QualityData,
+    QualityEstimator,
+    cross_fitted_scores,
+)
 from tagalign.suggest.sources import SOURCES, Source
 from tagalign.suggest.sources.base import FitContext, record_languages
 from tagalign.suggest.sources.memory import RecordMemory, label_matrix
@@ -112,6 +117,7 @@ class HybridTrainer:
         self.uses_embeddings, self.threads = uses_embeddings, threads
         #: the parts' settings, as the recipe's parameters give them
         self.ranker_config = RankerConfig.from_params(p)
+        self.quality_config = QualityConfig.from_params(p)
         #: B's held-out evidence of the last `fit` (``held_out_evidence``; None: not kept)
         self.held_out_: HeldOutEvidence | None = None
 
@@ -233,7 +239,7 @@ class HybridTrainer:
         data = QualityData.build(table.rows, raw, table.X, table.names, table.support,
                                  table.y, n_gold)
         # the scores it learns from are those served: `blend` with the recipe's weights
-        return QualityEstimator(seed=self.p["seed"], num_threads=self.threads).fit_data(
+        return QualityEstimator(self.quality_config, num_threads=self.threads).fit_data(
             data, (self.p["prior_weight"], self.p["support_weight"]))
 
     def out_of_fold(self, table: FeatureTable) -> np.ndarray:
@@ -245,8 +251,8 @@ class HybridTrainer:
             def fit_predict(train: np.ndarray, test: np.ndarray) -> np.ndarray:
                 return self.fit_ranker(table, train).predict(table.X[test])
 
-            table.oof = cross_fitted_scores(table.rows, self.p["quality_folds"],
-                                            self.p["seed"], fit_predict)
+            table.oof = cross_fitted_scores(table.rows, self.quality_config.folds,
+                                            self.quality_config.seed, fit_predict)
         return table.oof
 
     def held_out(self, pipe: HybridPipeline, table: FeatureTable, records: Sequence[Record]
@@ -265,5 +271,5 @@ class HybridTrainer:
             [[(subjects[c].id, float(sc)) for c, sc, _ in row] for row in top],
             table.neighbours, int(p["held_out_depth"]),
             {"split": "B", "holdout_fraction": p["holdout_fraction"], "seed": p["seed"],
-             "ranker_folds": p["quality_folds"],
+             "ranker_folds": self.quality_config.folds,
              "memory_records": len(pipe.memory.ids)})
