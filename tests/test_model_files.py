@@ -207,10 +207,11 @@ def test_each_source_reads_its_own_typed_config_built_from_the_recipes_params():
 
 def hybrid_part_configs() -> list:
     """The config classes of the hybrid's parts other than its sources."""
+    from tagalign.encode.static import StaticEncoderConfig
     from tagalign.suggest.fusion import RankerConfig
     from tagalign.suggest.quality import QualityConfig
 
-    return [RankerConfig, QualityConfig]
+    return [RankerConfig, QualityConfig, StaticEncoderConfig]
 
 
 @pytest.mark.parametrize("config_class", hybrid_part_configs(), ids=lambda c: c.__name__)
@@ -240,6 +241,7 @@ def test_each_hybrid_part_reads_its_own_config_built_from_the_recipes_params(con
 
 
 def test_the_hybrid_trainer_builds_its_parts_configs_once_from_the_params():
+    from tagalign.encode.static import StaticEncoderConfig
     from tagalign.recipes.hybrid import HybridRecipe
     from tagalign.suggest.fusion import FusionRanker, RankerConfig
     from tagalign.suggest.quality import QualityConfig, QualityEstimator
@@ -248,6 +250,7 @@ def test_the_hybrid_trainer_builds_its_parts_configs_once_from_the_params():
     trainer = recipe.trainer()
     assert trainer.ranker_config == RankerConfig(num_rounds=7)
     assert trainer.quality_config == QualityConfig(seed=5, folds=4)
+    assert trainer.encoder_config == StaticEncoderConfig(seed=5)
     assert QualityEstimator(trainer.quality_config).config.seed == 5
     with pytest.raises(ParamError, match="parameter seed=-2: must be >= 0"):
         QualityEstimator(seed=-2)

@@ -3,14 +3,17 @@ and one progress display while it trains."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
 from samples import seeded_sample
+from tagalign.encode.static import StaticEncoderConfig
 from tagalign.train.static_model import TokenCache, train_static_encoder, train_tokenizer
 
-PARAMS = {"embed_vocab_size": 3000, "embed_dim": 32, "embed_epochs": 1,
-          "embed_batch_size": 64, "embed_lr": 0.05, "embed_label_pairs": False, "seed": 3}
+CONFIG = StaticEncoderConfig(vocab_size=3000, dim=32, epochs=1, batch_size=64, lr=0.05,
+                             label_pairs=False, hard_negatives=0, seed=3)
 
 
 @pytest.fixture(scope="module")
@@ -37,8 +40,8 @@ def test_compounds_split_into_known_words_and_nothing_is_unknown():
 
 def test_encoder_training_is_reproducible_and_prints_no_bars(records, gnd_vocab, capfd):
     texts = [r.text for r in records[:50]]
-    a = train_static_encoder(records, gnd_vocab, PARAMS).encode(texts, show_progress=True)
-    b = train_static_encoder(records, gnd_vocab, PARAMS).encode(texts, batch_size=7)
+    a = train_static_encoder(records, gnd_vocab, CONFIG).encode(texts, show_progress=True)
+    b = train_static_encoder(records, gnd_vocab, CONFIG).encode(texts, batch_size=7)
     np.testing.assert_array_equal(a, b)  # chunking (8 batches a chunk) changes nothing
     out = capfd.readouterr()
     printed = out.out + out.err
@@ -67,8 +70,8 @@ def test_the_token_cache_gives_the_modules_own_ids_and_the_same_model(records, g
     cache.detach()
     assert "preprocess" not in module.__dict__
     probe = [r.text for r in records[:30]]
-    with_cache = train_static_encoder(records, gnd_vocab, PARAMS)
-    without = train_static_encoder(records, gnd_vocab, PARAMS, token_cache=False)
+    with_cache = train_static_encoder(records, gnd_vocab, CONFIG)
+    without = train_static_encoder(records, gnd_vocab, CONFIG, token_cache=False)
     np.testing.assert_array_equal(with_cache.encode(probe), without.encode(probe))
     assert "preprocess" not in with_cache.model[0].__dict__  # the saved module is plain
 
@@ -79,7 +82,7 @@ def test_hard_negatives_are_never_gold_and_no_pair_is_dropped(records, gnd_vocab
     without one, and the other pairs, stay as pairs: every pair is still learned."""
     from tagalign.train.static_model import hard_negative_sets, training_pairs
 
-    encoder = train_static_encoder(records, gnd_vocab, PARAMS)
+    encoder = train_static_encoder(records, gnd_vocab, CONFIG)
     capfd.readouterr()
     anchors, positives, n = training_pairs(records, gnd_vocab, 3, label_pairs=False)
     sets = hard_negative_sets(encoder.model, anchors, positives, n, 1, seed=3)
@@ -108,10 +111,10 @@ def test_hard_negatives_are_never_gold_and_no_pair_is_dropped(records, gnd_vocab
 
 def test_hard_negative_epochs_train_a_different_model(records, gnd_vocab, capfd):
     probe = [r.text for r in records[:30]]
-    params = {**PARAMS, "embed_epochs": 2}
-    plain = train_static_encoder(records, gnd_vocab, params).encode(probe)
-    hard = train_static_encoder(records, gnd_vocab, {**params, "embed_hard_negatives": 1})
-    again = train_static_encoder(records, gnd_vocab, {**params, "embed_hard_negatives": 1})
+    config = replace(CONFIG, epochs=2)
+    plain = train_static_encoder(records, gnd_vocab, config).encode(probe)
+    hard = train_static_encoder(records, gnd_vocab, replace(config, hard_negatives=1))
+    again = train_static_encoder(records, gnd_vocab, replace(config, hard_negatives=1))
     np.testing.assert_array_equal(hard.encode(probe), again.encode(probe))  # seeded
     assert np.abs(hard.encode(probe) - plain).max() > 1e-3
     out = capfd.readouterr()

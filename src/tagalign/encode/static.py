@@ -8,15 +8,42 @@ the batch to a GPU.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from itertools import chain
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
 from tagalign.encode.base import Encoder, Kind, normalise, register_encoder
 from tagalign.encode.transformer import STEncoder
+from tagalign.params import NonNegative, PartConfig, Positive, PositiveFloat
+
+
+@dataclass(frozen=True)
+class StaticEncoderConfig(PartConfig):
+    """How the hybrid trains its static encoder (`tagalign.train.static_model`; here, beside
+    the model, so the recipe reads its ranges without importing training code): a WordPiece
+    vocabulary of ``vocab_size`` tokens, ``dim`` dimensions, ``epochs`` epochs of
+    ``batch_size`` pairs at learning rate ``lr``; ``label_pairs``: English ↔ German label
+    pairs too; ``hard_negatives``: mined hard negatives per pair after the first epoch
+    (0: in-batch only); ``seed``: every random choice."""
+
+    dim: Positive = 384
+    vocab_size: Positive = 40_000
+    epochs: Positive = 3
+    batch_size: Positive = 256
+    lr: PositiveFloat = 0.05
+    label_pairs: bool = True
+    hard_negatives: NonNegative = 1
+    seed: NonNegative = 13
+
+    recipe_params: ClassVar[Mapping[str, str]] = {
+        "dim": "embed_dim", "vocab_size": "embed_vocab_size", "epochs": "embed_epochs",
+        "batch_size": "embed_batch_size", "lr": "embed_lr", "label_pairs": "embed_label_pairs",
+        "hard_negatives": "embed_hard_negatives", "seed": "seed"}
+    kind: ClassVar[str] = "encoder config"
 
 
 @register_encoder

@@ -20,13 +20,13 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from tagalign.encode.static import StaticEncoderConfig
 from tagalign.errors import NotTrainedError
 from tagalign.io import atomic_dir, read_json
 from tagalign.params import (
     NonNegative,
     OpenFraction,
     Positive,
-    PositiveFloat,
 )
 from tagalign.recipes.base import (
     ReadOnlyError,
@@ -125,18 +125,16 @@ class HybridRecipe(Recipe):
     }
     ranges: ClassVar[dict[str, Any]] = {
         "holdout_fraction": OpenFraction, "seed": NonNegative,
-        **dict.fromkeys(("max_ranker_records", "candidates_per_source", "embed_dim",
-                         "embed_vocab_size", "embed_epochs", "embed_batch_size",
-                         "agreement_top_m", "domain_limit_train",
-                         "batch_size"), Positive),
-        "embed_lr": PositiveFloat, "embed_hard_negatives": NonNegative,
+        **dict.fromkeys(("max_ranker_records", "candidates_per_source", "agreement_top_m",
+                         "domain_limit_train", "batch_size"), Positive),
         # the sources' own (`knn_k`, `knn_power`, `omikuji_cluster_k` ...), declared beside
         # their settings; the `domains` source's loads torch: its two are above
         **TfidfNeighboursConfig.recipe_ranges(), **EmbeddingNeighboursConfig.recipe_ranges(),
         **OmikujiConfig.recipe_ranges(), **LabelRetrievalConfig.recipe_ranges(),
         **LabelMatcherConfig.recipe_ranges(),
-        # the fusion ranker's and the quality estimate's
+        # the fusion ranker's, the quality estimate's, the encoder trainer's (``embed_*``)
         **RankerConfig.recipe_ranges(), **QualityConfig.recipe_ranges(),
+        **StaticEncoderConfig.recipe_ranges(),
     }
     #: threads are the runtime's (`tagalign.runtime.Runtime`), not a model parameter
     retired = frozenset({"threads"})

@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
-from tagalign.encode.static import StaticEmbeddingEncoder
+from tagalign.encode.static import StaticEmbeddingEncoder, StaticEncoderConfig
 from tagalign.records import Record
 from tagalign.suggest.agreement import CoAssignment
 from tagalign.suggest.fusion import FusionRanker, RankerConfig, blend, top_k
@@ -118,6 +118,7 @@ class HybridTrainer:
         #: the parts' settings, as the recipe's parameters give them
         self.ranker_config = RankerConfig.from_params(p)
         self.quality_config = QualityConfig.from_params(p)
+        self.encoder_config = StaticEncoderConfig.from_params(p)
         #: B's held-out evidence of the last `fit` (``held_out_evidence``; None: not kept)
         self.held_out_: HeldOutEvidence | None = None
 
@@ -188,7 +189,7 @@ class HybridTrainer:
             from tagalign.train.static_model import train_static_encoder
 
             encoder = runner.run(
-                "encoder", lambda: train_static_encoder(rec_a, self.vocab, p,
+                "encoder", lambda: train_static_encoder(rec_a, self.vocab, self.encoder_config,
                                                         threads=self.threads),
                 lambda e, d: e.save(d), StaticEmbeddingEncoder.load)
         ctx = FitContext(

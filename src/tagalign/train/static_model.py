@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from tagalign.encode.static import StaticEmbeddingEncoder
+from tagalign.encode.static import StaticEmbeddingEncoder, StaticEncoderConfig
 from tagalign.records import Record
 from tagalign.runtime import quiet_libraries, release_free_memory
 from tagalign.train.progress import quiet_trainer_class, train_with_progress
@@ -178,11 +178,13 @@ class TokenCache:
 
 
 def train_static_encoder(records: Sequence[Record], vocab: Vocabulary,
-                         params: dict[str, Any], token_cache: bool = True, threads: int = 0
-                         ) -> StaticEmbeddingEncoder:
-    """``token_cache``: tokenise each training text once (`TokenCache`); off, the module
-    tokenises every batch (the same model, slower). ``threads``: torch's (the runtime's,
-    `tagalign.runtime.Runtime.threads`; 0 leaves the process's)."""
+                         config: StaticEncoderConfig, token_cache: bool = True,
+                         threads: int = 0) -> StaticEmbeddingEncoder:
+    """The encoder ``config`` describes (`StaticEncoderConfig.from_params`: the hybrid's
+    ``embed_*`` parameters and ``seed``). ``token_cache``: tokenise each training text once
+    (`TokenCache`); off, the module tokenises every batch (the same model, slower).
+    ``threads``: torch's (the runtime's, `tagalign.runtime.Runtime.threads`; 0 leaves the
+    process's)."""
     import torch
     from datasets import Dataset
     from sentence_transformers import (
@@ -197,22 +199,22 @@ def train_static_encoder(records: Sequence[Record], vocab: Vocabulary,
     )
 
     quiet_libraries()
-    seed = int(params.get("seed", 13))
+    seed = config.seed
     torch.manual_seed(seed)
     if threads:
         torch.set_num_threads(threads)
     label_texts = [s.label("de") for s in vocab.subjects]
     label_texts += [s.labels["en"] for s in vocab.subjects if "en" in s.labels]
     tokenizer = train_tokenizer([r.text for r in records] + label_texts,
-                                int(params["embed_vocab_size"]))
-    module = StaticEmbedding(tokenizer, embedding_dim=int(params["embed_dim"]))
+                                config.vocab_size)
+    module = StaticEmbedding(tokenizer, embedding_dim=config.dim)
     model = SentenceTransformer(modules=[module], device="cpu")
     anchors, positives, n_pairs = training_pairs(
-        records, vocab, seed, label_pairs=bool(params.get("embed_label_pairs", True)))
+        records, vocab, seed, label_pairs=config.label_pairs)
     data = Dataset.from_dict({"anchor": anchors, "positive": positives}).shuffle(seed=seed)
-    epochs = float(params["embed_epochs"])
+    epochs = float(config.epochs)
     # hard negatives: the first epoch on the pairs, the rest with mined negatives
-    hard = int(params.get("embed_hard_negatives", 0) or 0) if epochs > 1 else 0
+    hard = config.hard_negatives if epochs > 1 else 0
 
     def arguments(n_epochs: float, **extra: Any) -> Any:
         # the trainer's scratch folder (saves nothing: save_strategy "no"); the standard
@@ -220,8 +222,8 @@ def train_static_encoder(records: Sequence[Record], vocab: Vocabulary,
         out = Path(tempfile.gettempdir()) / f"tagalign-static-{os.getpid()}"
         return SentenceTransformerTrainingArguments(
             output_dir=str(out), num_train_epochs=n_epochs,
-            per_device_train_batch_size=int(params["embed_batch_size"]),
-            learning_rate=float(params["embed_lr"]), warmup_steps=0.05,
+            per_device_train_batch_size=config.batch_size,
+            learning_rate=float(config.lr), warmup_steps=0.05,
             batch_sampler=BatchSamplers.NO_DUPLICATES, save_strategy="no", report_to="none",
             logging_steps=100, seed=seed, use_cpu=not torch.cuda.is_available(),
             dataloader_num_workers=0, **extra)
