@@ -185,8 +185,13 @@ def test_the_report_logs_its_warnings_and_returns_its_summary_printing_nothing(
     from tagalign.io import LineError
     from tagalign.io.report import log
 
-    monkeypatch.setattr(log, "handlers", [])  # the CLI's console handler, if a test set it
-    monkeypatch.setattr(log, "propagate", True)
+    # the CLI's console handlers, if a test in this process ran a command: on this logger
+    # and on its parents below the root (where caplog listens)
+    parts = log.name.split(".")
+    for depth in range(1, len(parts) + 1):
+        logger = logging.getLogger(".".join(parts[:depth]))
+        monkeypatch.setattr(logger, "handlers", [])
+        monkeypatch.setattr(logger, "propagate", True)
     report = InputReport(max_shown=1)
     assert report.end_summary() is None  # nothing skipped: nothing to say
     with caplog.at_level(logging.WARNING, logger=log.name):

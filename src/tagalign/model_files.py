@@ -28,8 +28,8 @@ import datetime as _dt
 from pathlib import Path
 from typing import Any, ClassVar
 
-from tagalign.errors import InputError, ModelFormatError
-from tagalign.io import read_json, versions, write_json_atomic
+from tagalign.errors import InputError, MissingFileError, ModelFormatError
+from tagalign.io import read_json, versions, write_json_atomic, wrong_model_message
 from tagalign.params import ParamSpec
 
 
@@ -105,6 +105,17 @@ class ModelFamily:
         meta = cls.read_manifest(folder)
         meta["params"] = {**meta["params"], **updates}
         write_json_atomic(folder / cls.manifest_name, meta)
+
+    @classmethod
+    def check_folder(cls, folder: Path, kind: str, missing: str) -> None:
+        """Refuse a folder that holds another kind of model (`InputError` naming what it
+        holds: `tagalign.io.wrong_model_message`) or no manifest (`MissingFileError` with
+        ``missing``), before anything is read."""
+        wrong = wrong_model_message(folder, kind)
+        if wrong:
+            raise InputError(wrong)
+        if not (folder / cls.manifest_name).exists():
+            raise MissingFileError(missing, folder)
 
     @classmethod
     def read_manifest(cls, folder: Path) -> dict[str, Any]:

@@ -27,7 +27,7 @@ from tagalign.errors import (
     ModelFormatError,
     file_error,
 )
-from tagalign.io import atomic_dir, json_object, read_json, register_kind, wrong_model_message
+from tagalign.io import atomic_dir, json_object, read_json, register_kind
 from tagalign.model_files import ModelFamily
 from tagalign.registry import Registry
 from tagalign.runtime import ProgressCallback, Runtime
@@ -201,11 +201,8 @@ class Classifier(ModelFamily, ABC):
         refuse one trained on another label set. A ``threads`` saved by an older tagalign is
         dropped (`Classifier.retired`)."""
         folder = Path(folder)
-        wrong = wrong_model_message(folder, "classifier")
-        if wrong:
-            raise InputError(wrong)
-        if not (folder / "config.json").exists():
-            raise MissingFileError(f"{folder}: not a saved classifier (no config.json)", folder)
+        cls.check_folder(folder, "classifier",
+                         f"{folder}: not a saved classifier (no config.json)")
         try:
             config = read_json(folder / "config.json")
         except OSError as exc:

@@ -21,8 +21,8 @@ from typing import Any
 import numpy as np
 
 from tagalign.encode.transformer import base_model_path, default_device
-from tagalign.errors import InputError, MissingFileError, ModelFormatError, NotFoundError
-from tagalign.io import atomic_dir, json_object, register_kind, wrong_model_message
+from tagalign.errors import InputError, ModelFormatError, NotFoundError
+from tagalign.io import atomic_dir, json_object, register_kind
 from tagalign.pairs.data import Pair, Use
 from tagalign.pairs.metrics import evaluate, spearman
 from tagalign.pairs.params import (  # noqa: F401 - re-exported
@@ -214,11 +214,7 @@ class PairScorer(PairScorerBase):
     @classmethod
     def load(cls, path: Path, device: str | None = None) -> PairScorer:
         path = Path(path)
-        wrong = wrong_model_message(path, "pairs")
-        if wrong:
-            raise InputError(wrong)
-        if not (path / "config.json").exists():
-            raise MissingFileError(f"{path}: not a pairs model folder (no config.json)", path)
+        cls.check_folder(path, "pairs", f"{path}: not a pairs model folder (no config.json)")
         config = cls.read_manifest(path)  # saved without ``format`` before: format 1
         if config.get("recipe") != RECIPE:
             raise ModelFormatError(f"{path}: recipe {config.get('recipe')!r} is not {RECIPE!r}")
