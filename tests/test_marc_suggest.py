@@ -68,7 +68,8 @@ def test_suggestions_read_back_by_pymarc_with_ids_labels_scores(tmp_path, name):
         ("2\\p", ["(DE-588)4033447-8", "https://d-nb.info/gnd/4033447-8"],
          "Künstliche Intelligenz", "maschinell gebildet", 0.25, "20260101", "DE-X")]
     assert first.get_fields("650")[0].indicators == (" ", "7")
-    assert first.get_fields("883")[0].indicators == ("1", " ")
+    # fully machine-generated (MARC 21: 0); 1 would say a person had a hand in it
+    assert first.get_fields("883")[0].indicators == ("0", " ")
     assert [s[2] for s in _subjects(second)] == ["Künstliche Intelligenz"]
     assert not empty.get_fields("650")
     # tagalign reads its own suggestions back as machine-made: never gold by default

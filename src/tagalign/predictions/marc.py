@@ -1,7 +1,7 @@
 """Suggestions written as MARC 21, the way DNB writes its machine-made subjects.
 
 Each suggestion is a ``650 _7 $8 N\\p $0 (DE-588)ID $0 https://d-nb.info/gnd/ID $a LABEL
-$2 gnd`` linked to an ``883 1_ $8 N\\p $a maschinell gebildet $c SCORE $d YYYYMMDD $q
+$2 gnd`` linked to an ``883 0_ $8 N\\p $a maschinell gebildet $c SCORE $d YYYYMMDD $q
 ORG``, so a reader (tagalign's own included) can tell them from subjects a person gave;
 each domain (``suggest --domains``) an ``084 __ $8 N\\p $a CODE $2 linsearch`` linked the
 same way.

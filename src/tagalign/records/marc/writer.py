@@ -127,13 +127,16 @@ def domain_field(code: str, link: int | None = None) -> Field:
 
 
 def machine_note(link: int, score: float | None, date: str, agency: str) -> Field:
-    """``883 1_ $8 N\\p $a maschinell gebildet $c SCORE $d YYYYMMDD $q ORG``, the score with
-    six decimals and DNB's decimal comma (``0,831200``)."""
+    """``883 0_ $8 N\\p $a maschinell gebildet $c SCORE $d YYYYMMDD $q ORG``, the score with
+    six decimals and DNB's decimal comma (``0,831200``). First indicator 0, "fully
+    machine-generated" in MARC 21's definition of 883 (blank: no information, 1: partially
+    machine-generated, 2: not machine-generated): nobody has reviewed a suggestion yet. The
+    culturegraph aggregator's test records (a DNB project) write the same."""
     subs = [Subfield("8", f"{link}\\p"), Subfield("a", MACHINE_NOTE)]
     if score is not None:
         subs.append(Subfield("c", format_score(score)))
     subs += [Subfield("d", date), Subfield("q", agency)]
-    return Field("883", Indicators("1", " "), subs)
+    return Field("883", Indicators("0", " "), subs)
 
 
 def format_score(score: float) -> str:
