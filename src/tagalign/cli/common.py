@@ -17,7 +17,7 @@ from rich.progress import (
     TimeElapsedColumn,
 )
 
-from tagalign.batch import DEFAULT_MAX_ERRORS, get_engine, run_batch
+from tagalign.batch import DEFAULT_MAX_ERRORS, BatchResult, get_engine, run_batch
 from tagalign.cli.app import console, refuse
 from tagalign.cli.report import print_summary
 from tagalign.io import read_json_input
@@ -134,17 +134,22 @@ def run_sharded(spec: dict[str, Any], src: Path, out: Path, *, engine: str,
 
         res = run_batch(spec, src, out, eng, shard_size=shard_size, overwrite=overwrite,
                         max_errors=max_errors, on_plan=on_plan, on_shard=on_shard)
+    log_shards(res, out, eng.planned_workers())
+    res.check(max_errors)
+
+
+def log_shards(res: BatchResult, out: Path, planned_workers: int) -> None:
+    """What a sharded run did (`encode` and `suggest` on an engine), on stderr."""
     skipped = f", {res.shards_skipped} already done" if res.shards_skipped else ""
     console.log(f"{res.shards_run} shards run{skipped}: {res.records_out} records written, "
                 f"{res.errors} errors, {res.workers} worker(s), "
                 f"{res.seconds:.1f} s → {out}")
-    if res.shards_run and res.workers < eng.planned_workers():
-        console.log(f"{res.workers} worker(s), not {eng.planned_workers()}: only "
+    if res.shards_run and res.workers < planned_workers:
+        console.log(f"{res.workers} worker(s), not {planned_workers}: only "
                     f"{res.shards_run} shard(s) to run (--shard-size splits the input finer)")
     if res.errors:
         console.log(f"[yellow]{res.errors} records failed[/]; their ids and reasons are in "
                     f"{out}/errors-*.jsonl")
-    res.check(max_errors)
 
 
 class PhaseBars:

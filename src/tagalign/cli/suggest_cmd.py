@@ -21,6 +21,7 @@ from tagalign.cli.common import (
     MAX_ERRORS_HELP,
     MMAP_HELP,
     SHARD_HELP,
+    log_shards,
     make_runtime,
     progress,
 )
@@ -180,18 +181,7 @@ def run(project_dir: Path, input: Path, output: Path, request: SuggestRequest,
 def report(done: TaggedFile, release_above: float | None = None) -> None:
     """What a finished (or, sharded, stopped) run did, on stderr."""
     if done.batch is not None:
-        res = done.batch
-        skipped = f", {res.shards_skipped} already done" if res.shards_skipped else ""
-        console.log(f"{res.shards_run} shards run{skipped}: {res.records_out} records "
-                    f"written, {res.errors} errors, {res.workers} worker(s), "
-                    f"{res.seconds:.1f} s → {done.output}")
-        if res.shards_run and res.workers < done.planned_workers:
-            console.log(f"{res.workers} worker(s), not {done.planned_workers}: only "
-                        f"{res.shards_run} shard(s) to run (--shard-size splits the input "
-                        "finer)")
-        if res.errors:
-            console.log(f"[yellow]{res.errors} records failed[/]; their ids and reasons are "
-                        f"in {done.output}/errors-*.jsonl")
+        log_shards(done.batch, done.output, done.planned_workers)
         return
     console.print(done.summary, soft_wrap=True)
     if done.review is not None:
