@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import logging
 import os
 import sys
 import threading
@@ -25,6 +26,9 @@ from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from rich.console import Console
+from rich.logging import RichHandler
 
 #: subjects per record when neither the request nor the project (`set_defaults`) says: the
 #: one definition the CLI, the service, the project, the recipes and the pipeline import
@@ -207,12 +211,22 @@ class Runtime:
                 p.shutdown(wait=True)
 
 
+def show_log(console: Console, level: int = logging.INFO) -> None:
+    """The library logs (``logging.getLogger(__name__)``); a command or a server worker
+    shows its records on ``console``, with the time as rich's ``console.log`` shows it, so
+    library lines read like the CLI's own. Installed once per process."""
+    logger = logging.getLogger("tagalign")
+    if not any(isinstance(h, RichHandler) for h in logger.handlers):
+        logger.addHandler(RichHandler(console=console, show_path=False, markup=False,
+                                      log_time_format="[%X]"))
+        logger.propagate = False
+    logger.setLevel(level)
+
+
 def quiet_libraries() -> None:
     """Library progress bars and load reports off (transformers' "Loading weights" bar and
     shard-writing bars, datasets' map bars, tqdm generally, sentence-transformers' info
     logs): a tagalign command shows its own progress, one display at a time."""
-    import logging
-
     import datasets
     import transformers
 

@@ -11,10 +11,10 @@ import typer
 import typer.core
 import typer.rich_utils
 from rich.console import Console
-from rich.logging import RichHandler
 from rich.markup import escape
 
 from tagalign.errors import InputError, MissingFileError, TagalignError, UsageError
+from tagalign.runtime import show_log
 
 
 class TagalignGroup(typer.core.TyperGroup):
@@ -59,15 +59,8 @@ out = Console()
 
 
 def log_to_console(level: int = logging.INFO) -> None:
-    """The library logs (``logging.getLogger(__name__)``); the CLI shows its records on
-    `console` (stderr), as it showed its own messages. Installed once."""
-    logger = logging.getLogger("tagalign")
-    if not any(isinstance(h, RichHandler) for h in logger.handlers):
-        # the time as `console.log` shows it, so library lines read like the CLI's own
-        logger.addHandler(RichHandler(console=console, show_path=False, markup=False,
-                                      log_time_format="[%X]"))
-        logger.propagate = False
-    logger.setLevel(level)
+    """The library's log on `console` (stderr), as the CLI showed its own messages."""
+    show_log(console, level)
 
 
 def fail(message: str, code: int = 1) -> NoReturn:

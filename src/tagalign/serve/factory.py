@@ -22,11 +22,10 @@ from pathlib import Path
 
 from fastapi import FastAPI
 from rich.console import Console
-from rich.logging import RichHandler
 
 from tagalign.errors import TagalignError
 from tagalign.project import Project
-from tagalign.runtime import Runtime, cap_malloc_arenas
+from tagalign.runtime import Runtime, cap_malloc_arenas, show_log
 from tagalign.serve import accesslog
 from tagalign.serve.app import create_app
 from tagalign.serve.feedback import ServedStores
@@ -130,12 +129,7 @@ def build_app(settings: ServerSettings, process: ServingProcess = PROCESS) -> Fa
 def _show_log() -> None:
     """A spawned worker shows the library's log on stderr as the command does
     (`tagalign.cli.app.log_to_console`; a forked one has that handler already)."""
-    logger = logging.getLogger("tagalign")
-    if not logger.handlers:
-        logger.addHandler(RichHandler(console=Console(stderr=True), show_path=False,
-                                      markup=False, log_time_format="[%X]"))
-        logger.propagate = False
-        logger.setLevel(logging.INFO)
+    show_log(Console(stderr=True))
 
 
 def create() -> FastAPI:
