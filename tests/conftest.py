@@ -97,6 +97,8 @@ SLOW_TESTS = {
     "test_pairs.py::test_cli_train_fit_split_reports_alpha_on_the_held_out_dev_pairs":
         "trains a pair scorer through the CLI",
     "test_pairs.py::test_cli_train_predict_eval_round_trip": "trains a pair scorer through the CLI",
+    "test_pairs.py::test_cli_train_without_params_takes_the_cpu_preset_and_tells_the_expected_time":
+        "trains two pair scorers through the CLI",
     "test_pairs.py::test_each_loss_lowers_its_loss_in_a_few_steps": "trains a pair scorer",
     "test_pairs.py::test_markers_train_when_train_layers_freezes_the_embeddings":
         "trains a pair scorer",

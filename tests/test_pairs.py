@@ -622,3 +622,69 @@ def test_pairs_params_allow_epochs_zero_for_the_untuned_floor():
     check_params({"epochs": 0})  # the benchmark's floor row: no training, cut points only
     with pytest.raises(ParamError, match="epochs=-1"):
         check_params({"epochs": -1})
+
+
+# -- presets (issue 49) -----------------------------------------------------------------
+def test_preset_follows_the_device_and_an_explicit_name_wins():
+    from tagalign.errors import InputError
+    from tagalign.pairs.presets import CPU, PUBLISHED, choose
+
+    assert choose(None, None, cuda_available=False) == (CPU, "no GPU is present")
+    assert choose(None, None, cuda_available=True) == (PUBLISHED, "a GPU is present")
+    assert choose(None, "cpu", cuda_available=True)[0] is CPU  # --device cpu on a GPU box
+    assert choose(None, "cuda:0", cuda_available=False)[0] is PUBLISHED
+    assert choose("published", None, cuda_available=False) == (PUBLISHED, "asked for")
+    with pytest.raises(InputError, match="unknown preset 'gpu'.*cpu.*published"):
+        choose("gpu", None, cuda_available=False)
+    # the cpu preset is the cross-validated CPU setting; explicit parameters win over it
+    assert CPU.apply({"epochs": 2, "lr": 1e-3}) == {
+        "loss": "cosent", "limit_pairs": 2000, "epochs": 2, "max_seq_length": 96,
+        "train_layers": 3, "lr": 1e-3, "batch_size": 16, "train_markers": False}
+    assert PUBLISHED.apply({"epochs": 2}) == {"epochs": 2}  # the recipe's defaults
+
+
+def test_cli_train_without_params_takes_the_cpu_preset_and_tells_the_expected_time(
+        tiny_st, tmp_path):
+    from typer.testing import CliRunner
+
+    from tagalign.cli import app, pairs_cmd  # noqa: F401 - registers `tagalign pairs`
+    from tagalign.pairs.model import PairScorer
+
+    for lang, seed in (("english", 0), ("german", 1)):
+        write_comedi(tmp_path / "train" / lang, n_uses=8, seed=seed)
+        write_comedi(tmp_path / "dev" / lang, n_uses=6, seed=seed + 10)
+    args = ["pairs", "train", "--train", str(tmp_path / "train"), "--dev",
+            str(tmp_path / "dev"), "--base-model", f"st:{tiny_st}", "--device", "cpu"]
+    out = CliRunner().invoke(app, [*args[:2], str(tmp_path / "model"), *args[2:]])
+    assert out.exit_code == 0, out.output
+    text = " ".join(out.output.split())
+    assert "preset cpu (no GPU is present)" in text
+    assert "given explicitly: base_model" in text
+    n_pairs = sum(1 for p in load_comedi(tmp_path / "train") if p.label is not None)
+    steps = -(-n_pairs // 16)  # all pairs (fewer than 2,000), batch 16, 1 epoch
+    assert f"training: {steps} steps of 16 pairs;" in text and "pairs/s" in text
+    config = json.loads((tmp_path / "model" / "config.json").read_text())
+    assert config["preset"] == "cpu"
+    assert {k: config["params"][k] for k in ("loss", "epochs", "max_seq_length",
+                                             "train_layers", "lr", "batch_size",
+                                             "limit_pairs", "train_markers")} == {
+        "loss": "cosent", "epochs": 1, "max_seq_length": 96, "train_layers": 3, "lr": 5e-5,
+        "batch_size": 16, "limit_pairs": 2000, "train_markers": False}
+    assert PairScorer.load(tmp_path / "model", device="cpu").preset == "cpu"
+    # --param wins over the preset; --preset published is the recipe's defaults
+    out = CliRunner().invoke(app, [*args[:2], str(tmp_path / "m2"), *args[2:], "--preset",
+                                   "published", "--param", "epochs=1", "--param",
+                                   "max_seq_length=32", "--loss", "cosent"])
+    assert out.exit_code == 0, out.output
+    assert "preset published (asked for)" in " ".join(out.output.split())
+    config = json.loads((tmp_path / "m2" / "config.json").read_text())
+    assert (config["preset"], config["params"]["epochs"], config["params"]["lr"],
+            config["params"]["train_layers"], config["params"]["loss"]) == (
+        "published", 1, 1e-5, None, "cosent")
+    bad = CliRunner().invoke(app, [*args[:2], str(tmp_path / "m3"), *args[2:], "--preset",
+                                   "gpu"])
+    assert bad.exit_code != 0 and "unknown preset 'gpu'" in bad.output
+    # a model saved before presets (no "preset" in config.json) loads with none
+    del config["preset"]
+    (tmp_path / "m2" / "config.json").write_text(json.dumps(config))
+    assert PairScorer.load(tmp_path / "m2", device="cpu").preset is None

@@ -15,6 +15,7 @@ from rich.progress import (
     SpinnerColumn,
     TextColumn,
     TimeElapsedColumn,
+    TimeRemainingColumn,
 )
 
 from tagalign.batch import DEFAULT_MAX_ERRORS, BatchResult, get_engine, run_batch
@@ -49,7 +50,8 @@ MMAP_HELP = ("Map the model's large arrays (vector indexes, record matrices, lab
 def progress(transient: bool = False) -> Progress:
     return Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(),
                     MofNCompleteColumn(), TextColumn("{task.fields[rate]}"),
-                    TimeElapsedColumn(), console=console, transient=transient)
+                    TimeElapsedColumn(), TextColumn("left"), TimeRemainingColumn(),
+                    console=console, transient=transient)
 
 
 #: help of ``--include-machine-subjects`` (train, eval)

@@ -36,8 +36,9 @@ def train(
     model_dir: Path = typer.Argument(..., help="Folder to write the trained model to."),
     train_path: Path = typer.Option(..., "--train", help="CoMeDi split folder (<language>/{instances,labels,uses}.tsv) or WiC JSONL."),
     dev_path: Path = typer.Option(..., "--dev", help="Labelled dev pairs, same formats: checkpoint choice and cut points."),
-    loss: str = typer.Option("angle", "--loss", help="angle (published best), cosent, cosine or contrastive."),
-    base_model: str = typer.Option("e5-small", "--base-model", help="e5-small, minilm or st:<name|folder>."),
+    preset: str = typer.Option(None, "--preset", help="cpu (the best cross-validated setting for 2 CPU cores, ~15 min) or published (XL-DURel's schedule, sized for a GPU). Default: published where CUDA is present, cpu where not. --param, --config, --loss and --base-model win over it."),
+    loss: str = typer.Option(None, "--loss", help="angle (published best), cosent, cosine or contrastive (default: the preset's)."),
+    base_model: str = typer.Option(None, "--base-model", help="e5-small, minilm or st:<name|folder> (default: e5-small)."),
     param: list[str] = typer.Option(None, "--param", help="key=value (JSON): lr, batch_size, epochs, max_seq_length, train_layers, train_markers (true: the <t>/</t> rows train even when train_layers freezes the embeddings), limit_pairs, pooling (mean|target), seed."),
     config: Path = typer.Option(None, "--config", help="JSON file of parameters."),
     device: str = typer.Option(None, "--device", help="cpu or cuda (default: cuda when present)."),
@@ -54,15 +55,22 @@ def train(
     With --cv K, the same setting is also judged on unseen words: lemma-grouped K-fold
     cross-validation over train + dev (docs/pairs.md); it costs K more trainings.
 
+    With no --preset, the setting fits the machine: `cpu` without a GPU (it prints the
+    expected duration once the first batches are timed), `published` with one.
+
     Example: tagalign pairs train wic-model --train comedi/train --dev comedi/dev
-    --param epochs=1 --param limit_pairs=2000 --param train_layers=3 --param max_seq_length=96
     """
     from tagalign.pairs.params import check_params
+    from tagalign.pairs.presets import PRESETS
 
     make_runtime(threads)  # pins torch: the pair model's only threads
-    params = {**parse_params(param, config)}
-    params.setdefault("loss", loss)
-    params.setdefault("base_model", base_model)
+    explicit = {**parse_params(param, config)}
+    for key, value in (("loss", loss), ("base_model", base_model)):
+        if value is not None:
+            explicit.setdefault(key, value)
+    if preset is not None:
+        PRESETS.lookup(preset)  # an unknown name: refused before anything loads
+    check_params(explicit)
     for what, path in (("--train", train_path), ("--dev", dev_path)):
         must_exist(path, f"{what} {path} not found")
     if fit_split is not None and not 0 < fit_split < 1:
@@ -70,7 +78,8 @@ def train(
     if cv == 1 or cv < 0 or cv_pairs < 0:
         refuse(f"--cv needs 0 (off) or at least 2 folds and --cv-pairs >= 0, got {cv} and "
                f"{cv_pairs}", code=2)
-    check_params(params)  # before the ~20 s of loading torch and the model
+    params, preset = _with_preset(preset, device, explicit)
+    check_params(params)  # before the ~20 s of loading the model
     # the dev alpha of every epoch and the cut points: an extra, asked for before training
     MissingExtraError.check("krippendorff", "tagalign pairs train", "pairs")
     from tagalign.pairs import model as pm
@@ -87,6 +96,7 @@ def train(
         console.log(f"dev split per language (seeded): {len(dev_pairs)} pairs fit the "
                     f"epoch choice and cut points, {len(held_out)} held out")
     scorer = pm.PairScorer.build(params, device=device)
+    scorer.preset = preset
 
     def epoch_line(e: dict) -> None:
         alphas = " ".join(f"{k[:3]} {v:.3f}" for k, v in e["alpha"].items())
@@ -97,7 +107,7 @@ def train(
     with progress() as bar, tempfile.TemporaryDirectory() as work:
         bars = PhaseBars(bar, remove_done=True, keep=("training",))
         pm.train(scorer, train_pairs, dev_pairs, Path(work), progress=bars,
-                 on_epoch=epoch_line)
+                 on_epoch=epoch_line, on_estimate=_estimate_line)
         if held_out:
             m = pm.held_out_metrics(scorer, held_out, bars)
             scorer.history.append({"held_out_dev": {"fit_split": fit_split, **m}})
@@ -121,6 +131,34 @@ def train(
     scorer.save(model_dir)
     console.print(f"saved {model_dir} (cut points for "
                   f"{', '.join(sorted(k for k in scorer.thresholds.cuts_ if k != '*'))})")
+
+
+def _with_preset(name: str | None, device: str | None, explicit: dict) -> tuple[dict, str]:
+    """The preset's parameters under the explicit ones, and the preset's name; prints which
+    preset and why, and what was given explicitly (that wins)."""
+    import torch
+
+    from tagalign.pairs.presets import choose
+
+    chosen, why = choose(name, device, torch.cuda.is_available())
+    given = f"; given explicitly: {', '.join(sorted(explicit))}" if explicit else ""
+    console.print(f"preset {chosen.name} ({why}): {chosen.summary}{given}")
+    return chosen.apply(explicit), chosen.name
+
+
+def _estimate_line(steps: int, batch_size: int, pairs_per_s: float, seconds_left: float,
+                   timed: int) -> None:
+    console.print(f"training: {steps} steps of {batch_size} pairs; {pairs_per_s:.1f} pairs/s "
+                  f"over the first {timed} steps: about {_duration(seconds_left)} left "
+                  "(dev scoring after each epoch not included)")
+
+
+def _duration(seconds: float) -> str:
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    if seconds < 90 * 60:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
 
 
 def _dev_figure(scorer) -> dict:

@@ -36,6 +36,10 @@ from tagalign.pairs.pooling import TargetPooling
 from tagalign.pairs.thresholds import Thresholds
 from tagalign.runtime import ProgressCallback, quiet_libraries
 
+#: told once, after the first training steps are timed: (steps in all, batch size, pairs/s,
+#: seconds of training left, steps timed)
+EstimateCallback = Callable[[int, int, float, float, int], None]
+
 MARKERS = ("<t>", "</t>")
 
 
@@ -108,6 +112,8 @@ class PairScorer(PairScorerBase):
         self.history: list[dict[str, Any]] = []
         #: figures kept beside the model: ``dev`` and ``lemma_cv`` (`tagalign pairs train`)
         self.validation: dict[str, Any] = {}
+        #: the `tagalign.pairs.presets` preset it was trained with (None: none, or before)
+        self.preset: str | None = None
         self._formatter: UseFormatter | None = None
 
     # -- building -----------------------------------------------------------------------
@@ -209,7 +215,7 @@ class PairScorer(PairScorerBase):
             self.thresholds.save(tmp / "thresholds.json")
             self.write_manifest(tmp, self.params, prompts=self.prompts,
                                 markers=list(MARKERS), history=self.history,
-                                validation=self.validation)
+                                validation=self.validation, preset=self.preset)
 
     @classmethod
     def load(cls, path: Path, device: str | None = None) -> PairScorer:
@@ -230,6 +236,7 @@ class PairScorer(PairScorerBase):
                      Thresholds.load(path / "thresholds.json"))
         scorer.history = config.get("history", [])
         scorer.validation = config.get("validation", {})  # absent before issue 35
+        scorer.preset = config.get("preset")  # absent before issue 49
         return scorer
 
 
@@ -317,9 +324,11 @@ def held_out_metrics(scorer: PairScorer, pairs: Sequence[Pair],
 
 def train(scorer: PairScorer, train_pairs: Sequence[Pair], dev_pairs: Sequence[Pair],
           workdir: Path, progress: ProgressCallback | None = None,
-          on_epoch: Callable[[dict[str, Any]], None] | None = None) -> PairScorer:
+          on_epoch: Callable[[dict[str, Any]], None] | None = None,
+          on_estimate: EstimateCallback | None = None) -> PairScorer:
     """Fine-tune ``scorer`` in place, keep the epoch of best dev Spearman, fit cut points on
-    dev. ``epochs=0`` gives the untuned encoder with fitted cut points (the floor)."""
+    dev. ``epochs=0`` gives the untuned encoder with fitted cut points (the floor).
+    ``on_estimate``: told once the expected training time (`tagalign.pairs.training`)."""
     from tagalign.pairs.training import fit_model
 
     p = scorer.params
@@ -332,6 +341,6 @@ def train(scorer: PairScorer, train_pairs: Sequence[Pair], dev_pairs: Sequence[P
         if not labelled:
             raise InputError("no labelled training pairs")
         dev_scores = fit_model(scorer, sample_pairs(labelled, p["limit_pairs"], p["seed"]),
-                               dev, workdir, progress, on_epoch)
+                               dev, workdir, progress, on_epoch, on_estimate)
     scorer.fit_thresholds(dev, dev_scores)
     return scorer

@@ -3,6 +3,7 @@ loss of `tagalign.pairs.losses`, dev Spearman/alpha after each epoch, best epoch
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -15,7 +16,11 @@ from tagalign.runtime import ProgressCallback
 from tagalign.train.progress import quiet_trainer, quiet_trainer_class
 
 if TYPE_CHECKING:
-    from tagalign.pairs.model import PairScorer
+    from tagalign.pairs.model import EstimateCallback, PairScorer
+
+#: steps timed before the expected training time is told (the first step, which warms up
+#: the model, is left out of the rate)
+ESTIMATE_STEPS = 6
 
 
 def training_columns(scorer: PairScorer, pairs: Sequence[Pair]) -> dict[str, list]:
@@ -34,7 +39,8 @@ def training_columns(scorer: PairScorer, pairs: Sequence[Pair]) -> dict[str, lis
 
 def fit_model(scorer: PairScorer, train_pairs: Sequence[Pair], dev: Sequence[Pair],
               workdir: Path, progress: ProgressCallback | None = None,
-              on_epoch: Callable[[dict[str, Any]], None] | None = None) -> Any:
+              on_epoch: Callable[[dict[str, Any]], None] | None = None,
+              on_estimate: EstimateCallback | None = None) -> Any:
     """Train in place, restore the epoch of best dev Spearman; returns that epoch's cosines
     on the labelled ``dev`` pairs (numpy, in order), so the cut points need no new pass.
     With no ``dev`` (a cross-validation fold, `tagalign.pairs.crossval`: its held-out
@@ -57,11 +63,23 @@ def fit_model(scorer: PairScorer, train_pairs: Sequence[Pair], dev: Sequence[Pai
     if len(data) == 0:
         raise InputError("no training pairs left after mapping labels to the loss's targets")
     best: dict[str, Any] = {"spearman": float("-inf"), "state": None}
+    clock: dict[int, float] = {}
 
     class Watch(TrainerCallback):
+        def on_train_begin(self, args, state, control, **kw):
+            clock[0] = time.perf_counter()
+
         def on_step_end(self, args, state, control, **kw):
             if progress:
                 progress("training", state.global_step, state.max_steps)
+            step = state.global_step
+            if on_estimate and step in (1, min(ESTIMATE_STEPS, state.max_steps)):
+                clock[step] = time.perf_counter()
+                if step == min(ESTIMATE_STEPS, state.max_steps):
+                    first = 1 if step > 1 else 0  # the warm-up step, when there are others
+                    per_step = (clock[step] - clock[first]) / (step - first)
+                    on_estimate(state.max_steps, p["batch_size"], p["batch_size"] / per_step,
+                                per_step * (state.max_steps - step), step)
 
         def on_epoch_end(self, args, state, control, **kw):
             if not dev:
