@@ -234,3 +234,60 @@ def test_damaged_dumps_never_raise(dump_bytes, tmp_path_factory, kind, gz, cut, 
     assert all(s.id and s.label() for s in got)
     if not flips:  # only cut: the records before the cut, as they were
         assert [s.id for s in got] == [s.id for s in EXPECTED][:len(got)]
+
+
+# -- other entity types (issue 48: `vocab load --entity-types`) ----------------------------
+def test_entity_types_on_request_keep_their_type_and_own_headings(tmp_path):
+    from pymarc import Field, Indicators, Subfield
+
+    from tagalign.vocab.gnd_marc import heading
+
+    recs = small_dump()
+    place = authority("4005728-8", ("Berlin", None), types=("g", "gik"), heading_tag="151")
+    place.add_field(Field("451", Indicators(" ", " "), [Subfield("a", "Berolinum")]))
+    recs.append(place)
+    path = write_xml(tmp_path / "all.mrc.xml", recs)
+    counts = AuthorityCounts()
+    got = {s.id: s for s in read_authorities(path, quiet(), counts,
+                                             types=frozenset({"s", "p", "g"}))}
+    assert got["118621890"].label() == "Tiemann, Walter"
+    assert got["118621890"].entity_types == ["p", "piz"]
+    assert got["4005728-8"].label() == "Berlin" and got["4005728-8"].alt_labels == {
+        "de": ["Berolinum"]}
+    assert "2021270-8" not in got  # b was not asked for
+    assert dict(counts.kept) == {"s": 5, "p": 1, "g": 1}
+    assert dict(counts.skipped) == {"entity type b": 1, "deleted": 1}
+    assert counts.summary() == ("7 headings (s: 5, p: 1, g: 1); 2 other records skipped "
+                                "(entity type b: 1, deleted: 1)")
+    # "all" through load_vocabulary: the corporate body too, subject headings unchanged
+    vocab = load_vocabulary(path, report=quiet(), entity_types="all")
+    assert vocab.get("2021270-8").label() == "Gebr. Klingspor"
+    assert [vocab.get(s.id) for s in EXPECTED] == EXPECTED
+    # the default is subject headings only, as before
+    assert load_vocabulary(path, report=quiet()).ids == [s.id for s in EXPECTED]
+    # headings of the other kinds as the DNB displays them (dates left out)
+    assert heading([("a", "Friedrich"), ("b", "II."), ("c", "Preußen, König"),
+                    ("d", "1712-1786")]) == "Friedrich II., Preußen, König"
+    assert heading([("a", "Universität Leipzig"), ("b", "Bibliothek")]) == (
+        "Universität Leipzig. Bibliothek")
+    assert heading([("a", "Goethe, Johann Wolfgang von"), ("t", "Faust"), ("n", "1")]) == (
+        "Goethe, Johann Wolfgang von / Faust, 1")
+
+
+def test_vocab_load_entity_types_refuses_unknown_codes_and_other_formats(dumps, tmp_path):
+    res = runner.invoke(app, ["vocab", "load", str(dumps["xml"]), "--out", str(tmp_path / "v"),
+                              "--entity-types", "s,p,b"])
+    assert res.exit_code == 0, res.output
+    said = " ".join(res.stderr.split())
+    assert "7 subjects loaded" in said and "7 headings (s: 5, p: 1, b: 1)" in said
+    saved = Vocabulary.load(tmp_path / "v")
+    assert saved.get("2021270-8").entity_types == ["b", "kiz"]  # kept in the saved form
+    res = runner.invoke(app, ["vocab", "load", str(dumps["xml"]), "--out", str(tmp_path / "w"),
+                              "--entity-types", "s,x"])
+    assert res.exit_code != 0 and "unknown GND entity type(s) x" in res.output
+    tsv = tmp_path / "v.tsv"
+    tsv.write_text("4000001-1\tBank\n", encoding="utf-8")
+    res = runner.invoke(app, ["vocab", "load", str(tsv), "--out", str(tmp_path / "t"),
+                              "--entity-types", "s"])
+    assert res.exit_code != 0 and "GND authority dump (format gnd-marc) only" in res.output
+    assert not (tmp_path / "w").exists() and not (tmp_path / "t").exists()

@@ -20,11 +20,13 @@ from tagalign.vocab import (
 )
 
 
-def _load(source: Path, fmt: str | None, strict: bool = False) -> Vocabulary:
+def _load(source: Path, fmt: str | None, strict: bool = False,
+          entity_types: str | None = None) -> Vocabulary:
     """Malformed lines/entries are named (path:line) and skipped; --strict stops at the first."""
     report = InputReport(strict=strict)
     with console.status(f"loading {source} …"):
-        vocab = load_vocabulary(source, format=fmt, report=report, option="--format")
+        vocab = load_vocabulary(source, format=fmt, report=report, option="--format",
+                                entity_types=entity_types)
     if report.n_skipped:
         console.print(f"[yellow]{report.n_skipped} malformed lines/entries skipped[/] "
                       f"({len(vocab)} subjects kept); --strict stops at the first")
@@ -37,14 +39,16 @@ def load(
     out: Path = typer.Option(..., "--out", "-o", help="Folder for the fast saved form."),
     fmt: str = typer.Option(None, "--format", "-f", help=f"Force a format: {', '.join(sorted(VOCAB_FORMATS))}."),
     strict: bool = typer.Option(False, "--strict", help="Stop at the first malformed line or entry."),
+    entity_types: str = typer.Option(None, "--entity-types", help="GND authority dump: the entity types to keep, codes of 075 $b separated by commas (s subject headings, g places, p persons, b corporate bodies, f conferences, u works) or all. Default: s."),
 ) -> None:
     """Load a vocabulary from any supported format and save it in the fast form.
 
     Example: tagalign vocab load gnd-subjects.tsv.gz --out gnd/    |    tagalign vocab load
-    authorities-gnd-sachbegriff_dnbmarc_20240213.mrc.xml.gz --out gnd/
+    authorities-gnd-sachbegriff_dnbmarc_20240213.mrc.xml.gz --out gnd/    |    tagalign vocab
+    load authorities-gnd_dnbmarc.mrc.xml.gz --entity-types s,g,p,b,f,u --out gnd-all/
     """
     t0 = time.perf_counter()
-    vocab = _load(source, fmt, strict)
+    vocab = _load(source, fmt, strict, entity_types)
     t1 = time.perf_counter()
     path = vocab.save(out)
     console.print(f"{len(vocab)} subjects loaded in {t1 - t0:.1f} s, saved to {path} "

@@ -7,6 +7,7 @@ Field mapping (MARC 21 authority format as the GND fills it; docs/formats.md sho
 ``024 $a`` with ``$2 gnd``, else ``035 $a``   the GND id (``(DE-588)`` stripped)
 ``150 $a`` ``$g`` ``$x``                      preferred label, as the DNB displays it:
                                               ``a <g>``, subdivisions ``$x`` after `` / ``
+                                              (other entity types: their own 1XX, below)
 ``450`` (same subfields)                      alternative labels
 ``550 $0 (DE-588)…`` with ``$4`` / ``$i``     broader (``ob…``: Oberbegriff allgemein,
                                               generisch, instantiell, partitiv) or related
@@ -16,9 +17,17 @@ Field mapping (MARC 21 authority format as the GND fills it; docs/formats.md sho
 ``677 $a``                                    definition
 ===========================================  =============================================
 
-Narrower is the inverse of broader: the GND records only the upward link. Records whose
-entity type (``075 $b`` with ``$2 gndgen``) is not ``s`` are skipped and counted, as are
-deleted records (leader/05 ``d``) and records that are not authority records (leader/06).
+Narrower is the inverse of broader: the GND records only the upward link. By default only
+subject headings are kept: records whose entity type (``075 $b`` with ``$2 gndgen``) is not
+``s`` are skipped and counted, as are deleted records (leader/05 ``d``) and records that
+are not authority records (leader/06). ``entity_types`` keeps others too (`ENTITY_TYPES`:
+``g`` places 151/451/551, ``p`` persons 100/400/500, ``b`` corporate bodies 110/410/510,
+``f`` conferences 111/411/511, ``u`` works 130/430/530 or a 100 with ``$t``), each with its
+075 codes on the `Subject` (``entity_types``). Their headings read ``$a`` and the
+subfields that tell two headings apart as the DNB displays them: ``$b`` numeration or
+subordinate unit, ``$c`` a person's title or territory, ``$n``/``$p`` a work's part,
+``$t`` a work's title after the name (`` / ``), ``$g`` and ``$x`` as above; dates
+(``$d``) are left out, as in the DNB's display.
 """
 
 from __future__ import annotations
@@ -44,8 +53,35 @@ log = logging.getLogger(__name__)
 
 #: a record's fields the mapping reads: tag → occurrences → (code, value) subfields
 Fields = dict[str, list[list[tuple[str, str]]]]
-_WANTED = frozenset({"024", "035", "065", "075", "150", "450", "550", "677"})
 _GND = "(DE-588)"
+
+#: GND entity types (075 $b, the ``gndgen`` code) → (preferred, alternative, related) tags
+ENTITY_TYPES: dict[str, tuple[str, str, str]] = {
+    "s": ("150", "450", "550"),  # Sachbegriff: subject headings (the default)
+    "g": ("151", "451", "551"),  # Geografikum: places
+    "p": ("100", "400", "500"),  # Person
+    "b": ("110", "410", "510"),  # Körperschaft: corporate bodies
+    "f": ("111", "411", "511"),  # Kongress: conferences, events
+    "u": ("130", "430", "530"),  # Werk: works (also as 100 $a … $t …)
+}
+#: heading tags in the order a record's preferred label is looked for
+_HEADINGS = tuple(tags[0] for tags in ENTITY_TYPES.values())
+_WANTED = frozenset({"024", "035", "065", "075", "677",
+                     *(tag for tags in ENTITY_TYPES.values() for tag in tags)})
+
+
+def parse_entity_types(spec: str) -> frozenset[str] | None:
+    """``"s,g,p"`` → those codes; ``"all"`` → None (every record's type is kept). Unknown
+    codes: ValueError naming them and the known ones."""
+    if spec.strip().lower() == "all":
+        return None
+    codes = frozenset(c.strip() for c in spec.split(",") if c.strip())
+    unknown = sorted(codes - set(ENTITY_TYPES))
+    if unknown or not codes:
+        raise ValueError(f"unknown GND entity type(s) {', '.join(unknown) or repr(spec)}; "
+                         f"use codes of {', '.join(ENTITY_TYPES)} separated by commas, "
+                         "or all")
+    return codes
 
 
 @dataclass
@@ -54,9 +90,14 @@ class AuthorityCounts:
 
     subjects: int = 0
     skipped: Counter[str] = field(default_factory=Counter)
+    #: headings kept by entity type (075 general code; ``s`` without 075)
+    kept: Counter[str] = field(default_factory=Counter)
 
     def summary(self) -> str:
         line = f"{self.subjects} subject headings"
+        if set(self.kept) - {"s"}:
+            kinds = ", ".join(f"{k}: {n}" for k, n in self.kept.most_common())
+            line = f"{self.subjects} headings ({kinds})"
         if self.skipped:
             kinds = ", ".join(f"{k}: {n}" for k, n in self.skipped.most_common())
             line += f"; {sum(self.skipped.values())} other records skipped ({kinds})"
@@ -68,8 +109,22 @@ def heading(subfields: list[tuple[str, str]]) -> str:
     """A 150/450 heading as the DNB displays it (and our GND TSV holds it):
     ``Wasserkopf <Pilz>``; qualifiers ``$g`` in one pair of angle brackets, ``$x`` after
     `` / ``. Characters are kept as the DNB writes them (umlauts often decomposed, as
-    in the TSV): the same bytes as today's labels; searches and matching fold to NFC."""
+    in the TSV): the same bytes as today's labels; searches and matching fold to NFC.
+    Other entity types' headings (1XX/4XX): ``$b`` after a space (a person's numeration,
+    ``Friedrich II.``) or ``. `` (a corporate body's unit), ``$c`` after ``, `` (a
+    person's title), ``$n``/``$p`` after ``, ``, ``$t`` (a work's title) after `` / ``."""
     main = " ".join(v.strip() for c, v in subfields if c == "a" and v.strip())
+    person = bool(main) and "," in main or any(c == "c" for c, _ in subfields)
+    for c, v in subfields:
+        v = v.strip()
+        if not v:
+            continue
+        if c == "b":
+            main += (" " if person else ". ") + v
+        elif c in "cnp":
+            main += ", " + v
+        elif c == "t":
+            main += " / " + v
     qualifiers = [v.strip() for c, v in subfields if c == "g" and v.strip()]
     if qualifiers:
         main += f" <{', '.join(qualifiers)}>"
@@ -108,7 +163,7 @@ def entity_types(fields: Fields) -> tuple[str | None, list[str]]:
 
 
 def _relation(sub: list[tuple[str, str]]) -> tuple[str | None, bool]:
-    """(the related GND id, whether it is a broader term) of one 550."""
+    """(the related GND id, whether it is a broader term) of one 5XX."""
     target = next((v[len(_GND):].strip() for c, v in sub if c == "0" and v.startswith(_GND)),
                   None)
     codes = [v.strip() for c, v in sub if c == "4"]
@@ -124,14 +179,22 @@ def to_subject(fields: Fields, language: str = "de") -> Subject:
     sid = gnd_id(fields)
     if not sid:
         raise ValueError("no GND id (024 $2 gnd or 035 $a (DE-588)…)")
-    label = next((h for h in map(heading, fields.get("150", [])) if h), "")
+    general, codes = entity_types(fields)
+    head, alt_tag, rel_tag = ENTITY_TYPES.get(general or "s", ENTITY_TYPES["s"])
+    label = next((h for h in map(heading, fields.get(head, [])) if h), "")
+    if not label and general is not None and general != "s":  # a work as 100 $a $t, …
+        label = next((h for tag in _HEADINGS for h in map(heading, fields.get(tag, []))
+                      if h), "")
     if not label:
-        raise ValueError(f"{sid}: no preferred label (150 $a)")
-    alts = list(dict.fromkeys(h for h in map(heading, fields.get("450", []))
+        raise ValueError(f"{sid}: no preferred label ({head} $a)")
+    # a heading's own kind of 4XX and 5XX: a subject heading's 500/510 name persons and
+    # bodies, not broader or related subjects (a work's names may be 400 $a $t too)
+    alt_tags = (alt_tag, "400") if general == "u" else (alt_tag,)
+    alts = list(dict.fromkeys(h for tag in alt_tags for h in map(heading, fields.get(tag, []))
                               if h and h != label))
     broader: list[str] = []
     related: list[str] = []
-    for sub in fields.get("550", []):
+    for sub in fields.get(rel_tag, []):
         target, is_broader = _relation(sub)
         if target and target != sid:
             into = broader if is_broader else related
@@ -143,18 +206,24 @@ def to_subject(fields: Fields, language: str = "de") -> Subject:
                           if c == "a" and v.strip())
     return Subject(sid, {language: label}, {language: alts} if alts else {}, broader,
                    related=related, classification=[(n, "") for n in notations],
-                   definition=definition or None, entity_types=entity_types(fields)[1])
+                   definition=definition or None, entity_types=codes)
 
 
-def skip_reason(leader: str, fields: Fields) -> str | None:
-    """Why a record is not a subject heading (the kind it is counted under), or None.
-    A record without 075 is taken as a subject heading (a dump cut down to some fields)."""
+#: the entity types kept when none are asked for: subject headings
+SUBJECT_HEADINGS = frozenset({"s"})
+
+
+def skip_reason(leader: str, fields: Fields, types: frozenset[str] | None = SUBJECT_HEADINGS
+                ) -> str | None:
+    """Why a record is not kept (the kind it is counted under), or None. ``types``: the
+    entity types kept (None: all). A record without 075 is taken as a subject heading (a
+    dump cut down to some fields)."""
     if len(leader) > 6 and leader[6] != "z":
         return f"not an authority record (leader/06 {leader[6]!r})"
     if len(leader) > 5 and leader[5] == "d":
         return "deleted"
     general, _ = entity_types(fields)
-    if general is not None and general != "s":
+    if types is not None and (general or "s") not in types:
         return f"entity type {general}"
     return None
 
@@ -252,10 +321,11 @@ def _is_xml(path: Path) -> bool:
 
 
 def read_authorities(path: Path, report: Reporter, counts: AuthorityCounts | None = None,
-                     language: str = "de") -> Iterator[Subject]:
-    """Subject headings of a MARC 21 authority file (MARC-XML or binary, gzipped or not: told
-    by the bytes), in file order; non-subject records go to ``counts``, malformed ones and
-    a file cut short to ``report``."""
+                     language: str = "de",
+                     types: frozenset[str] | None = SUBJECT_HEADINGS) -> Iterator[Subject]:
+    """Headings of a MARC 21 authority file (MARC-XML or binary, gzipped or not: told by the
+    bytes) of the entity ``types`` (default: subject headings; None: all), in file order;
+    other records go to ``counts``, malformed ones and a file cut short to ``report``."""
     counts = counts if counts is not None else AuthorityCounts()
     n = 0
     try:
@@ -263,7 +333,7 @@ def read_authorities(path: Path, report: Reporter, counts: AuthorityCounts | Non
         with open_binary(path) as fh:
             records = _xml_records(fh) if xml else _binary_records(fh, path, report)
             for n, (leader, control, fields) in enumerate(records, 1):  # noqa: B007
-                kind = skip_reason(leader, fields)
+                kind = skip_reason(leader, fields, types)
                 if kind is not None:
                     counts.skipped[kind] += 1
                     continue
@@ -274,6 +344,7 @@ def read_authorities(path: Path, report: Reporter, counts: AuthorityCounts | Non
                     report.bad(where, str(exc))
                     continue
                 counts.subjects += 1
+                counts.kept[entity_types(fields)[0] or "s"] += 1
                 yield subject
     except ET.ParseError as exc:
         report.bad(str(path), f"not well-formed MARC-XML after {n} records ({exc})")
@@ -297,12 +368,14 @@ def with_narrower(subjects: list[Subject]) -> list[Subject]:
 
 
 @register("gnd-marc")
-def load_gnd_marc(path: Path, language: str = "de", report: Reporter | None = None
+def load_gnd_marc(path: Path, language: str = "de", report: Reporter | None = None,
+                  entity_types: frozenset[str] | None = SUBJECT_HEADINGS
                   ) -> Iterator[Subject]:
-    """The GND authority dump (see the module docstring); logs how many records were
-    subject headings and how many of which kind were skipped."""
+    """The GND authority dump (see the module docstring), headings of ``entity_types``
+    (`parse_entity_types`; None: all); logs how many records were kept and how many of
+    which kind were skipped."""
     counts = AuthorityCounts()
     subjects = with_narrower(list(read_authorities(Path(path), default_report(report),
-                                                   counts, language)))
+                                                   counts, language, entity_types)))
     log.info("%s: %s", Path(path).name, counts.summary())
     return iter(subjects)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import gzip
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 from tagalign.errors import InputError, MissingFileError, file_error
 from tagalign.io import InputReport, Reporter, open_binary, parse_lines
@@ -118,8 +119,13 @@ def _is_saved(path: Path) -> bool:
 
 
 def load_vocabulary(path: Path | str, format: str | None = None,
-                    report: Reporter | None = None, option: str | None = None) -> Vocabulary:
+                    report: Reporter | None = None, option: str | None = None,
+                    entity_types: str | None = None) -> Vocabulary:
     """Load a vocabulary from any supported source (see `VOCAB_FORMATS`) or a saved one.
+
+    ``entity_types``: for the GND authority dump (``gnd-marc``), which entity types to keep
+    (``"s,g,p"`` or ``"all"``; default subject headings only, `tagalign.vocab.gnd_marc`);
+    any other format refuses it.
 
     Malformed lines/entries are reported to ``report`` (a `tagalign.records.InputReport`;
     strict ones raise at the first) and skipped; the rest of the file still loads. A
@@ -130,9 +136,21 @@ def load_vocabulary(path: Path | str, format: str | None = None,
     if not path.exists():
         raise MissingFileError(f"vocabulary not found: {path}", path)
     fmt = format or guess_format(path, option)
-    if fmt == "saved":
+    loader = VOCAB_FORMATS.lookup(fmt) if fmt != "saved" else None
+    if entity_types is not None and fmt != "gnd-marc":
+        raise InputError(f"{path}: entity types can be chosen in a GND authority dump "
+                         f"(format gnd-marc) only, not in format {fmt}")
+    if loader is None:
         return Vocabulary.load(path)
-    vocab = Vocabulary(VOCAB_FORMATS.lookup(fmt)(path, report=default_report(report)))
+    options: dict[str, Any] = {}
+    if entity_types is not None:
+        from tagalign.vocab.gnd_marc import parse_entity_types
+
+        try:
+            options["entity_types"] = parse_entity_types(entity_types)
+        except ValueError as exc:
+            raise InputError(str(exc)) from exc
+    vocab = Vocabulary(loader(path, report=default_report(report), **options))
     if not len(vocab):
         raise InputError(f"{path}: no subjects found (format {fmt})")
     return vocab
