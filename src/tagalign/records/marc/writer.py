@@ -26,10 +26,10 @@ from tagalign.records.marc.fields import (
     DOMAIN_SOURCE,
     GND_ISIL,
     GND_URI,
-    MACHINE_NOTE,
     split_record_id,
 )
 from tagalign.records.marc.language import marc_code
+from tagalign.records.marc.provenance import Provenance, provenance_field
 from tagalign.records.record import Record
 
 MARC_XML_NS = "http://www.loc.gov/MARC21/slim"
@@ -127,20 +127,10 @@ def domain_field(code: str, link: int | None = None) -> Field:
 
 
 def machine_note(link: int, score: float | None, date: str, agency: str) -> Field:
-    """``883 0_ $8 N\\p $a maschinell gebildet $c SCORE $d YYYYMMDD $q ORG``, the score with
-    six decimals and DNB's decimal comma (``0,831200``). First indicator 0, "fully
-    machine-generated" in MARC 21's definition of 883 (blank: no information, 1: partially
-    machine-generated, 2: not machine-generated): nobody has reviewed a suggestion yet. The
-    culturegraph aggregator's test records (a DNB project) write the same."""
-    subs = [Subfield("8", f"{link}\\p"), Subfield("a", MACHINE_NOTE)]
-    if score is not None:
-        subs.append(Subfield("c", format_score(score)))
-    subs += [Subfield("d", date), Subfield("q", agency)]
-    return Field("883", Indicators("0", " "), subs)
-
-
-def format_score(score: float) -> str:
-    return f"{float(score):.6f}".replace(".", ",")
+    """``883 0_ $8 N\\p $a maschinell gebildet $c SCORE $d YYYYMMDD $q ORG``: a suggestion
+    nobody has reviewed (`provenance_field` of a machine's subject; the module
+    `tagalign.records.marc.provenance` says why these codes)."""
+    return provenance_field(Provenance.MACHINE, link, date=date, agency=agency, score=score)
 
 
 def parse_score(text: str) -> float:
