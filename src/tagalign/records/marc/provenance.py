@@ -64,9 +64,13 @@ of training costs less than learning from a machine's.
 
 from __future__ import annotations
 
+from collections import Counter
+from dataclasses import dataclass, field
 from enum import StrEnum
 
 from pymarc import Field, Indicators, Subfield
+
+from tagalign.records.record import Record
 
 
 class Provenance(StrEnum):
@@ -159,3 +163,35 @@ def provenance_field(kind: Provenance, link: int, *, date: str, agency: str,
         subs.append(Subfield("c", format_score(score)))
     subs += [Subfield("d", date), Subfield("q", agency)]
     return Field("883", Indicators(INDICATOR[kind], " "), subs)
+
+
+#: how `ProvenanceCounts` names a subject no 883 marks, and an 883 without ``$a``
+NO_883, NO_PROCESS = "(no 883)", "(no $a)"
+#: the kinds from the most trusted to the least, as reports list them
+KINDS = (Provenance.INTELLECTUAL, Provenance.CONFIRMED, Provenance.MACHINE)
+
+
+@dataclass
+class ProvenanceCounts:
+    """What the reader decided over many records (``tagalign records stats``): subjects by
+    kind, by (883 ``$a``, kind), and by (``$a``, ind1, kind) for the processes
+    `read_provenance` does not know by name (the indicator, or `BLANK_DEFAULT` for a blank
+    one, decided those)."""
+
+    kinds: Counter[Provenance] = field(default_factory=Counter)
+    processes: Counter[tuple[str, Provenance]] = field(default_factory=Counter)
+    unknown: Counter[tuple[str, str, Provenance]] = field(default_factory=Counter)
+
+    def add(self, rec: Record) -> None:
+        marked = rec.processes or {}
+        for kind, ids in zip(KINDS, (rec.subjects, rec.confirmed_subjects,
+                                     rec.machine_subjects), strict=True):
+            for sid in ids:
+                self.kinds[kind] += 1
+                if sid not in marked:
+                    self.processes[NO_883, kind] += 1
+                    continue
+                ind1, process = marked[sid]
+                self.processes[process or NO_PROCESS, kind] += 1
+                if not is_known_process(process):
+                    self.unknown[process or NO_PROCESS, ind1.strip() or "blank", kind] += 1

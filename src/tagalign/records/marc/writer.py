@@ -161,8 +161,8 @@ def record_to_marc(rec: Record, labels: Callable[[str], str | None] | None = Non
     """A tagalign `Record` as a MARC record that `record_from_marc` reads back the same: 001
     (003), 008/35-37 and 041 language, 245 title, 520 abstract (cut into fields of binary
     MARC's size), leader/07 and a 655 for the type, 650 gold subjects (``$a`` from
-    ``labels`` when it knows the id), machine subjects linked to an 883, 655 genres, 084
-    domains."""
+    ``labels`` when it knows the id), machine and confirmed subjects each linked to its
+    883 (`provenance_field`), 655 genres, 084 domains."""
     lang = marc_code(rec.language)
     leader = f"00000na{_LEVEL.get(rec.type or '', ' ')} a2200000 u 4500"
     out = MarcRecord(leader=leader, force_utf8=True)
@@ -176,7 +176,9 @@ def record_to_marc(rec: Record, labels: Callable[[str], str | None] | None = Non
     label = labels or (lambda sid: None)
     for sid in rec.subjects:
         out.add_field(subject_field(sid, label(sid)))
-    for i, sid in enumerate(rec.machine_subjects, 1):
+    marked = [(sid, Provenance.MACHINE) for sid in rec.machine_subjects]
+    marked += [(sid, Provenance.CONFIRMED) for sid in rec.confirmed_subjects]
+    for i, (sid, _) in enumerate(marked, 1):
         out.add_field(subject_field(sid, label(sid), i))
     if rec.type in _TYPE_GENRE:
         out.add_field(Field("655", Indicators(" ", "7"), [
@@ -184,6 +186,6 @@ def record_to_marc(rec: Record, labels: Callable[[str], str | None] | None = Non
     for gid in rec.genres:
         out.add_field(Field("655", Indicators(" ", "7"), [
             Subfield("0", GND_ISIL + gid), Subfield("2", "gnd-content")]))
-    for i, _ in enumerate(rec.machine_subjects, 1):
-        out.add_field(machine_note(i, None, date, agency))
+    for i, (_, kind) in enumerate(marked, 1):
+        out.add_field(provenance_field(kind, i, date=date, agency=agency))
     return out
