@@ -49,9 +49,9 @@ of training costs less than learning from a machine's.
 **Writing** (`provenance_field`, `PROCESS`):
 
 - machine (a suggestion nobody reviewed): ``883 0_ $a maschinell gebildet $c SCORE $d DATE
-  $q AGENCY``: the process name under which the DNB has exchanged its machine-made subjects
-  in 883 since 2015, with ``0``, fully machine-generated (the culturegraph aggregator's test
-  records, a DNB project, write ``883 0_ $a maschinell gebildet`` too).
+  $q AGENCY``: the process name of the DNB's machine-made subjects in its records (which
+  carry 883 since January 2015), with ``0``, fully machine-generated (the culturegraph
+  aggregator's test records, a DNB project, write ``883 0_ $a maschinell gebildet`` too).
 - confirmed (a machine suggestion a librarian accepted): ``883 1_ $a maschinell gebildet,
   intellektuell bestätigt $d DATE $q AGENCY``: a machine proposed the subject, a person
   decided it, so partially machine-generated; the DNB page has no process for a reviewed
