@@ -146,6 +146,7 @@ def test_gold_takes_confirmed_and_machine_only_when_asked(tmp_path):
     people = ["4123065-6", "4045791-6", "4068097-6"]
     got = {gold: next(read_records(path, gold=gold)).subjects
            for gold in ("intellectual", "confirmed", "machine")}
+    assert next(read_records(path)).processes is None  # kept only when asked
     assert got == {"intellectual": people, "confirmed": [*people, "4046076-9"],
                    "machine": [*people, "4046076-9", "4015065-3", "4033447-8", "4025741-1",
                                "4011455-7"]}
@@ -174,8 +175,8 @@ def test_suggestions_written_as_marc_are_never_gold(proj, tmp_path):
         res = runner.invoke(app, ["suggest", str(proj), "--input", str(src), "--output",
                                   str(out), "--limit", "5", *extra])
         assert res.exit_code == 0, res.output
-        back[bool(extra)] = list(read_records(out, gold="confirmed", report=InputReport(
-            stream=io.StringIO())))
+        back[bool(extra)] = list(read_records(out, gold="confirmed", processes=True,
+                                              report=InputReport(stream=io.StringIO())))
     for rec, alone, merged in zip(recs, back[False], back[True], strict=True):
         # the suggestions alone: machine-made, no gold even with confirmed ones asked for
         assert alone.machine_subjects and (alone.subjects, alone.confirmed_subjects) == ([], [])

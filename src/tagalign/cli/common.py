@@ -75,12 +75,14 @@ def gold_kind(value: str, option: str = "--subjects", *,
 
 def iter_records(path: Path, *, vocab=None, strict: bool = False, limit: int | None = None,
                  report: InputReport | None = None,
-                 gold: Provenance = Provenance.INTELLECTUAL) -> Iterator[Record]:
+                 gold: Provenance = Provenance.INTELLECTUAL, processes: bool = False
+                 ) -> Iterator[Record]:
     """Stream records, then print what was skipped; a missing file or a strict-mode error
-    raises the package's error (`tagalign.cli.app.TagalignGroup` prints it). ``gold``: see
-    `tagalign.records.read_records`."""
+    raises the package's error (`tagalign.cli.app.TagalignGroup` prints it). ``gold``,
+    ``processes``: see `tagalign.records.read_records`."""
     report = report or InputReport(strict=strict)
-    yield from read_records(path, report=report, vocab=vocab, limit=limit, gold=gold)
+    yield from read_records(path, report=report, vocab=vocab, limit=limit, gold=gold,
+                            processes=processes)
     print_summary(report)
 
 

@@ -39,7 +39,8 @@ def stats(
     report = InputReport(strict=strict)
     with progress(transient=True) as bar:
         task = bar.add_task(f"reading {source.name}", total=None, rate="")
-        for rec in iter_records(source, vocab=voc, strict=strict, report=report):
+        for rec in iter_records(source, vocab=voc, strict=strict, report=report,
+                                processes=True):
             n += 1
             langs[rec.language or "?"] += 1
             types[rec.type or "?"] += 1

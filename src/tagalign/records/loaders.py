@@ -129,6 +129,7 @@ def read_records(
     vocab=None,
     limit: int | None = None,
     gold: Provenance | str = Provenance.INTELLECTUAL,
+    processes: bool = False,
 ) -> Iterator[Record]:
     """Stream records from ``path``; with ``vocab``, gold ids not in it are dropped and counted.
 
@@ -136,6 +137,8 @@ def read_records(
     each got there, `tagalign.records.marc.provenance`): ``intellectual`` (the default)
     keeps ``subjects``, those a person chose; ``confirmed`` adds ``confirmed_subjects``,
     machine suggestions a librarian accepted; ``machine`` adds ``machine_subjects`` too.
+    ``processes``: keep `Record.processes` (each marked subject's 883, for ``records
+    stats``); by default it is dropped, so a million records in memory hold no such dicts.
     """
     widen = _GOLD_ADDS[Provenance(gold)]
     path = Path(path)
@@ -146,6 +149,8 @@ def read_records(
     for n, rec in enumerate(RECORD_FORMATS.lookup(fmt)(path, report)):
         if limit is not None and n >= limit:
             break
+        if not processes:
+            rec.processes = None
         extra = [s for attr in widen for s in getattr(rec, attr)]
         if extra:
             rec.subjects = list(dict.fromkeys(rec.subjects + extra))

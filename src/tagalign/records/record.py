@@ -35,8 +35,8 @@ class Record:
     #: (``read_records(..., gold="confirmed")``, ``train --subjects confirmed``)
     confirmed_subjects: list[str] = field(default_factory=list)
     #: MARC: (first indicator, ``$a``) of the 883 that marks a subject, for each subject one
-    #: marks, as the reader found it (``tagalign records stats`` counts them); not part of
-    #: a record's identity or of its JSON
+    #: marks, as the reader found it (``tagalign records stats`` counts them; `read_records`
+    #: keeps it only when asked); not part of a record's identity or of its JSON
     processes: dict[str, tuple[str, str]] | None = field(default=None, compare=False)
 
     @property
