@@ -80,7 +80,7 @@ def test_machine_subjects_are_gold_only_when_asked(tmp_path):
     path = write(tmp_path / "r.mrc", binary([dnb_record()]))
     (rec,), _ = _read(path)
     assert rec.subjects == PEOPLE
-    (rec,), _ = _read(path, machine_subjects=True)
+    (rec,), _ = _read(path, gold="machine")
     assert rec.subjects == [*PEOPLE, "4011455-7"]
 
 

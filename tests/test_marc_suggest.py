@@ -194,13 +194,13 @@ def test_eval_scores_against_people_subjects_unless_asked(tmp_path):
     assert res.exit_code == 0, res.output
     assert json.loads(res.stdout[res.stdout.index("{"):])["overall"]["recall@5"] == 1.0
     res = runner.invoke(app, ["eval", str(gold), str(pred), "--ks", "5", "--json",
-                              "--include-machine-subjects"])
+                              "--subjects", "machine"])
     assert res.exit_code == 0, res.output
     recall = json.loads(res.stdout[res.stdout.index("{"):])["overall"]["recall@5"]
     assert recall == pytest.approx((2 / 3 + 1 / 2) / 2)
 
 
-def test_train_reads_marc_without_machine_subjects_unless_asked(tmp_path, monkeypatch):
+def test_train_reads_marc_without_machine_subjects(tmp_path, monkeypatch):
     seen: list[list[Record]] = []
     real = Project.train
 
@@ -213,15 +213,17 @@ def test_train_reads_marc_without_machine_subjects_unless_asked(tmp_path, monkey
     vocab = tmp_path / "vocab.tsv"
     vocab.write_text("gnd_id\tlabel_de\tlabel_en\n" + "".join(
         f"{s.id}\t{s.labels['de']}\t{s.labels['en']}\n" for s in tiny_vocab().subjects))
-    for extra, want in (([], [["4015065-3", "4033447-8"], ["4025741-1"]]),
-                        (["--include-machine-subjects"],
-                         [["4015065-3", "4033447-8", "4046076-9"], ["4025741-1", "4045791-6"]])):
-        res = runner.invoke(app, ["train", str(tmp_path / "proj"), "--vocab", str(vocab),
-                                  "--train", str(gold), "--recipe", "lexical", "--overwrite",
-                                  "--no-feedback", *extra])
-        assert res.exit_code == 0, res.output
-        assert [r.subjects for r in seen[-1]] == want
+    args = ["train", str(tmp_path / "proj"), "--vocab", str(vocab), "--train", str(gold),
+            "--recipe", "lexical", "--overwrite", "--no-feedback"]
+    res = runner.invoke(app, args)
+    assert res.exit_code == 0, res.output
+    assert [r.subjects for r in seen[-1]] == [["4015065-3", "4033447-8"], ["4025741-1"]]
     assert (tmp_path / "proj" / "model" / "recipe.json").exists()
+    # machine-made subjects never train a tagger (issue 47): the old flag says so
+    for extra in (["--include-machine-subjects"], ["--subjects", "machine"]):
+        res = runner.invoke(app, [*args, *extra])
+        assert res.exit_code == 1 and "never train a tagger" in res.output, res.output
+    assert len(seen) == 1
 
 
 def test_batch_takes_marc_shards(proj, tmp_path):

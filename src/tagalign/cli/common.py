@@ -23,6 +23,7 @@ from tagalign.cli.app import console, refuse
 from tagalign.cli.report import print_summary
 from tagalign.io import read_json_input
 from tagalign.records import InputReport, Record, read_records
+from tagalign.records.marc.provenance import Provenance
 from tagalign.runtime import CACHE_ENV, Runtime
 
 #: help of ``--compile-ranker`` (suggest, serve)
@@ -54,31 +55,46 @@ def progress(transient: bool = False) -> Progress:
                     console=console, transient=transient)
 
 
-#: help of ``--include-machine-subjects`` (train, eval)
-MACHINE_HELP = ("MARC records: count as gold also the subjects a machine assigned (a 650 "
-                "linked to an 883 \"maschinell gebildet\"); by default they are left out, so "
-                "a tagger never learns from, or is scored against, its own kind.")
+#: help of ``--subjects`` (train; eval adds ``machine``)
+SUBJECTS_HELP = ("MARC records: which subjects are gold, by the 883 linked to them: "
+                 "intellectual (chosen by a person, or no 883 says otherwise), or confirmed "
+                 "(those and the machine suggestions a librarian accepted). Machine-made "
+                 "ones never train a tagger.")
+
+
+def gold_kind(value: str, option: str = "--subjects", *,
+              machine: bool = False) -> Provenance:
+    """The `Provenance` named by ``--subjects`` (``machine`` only where ``machine`` allows
+    it: eval may score against a machine's subjects, train never learns from them)."""
+    allowed = [Provenance.INTELLECTUAL, Provenance.CONFIRMED]
+    allowed += [Provenance.MACHINE] if machine else []
+    if value not in allowed:
+        why = (": machine-made subjects never train a tagger"
+               if value == Provenance.MACHINE else "")
+        refuse(f"{option} {value!r}: use {' or '.join(allowed)}{why}")
+    return Provenance(value)
 
 
 def iter_records(path: Path, *, vocab=None, strict: bool = False, limit: int | None = None,
-                 report: InputReport | None = None, machine_subjects: bool = False
+                 report: InputReport | None = None,
+                 gold: Provenance = Provenance.INTELLECTUAL, processes: bool = False
                  ) -> Iterator[Record]:
     """Stream records, then print what was skipped; a missing file or a strict-mode error
-    raises the package's error (`tagalign.cli.app.TagalignGroup` prints it)."""
+    raises the package's error (`tagalign.cli.app.TagalignGroup` prints it). ``gold``,
+    ``processes``: see `tagalign.records.read_records`."""
     report = report or InputReport(strict=strict)
-    yield from read_records(path, report=report, vocab=vocab, limit=limit,
-                            machine_subjects=machine_subjects)
+    yield from read_records(path, report=report, vocab=vocab, limit=limit, gold=gold,
+                            processes=processes)
     print_summary(report)
 
 
 def load_records(path: Path, *, vocab=None, strict: bool = False, limit: int | None = None,
-                 description: str = "reading records", machine_subjects: bool = False
-                 ) -> list[Record]:
+                 description: str = "reading records",
+                 gold: Provenance = Provenance.INTELLECTUAL) -> list[Record]:
     out: list[Record] = []
     with progress(transient=True) as bar:
         task = bar.add_task(f"{description} ({Path(path).name})", total=limit, rate="")
-        for rec in iter_records(path, vocab=vocab, strict=strict, limit=limit,
-                                machine_subjects=machine_subjects):
+        for rec in iter_records(path, vocab=vocab, strict=strict, limit=limit, gold=gold):
             out.append(rec)
             if len(out) % 1000 == 0:
                 bar.update(task, completed=len(out))

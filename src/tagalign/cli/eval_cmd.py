@@ -13,7 +13,7 @@ from rich.console import Console
 from rich.table import Table
 
 from tagalign.cli.app import app, console, must_exist, refuse
-from tagalign.cli.common import MACHINE_HELP, load_records
+from tagalign.cli.common import gold_kind, load_records
 from tagalign.cli.report import print_summary
 from tagalign.errors import MissingExtraError
 from tagalign.evaluate import SubjectEvaluator, check_ks, report_tables
@@ -53,7 +53,8 @@ def eval_(
     results_file: Path = typer.Option(None, "--results-file", "-r", help="Write per-subject results (TSV: support, TP, FP, FN, precision, recall, F1)."),
     quality: bool = typer.Option(False, "--quality", help="Also judge the predictions' per-record quality estimates (\"quality\": {\"recall\": ...}): Spearman/Pearson with true recall, calibration by decile, release curve (P/R/F1@5 of the top share of records by estimate)."),
     plot: Path = typer.Option(None, "--plot", help="With --quality: calibration and release curve as a PNG."),
-    machine_subjects: bool = typer.Option(False, "--include-machine-subjects", help=MACHINE_HELP),
+    subjects: str = typer.Option("intellectual", "--subjects", help="MARC gold: which subjects count, by the 883 linked to them: intellectual (chosen by a person, or no 883 says otherwise), confirmed (also machine suggestions a librarian accepted) or machine (every subject, the machine's too)."),
+    machine_subjects: bool = typer.Option(False, "--include-machine-subjects", hidden=True, help="Old name of --subjects machine."),
 ) -> None:
     """Score predictions with the shared task's metrics: P@k, R@k, F1@k (of the averaged
     P and R), R-precision@k, nDCG@k, avg recall and avg F1 over the ks; overall and by
@@ -62,9 +63,10 @@ def eval_(
 
     Example: tagalign eval dev.jsonl.gz pred.jsonl --ks 5,10,15,20 --json
 
-    MARC gold (the subjects people gave; machine-made ones only with
-    --include-machine-subjects): tagalign eval titles.mrc pred.jsonl
+    MARC gold (the subjects people chose; --subjects confirmed or machine for more):
+    tagalign eval titles.mrc pred.jsonl
     """
+    gold_as = gold_kind("machine" if machine_subjects else subjects, machine=True)
     cutoffs = _parse_ks(ks)
     must_exist(gold, f"gold records not found: {gold}")
     must_exist(pred, f"predictions not found: {pred}")
@@ -85,7 +87,7 @@ def eval_(
     report.records_read = len(predictions)
     print_summary(report)
     records = load_records(gold, strict=strict, description="reading gold records",
-                           machine_subjects=machine_subjects)
+                           gold=gold_as)
     start = time.perf_counter()
     evaluator = SubjectEvaluator(records, cutoffs)
     if not len(evaluator):

@@ -8,7 +8,13 @@ from pathlib import Path
 import typer
 
 from tagalign.cli.app import app, console, must_exist, out, refuse
-from tagalign.cli.common import MACHINE_HELP, load_records, make_runtime, parse_params
+from tagalign.cli.common import (
+    SUBJECTS_HELP,
+    gold_kind,
+    load_records,
+    make_runtime,
+    parse_params,
+)
 from tagalign.evaluate import report_tables
 from tagalign.project import DEFAULT_RECIPE, Project
 from tagalign.recipes import get_recipe, recipe_names
@@ -45,7 +51,8 @@ def train(
     feedback_db: str = typer.Option(None, "--feedback-db",
                                     help="SQLAlchemy URL of the feedback store, as given to serve (default: the projects file's feedback_db, else PROJECT/feedback.sqlite)."),
     strict: bool = typer.Option(False, "--strict", help="Stop at the first malformed record."),
-    machine_subjects: bool = typer.Option(False, "--include-machine-subjects", help=MACHINE_HELP),
+    subjects: str = typer.Option("intellectual", "--subjects", help=SUBJECTS_HELP),
+    machine_subjects: bool = typer.Option(False, "--include-machine-subjects", hidden=True),
     threads: int = typer.Option(0, "--threads", help="CPU threads for torch/faiss/omikuji (0 = all)."),
 ) -> None:
     """Train a project's recipe on records.
@@ -54,9 +61,14 @@ def train(
 
     From a projects file: tagalign train --projects projects.toml gnd-hybrid --train train.jsonl.gz
 
-    From MARC (binary or MARC-XML, gzip or not; machine-made subjects left out):
+    From MARC (binary or MARC-XML, gzip or not; only the subjects people chose, with
+    --subjects confirmed also the machine suggestions a librarian accepted):
     tagalign train gnd-hybrid --vocab gnd-subjects.tsv.gz --train titles.mrc.gz
     """
+    if machine_subjects:  # the flag of old: say why it went rather than "no such option"
+        refuse("--include-machine-subjects is gone: machine-made subjects never train a "
+               "tagger; --subjects confirmed adds those a librarian accepted")
+    gold = gold_kind(subjects)
     runtime = make_runtime(threads, compile_ranker=False)  # training scores no batch
     params = parse_params(param, config)
     # with --projects, PROJECT_DIR is an id: the table names the folder and vocabulary
@@ -85,10 +97,9 @@ def train(
         project = Project.create(project_dir, voc, recipe, params, overwrite=overwrite,
                                  runtime=runtime)
     records = load_records(train_src, vocab=project.vocab, strict=strict, limit=limit_train,
-                           description="training records", machine_subjects=machine_subjects)
+                           description="training records", gold=gold)
     dev_records = load_records(dev, vocab=project.vocab, strict=strict,
-                               description="dev records",
-                               machine_subjects=machine_subjects) if dev else None
+                               description="dev records", gold=gold) if dev else None
     # here, not at start-up: the feedback store's SQLAlchemy loads for this command only
     from tagalign.workflows import train_project
 

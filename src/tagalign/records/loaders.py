@@ -12,6 +12,7 @@ from pathlib import Path
 
 from tagalign.errors import InputError, MissingFileError
 from tagalign.io import InputReport, open_binary, parse_lines
+from tagalign.records.marc.provenance import Provenance
 from tagalign.records.record import Record
 from tagalign.registry import Registry
 from tagalign.vocab.subject import normalize_subject_id
@@ -56,6 +57,8 @@ def record_from_json(obj: object) -> Record:
         domains=_strs(obj.get("domains")),
         genres=[normalize_subject_id(s) for s in _strs(obj.get("genres"))],
         machine_subjects=[normalize_subject_id(s) for s in _strs(obj.get("machine_subjects"))],
+        confirmed_subjects=[normalize_subject_id(s)
+                            for s in _strs(obj.get("confirmed_subjects"))],
     )
 
 
@@ -110,6 +113,14 @@ def _sniff(path: Path) -> str:
                      f"bytes; pass format= one of {RECORD_FORMATS.names()}")
 
 
+#: the lists of a `Record` that join ``subjects`` as gold, by the least trusted kind asked for
+_GOLD_ADDS: dict[Provenance, tuple[str, ...]] = {
+    Provenance.INTELLECTUAL: (),
+    Provenance.CONFIRMED: ("confirmed_subjects",),
+    Provenance.MACHINE: ("confirmed_subjects", "machine_subjects"),
+}
+
+
 def read_records(
     path: Path | str,
     *,
@@ -117,13 +128,19 @@ def read_records(
     report: InputReport | None = None,
     vocab=None,
     limit: int | None = None,
-    machine_subjects: bool = False,
+    gold: Provenance | str = Provenance.INTELLECTUAL,
+    processes: bool = False,
 ) -> Iterator[Record]:
     """Stream records from ``path``; with ``vocab``, gold ids not in it are dropped and counted.
 
-    ``machine_subjects``: the subjects a machine assigned (MARC records say so, see
-    `tagalign.records.marc.fields`) count as gold too; by default they are left out.
+    ``gold``: the least trusted kind of subject that counts as gold (MARC records say how
+    each got there, `tagalign.records.marc.provenance`): ``intellectual`` (the default)
+    keeps ``subjects``, those a person chose; ``confirmed`` adds ``confirmed_subjects``,
+    machine suggestions a librarian accepted; ``machine`` adds ``machine_subjects`` too.
+    ``processes``: keep `Record.processes` (each marked subject's 883, for ``records
+    stats``); by default it is dropped, so a million records in memory hold no such dicts.
     """
+    widen = _GOLD_ADDS[Provenance(gold)]
     path = Path(path)
     if not path.exists():
         raise MissingFileError(f"records not found: {path}", path)
@@ -132,8 +149,11 @@ def read_records(
     for n, rec in enumerate(RECORD_FORMATS.lookup(fmt)(path, report)):
         if limit is not None and n >= limit:
             break
-        if machine_subjects and rec.machine_subjects:
-            rec.subjects = list(dict.fromkeys(rec.subjects + rec.machine_subjects))
+        if not processes:
+            rec.processes = None
+        extra = [s for attr in widen for s in getattr(rec, attr)]
+        if extra:
+            rec.subjects = list(dict.fromkeys(rec.subjects + extra))
         if vocab is not None and rec.subjects:
             kept = []
             for s in rec.subjects:

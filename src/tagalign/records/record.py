@@ -27,10 +27,17 @@ class Record:
     domains: list[str] = field(default_factory=list)
     #: MARC: GND genre/form terms (655 ``$2 gnd-content``), never gold subjects
     genres: list[str] = field(default_factory=list)
-    #: MARC: GND subjects a machine assigned (a 650 linked to an 883 "maschinell gebildet");
-    #: gold only when asked (``read_records(..., machine_subjects=True)``): a tagger must not
-    #: learn from its own kind
+    #: MARC: GND subjects a machine assigned (a 650 linked to an 883 "maschinell gebildet",
+    #: ``aepgnd`` …: `tagalign.records.marc.provenance`); gold only when asked
+    #: (``read_records(..., gold="machine")``): a tagger must not learn from its own kind
     machine_subjects: list[str] = field(default_factory=list)
+    #: MARC: machine-made subjects a librarian confirmed (their 883 says so); gold when asked
+    #: (``read_records(..., gold="confirmed")``, ``train --subjects confirmed``)
+    confirmed_subjects: list[str] = field(default_factory=list)
+    #: MARC: (first indicator, ``$a``) of the 883 that marks a subject, for each subject one
+    #: marks, as the reader found it (``tagalign records stats`` counts them; `read_records`
+    #: keeps it only when asked); not part of a record's identity or of its JSON
+    processes: dict[str, tuple[str, str]] | None = field(default=None, compare=False)
 
     @property
     def text(self) -> str:
@@ -45,6 +52,8 @@ class Record:
             obj["genres"] = list(self.genres)
         if self.machine_subjects:
             obj["machine_subjects"] = list(self.machine_subjects)
+        if self.confirmed_subjects:
+            obj["confirmed_subjects"] = list(self.confirmed_subjects)
         return obj
 
 

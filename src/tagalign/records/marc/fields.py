@@ -10,12 +10,17 @@
   media by leader/06 (Video, Audio, Map, …).
 - ``subjects``: GND ids of 650 and 689 (RSWK chains): ``$0 (DE-588)ID`` or
   ``$0 https://d-nb.info/gnd/ID``, a bare id when the 650 says ``$2 gnd``.
-- ``machine_subjects``: those of a field whose ``$8`` link names an 883 of a machine
-  (`_is_machine`).
+- Kept apart by provenance: ``subjects`` are those a person chose (a field no 883 names,
+  or one an 883 marks as intellectual), ``confirmed_subjects`` machine-made ones a
+  librarian confirmed, ``machine_subjects`` a machine's (``maschinell gebildet``,
+  ``aepgnd``, ``gndddc`` …, or an unknown process with 883 ind1 0, 1 or blank):
+  `tagalign.records.marc.provenance` has the table. An id in several fields takes the most
+  trusted kind (intellectual, confirmed, machine), a field linked to several 883s the
+  least. ``processes``: the 883 (ind1, ``$a``) of each subject an 883 marks.
 - ``genres``: GND ids of 655 (``$2 gnd-content``).
 - ``domains``: 084 ``$a`` of a field that says ``$2 linsearch`` (`DOMAIN_SOURCE`: the
-  LinSearch subject groups the LLMs4Subjects domains are), unless an 883 of a machine
-  names its link (domains `tagalign suggest --domains` wrote are not gold).
+  LinSearch subject groups the LLMs4Subjects domains are), unless an 883 its link names
+  reads as machine-made (domains `tagalign suggest --domains` wrote are not gold).
 
 Walks the fields once (the reading speed of a dump depends on it); nothing here raises on
 odd data except a record without any control number (`NoControlNumber`).
@@ -30,11 +35,11 @@ from pymarc import Record as MarcRecord
 
 from tagalign.errors import InputError
 from tagalign.records.marc.language import marc_language
+from tagalign.records.marc.provenance import Provenance, read_provenance
 from tagalign.records.record import Record
 
 GND_ISIL = "(DE-588)"
 GND_URI = "https://d-nb.info/gnd/"
-MACHINE_NOTE = "maschinell gebildet"
 #: the 084 ``$2`` of a record's domains (TIB's LinSearch codes: ``lit``, ``his`` …)
 DOMAIN_SOURCE = "linsearch"
 #: the non-sorting marks around a leading article (MARC-8's and Unicode's), not text
@@ -113,12 +118,42 @@ def _title(subfields: Sequence[tuple[str, str]]) -> str:
     return out.removesuffix("/").rstrip(" ")
 
 
-def _is_machine(ind1: str, subfields: Sequence[tuple[str, str]]) -> bool:
-    """An 883 (metadata provenance) that marks its linked fields as made by a machine: ind1
-    0 (fully machine-generated), or a process ($a) DNB's way, ``maschinell gebildet``
-    (DNB writes ind1 1); never with ind1 2 (not machine-generated)."""
-    return ind1 != "2" and (ind1 == "0" or any("maschinell" in v.lower()
-                                               for v in _sub(subfields, "a")))
+#: kinds from the least trusted to the most: a field takes the least of its 883s, an id the
+#: most of its fields
+_TRUST = {Provenance.MACHINE: 0, Provenance.CONFIRMED: 1, Provenance.INTELLECTUAL: 2}
+#: (kind, process) of a field no 883 names: a person's
+_PERSON: tuple[Provenance, tuple[str, str] | None] = (Provenance.INTELLECTUAL, None)
+#: an 883 as the reader keeps it: (kind, (ind1, $a))
+_Note = tuple[Provenance, tuple[str, str]]
+
+
+def _field_provenance(links: list[str], notes: dict[str, _Note]
+                      ) -> tuple[Provenance, tuple[str, str] | None]:
+    """(kind, (883 ind1, $a)) of a field with ``$8`` ``links``, by the 883s that name them."""
+    found = [notes[link] for link in links if link in notes]
+    return min(found, key=lambda n: _TRUST[n[0]]) if found else _PERSON
+
+
+def _split_by_provenance(linked: list[tuple[list[str], list[str]]], notes: dict[str, _Note]
+                         ) -> tuple[dict[Provenance, list[str]], dict[str, tuple[str, str]]]:
+    """The subject ids of each kind (each in the order of the fields of that kind) and, for
+    those an 883 marks, its process."""
+    fields = [(*(_field_provenance(links, notes) if notes else _PERSON), ids)
+              for ids, links in linked]
+    best: dict[str, Provenance] = {}
+    for kind, _, ids in fields:
+        for sid in ids:
+            if sid not in best or _TRUST[kind] > _TRUST[best[sid]]:
+                best[sid] = kind
+    out: dict[Provenance, dict[str, None]] = {kind: {} for kind in _TRUST}
+    processes: dict[str, tuple[str, str]] = {}
+    for kind, process, ids in fields:
+        for sid in ids:
+            if best[sid] is kind and sid not in out[kind]:
+                out[kind][sid] = None
+                if process is not None:
+                    processes[sid] = process
+    return {kind: list(ids) for kind, ids in out.items()}, processes
 
 
 def _type(leader: str, tags: set[str], content: str | None, genre: str | None) -> str | None:
@@ -158,7 +193,7 @@ def record_from_fields(leader: str, fields: Iterable[MarcField]) -> Record:
     linked: list[tuple[list[str], list[str]]] = []  # (GND ids, $8 links) of 650/689
     coded: list[tuple[list[str], list[str]]] = []  # (domain codes, $8 links) of 084
     genres: list[str] = []
-    machine_links: set[str] = set()
+    notes: dict[str, _Note] = {}  # $8 link → its 883
     for tag, ind1, data, subs in fields:
         tags.add(tag)
         if data is not None:
@@ -188,19 +223,19 @@ def record_from_fields(leader: str, fields: Iterable[MarcField]) -> Record:
             genre = genre or next((GENRE_TYPES[k] for v in _sub(subs, "a")
                                    if (k := v.strip().lower()) in GENRE_TYPES), None)
         elif tag == "883":
-            if _is_machine(ind1, subs):
-                machine_links.update(v.strip() for v in _sub(subs, "8"))
+            process = next((v.strip() for v in _sub(subs, "a")), "")
+            note = (read_provenance(ind1, process), (ind1, process))
+            for link in _sub(subs, "8"):
+                notes[link.strip()] = note
         elif tag == "041":
             lang041 = lang041 or next(iter(_sub(subs, "a")), None)
         elif tag == "035":
             system = system or next((v.strip() for v in _sub(subs, "a") if v.strip()), None)
         elif tag == "336":
             content = content or next(iter(_sub(subs, "b")), None)
-    subjects: list[str] = []
-    machine: list[str] = []
-    for ids, links in linked:
-        (machine if machine_links.intersection(links) else subjects).extend(ids)
-    domains = [code for codes, links in coded if not machine_links.intersection(links)
+    kinds, processes = _split_by_provenance(linked, notes)
+    domains = [code for codes, links in coded
+               if _field_provenance(links, notes)[0] is not Provenance.MACHINE
                for code in codes]
     if cn is not None:
         rid = control_number_id(cn, agency)
@@ -212,6 +247,8 @@ def record_from_fields(leader: str, fields: Iterable[MarcField]) -> Record:
         id=rid, title=title, abstract=" ".join(abstracts),
         language=marc_language(lang041) or marc_language(lang008),
         type=_type(leader, tags, content, genre),
-        subjects=list(dict.fromkeys(subjects)),
+        subjects=kinds[Provenance.INTELLECTUAL],
         genres=list(dict.fromkeys(genres)), domains=list(dict.fromkeys(domains)),
-        machine_subjects=[s for s in dict.fromkeys(machine) if s not in subjects])
+        confirmed_subjects=kinds[Provenance.CONFIRMED],
+        machine_subjects=kinds[Provenance.MACHINE],
+        processes=processes or None)

@@ -26,10 +26,10 @@ from tagalign.records.marc.fields import (
     DOMAIN_SOURCE,
     GND_ISIL,
     GND_URI,
-    MACHINE_NOTE,
     split_record_id,
 )
 from tagalign.records.marc.language import marc_code
+from tagalign.records.marc.provenance import Provenance, provenance_field
 from tagalign.records.record import Record
 
 MARC_XML_NS = "http://www.loc.gov/MARC21/slim"
@@ -127,20 +127,10 @@ def domain_field(code: str, link: int | None = None) -> Field:
 
 
 def machine_note(link: int, score: float | None, date: str, agency: str) -> Field:
-    """``883 0_ $8 N\\p $a maschinell gebildet $c SCORE $d YYYYMMDD $q ORG``, the score with
-    six decimals and DNB's decimal comma (``0,831200``). First indicator 0, "fully
-    machine-generated" in MARC 21's definition of 883 (blank: no information, 1: partially
-    machine-generated, 2: not machine-generated): nobody has reviewed a suggestion yet. The
-    culturegraph aggregator's test records (a DNB project) write the same."""
-    subs = [Subfield("8", f"{link}\\p"), Subfield("a", MACHINE_NOTE)]
-    if score is not None:
-        subs.append(Subfield("c", format_score(score)))
-    subs += [Subfield("d", date), Subfield("q", agency)]
-    return Field("883", Indicators("0", " "), subs)
-
-
-def format_score(score: float) -> str:
-    return f"{float(score):.6f}".replace(".", ",")
+    """``883 0_ $8 N\\p $a maschinell gebildet $c SCORE $d YYYYMMDD $q ORG``: a suggestion
+    nobody has reviewed (`provenance_field` of a machine's subject; the module
+    `tagalign.records.marc.provenance` says why these codes)."""
+    return provenance_field(Provenance.MACHINE, link, date=date, agency=agency, score=score)
 
 
 def parse_score(text: str) -> float:
@@ -171,8 +161,8 @@ def record_to_marc(rec: Record, labels: Callable[[str], str | None] | None = Non
     """A tagalign `Record` as a MARC record that `record_from_marc` reads back the same: 001
     (003), 008/35-37 and 041 language, 245 title, 520 abstract (cut into fields of binary
     MARC's size), leader/07 and a 655 for the type, 650 gold subjects (``$a`` from
-    ``labels`` when it knows the id), machine subjects linked to an 883, 655 genres, 084
-    domains."""
+    ``labels`` when it knows the id), machine and confirmed subjects each linked to its
+    883 (`provenance_field`), 655 genres, 084 domains."""
     lang = marc_code(rec.language)
     leader = f"00000na{_LEVEL.get(rec.type or '', ' ')} a2200000 u 4500"
     out = MarcRecord(leader=leader, force_utf8=True)
@@ -186,7 +176,9 @@ def record_to_marc(rec: Record, labels: Callable[[str], str | None] | None = Non
     label = labels or (lambda sid: None)
     for sid in rec.subjects:
         out.add_field(subject_field(sid, label(sid)))
-    for i, sid in enumerate(rec.machine_subjects, 1):
+    marked = [(sid, Provenance.MACHINE) for sid in rec.machine_subjects]
+    marked += [(sid, Provenance.CONFIRMED) for sid in rec.confirmed_subjects]
+    for i, (sid, _) in enumerate(marked, 1):
         out.add_field(subject_field(sid, label(sid), i))
     if rec.type in _TYPE_GENRE:
         out.add_field(Field("655", Indicators(" ", "7"), [
@@ -194,6 +186,6 @@ def record_to_marc(rec: Record, labels: Callable[[str], str | None] | None = Non
     for gid in rec.genres:
         out.add_field(Field("655", Indicators(" ", "7"), [
             Subfield("0", GND_ISIL + gid), Subfield("2", "gnd-content")]))
-    for i, _ in enumerate(rec.machine_subjects, 1):
-        out.add_field(machine_note(i, None, date, agency))
+    for i, (_, kind) in enumerate(marked, 1):
+        out.add_field(provenance_field(kind, i, date=date, agency=agency))
     return out
