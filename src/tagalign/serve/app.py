@@ -323,7 +323,7 @@ def create_app(projects: Mapping[str, Project], store: FeedbackStore | ServedSto
     def learn(project_id: str, body: s.LearnRequest) -> s.LearnResponse:
         items = [Decision(Record(id=r.id, title=r.title, abstract=r.abstract,
                                  language=r.language, subjects=list(r.subjects)),
-                          r.subjects, r.rejected) for r in body.records]
+                          r.subjects, r.rejected, r.added) for r in body.records]
         stored, learned = svc.learn(project_id, items)
         return s.LearnResponse(stored=stored, learned=learned)
 
