@@ -71,13 +71,14 @@ def no_labels(sid: str, language: str | None) -> str | None:
 
 def parse_since(text: str) -> _dt.datetime:
     """``--since`` and ``?since=``: an ISO date (midnight UTC) or date and time (UTC unless
-    it names its offset)."""
+    it names its offset), as a UTC time."""
     try:
         when = _dt.datetime.fromisoformat(text.strip())
-    except ValueError:
+        return (when.replace(tzinfo=_dt.UTC) if when.tzinfo is None else when
+                ).astimezone(_dt.UTC)
+    except (ValueError, OverflowError):  # overflow: an offset past year 1 or 9999
         raise UsageError(f"since {text!r}: give an ISO date (2026-11-27) or date and time "
                          "(2026-11-27T18:00:00+01:00)") from None
-    return when.replace(tzinfo=_dt.UTC) if when.tzinfo is None else when
 
 
 def provenance(origin: str) -> Provenance:
