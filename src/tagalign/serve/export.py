@@ -16,9 +16,10 @@ is. A record whose latest request accepted nothing is written with its control n
 alone: reviewed, nothing to add.
 
 With the catalogue's own records (``--merge``, `merged_chunks`), each reviewed record that
-file holds comes back whole, in the file's order:
-its fields untouched, the accepted subjects it does not hold yet (in any 650 or 689)
-added in tag order, their links after those it uses.
+file holds comes back whole, in the file's order: its fields untouched, the accepted
+subjects it does not hold yet (in any 650 or 689) added in tag order, their links after
+those it uses. A subject it holds as a machine's keeps that 883: the record's own fields
+are the catalogue's to change.
 
 JSONL is the training data `tagalign train --feedback` reads: the records with at least
 one accepted subject, as `Record.to_json`.

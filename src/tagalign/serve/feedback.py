@@ -5,13 +5,13 @@ SQLAlchemy URL otherwise (e.g. ``postgresql+psycopg://…``). Every decision is 
 with its time and record; the rows one request writes for a record share their time and
 state the whole decision on it (a request that decides nothing on a record writes one
 `CLEARED` row), so the latest request per (project, record id) replaces the earlier ones:
-that is what training reads (`confirmed_records`), a review queue shows
-(`latest_decisions`) and the catalogue export writes (`reviewed`). Each row also says
-where its subject came from (``origin``: the model's suggestions, or a librarian's
-search). Each request is one transaction, so a killed server loses at most the request in
-flight and never leaves half of one behind. A second table keeps which records of a review
-queue (`tagalign.serve.queue`) a librarian has finished, so a queue resumes where it
-stopped.
+that is what training reads (`confirmed_records`), the catalogue export writes
+(`reviewed`, with each subject's ``origin``: suggested, or found by a librarian's
+search) and a review queue shows
+(`latest_decisions`). Each request is one transaction, so a killed server loses at
+most the request in flight and never leaves half of one behind. A second table keeps which
+records of a review queue (`tagalign.serve.queue`) a librarian has finished, so a queue
+resumes where it stopped.
 """
 
 from __future__ import annotations
@@ -143,13 +143,14 @@ class FeedbackStore:
         for item in items:
             r = item.record
             base = {"created": now, "project": project, "record_id": r.id, "title": r.title,
-                    "abstract": r.abstract, "language": r.language, "record_type": r.type}
+                    "abstract": r.abstract, "language": r.language, "record_type": r.type,
+                    "origin": None}  # a cleared row's; a subject's says where it came from
             rows += [{**base, "subject_id": s, "decision": "accept", "origin": _origin(item, s)}
                      for s in item.accepted]
             rows += [{**base, "subject_id": s, "decision": "reject", "origin": _origin(item, s)}
                      for s in item.rejected]
             if not item.accepted and not item.rejected:  # all taken back
-                rows.append({**base, "subject_id": "", "decision": CLEARED, "origin": None})
+                rows.append({**base, "subject_id": "", "decision": CLEARED})
         if rows:
             with self.engine.begin() as conn:
                 if self.engine.dialect.name == "postgresql":
