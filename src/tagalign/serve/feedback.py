@@ -93,6 +93,19 @@ class Decision:
     added: Sequence[str] = ()
 
 
+@dataclass(frozen=True)
+class Reviewed:
+    """One record as its latest request left it (`FeedbackStore.reviewed`): the record
+    (its ``subjects``: those accepted, in the order stored), each accepted subject's
+    origin (`SUGGESTED` or `ADDED`), the subjects rejected, and when it was decided."""
+
+    project: str
+    record: Record
+    origins: Mapping[str, str]
+    rejected: Sequence[str]
+    decided: _dt.datetime
+
+
 def sqlite_url(path: Path) -> str:
     return f"sqlite:///{Path(path).resolve()}"
 
@@ -108,6 +121,41 @@ def normalise_url(url: str) -> str:
         if url.startswith(prefix):
             return "postgresql+psycopg://" + url[len(prefix):]
     return url
+
+
+def _origin(item: Decision, subject_id: str) -> str:
+    return ADDED if subject_id in item.added else SUGGESTED
+
+
+def _reviewed(rows: Sequence[Any]) -> Reviewed:
+    """The rows of one request as a `Reviewed`; a row stored before origins were kept
+    (NULL) reads as suggested, the only way subjects came in before the page's search."""
+    row = rows[0]
+    origins = {r["subject_id"]: r["origin"] or SUGGESTED for r in rows
+               if r["decision"] == "accept"}
+    created = row["created"]
+    record = Record(id=row["record_id"], title=row["title"], abstract=row["abstract"] or "",
+                    language=row["language"], type=row["record_type"], subjects=list(origins))
+    return Reviewed(project=row["project"], record=record, origins=origins,
+                    rejected=[r["subject_id"] for r in rows if r["decision"] == "reject"],
+                    decided=created.replace(tzinfo=_dt.UTC) if created.tzinfo is None
+                    else created)
+
+
+def _add_origin(engine: Engine) -> None:
+    """Add the ``origin`` column to a store made before it existed (its rows read as
+    `SUGGESTED`); nullable, so an older tagalign still writes into the store."""
+    def has_origin() -> bool:
+        return any(c["name"] == "origin" for c in inspect(engine).get_columns("decisions"))
+
+    if has_origin():
+        return
+    try:
+        with engine.begin() as conn:
+            conn.execute(text("ALTER TABLE decisions ADD COLUMN origin VARCHAR(10)"))
+    except (OperationalError, ProgrammingError):
+        if not has_origin():  # else another process added it first
+            raise
 
 
 class FeedbackStore:
@@ -376,54 +424,6 @@ def prepare(url: str) -> int:
         return store.last_id()
     finally:
         store.close()
-
-
-@dataclass(frozen=True)
-class Reviewed:
-    """One record as its latest request left it (`FeedbackStore.reviewed`): the record
-    (its ``subjects``: those accepted, in the order stored), each accepted subject's
-    origin (`SUGGESTED` or `ADDED`), the subjects rejected, and when it was decided."""
-
-    project: str
-    record: Record
-    origins: Mapping[str, str]
-    rejected: Sequence[str]
-    decided: _dt.datetime
-
-
-def _origin(item: Decision, subject_id: str) -> str:
-    return ADDED if subject_id in item.added else SUGGESTED
-
-
-def _reviewed(rows: Sequence[Any]) -> Reviewed:
-    """The rows of one request as a `Reviewed`; a row stored before origins were kept
-    (NULL) reads as suggested, the only way subjects came in before the page's search."""
-    row = rows[0]
-    origins = {r["subject_id"]: r["origin"] or SUGGESTED for r in rows
-               if r["decision"] == "accept"}
-    created = row["created"]
-    record = Record(id=row["record_id"], title=row["title"], abstract=row["abstract"] or "",
-                    language=row["language"], type=row["record_type"], subjects=list(origins))
-    return Reviewed(project=row["project"], record=record, origins=origins,
-                    rejected=[r["subject_id"] for r in rows if r["decision"] == "reject"],
-                    decided=created.replace(tzinfo=_dt.UTC) if created.tzinfo is None
-                    else created)
-
-
-def _add_origin(engine: Engine) -> None:
-    """Add the ``origin`` column to a store made before it existed (its rows read as
-    `SUGGESTED`); nullable, so an older tagalign still writes into the store."""
-    def has_origin() -> bool:
-        return any(c["name"] == "origin" for c in inspect(engine).get_columns("decisions"))
-
-    if has_origin():
-        return
-    try:
-        with engine.begin() as conn:
-            conn.execute(text("ALTER TABLE decisions ADD COLUMN origin VARCHAR(10)"))
-    except (OperationalError, ProgrammingError):
-        if not has_origin():  # else another process added it first
-            raise
 
 
 def _sqlite_pragmas(dbapi_conn, _record) -> None:
