@@ -47,6 +47,7 @@ SLOW_FILES = {
     "test_evaluate.py": "trains and evaluates on the shared data",
     "test_feedback.py": "a throwaway PostgreSQL cluster",
     "test_hybrid.py": "trains on the shared data",
+    "test_marc_roundtrip.py": "a `tagalign serve` subprocess",
     "test_mmap.py": "trains on the shared data, a live server",
     "test_pairs_cv.py": "trains a pair scorer per fold (20 s)",
     "test_projects_file.py": "a `tagalign serve` subprocess",

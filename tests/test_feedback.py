@@ -173,3 +173,30 @@ def test_learned_since_reads_each_records_latest_request_after_a_row(store_url):
     assert store.learned_since("p", last) == ([], last)
     store.add("p", [Decision(b, [])])  # taken back
     assert [(r.id, r.subjects) for r in store.learned_since("p", last)[0]] == [("b", [])]
+
+
+def test_reviewed_keeps_origins_and_an_older_table_gains_the_column(store_url):
+    """The catalogue export's query (issue 47) on both databases: each record's latest
+    request with each accepted subject's origin, ``since`` in UTC; a table made before the
+    origin column gets it when a store opens it, its rows read as suggested."""
+    import datetime as dt
+
+    from sqlalchemy import text
+
+    store = FeedbackStore(store_url)
+    with store.engine.begin() as conn:  # as the last release made it: no origin column
+        conn.execute(text("ALTER TABLE decisions DROP COLUMN origin"))
+        conn.execute(decisions.insert(), {  # the columns it had, no more
+            "created": dt.datetime(2025, 1, 1, 23, 30, tzinfo=dt.UTC), "project": "p",
+            "record_id": "a", "title": "T", "subject_id": "1-1", "decision": "accept"})
+    store.close()
+    store = FeedbackStore(store_url)
+    store.add("p", [Decision(Record(id="b", title="U"), ["2-2", "3-3"], ["4-4"],
+                             added=["3-3"])])
+    got = [(r.record.id, dict(r.origins), list(r.rejected)) for r in store.reviewed("p")]
+    assert got == [("a", {"1-1": "suggested"}, []),
+                   ("b", {"2-2": "suggested", "3-3": "added"}, ["4-4"])]
+    since = dt.datetime(2025, 1, 2, 0, 15, tzinfo=dt.timezone(dt.timedelta(hours=1)))
+    assert [r.record.id for r in store.reviewed("p", since)] == ["a", "b"]  # 23:15 UTC
+    assert [r.record.id for r in store.reviewed("p", since + dt.timedelta(hours=1))] == ["b"]
+    store.close()

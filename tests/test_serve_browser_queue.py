@@ -103,6 +103,11 @@ def test_queue_by_keyboard_search_add_and_resume_after_reload(live):
         expect(page.locator("#accepted-count")).to_have_text("2 accepted")
         assert _latest(live.db, "q0") == {first_sid: "accept", second_sid: "reject",
                                           PHILOSOPHIE: "accept"}
+        # the page tells a subject found by search from a suggestion (the catalogue
+        # export writes them as intellectual and confirmed): stored as each row's origin
+        assert dict(_sql(live.db, "select subject_id, origin from decisions "
+                                  "where record_id = 'q0' order by id")) == {
+            first_sid: "suggested", second_sid: "suggested", PHILOSOPHIE: "added"}
         page.screenshot(path=str(ARTIFACTS / "web-queue.png"), full_page=True)
 
         # n finishes q0 and shows q1; its response carries a quality estimate this time

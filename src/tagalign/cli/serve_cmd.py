@@ -42,7 +42,9 @@ def serve(
                                  help="Largest request body in bytes (413 above; Annif's "
                                  "default, 20 MB)."),
     queue: Path = typer.Option(None, "--queue", help="Records file to review one after another "
-                               "on the web page (progress kept in the feedback store)."),
+                               "on the web page: JSONL, MARC 21 or MARC-XML (progress kept in "
+                               "the feedback store; MARC records keep their control numbers "
+                               "through to `feedback export`)."),
     release_above: float = typer.Option(None, "--release-above", min=0.0, max=1.0,
                                         help="With --queue: leave out records whose estimated "
                                         "recall is at least this (when estimates exist)."),
@@ -147,29 +149,73 @@ def serve(
 @feedback_app.command("export")
 def export(
     source: Path = typer.Argument(..., help="A project folder, an SQLite file, or with --projects a project id."),
-    out: Path = typer.Option(..., "--out", "-o", help="Training JSONL(.gz) to write."),
+    out: Path = typer.Option(..., "--out", "-o", help="File to write: training JSONL, or MARC by --format or the name (.mrc, .xml); .gz ok."),
     projects_file: Path = typer.Option(None, "--projects", help="A projects.toml: SOURCE is one of its ids (its path and feedback_db)."),
     feedback_db: str = typer.Option(None, "--feedback-db", help="SQLAlchemy URL of the store (as given to serve)."),
     project: str = typer.Option(None, "--project", help="Only the rows of this project key (default with a project: its folder name; with an SQLite file: all)."),
+    output_format: str = typer.Option(None, "--format", help="jsonl (training data), marc (binary MARC 21) or marcxml: each reviewed record's control number and accepted subjects as 650 with an 883 (default: by --out's name: .mrc/.marc, .xml, else jsonl)."),
+    merge: Path = typer.Option(None, "--merge", help="MARC: the catalogue's own records (MARC 21 or MARC-XML); each reviewed one comes back whole, the decided subjects added."),
+    since: str = typer.Option(None, "--since", help="Only records decided at or after this ISO date or date and time (UTC unless it says), e.g. 2026-11-27."),
+    agency: str = typer.Option(None, "--agency", help="MARC: the agency in 883 $q (default: the record's 003, else tagalign)."),
+    vocab: Path = typer.Option(None, "--vocab", help="MARC: the labels of 650 $a, from this project folder's vocabulary (default: SOURCE's project; needed for an SQLite file)."),
 ) -> None:
-    """Write the records librarians confirmed as training JSONL (of each record, the
-    subjects its latest decision accepted).
+    """Write the records librarians reviewed: as training JSONL (of each record, the
+    subjects its latest decision accepted), or as MARC for the catalogue (650 linked to an
+    883: an accepted suggestion intellectually confirmed, a subject added by search
+    intellectual; see docs/formats.md).
 
     Example: tagalign feedback export gnd-hybrid --out confirmed.jsonl
-    """
-    from tagalign.serve.feedback import FeedbackStore, sqlite_file, sqlite_url
 
+    The day's decisions for the catalogue, into its own records:
+    tagalign feedback export gnd-hybrid --out reviewed.xml --since 2026-11-27 --merge catalogue.xml
+    """
+    from tagalign.predictions.marc import output_format as format_of
+    from tagalign.serve.export import Labels, export_file, no_labels, parse_since, vocabulary_labels
+    from tagalign.serve.feedback import FeedbackStore, sqlite_file, sqlite_url
+    from tagalign.vocab import Vocabulary
+
+    fmt = format_of(out, output_format)
+    if fmt not in ("jsonl", "marc", "marcxml"):
+        refuse(f"--format {fmt}: use jsonl, marc or marcxml", 2)
+    marc = fmt != "jsonl"
+    if not marc and (merge is not None or agency is not None or vocab is not None):
+        refuse("--merge, --agency and --vocab go with MARC output (--format marc or marcxml)",
+               2)
+    start = parse_since(since) if since is not None else None
+    folder = None
     if projects_file is not None:
         from tagalign.projects_file import read_project
 
         spec = read_project(projects_file, str(source))
         url, key = feedback_location(spec.path, spec.serving.feedback_db, feedback_db)
+        folder = spec.path
     elif source.is_dir() or not source.exists():
         url, key = feedback_location(source, None, feedback_db)
+        folder = source
     else:  # an SQLite file: every project's rows unless --project
         url, key = feedback_db or sqlite_url(source), None
+    key = project or key
+    labels: Labels = no_labels
+    if marc:
+        if key is None:
+            refuse("MARC holds one project's decisions: give --project KEY", 2)
+        if vocab is None and folder is None:
+            refuse("MARC from an SQLite file: give --vocab PROJECT (the labels of 650 $a)", 2)
+        for path, what in ((merge, "--merge"), (vocab, "--vocab")):
+            if path is not None:
+                must_exist(path, f"{what}: not found: {path}")
+        labels = vocabulary_labels(Vocabulary.load(vocab or folder))
     db = sqlite_file(url)
     if db is not None:
         must_exist(db, f"no feedback store at {db}")
-    n = FeedbackStore(url).export_jsonl(out, project or key)
-    console.print(f"{n} confirmed records written to {out}")
+    store = FeedbackStore(url)
+    try:
+        done = export_file(out, store.reviewed(key, start), fmt, labels, agency=agency,
+                           merge=merge)
+    finally:
+        store.close()
+    what = "reviewed records" if marc else "confirmed records"
+    console.print(f"{done.written} {what} written to {out}")
+    if done.not_in_merge:
+        console.log(f"[yellow]{done.not_in_merge} reviewed records are not in {merge}: not "
+                    "written[/]")

@@ -38,7 +38,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from tagalign.errors import UsageError
 from tagalign.project import Project
 from tagalign.records import Record
-from tagalign.serve import MAX_BODY, annif, auth, queue, service, subjects
+from tagalign.serve import MAX_BODY, annif, auth, decisions, queue, service, subjects
 from tagalign.serve import schemas as s
 from tagalign.serve.feedback import Decision, FeedbackStore, ServedStores
 from tagalign.serve.guard import Guard
@@ -323,7 +323,7 @@ def create_app(projects: Mapping[str, Project], store: FeedbackStore | ServedSto
     def learn(project_id: str, body: s.LearnRequest) -> s.LearnResponse:
         items = [Decision(Record(id=r.id, title=r.title, abstract=r.abstract,
                                  language=r.language, subjects=list(r.subjects)),
-                          r.subjects, r.rejected) for r in body.records]
+                          r.subjects, r.rejected, r.added) for r in body.records]
         stored, learned = svc.learn(project_id, items)
         return s.LearnResponse(stored=stored, learned=learned)
 
@@ -357,6 +357,7 @@ def create_app(projects: Mapping[str, Project], store: FeedbackStore | ServedSto
     # the page's subject search and review queue (`serve/subjects.py`, `serve/queue.py`)
     app.include_router(subjects.create_router(svc, API))
     app.include_router(queue.create_router(svc, review, API))
+    app.include_router(decisions.create_router(svc, API))  # the catalogue's pull
     subjects.warm(projects)
 
     def openapi() -> dict[str, Any]:

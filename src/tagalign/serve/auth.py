@@ -4,8 +4,10 @@ With a tokens file (`tagalign.serve.tokens`, ``tagalign serve --tokens-file``) e
 request that could change state — any method but GET, HEAD and OPTIONS — needs
 ``Authorization: Bearer TOKEN``, except the reads sent as POST: suggest and suggest-batch
 on both APIs and Annif's detect-language, which stay open as in Annif unless
-``--require-token-for-suggest``. Deny by default: a route added later (the projects'
-reload, anything) is protected without naming it here; only the open reads are listed.
+``--require-token-for-suggest``; and one read needs a token all the same, the export of
+the librarians' decisions (``GET /tagalign/v1/projects/{id}/decisions``). Deny by
+default: a route added later (the projects' reload, anything) is protected without naming
+it here; only the open reads are listed.
 
 - no token (or another scheme than Bearer): **401** with ``WWW-Authenticate: Bearer``;
 - a token the file does not hold: **403**;
@@ -42,6 +44,8 @@ SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 #: ``require_token_for_suggest``
 _READ_POSTS = re.compile(r"^(?:/v1|/tagalign/v1)/projects/[^/]+/suggest(?:-batch)?$"
                          r"|^/v1/detect-language$")
+#: GETs that need a token all the same: the librarians' decisions (`serve/decisions.py`)
+_PRIVATE_READS = re.compile(r"^/tagalign/v1/projects/[^/]+/decisions$")
 SCHEME = "bearer"  # the security scheme's name in the OpenAPI document
 CHALLENGE = 'Bearer realm="tagalign"'
 
@@ -49,7 +53,7 @@ CHALLENGE = 'Bearer realm="tagalign"'
 def needs_token(method: str, path: str, require_for_suggest: bool = False) -> bool:
     """Whether a request (or an OpenAPI path template) needs a token."""
     if method.upper() in SAFE_METHODS:
-        return False
+        return method.upper() != "OPTIONS" and bool(_PRIVATE_READS.match(path))
     if _READ_POSTS.match(path):
         return require_for_suggest
     return True

@@ -5,7 +5,9 @@ SQLAlchemy URL otherwise (e.g. ``postgresql+psycopg://…``). Every decision is 
 with its time and record; the rows one request writes for a record share their time and
 state the whole decision on it (a request that decides nothing on a record writes one
 `CLEARED` row), so the latest request per (project, record id) replaces the earlier ones:
-that is what training reads (`confirmed_records`) and a review queue shows
+that is what training reads (`confirmed_records`), the catalogue export writes
+(`reviewed`, with each subject's ``origin``: suggested, or found by a librarian's
+search) and a review queue shows
 (`latest_decisions`). Each request is one transaction, so a killed server loses at
 most the request in flight and never leaves half of one behind. A second table keeps which
 records of a review queue (`tagalign.serve.queue`) a librarian has finished, so a queue
@@ -17,6 +19,7 @@ from __future__ import annotations
 import datetime as _dt
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from itertools import groupby
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +35,7 @@ from sqlalchemy import (
     create_engine,
     event,
     func,
+    inspect,
     select,
     text,
 )
@@ -56,6 +60,9 @@ decisions = Table(
     Column("record_type", String(40)),
     Column("subject_id", String(100), nullable=False),
     Column("decision", String(8), nullable=False),  # "accept" | "reject"
+    # where the subject came from: "suggested" (the model's list) or "added" (a librarian's
+    # search); added to stores made before it (`_add_origin`), whose rows read as NULL
+    Column("origin", String(10)),
 )
 
 queue_progress = Table(
@@ -71,13 +78,32 @@ queue_progress = Table(
 
 #: the decision of a row saying "nothing decided on this record" (its subject_id is "")
 CLEARED = "clear"
+#: a decided subject's origin: the model suggested it, or a librarian added it by search
+SUGGESTED, ADDED = "suggested", "added"
 
 
 @dataclass
 class Decision:
+    """A request's whole decision on one record; ``added``: the subjects of ``accepted``
+    and ``rejected`` a librarian found by search rather than among the suggestions."""
+
     record: Record
     accepted: Sequence[str]
     rejected: Sequence[str] = ()
+    added: Sequence[str] = ()
+
+
+@dataclass(frozen=True)
+class Reviewed:
+    """One record as its latest request left it (`FeedbackStore.reviewed`): the record
+    (its ``subjects``: those accepted, in the order stored), each accepted subject's
+    origin (`SUGGESTED` or `ADDED`), the subjects rejected, and when it was decided."""
+
+    project: str
+    record: Record
+    origins: Mapping[str, str]
+    rejected: Sequence[str]
+    decided: _dt.datetime
 
 
 def sqlite_url(path: Path) -> str:
@@ -95,6 +121,41 @@ def normalise_url(url: str) -> str:
         if url.startswith(prefix):
             return "postgresql+psycopg://" + url[len(prefix):]
     return url
+
+
+def _origin(item: Decision, subject_id: str) -> str:
+    return ADDED if subject_id in item.added else SUGGESTED
+
+
+def _reviewed(rows: Sequence[Any]) -> Reviewed:
+    """The rows of one request as a `Reviewed`; a row stored before origins were kept
+    (NULL) reads as suggested, the only way subjects came in before the page's search."""
+    row = rows[0]
+    origins = {r["subject_id"]: r["origin"] or SUGGESTED for r in rows
+               if r["decision"] == "accept"}
+    created = row["created"]
+    record = Record(id=row["record_id"], title=row["title"], abstract=row["abstract"] or "",
+                    language=row["language"], type=row["record_type"], subjects=list(origins))
+    return Reviewed(project=row["project"], record=record, origins=origins,
+                    rejected=[r["subject_id"] for r in rows if r["decision"] == "reject"],
+                    decided=created.replace(tzinfo=_dt.UTC) if created.tzinfo is None
+                    else created)
+
+
+def _add_origin(engine: Engine) -> None:
+    """Add the ``origin`` column to a store made before it existed (its rows read as
+    `SUGGESTED`); nullable, so an older tagalign still writes into the store."""
+    def has_origin() -> bool:
+        return any(c["name"] == "origin" for c in inspect(engine).get_columns("decisions"))
+
+    if has_origin():
+        return
+    try:
+        with engine.begin() as conn:
+            conn.execute(text("ALTER TABLE decisions ADD COLUMN origin VARCHAR(10)"))
+    except (OperationalError, ProgrammingError):
+        if not has_origin():  # else another process added it first
+            raise
 
 
 class FeedbackStore:
@@ -115,6 +176,7 @@ class FeedbackStore:
             # another process created the tables between the check and the CREATE (two
             # workers opening a new store at once): they are there now
             metadata.create_all(self.engine)
+        _add_origin(self.engine)
 
     @classmethod
     def for_project(cls, project_path: Path) -> FeedbackStore:
@@ -129,9 +191,12 @@ class FeedbackStore:
         for item in items:
             r = item.record
             base = {"created": now, "project": project, "record_id": r.id, "title": r.title,
-                    "abstract": r.abstract, "language": r.language, "record_type": r.type}
-            rows += [{**base, "subject_id": s, "decision": "accept"} for s in item.accepted]
-            rows += [{**base, "subject_id": s, "decision": "reject"} for s in item.rejected]
+                    "abstract": r.abstract, "language": r.language, "record_type": r.type,
+                    "origin": None}  # a cleared row's; a subject's says where it came from
+            rows += [{**base, "subject_id": s, "decision": "accept", "origin": _origin(item, s)}
+                     for s in item.accepted]
+            rows += [{**base, "subject_id": s, "decision": "reject", "origin": _origin(item, s)}
+                     for s in item.rejected]
             if not item.accepted and not item.rejected:  # all taken back
                 rows.append({**base, "subject_id": "", "decision": CLEARED})
         if rows:
@@ -247,6 +312,34 @@ class FeedbackStore:
     def close(self) -> None:
         self.engine.dispose()
 
+    def reviewed(self, project: str | None = None, since: _dt.datetime | None = None,
+                 record_id: str | None = None) -> Iterator[Reviewed]:
+        """Each record as its latest request left it (`Reviewed`), one per project and
+        record id, ordered by them; a record whose latest request took everything back is
+        left out. ``since``: only records whose latest request was stored at or after it
+        (a naive time is UTC); ``record_id``: only that record. Read as a stream: one
+        record's rows are in memory at a time (what the decisions export relies on)."""
+        q = select(decisions).order_by(decisions.c.project, decisions.c.record_id,
+                                       decisions.c.id)
+        if project:
+            q = q.where(decisions.c.project == project)
+        if record_id is not None:
+            q = q.where(decisions.c.record_id == record_id)
+        if since is not None:
+            # the rows of a record's latest request are all at or after ``since`` when it is
+            since = since.replace(tzinfo=_dt.UTC) if since.tzinfo is None else since
+            q = q.where(decisions.c.created >= since.astimezone(_dt.UTC))
+        with self.engine.connect() as conn:
+            rows = conn.execution_options(yield_per=1000).execute(q).mappings()
+            for _, group in groupby(rows, key=lambda r: (r["project"], r["record_id"])):
+                latest: list[Any] = []
+                for row in group:
+                    if latest and latest[0]["created"] != row["created"]:  # a later request
+                        latest = []
+                    latest.append(row)
+                if latest[0]["decision"] != CLEARED:
+                    yield _reviewed(latest)
+
 
 class ServedStores:
     """The feedback of served projects, each where `tagalign.project.feedback_location`
@@ -309,6 +402,11 @@ class ServedStores:
         store, key = self._route(project)
         return store.confirmed_records(key)
 
+    def reviewed(self, project: str, since: _dt.datetime | None = None,
+                 record_id: str | None = None) -> Iterator[Reviewed]:
+        store, key = self._route(project)
+        return store.reviewed(key, since, record_id)
+
     def close(self) -> None:
         for store in {id(s): s for s, _ in self.routes.values()}.values():
             store.close()
@@ -336,5 +434,5 @@ def _sqlite_pragmas(dbapi_conn, _record) -> None:
     cur.close()
 
 
-__all__ = ["CLEARED", "Decision", "FeedbackStore", "ServedStores", "normalise_url", "prepare",
-           "sqlite_file", "sqlite_url"]
+__all__ = ["ADDED", "CLEARED", "SUGGESTED", "Decision", "FeedbackStore", "Reviewed",
+           "ServedStores", "normalise_url", "prepare", "sqlite_file", "sqlite_url"]

@@ -1,14 +1,16 @@
 """A review queue: the records librarians finish one after another on the web page.
 
 ``tagalign serve PROJECT --queue records.jsonl.gz [--release-above X]`` serves the records
-of a file in order. With a release cut-off and quality estimates, records whose estimated
-recall is at least X are released as they are and left out; records without an estimate
-always stay. Which records are finished is kept in the feedback store
-(`FeedbackStore.finish`), per project, queue (`RecordQueue.name`, the queue file's name)
-and record id, so reloading the page — or restarting the server — resumes at the first
-record not finished yet, and records appended to the file (or a reordered file) keep the
-progress of those already finished. Decisions themselves go through ``/learn`` as on the page's
-free-form view.
+of a file in order: JSONL, or the catalogue's MARC 21 or MARC-XML (read as any records
+file, `tagalign.records.read_records`; a record's id is its control number, ``(003)001``,
+which the decisions keep through to the catalogue export, `tagalign.serve.export`). With
+a release cut-off and quality estimates, records whose estimated recall is at least X are
+released as they are and left out; records without an estimate always stay. Which records
+are finished is kept in the feedback store (`FeedbackStore.finish`), per project, queue
+(`RecordQueue.name`, the queue file's name) and record id, so reloading the page — or
+restarting the server — resumes at the first record not finished yet, and records appended
+to the file (or a reordered file) keep the progress of those already finished. Decisions
+themselves go through ``/learn`` as on the page's free-form view.
 
 ``GET  /tagalign/v1/projects/{id}/queue``                    where the queue stands
 ``GET  /tagalign/v1/projects/{id}/queue/{position}``         one record and its decisions
@@ -27,6 +29,7 @@ from fastapi import APIRouter, HTTPException
 from tagalign.project import Project, Tagger
 from tagalign.records import Record
 from tagalign.serve import schemas as s
+from tagalign.serve.feedback import ADDED
 from tagalign.serve.service import Service
 from tagalign.suggest import SuggestRequest
 
@@ -137,13 +140,16 @@ def create_router(service: Service, queue: RecordQueue | None, prefix: str) -> A
         rq, sel = served(project_id)
         rec = record_at(sel, position)
         decided = store.latest_decisions(project_id, rec.id)
+        added = [sid for r in store.reviewed(project_id, record_id=rec.id)
+                 for sid, origin in r.origins.items() if origin == ADDED]
         vocab = service.project(project_id).vocab
         return s.QueueItemOut(
             position=position, size=len(sel.records),
             finished=rec.id in store.finished(project_id, rq.name),
             record=s.RecordOut(id=rec.id, title=rec.title, abstract=rec.abstract,
                                language=rec.language, subjects=rec.subjects),
-            decisions=decided, labels={sid: vocab.label(sid, rec.language) for sid in decided})
+            decisions=decided, labels={sid: vocab.label(sid, rec.language) for sid in decided},
+            added=added)
 
     @router.post("/{position}/finish", response_model=s.QueueOut)
     def finish(project_id: str, position: int) -> s.QueueOut:

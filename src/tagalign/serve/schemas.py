@@ -108,12 +108,20 @@ class LearnRecord(RecordIn):
         return v
     subjects: list[str] = Field(..., max_length=500, description="Accepted subject ids.")
     rejected: list[str] = Field([], max_length=500, description="Rejected subject ids.")
+    added: list[str] = Field([], max_length=500, description="The subjects of subjects and "
+                             "rejected that the librarian found by searching the vocabulary "
+                             "rather than among the suggestions (the catalogue export marks "
+                             "them intellectual, an accepted suggestion confirmed).")
 
     @model_validator(mode="after")
     def _disjoint(self) -> LearnRecord:
         both = sorted(set(self.subjects) & set(self.rejected))
         if both:
             raise ValueError(f"subjects and rejected share {', '.join(both[:5])}")
+        stray = sorted(set(self.added) - set(self.subjects) - set(self.rejected))
+        if stray:
+            raise ValueError(f"added names subjects neither accepted nor rejected: "
+                             f"{', '.join(stray[:5])}")
         return self
 
 
@@ -240,3 +248,5 @@ class QueueItemOut(BaseModel):
     decisions: dict[str, Literal["accept", "reject"]] = Field(
         {}, description="Latest decision per subject stored for this record so far.")
     labels: dict[str, str] = Field({}, description="Label of each subject in decisions.")
+    added: list[str] = Field([], description="The accepted subjects of decisions a librarian "
+                             "added by search (not suggested).")

@@ -148,8 +148,9 @@ async function suggest(ev) {
   await runSuggest($("record-id").value.trim() || `web-${Date.now()}`);
 }
 
-// Suggestions for the record in the form; `decisions` and `labels` restore what was stored.
-async function runSuggest(recordId, decisions = {}, labels = {}) {
+// Suggestions for the record in the form; `decisions`, `labels` and `added` (the subjects
+// found by search) restore what was stored.
+async function runSuggest(recordId, decisions = {}, labels = {}, added = []) {
   const title = $("title").value.trim();
   if (!title) { $("status").textContent = t("needTitle"); $("title").focus(); return; }
   $("status").textContent = t("working");
@@ -160,6 +161,7 @@ async function runSuggest(recordId, decisions = {}, labels = {}) {
     current = { recordId, suggestions: results, decisions: { ...decisions }, title,
       abstract: body.abstract, language: body.language || null, quality: quality || null,
       domains: domains || null, selected: 0 };
+    for (const s of results) if (added.includes(s.id)) s.added = true;  // suggested by now
     for (const sid of Object.keys(decisions)) {  // subjects added by search earlier
       if (!results.some(s => s.id === sid)) current.suggestions.push({ id: sid, label: labels[sid] || sid, score: null, added: true });
     }
@@ -178,9 +180,11 @@ function setDecision(sid, decision, focusSid, focusDecision) {
   const rec = current;
   const accepted = Object.keys(rec.decisions).filter(k => rec.decisions[k] === "accept");
   const rejected = Object.keys(rec.decisions).filter(k => rec.decisions[k] === "reject");
+  // found by search, not suggested: the catalogue export tells the two apart
+  const added = rec.suggestions.filter(s => s.added && rec.decisions[s.id]).map(s => s.id);
   render(focusSid, focusDecision);
   const learn = { records: [{ id: rec.recordId, title: rec.title, abstract: rec.abstract,
-    language: rec.language, subjects: accepted, rejected }] };
+    language: rec.language, subjects: accepted, rejected, added }] };
   saving = saving.then(() => api(`${projectPath()}/learn`, learn))
     .then(() => { $("status").textContent = t("saved"); })
     .catch(e => { $("status").textContent = e.message; });
@@ -349,7 +353,7 @@ async function loadItem(position) {
   const rec = item.record;
   $("record-id").value = rec.id; $("title").value = rec.title; $("abstract").value = rec.abstract;
   $("language").value = rec.language || "";
-  await runSuggest(rec.id, item.decisions, item.labels || {});
+  await runSuggest(rec.id, item.decisions, item.labels || {}, item.added || []);
 }
 
 async function nextRecord() {
