@@ -246,7 +246,7 @@ AUT = ('<record><leader>00000nz  a2200000nc 4500</leader><controlfield tag="001"
 
 def _laughs(depth: int = 10) -> str:
     ents = '<!ENTITY lol0 "lollollollollollollollollollol">' + "".join(
-        f'<!ENTITY lol{i} "{("&lol%d;" % (i - 1)) * 10}">' for i in range(1, depth))
+        f'<!ENTITY lol{i} "{f"&lol{i - 1};" * 10}">' for i in range(1, depth))
     return f"<!DOCTYPE collection [{ents}]>"
 
 
