@@ -52,6 +52,7 @@ SLOW_FILES = {
     "test_pairs_cv.py": "trains a pair scorer per fold (20 s)",
     "test_projects_file.py": "a `tagalign serve` subprocess",
     "test_quality.py": "live servers",
+    "test_rest_fuzz.py": "a live server: Schemathesis with API tokens on",
     "test_recipes_entrypoints.py": "trains every recipe through the CLI (12 s)",
     "test_runtime_malloc.py": "subprocesses",
     "test_serve_abuse.py": "a live server",

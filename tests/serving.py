@@ -206,12 +206,14 @@ def toy_app(root: Path, online: bool = True, allow_learn: bool = True,
 
 def fuzz(schema, base_url: str, *, examples: int, modes=("positive",),
          path_parameters: dict[str, str] | None = None, checks=None,
-         excluded_checks=()) -> dict[str, int]:
+         excluded_checks=(), additional_checks=(),
+         headers: dict[str, str] | None = None) -> dict[str, int]:
     """Schemathesis cases for every operation of ``schema`` against ``base_url``.
 
     Driven through Hypothesis directly (`as_strategy`) because the server is a pytest
     fixture; derandomized, so a run never fails by chance. Returns examples run per
     ``"MODE METHOD PATH"``; any failed check raises with Schemathesis' report.
+    ``headers`` go with every request (an API token: ``Authorization: Bearer …``).
     """
     from hypothesis import HealthCheck, given, settings
     from hypothesis.errors import Unsatisfiable
@@ -225,8 +227,9 @@ def fuzz(schema, base_url: str, *, examples: int, modes=("positive",),
                   suppress_health_check=list(HealthCheck))
         def run(case):
             counts[key] += 1
-            case.call_and_validate(base_url=base_url, checks=checks,
-                                   excluded_checks=list(excluded_checks), timeout=30)
+            case.call_and_validate(base_url=base_url, checks=checks, headers=headers,
+                                   excluded_checks=list(excluded_checks),
+                                   additional_checks=list(additional_checks), timeout=30)
         return run
 
     for result in schema.get_all_operations():

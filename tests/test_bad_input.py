@@ -264,7 +264,7 @@ def test_binary_marc_bad_leader_length_and_bad_bytes_cost_one_record_each(tmp_pa
         f"{path}: record 2 (byte {second}): the leader gives a length of 99999 bytes, but "
         f"the record has {len(recs[1])} up to its end-of-record mark")
     assert report.skipped[1].startswith(f"{path}: record 4 (byte {fourth}): ")
-    assert "utf-8" in report.skipped[1] and len(report.skipped) == 2
+    assert "not valid UTF-8" in report.skipped[1] and len(report.skipped) == 2
 
 
 def test_cut_off_gzip_marc_keeps_the_records_before_the_cut(tmp_path):

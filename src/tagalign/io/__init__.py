@@ -3,6 +3,8 @@
 - `atomic`: atomic, fsynced, pickle-free writers of files and folders (JSON, npy, CSR)
   and their readers;
 - `lines`: user input decoded line by line (`LineReader`, `parse_lines`, `LineError`);
+- `iso2709`: binary MARC's framing, records cut at end-of-record marks and their leader
+  and directory checked (both MARC readers);
 - `report`: `InputReport`, what the loaders skipped (logged, never printed);
 - `kinds`: which kind of saved model a folder holds (each package registers its own)
   and the package versions an artifact records.

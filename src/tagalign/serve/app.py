@@ -50,6 +50,10 @@ from tagalign.suggest import Quality, Suggestion, SuggestRequest
 
 STATIC = Path(__file__).parent / "static"
 API = "/tagalign/v1"  # tagalign's own API; Annif's is at /v1 (annif.PREFIX)
+#: the documented body of a POST that reads none (reload, the queue's finish)
+EMPTY_JSON_BODY = {"required": True, "description": "None is read; send {} as JSON (every "
+                   "POST must say Content-Type: application/json)", "content": {
+                       "application/json": {"schema": {"type": "object"}}}}
 
 
 def _too_large(path: str, max_body: int):
@@ -367,6 +371,11 @@ def create_app(projects: Mapping[str, Project], store: FeedbackStore | ServedSto
                                  description=app.description, routes=app.routes)
             schema["components"]["schemas"]["HTTPValidationError"] = (
                 s.ValidationErrorOut.model_json_schema())
+            for operations in schema["paths"].values():
+                # the guard wants the JSON type on a POST without a body too (else 415): a
+                # client made from the document sends it with an empty object
+                if "post" in operations and "requestBody" not in operations["post"]:
+                    operations["post"]["requestBody"] = EMPTY_JSON_BODY
             if tokens is not None:
                 auth.document(schema, require_token_for_suggest)
             app.openapi_schema = schema

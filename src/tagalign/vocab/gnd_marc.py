@@ -43,9 +43,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, cast
 
-import pymarc
-
-from tagalign.io import Reporter, describe_error, open_binary
+from tagalign.io import Reporter, iso2709, open_binary
 from tagalign.vocab.loaders import default_report, register
 from tagalign.vocab.subject import Subject
 
@@ -68,6 +66,7 @@ ENTITY_TYPES: dict[str, tuple[str, str, str]] = {
 _HEADINGS = tuple(tags[0] for tags in ENTITY_TYPES.values())
 _WANTED = frozenset({"024", "035", "065", "075", "677",
                      *(tag for tags in ENTITY_TYPES.values() for tag in tags)})
+_BINARY_TAGS = _WANTED | {"001"}
 
 
 def parse_entity_types(spec: str) -> frozenset[str] | None:
@@ -297,21 +296,25 @@ def _xml_records(fh: IO[bytes]) -> Iterator[tuple[str, str, Fields]]:
         yield _record_fields(pending)
 
 
+def _binary_fields(chunk: bytes) -> tuple[str, str, Fields]:
+    """(leader, 001, fields) of one ISO 2709 record; ValueError for a damaged leader or
+    directory (`tagalign.io.iso2709`). The DNB writes UTF-8: a stray byte becomes U+FFFD."""
+    control = ""
+    fields: Fields = {}
+    for tag, _, data, subfields in iso2709.fields(chunk, _BINARY_TAGS, errors="replace"):
+        if data is not None:
+            control = data.strip()
+        else:
+            fields.setdefault(tag, []).append(subfields)
+    return chunk[:iso2709.LEADER].decode("ascii"), control, fields
+
+
 def _binary_records(fh: IO[bytes], path: Path, report: Reporter
                     ) -> Iterator[tuple[str, str, Fields]]:
-    """The same from ISO 2709 through pymarc; a record pymarc cannot decode is reported."""
-    reader = pymarc.MARCReader(fh, to_unicode=True, force_utf8=True, permissive=True,
-                               utf8_handling="replace")
-    for n, record in enumerate(reader, 1):
-        if record is None:
-            report.bad(f"{path}: record {n}", describe_error(reader.current_exception)
-                       if reader.current_exception else "unreadable record")
-            continue
-        fields: Fields = {}
-        for f in record.get_fields(*_WANTED):
-            fields.setdefault(f.tag, []).append([(s.code, s.value) for s in f.subfields])
-        control = record.get("001")
-        yield str(record.leader), (control.data or "").strip() if control else "", fields
+    """The same from ISO 2709: a damaged record is reported by its number and byte offset
+    and costs that record only (the stream is cut at end-of-record marks)."""
+    for _, _, record in iso2709.read_iso2709(fh, path, report, _binary_fields):
+        yield record
 
 
 def _is_xml(path: Path) -> bool:
@@ -352,8 +355,6 @@ def read_authorities(path: Path, report: Reporter, counts: AuthorityCounts | Non
         report.bad(str(path), f"compressed data ends early after {n} records")
     except (gzip.BadGzipFile, zlib.error) as exc:
         report.bad(str(path), f"compressed data is corrupt after {n} records ({exc})")
-    except pymarc.PymarcException as exc:  # what permissive reading still cannot pass
-        report.bad(str(path), f"not readable as MARC 21 after {n} records ({exc})")
 
 
 def with_narrower(subjects: list[Subject]) -> list[Subject]:
