@@ -112,6 +112,8 @@ def download(
     replaced. Refused, leaving an existing project untouched: entries that leave the
     folder, links, files missing from or extra to the manifest, sizes other than the
     manifest's, work/ or feedback entries, failed hashes, pickles, damaged archives.
+    One download into a folder at a time (a second is refused naming the first's pid, or
+    waits with --wait); a server reloading the folder meanwhile loads one version whole.
 
     Example: tagalign download file:///srv/models/gnd-hybrid.tar.gz --into gnd-hybrid
 
