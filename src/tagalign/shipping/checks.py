@@ -57,8 +57,9 @@ class FolderBusyError(ShippingError, ConflictError):
     waits (`tagalign.shipping.swap`)."""
 
 
-class HeaderRefused(tarfile.TarError):
-    """A member header refused while tarfile reads it (`Member`); `download` words it."""
+class HeaderRefused(ShippingError):
+    """A member header refused while tarfile reads it (`Member`; tarfile lets it through
+    as it is); `download` adds the archive's URL."""
 
 
 class Member(tarfile.TarInfo):
