@@ -209,7 +209,7 @@ def test_a_reload_during_a_swap_waits_and_serves_the_new_model_whole(
         assert answer[0].json()["status"] == "reloaded"
         assert _served(srv.url) == (expected[vb], vb)
 
-        for name in "ABAB":  # downloads and reloads at once
+        for name in "AB":  # downloads and reloads at once
             fetch = threading.Thread(target=download, args=(archives[name][0], target),
                                      kwargs={"force": True})
             fetch.start()

@@ -27,7 +27,7 @@ from tagalign.cli import app
 from tagalign.shipping import MANIFEST, ShippingError, download, upload
 from tagalign.shipping.checks import MAX_HEADER_BYTES
 
-FUZZ = settings(max_examples=50, derandomize=True, deadline=None, database=None,
+FUZZ = settings(max_examples=40, derandomize=True, deadline=None, database=None,
                 suppress_health_check=[HealthCheck.too_slow,
                                        HealthCheck.function_scoped_fixture])
 #: where an absolute member name would land; nothing may ever appear there
