@@ -44,6 +44,7 @@ SLOW_FILES = {
     "test_cli_train.py": "CLI subprocesses training on the shared data",
     "test_deploy.py": "a live server",
     "test_domains_stack.py": "servers, subprocesses and the browser",
+    "test_download_locks.py": "`tagalign download` and `tagalign serve` subprocesses",
     "test_evaluate.py": "trains and evaluates on the shared data",
     "test_feedback.py": "a throwaway PostgreSQL cluster",
     "test_hybrid.py": "trains on the shared data",

@@ -104,11 +104,16 @@ def download(
     trust: bool = typer.Option(False, "--trust", help="Allow a source that is not local. "
                                "Local (file://, plain paths, memory://) is trusted; s3://, "
                                "hf:// and every other store need --trust."),
+    wait: float = typer.Option(0.0, "--wait", min=0, metavar="SECONDS", help="Another "
+                               "download into the same folder running: wait this long for "
+                               "it to finish (default: refuse at once, naming its pid)."),
 ) -> None:
     """Fetch a project archive and verify every file's size and SHA-256 before anything is
     replaced. Refused, leaving an existing project untouched: entries that leave the
     folder, links, files missing from or extra to the manifest, sizes other than the
     manifest's, work/ or feedback entries, failed hashes, pickles, damaged archives.
+    One download into a folder at a time (a second is refused naming the first's pid, or
+    waits with --wait); a server reloading the folder meanwhile loads one version whole.
 
     Example: tagalign download file:///srv/models/gnd-hybrid.tar.gz --into gnd-hybrid
 
@@ -116,7 +121,7 @@ def download(
     """
     from tagalign.shipping import download as fetch
 
-    target, manifest = fetch(url, into, force=force, trust=trust)
+    target, manifest = fetch(url, into, force=force, trust=trust, wait=wait)
     console.log(f"{len(manifest['files'])} files verified; project {manifest.get('name')} "
                 f"({manifest.get('recipe')}, tagalign {manifest['versions'].get('tagalign')})")
     print(target)

@@ -35,6 +35,7 @@ from tagalign.serve.settings import SETTINGS_ENV, ServerSettings
 from tagalign.serve.supervisor import PROCESS, ServingProcess
 from tagalign.serve.tokens import TokenStore
 from tagalign.serve.workers import Workers
+from tagalign.shipping import swap
 
 log = logging.getLogger(__name__)
 
@@ -63,7 +64,9 @@ def preload(settings: ServerSettings, process: ServingProcess = PROCESS) -> None
 
 def _reload(settings: ServerSettings, pids: list[str], process: ServingProcess,
             runtime: Runtime) -> dict[str, Project]:
-    return load_some(settings, {pid: process.preloaded[pid].path for pid in pids}, runtime)
+    paths = {pid: process.preloaded[pid].path for pid in pids}
+    # whole, as a worker's reload (`tagalign.serve.reload`): no download swaps meanwhile
+    return swap.read_whole(paths.values(), lambda: load_some(settings, paths, runtime))
 
 
 def refresh_preloaded(settings: ServerSettings, process: ServingProcess = PROCESS) -> bool:

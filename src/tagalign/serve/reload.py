@@ -13,7 +13,10 @@ the old one keeps serving, the log says why (the observer hears of it: `ReloadOb
 and so does the HTTP answer (`ReloadFailedError`, 409).
 
 Reloads of one project run one at a time; a folder whose model has the version served
-(`tagalign.project.model_version`, its manifest's hash) is left alone ("unchanged").
+(`tagalign.project.model_version`, its manifest's hash) is left alone ("unchanged"). A
+reload reads the folder under the lock `tagalign download` swaps it under
+(`tagalign.shipping.swap.read_whole`), so a download swapping the folder meanwhile waits
+for the load to end, and the load sees the old version or the new one whole, never a mix.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from tagalign.project import ModelVersion, NotTrainedError, Project, Tagger, mod
 from tagalign.records import Record
 from tagalign.serve.learning import Learning
 from tagalign.serve.workers import now
+from tagalign.shipping import swap
 from tagalign.suggest import SuggestRequest
 
 log = logging.getLogger(__name__)
@@ -118,15 +122,13 @@ class LiveProjects(Mapping[str, Project]):
         `ReloadFailedError` (the old model still serving) when it cannot be served."""
         with self._reloading[project_id]:
             old = self._current[project_id]
-            found = _known(model_version(old.path))
-            if found is None:
-                self._refuse(project_id, old, NotTrainedError(
-                    "the folder", "it holds no trained model (PROJECT/model/)"))
-            if old.is_trained and found == _known(old.model_version):
-                return Reloaded(project_id, "unchanged", found, found, 0.0)
             start = time.perf_counter()
             try:
-                new = self._load(old)
+                # read whole: a download swapping the folder waits, or is waited for
+                new = swap.read_whole([old.path], lambda: self._load_changed(old))
+                if new is None:
+                    found = _known(old.model_version)
+                    return Reloaded(project_id, "unchanged", found, found, 0.0)
                 learned = self.learning.replay(project_id, new,
                                                lambda: self._swap(project_id, new))
             except Exception as exc:  # anything: the old model must keep serving
@@ -158,6 +160,15 @@ class LiveProjects(Mapping[str, Project]):
                                   daemon=True)
         thread.start()
         return thread
+
+    def _load_changed(self, old: Project) -> Project | None:
+        """The folder's project when its model is not ``old``'s (`_load`), else None."""
+        found = _known(model_version(old.path))
+        if found is None:
+            raise NotTrainedError("the folder", "it holds no trained model (PROJECT/model/)")
+        if old.is_trained and found == _known(old.model_version):
+            return None
+        return self._load(old)
 
     def _load(self, old: Project) -> Project:
         """The folder's project beside ``old``, with ``old``'s serving settings, checked."""

@@ -11,7 +11,10 @@ one worker at a time, forks a new worker, waits until it serves, and stops the o
 gracefully (it finishes its requests in flight). The new and the old worker accept on the
 same socket meanwhile, so no connection is refused and no request fails; the other workers
 serve on. A model that fails to load changes nothing: the old one keeps serving, and the
-supervisor says why in its log.
+supervisor says why in its log. The supervisor reads each changed folder whole, as a
+worker's reload does: a `tagalign download` swapping it meanwhile waits for the load, and
+a load waits for a swap under way (`tagalign.serve.factory.refresh_preloaded`,
+`tagalign.shipping.swap.read_whole`).
 
 Forks happen only in the supervisor's main thread and never while the loading thread runs
 (a fork copies locks other threads hold, held forever in the child).

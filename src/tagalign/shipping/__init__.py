@@ -16,7 +16,9 @@ lists no file the archive lacks and the disk has room for all it lists; pickles 
 refused on both sides (a safetensors header is recognised first). A truncated, damaged or
 foreign file is a `ShippingError` naming it. The files are written into a temporary
 sibling folder that replaces the target only after all checks passed; ``force`` replaces
-only a project folder and moves its feedback store into the new version (`swap`).
+only a project folder and moves its feedback store into the new version (`swap`). One
+download into a folder runs at a time, and a swap waits for the servers loading the
+folder (`swap`'s locks, which a reload takes shared: `swap.read_whole`).
 
 Not shipped: ``work/`` (an interrupted training's phases), the feedback store
 (``feedback.sqlite``: librarians' decisions stay where they were made) and hidden

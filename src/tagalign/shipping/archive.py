@@ -28,6 +28,8 @@ from tagalign.shipping.checks import (
     FORMAT_VERSION,
     MANIFEST,
     ROOT,
+    HeaderRefused,
+    Member,
     ShippingError,
     UntrustedSourceError,
     is_shipped,
@@ -41,8 +43,9 @@ from tagalign.vocab import VocabularyMismatchError
 LOCAL_PROTOCOLS = {"file", "local", "memory"}
 ARCHIVE_SUFFIXES = (".tar", ".tar.gz", ".tgz")
 CHUNK = 1 << 20
-#: what a truncated, damaged or foreign file raises while it is read as a (gzipped) tar
-UNREADABLE = (tarfile.TarError, EOFError, zlib.error, gzip.BadGzipFile)
+#: what a truncated, damaged or foreign file raises while it is read as a (gzipped) tar;
+#: tarfile reads a chain of extended headers (each names the next) by recursion
+UNREADABLE = (tarfile.TarError, EOFError, zlib.error, gzip.BadGzipFile, RecursionError)
 
 
 def is_trusted(url: str) -> bool:
@@ -224,20 +227,21 @@ def _target(manifest: dict[str, Any], into: Path | str | None, url: str) -> Path
     if into is not None:
         return Path(into)
     pid = str(manifest.get("project") or "")
-    if not pid or "/" in pid or "\\" in pid or pid in (".", ".."):
+    if not pid or any(c in pid for c in "/\\\0") or pid in (".", ".."):
         raise ShippingError(f"{url}: the manifest names no usable project id; give --into")
     return Path(pid)
 
 
 @_store_errors()
 def download(url: str, into: Path | str | None = None, *, force: bool = False,
-             trust: bool = False, storage_options: dict[str, Any] | None = None
-             ) -> tuple[Path, dict[str, Any]]:
+             trust: bool = False, storage_options: dict[str, Any] | None = None,
+             wait: float = 0.0) -> tuple[Path, dict[str, Any]]:
     """Fetch and verify a project archive into ``into`` (default: the project id in the
     current folder); returns the folder and the manifest. ``url`` is the archive or the
     folder URL given to `upload` (`resolve_url`). Any failed check raises `ShippingError`
     and leaves an existing folder as it was; ``force`` replaces a project folder, keeping
-    its feedback store (`tagalign.shipping.swap`)."""
+    its feedback store (`tagalign.shipping.swap`). Another download into the folder
+    running, this one waits up to ``wait`` seconds, then raises `FolderBusyError`."""
     if not trust and not is_trusted(url):
         raise UntrustedSourceError(
             f"{url} is not a local source; projects run code paths chosen by their files, "
@@ -248,19 +252,29 @@ def download(url: str, into: Path | str | None = None, *, force: bool = False,
     except FileNotFoundError:
         raise ShippingError(f"archive not found: {url}") from None
     try:
-        with fh, tarfile.open(fileobj=fh, mode="r|*") as tar:
+        with fh, tarfile.open(fileobj=fh, mode="r|*", tarinfo=Member) as tar:
             manifest = read_manifest(tar, url)
             target = _target(manifest, into, url)
-            swap.recover(target)
-            swap.check_replaceable(target, force)
-            _check_space(manifest, target, url)
-            with atomic_dir(swap.incoming(target)) as tmp:
-                _unpack(tar, tmp, manifest, url)
+            with swap.downloading(target, wait):
+                _fetch(tar, manifest, target, force, url)
+    except HeaderRefused as exc:
+        raise ShippingError(f"{url}: refused: {exc}") from None
     except UNREADABLE as exc:
         raise ShippingError(f"{url}: damaged, cut short or not a tar archive "
                             f"({exc or type(exc).__name__}); fetch or upload it again") from None
-    swap.replace(target)
     return target, manifest
+
+
+def _fetch(tar: tarfile.TarFile, manifest: dict[str, Any], target: Path, force: bool,
+           url: str) -> None:
+    """The archive's files verified into ``incoming(target)``, then swapped in (under
+    `swap.downloading`)."""
+    swap.recover(target)
+    swap.check_replaceable(target, force)
+    _check_space(manifest, target, url)
+    with atomic_dir(swap.incoming(target)) as tmp:
+        _unpack(tar, tmp, manifest, url)
+    swap.replace(target)
 
 
 def _check_project(folder: Path, manifest: dict[str, Any], url: str) -> None:
@@ -272,6 +286,9 @@ def _check_project(folder: Path, manifest: dict[str, Any], url: str) -> None:
     except (ProjectError, VocabularyMismatchError, OSError, ValueError, KeyError) as exc:
         raise ShippingError(f"{url}: refused: the archived project does not load: "
                             f"{exc}") from None
+    except Exception as exc:  # any file of a foreign archive can break a load its own way
+        raise ShippingError(f"{url}: refused: the archived project does not load: "
+                            f"{type(exc).__name__}: {exc}") from None
     fingerprint = (manifest.get("vocabulary") or {}).get("fingerprint")
     if project.vocab.fingerprint != fingerprint:
         raise ShippingError(f"{url}: refused: vocabulary fingerprint "

@@ -1,5 +1,12 @@
 """What an archive may hold: the files `upload` ships, no pickles, a manifest that lists
-every file with its SHA-256 and size, members that stay inside ``project/``."""
+every file with its SHA-256 and size, members that are regular files strictly inside
+``project/``, and headers no larger than `MAX_HEADER_BYTES` (`Member`).
+
+No member is extracted by `tarfile` (``extract``, even with ``filter="data"``, would write
+links and folders): `tagalign.shipping.archive` writes the bytes of each regular file it
+accepted itself, so a link, a device, a fifo or a name leaving the folder is refused
+before anything is written.
+"""
 
 from __future__ import annotations
 
@@ -26,6 +33,11 @@ PICKLE_SUFFIXES = {".pkl", ".pickle", ".joblib", ".pt", ".pth", ".ckpt"}
 HEAD_BYTES = 512
 #: the safetensors format's own limit on its JSON header
 SAFETENSORS_MAX_HEADER = 100_000_000
+#: the largest extended header (pax, GNU long name) read: `upload` writes a few hundred
+#: bytes; tarfile reads one into memory whole, so a few bytes of gzip could announce GBs
+MAX_HEADER_BYTES = 1 << 20
+EXTENDED_HEADERS = {tarfile.XHDTYPE, tarfile.XGLTYPE, tarfile.SOLARIS_XHDTYPE,
+                    tarfile.GNUTYPE_LONGNAME, tarfile.GNUTYPE_LONGLINK}
 
 
 class ShippingError(InputError):
@@ -38,6 +50,37 @@ class TargetExistsError(ShippingError, ConflictError):
 
 class UntrustedSourceError(PermissionDeniedError, ShippingError):
     """A download from a remote store without ``trust``."""
+
+
+class FolderBusyError(ShippingError, ConflictError):
+    """Another download writes the folder, or servers load it for longer than a swap
+    waits (`tagalign.shipping.swap`)."""
+
+
+class HeaderRefused(ShippingError):
+    """A member header refused while tarfile reads it (`Member`; tarfile lets it through
+    as it is); `download` adds the archive's URL."""
+
+
+class Member(tarfile.TarInfo):
+    """A member header as tarfile reads it (``tarfile.open(tarinfo=Member)``), refusing
+    before tarfile acts on them an extended header larger than `MAX_HEADER_BYTES` (tarfile
+    would read it into memory whole) and sparse files (their maps are read from the
+    stream, as long as it says; `upload` never writes one). `_proc_member` is tarfile's
+    documented hook for subclasses."""
+
+    def _proc_member(self, tar: tarfile.TarFile) -> tarfile.TarInfo:  # type: ignore[override]
+        if self.type in EXTENDED_HEADERS and self.size > MAX_HEADER_BYTES:
+            raise HeaderRefused(f"an extended tar header of {self.size} bytes (at most "
+                                f"{MAX_HEADER_BYTES} read)")
+        return super()._proc_member(tar)  # type: ignore[misc]
+
+    def _refuse_sparse(self, *_: Any) -> None:
+        raise HeaderRefused(f"{self.name!r} is a sparse file; upload writes none")
+
+    # a GNU sparse member, and the pax forms of one (GNU tar's formats 0.0, 0.1 and 1.0)
+    _proc_sparse = _proc_gnusparse_00 = _proc_gnusparse_01 = _proc_gnusparse_10 = \
+        _refuse_sparse
 
 
 def is_shipped(rel: str) -> bool:
@@ -109,6 +152,9 @@ def read_manifest(tar: tarfile.TarFile, url: str) -> dict[str, Any]:
     if manifest.get("format_version") != FORMAT_VERSION:
         raise ShippingError(f"{url}: archive format version {manifest.get('format_version')}"
                             f"; this tagalign reads version {FORMAT_VERSION}")
+    for key in ("vocabulary", "versions"):
+        if not isinstance(manifest.get(key), dict):
+            raise ShippingError(f"{url}: refused: the manifest's {key} is not an object")
     files = manifest.get("files")
     if not isinstance(files, dict) or not files:
         raise ShippingError(f"{url}: the manifest lists no files")
@@ -132,8 +178,8 @@ def member_path(member: tarfile.TarInfo, url: str) -> str:
         raise ShippingError(f"{url}: refused: {member.name!r} is {kind}")
     name = member.name
     parts = PurePosixPath(name).parts
-    if (name.startswith("/") or "\\" in name or len(parts) < 2 or parts[0] != ROOT
-            or any(p in ("..", ".", "") for p in parts)):
+    if (name.startswith("/") or "\\" in name or "\0" in name or len(parts) < 2
+            or parts[0] != ROOT or any(p in ("..", ".", "") for p in parts)):
         raise ShippingError(f"{url}: refused: {name!r} leaves the project folder")
     rel = "/".join(parts[1:])
     if not is_shipped(rel):
