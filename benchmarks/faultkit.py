@@ -1,5 +1,6 @@
 """Faults to inject, for the fault tests and `benchmarks/faults.py`: a throwaway PostgreSQL
-cluster that can be stopped and restarted, and a small filesystem that fills up.
+cluster that can be stopped and restarted, a small filesystem that fills up, and the learn
++ suggest load to inject them under (`MixedLoad`, every answer kept).
 
 Both are real: Debian's PostgreSQL binaries (`make postgres` installs them) run as the
 ``postgres`` user when we are root (PostgreSQL refuses to run as root), and the small
@@ -17,7 +18,10 @@ import shutil
 import socket
 import subprocess
 import tempfile
-from collections.abc import Iterator
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 
@@ -149,6 +153,82 @@ class SmallDisk:
         self.close()
 
 
+@dataclass(frozen=True)
+class Answer:
+    """One request of a `MixedLoad`: when it was answered (``time.time()``), its kind
+    (``learn``, ``suggest``), status, ``Retry-After`` header and body."""
+
+    at: float
+    kind: str
+    status: int
+    retry_after: str | None
+    body: str
+
+
+class MixedLoad:
+    """Threads sending learns and suggests to one served project (``url``: its
+    ``…/projects/ID``) until `halt`: ``learners`` send `learn_body(record_id)` for a new
+    record id each time (``TAG-CLIENT-N``), kept in ``acked`` once answered 200;
+    ``suggesters`` send `suggest_body(n)`. Every answer is kept (`Answer`); a request
+    without one (the server killed) is retried after a pause, as is one answered with an
+    error."""
+
+    def __init__(self, url: str, learn_body: Callable[[str], dict],
+                 suggest_body: Callable[[int], dict], *, learners: int = 2,
+                 suggesters: int = 1, tag: str = "load", timeout: float = 60):
+        self.url, self.tag, self.timeout = url, tag, timeout
+        self.learn_body, self.suggest_body = learn_body, suggest_body
+        self.answers: list[Answer] = []
+        self.acked: list[str] = []
+        self.stop = threading.Event()
+        kinds = ["learn"] * learners + ["suggest"] * suggesters
+        self.threads = [threading.Thread(target=self._run, args=(kind, n), daemon=True)
+                        for n, kind in enumerate(kinds)]
+        for t in self.threads:
+            t.start()
+
+    def _run(self, kind: str, n: int) -> None:
+        import httpx
+
+        with httpx.Client(timeout=self.timeout) as client:
+            k = 0
+            while not self.stop.is_set():
+                rid = f"{self.tag}-{n}-{k}"
+                k += 1
+                try:
+                    if kind == "learn":
+                        res = client.post(f"{self.url}/learn", json=self.learn_body(rid))
+                    else:
+                        res = client.post(f"{self.url}/suggest", json=self.suggest_body(k))
+                except httpx.HTTPError:
+                    time.sleep(0.05)
+                    continue
+                if kind == "learn" and res.status_code == 200:
+                    self.acked.append(rid)
+                self.answers.append(Answer(time.time(), kind, res.status_code,
+                                           res.headers.get("retry-after"), res.text))
+                if res.status_code != 200:
+                    time.sleep(0.05)
+
+    def count(self, kind: str, status: int | None = None, since: float = 0.0) -> int:
+        """Answers of a kind (and status) since a time."""
+        return sum(1 for a in list(self.answers) if a.kind == kind and a.at >= since
+                   and (status is None or a.status == status))
+
+    def statuses(self) -> dict[str, dict[int, int]]:
+        """Kind → status → answers: what the users saw."""
+        out: dict[str, dict[int, int]] = {}
+        for a in list(self.answers):
+            out.setdefault(a.kind, {}).setdefault(a.status, 0)
+            out[a.kind][a.status] += 1
+        return {k: dict(sorted(v.items())) for k, v in sorted(out.items())}
+
+    def halt(self) -> None:
+        self.stop.set()
+        for t in self.threads:
+            t.join(self.timeout)
+
+
 @contextlib.contextmanager
 def postgres() -> Iterator[PostgresCluster]:
     """A started `PostgresCluster`, closed afterwards."""
@@ -156,4 +236,5 @@ def postgres() -> Iterator[PostgresCluster]:
         yield cluster
 
 
-__all__ = ["PostgresCluster", "SmallDisk", "Unavailable", "free_port", "postgres"]
+__all__ = ["Answer", "MixedLoad", "PostgresCluster", "SmallDisk", "Unavailable", "free_port",
+           "postgres"]

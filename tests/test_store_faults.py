@@ -18,7 +18,6 @@ import os
 import shutil
 import signal
 import sqlite3
-import threading
 import time
 from collections.abc import Callable
 
@@ -26,7 +25,7 @@ import httpx
 import pytest
 from sqlalchemy import create_engine, text
 
-from faultkit import SmallDisk, Unavailable
+from faultkit import MixedLoad, SmallDisk, Unavailable
 from serving import LiveServer, MetricSamples, ServeProcess
 from tagalign.serve.storefaults import RETRY_AFTER
 
@@ -135,57 +134,19 @@ def test_a_full_disk_fails_learns_with_507_and_they_work_again_once_space_is_fre
 
 
 # -- a database that goes away ------------------------------------------------------------
-class Load:
-    """Clients sending learns (each a new record id; its id kept once acknowledged) and
-    suggests until stopped; every answer kept as (time, kind, status, headers, body)."""
+class Load(MixedLoad):
+    """Two clients learning, one suggesting (`faultkit.MixedLoad`)."""
 
-    def __init__(self, url: str, learners: int = 2, suggesters: int = 1, tag: str = "l"):
-        self.url, self.tag = url, tag
-        self.answers: list[tuple[float, str, int, httpx.Headers, str]] = []
-        self.acked: list[str] = []
-        self.stop = threading.Event()
-        self.threads = [threading.Thread(target=self._run, args=(kind, n), daemon=True)
-                        for n, kind in enumerate(["learn"] * learners
-                                                 + ["suggest"] * suggesters)]
-        for t in self.threads:
-            t.start()
-
-    def _run(self, kind: str, n: int) -> None:
-        with httpx.Client(timeout=T) as client:
-            k = 0
-            while not self.stop.is_set():
-                rid = f"{self.tag}-{n}-{k}"
-                k += 1
-                try:
-                    if kind == "learn":
-                        res = client.post(f"{self.url}/learn", json=learn_body(rid))
-                    else:
-                        res = client.post(f"{self.url}/suggest", json=SUGGEST)
-                except httpx.HTTPError:  # the server killed
-                    time.sleep(0.05)
-                    continue
-                if kind == "learn" and res.status_code == 200:
-                    self.acked.append(rid)
-                self.answers.append((time.time(), kind, res.status_code, res.headers,
-                                     res.text))
-                if res.status_code != 200:
-                    time.sleep(0.05)
+    def __init__(self, url: str, tag: str = "l"):
+        super().__init__(url, learn_body, lambda _: SUGGEST, learners=2, suggesters=1,
+                         tag=tag, timeout=T)
 
     def check(self) -> None:
-        """Suggests all answered 200, learns 200 or 503 (with ``Retry-After``)."""
-        for _, kind, status, headers, body in list(self.answers):
-            ok = status == 200 or (kind == "learn" and status == 503
-                                   and headers.get("retry-after") == str(RETRY_AFTER))
-            assert ok, (kind, status, body)
-
-    def count(self, kind: str, status: int, since: float = 0.0) -> int:
-        return sum(1 for t, k, s, _, _ in self.answers if k == kind and s == status
-                   and t >= since)
-
-    def halt(self) -> None:
-        self.stop.set()
-        for t in self.threads:
-            t.join(T)
+        """Suggests all answered 200, learns 200 or 503 with ``Retry-After``."""
+        for a in list(self.answers):
+            ok = a.status == 200 or (a.kind == "learn" and a.status == 503
+                                     and a.retry_after == str(RETRY_AFTER))
+            assert ok, a
 
 
 def stored_ids(url: str) -> set[str]:
@@ -224,7 +185,7 @@ def test_postgres_restart_stop_and_a_killed_server_lose_no_acknowledged_learn(
         try:
             wait_for(lambda: load.count("learn", 503, down) >= 10, "learns refused",
                      load=load)
-            first = min(t for t, k, s, _, _ in load.answers if k == "learn" and s == 503)
+            first = min(a.at for a in load.answers if a.kind == "learn" and a.status == 503)
             wait_for(lambda: load.count("suggest", 200, first) >= 3, "suggests meanwhile",
                      load=load)
         finally:
@@ -234,7 +195,7 @@ def test_postgres_restart_stop_and_a_killed_server_lose_no_acknowledged_learn(
                  load=load)
         load.halt()
         load.check()
-        refused = [b for _, k, s, _, b in load.answers if k == "learn" and s == 503]
+        refused = [a.body for a in load.answers if a.kind == "learn" and a.status == 503]
         assert all("unavailable" in b and "nothing was stored" in b for b in refused)
         metrics = MetricSamples(httpx.get(f"{srv.url}/metrics", timeout=T).text)
         assert metrics("tagalign_learn_failures_total", project="tiny",
