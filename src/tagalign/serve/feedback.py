@@ -44,7 +44,7 @@ from tagalign.errors import InputError
 from tagalign.project import Project, feedback_location
 from tagalign.records import Record
 from tagalign.records.convert import write_jsonl
-from tagalign.serve.storefaults import CONNECT_TIMEOUT, StoreHealth, watch
+from tagalign.serve.storefaults import CONNECT_TIMEOUT, StoreFault, StoreHealth, watch
 
 metadata = MetaData()
 decisions = Table(
@@ -118,6 +118,8 @@ class FeedbackStore:
             event.listen(self.engine, "connect", _sqlite_pragmas)
         try:
             metadata.create_all(self.engine)
+        except StoreFault as exc:  # nothing to serve from or train on: name the store
+            raise exc.opening(self.health.where) from exc
         except (OperationalError, ProgrammingError):
             # another process created the tables between the check and the CREATE (two
             # workers opening a new store at once): they are there now

@@ -70,10 +70,17 @@ class StoreFault(TagalignError):
     before anything could have been committed, so doing it again is safe."""
 
     reason = ""
+    #: what failed, in a few words (the log's and `opening`'s)
+    what = ""
 
     def __init__(self, message: str, retryable: bool = False):
         super().__init__(message)
         self.retryable = retryable
+
+    def opening(self, where: str) -> StoreFault:
+        """The same fault as a store's opening meets it (a server's start, a command): it
+        names the store, as no client reads it."""
+        return type(self)(f"cannot open the feedback store {where}: {self.what}")
 
     @property
     def headers(self) -> dict[str, str]:
@@ -86,6 +93,7 @@ class StoreFullError(StoreFault):
 
     http_status = 507
     reason = NO_SPACE
+    what = "no space left"
 
     def __init__(self, message: str = "no space left on the feedback store's disk: nothing "
                  "was stored; learning works again once space is freed", **kw):
@@ -97,6 +105,7 @@ class StoreUnavailableError(StoreFault):
 
     http_status = 503
     reason = UNAVAILABLE
+    what = "its database is unavailable"
 
     def __init__(self, message: str = "the feedback store's database is unavailable: "
                  f"nothing was stored; try again in {RETRY_AFTER} s", **kw):
@@ -164,10 +173,9 @@ class StoreHealth:
                 return
             self.down_since = self.down_since or time.monotonic()
             self.reason = fault.reason
-        what = ("no space left" if fault.reason == NO_SPACE else "its database is unavailable")
         answer = ("learns answer 507 until space is freed" if fault.reason == NO_SPACE
                   else "learns answer 503 until it is back")
-        log.warning("feedback store %s: %s (%s); %s", self.where, what,
+        log.warning("feedback store %s: %s (%s); %s", self.where, fault.what,
                     str(cause).strip().splitlines()[0] if str(cause).strip() else
                     type(cause).__name__, answer)
 
