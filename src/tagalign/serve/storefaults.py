@@ -24,7 +24,7 @@ gets a fresh connection.
 
 `StoreHealth` keeps one store's outages as this process sees them: the first failure of an
 outage logs one warning (with the database's own message and where the store is), the
-first successful write after it one line saying how long it lasted and how many operations
+first successful write after it one line saying how long it lasted and how many attempts
 failed meanwhile; nothing per request.
 """
 
