@@ -72,6 +72,7 @@ SLOW_FILES = {
     "test_serve_workers.py": "`tagalign serve` subprocesses",
     "test_skip_report.py": "pytest in subprocesses",
     "test_static_model.py": "trains static encoders on the shared data (50 s)",
+    "test_store_faults.py": "a live server on a small tmpfs, PostgreSQL, a served subprocess",
     "test_subject_queue.py": "a live server",
     "test_suggest_robust.py": "CLI subprocesses",
     "test_suggest_single.py": "trains on the shared data, a live server",
@@ -181,6 +182,21 @@ def gnd_vocab(shared_data):
     from tagalign.vocab import load_vocabulary
 
     return load_vocabulary(shared_data / "gnd" / "gnd-subjects.tsv.gz")
+
+
+@pytest.fixture(scope="session")
+def postgres_cluster():
+    """A throwaway PostgreSQL cluster on a free localhost port, for the session
+    (`faultkit.PostgresCluster`; skipped where there is none). A test that stops or
+    restarts it leaves it running; one that needs tables of its own makes a database."""
+    from faultkit import PostgresCluster, Unavailable
+
+    try:
+        cluster = PostgresCluster()
+    except Unavailable as exc:
+        pytest.skip(str(exc))
+    with cluster:
+        yield cluster
 
 
 def _tree(folder: Path) -> dict[str, tuple[int, int]]:

@@ -2,24 +2,17 @@
 
 from __future__ import annotations
 
-import functools
-import glob
 import gzip
 import json
 import multiprocessing as mp
 import os
-import shutil
 import signal
-import subprocess
-import tempfile
 import time
-from pathlib import Path
 
 import pytest
 from sqlalchemy import func, select
 from typer.testing import CliRunner
 
-from serving import free_port
 from tagalign.cli import app
 from tagalign.records import Record
 from tagalign.serve.feedback import Decision, FeedbackStore, decisions, sqlite_url
@@ -34,39 +27,10 @@ def _writer(url: str) -> None:
         i += 1
 
 
-def _pg_bin(name: str) -> str | None:
-    found = shutil.which(name) or sorted(glob.glob(f"/usr/lib/postgresql/*/bin/{name}"))
-    return found if isinstance(found, str) else (found[-1] if found else None)
-
-
 @pytest.fixture(scope="module")
-def postgres_url():
-    """A throwaway PostgreSQL cluster on a free localhost port (skipped where none)."""
-    pytest.importorskip("psycopg", reason="psycopg not installed (pip install '.[postgres]')")
-    initdb, pg_ctl = _pg_bin("initdb"), _pg_bin("pg_ctl")
-    if not (initdb and pg_ctl):
-        pytest.skip("PostgreSQL server binaries (initdb, pg_ctl) not found")
-    as_user: list[str] = []
-    if os.geteuid() == 0:  # postgres refuses to run as root
-        if not shutil.which("runuser"):
-            pytest.skip("running as root without runuser: cannot start PostgreSQL")
-        as_user = ["runuser", "-u", "postgres", "--"]
-    root = Path(tempfile.mkdtemp(prefix="tagalign-pg-"))
-    root.chmod(0o755)
-    if as_user:
-        shutil.chown(root, "postgres")
-    data, port = root / "data", free_port()
-    run = functools.partial(subprocess.run, check=True, capture_output=True, timeout=60)
-    run([*as_user, initdb, "-D", str(data), "-A", "trust", "-U", "postgres", "-E", "UTF8",
-         "--no-sync"])
-    run([*as_user, pg_ctl, "-D", str(data), "-w", "-l", str(root / "log"), "-o",
-         f"-p {port} -k {root} -c listen_addresses=127.0.0.1 -c fsync=off", "start"])
-    try:
-        yield f"postgresql://postgres@127.0.0.1:{port}/postgres"
-    finally:
-        subprocess.run([*as_user, pg_ctl, "-D", str(data), "-m", "immediate", "stop"],
-                       capture_output=True, timeout=60)
-        shutil.rmtree(root, ignore_errors=True)
+def postgres_url(postgres_cluster) -> str:
+    """The session's throwaway PostgreSQL cluster (skipped where none)."""
+    return postgres_cluster.url
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])

@@ -44,6 +44,7 @@ from tagalign.serve.feedback import Decision, FeedbackStore, ServedStores
 from tagalign.serve.guard import Guard
 from tagalign.serve.observe import Telemetry
 from tagalign.serve.service import Service
+from tagalign.serve.storefaults import StoreFault
 from tagalign.serve.tokens import TokenStore
 from tagalign.serve.workers import Workers
 from tagalign.suggest import Quality, Suggestion, SuggestRequest
@@ -196,11 +197,16 @@ def own_error(exc: Exception) -> JSONResponse:
 
 def error_response(path: str, exc: Exception, project_id: str | None = None) -> JSONResponse:
     """An error of the service in the shape of the API ``path`` belongs to (Annif's
-    problem+json on ``/v1``, ``{"detail"}`` on tagalign's own)."""
+    problem+json on ``/v1``, ``{"detail"}`` on tagalign's own), with the headers it asks
+    for (a feedback store unavailable: ``Retry-After``)."""
     exc = service.public_error(exc, project_id)
     if annif.is_annif_path(path):
-        return annif.error_response(exc, project_id)
-    return own_error(exc)
+        response = annif.error_response(exc, project_id)
+    else:
+        response = own_error(exc)
+    if isinstance(exc, StoreFault):
+        response.headers.update(exc.headers)
+    return response
 
 
 def create_app(projects: Mapping[str, Project], store: FeedbackStore | ServedStores,
@@ -323,7 +329,13 @@ def create_app(projects: Mapping[str, Project], store: FeedbackStore | ServedSto
               "description": "Learning not allowed for this project (allow_learn is off)"},
         409: {"model": s.ErrorOut,
               "description": "Project served read-only (`tagalign serve --mmap`): nothing "
-                             "was stored or learned"}})
+                             "was stored or learned"},
+        503: {"model": s.ErrorOut,
+              "description": "Project not trained yet, or its feedback store's database "
+                             "unavailable (with Retry-After): nothing was stored"},
+        507: {"model": s.ErrorOut,
+              "description": "No space left on the feedback store's disk: nothing was "
+                             "stored"}})
     def learn(project_id: str, body: s.LearnRequest) -> s.LearnResponse:
         items = [Decision(Record(id=r.id, title=r.title, abstract=r.abstract,
                                  language=r.language, subjects=list(r.subjects)),

@@ -11,7 +11,9 @@ search) and a review queue shows
 (`latest_decisions`). Each request is one transaction, so a killed server loses at
 most the request in flight and never leaves half of one behind. A second table keeps which
 records of a review queue (`tagalign.serve.queue`) a librarian has finished, so a queue
-resumes where it stopped.
+resumes where it stopped. A full disk and a database gone away are raised as
+`StoreFullError` and `StoreUnavailableError`; a write is tried again while a database
+restarts (`tagalign.serve.storefaults`).
 """
 
 from __future__ import annotations
@@ -46,6 +48,7 @@ from tagalign.errors import InputError
 from tagalign.project import Project, feedback_location
 from tagalign.records import Record
 from tagalign.records.convert import write_jsonl
+from tagalign.serve.storefaults import CONNECT_TIMEOUT, StoreFault, StoreHealth, watch
 
 metadata = MetaData()
 decisions = Table(
@@ -164,14 +167,20 @@ class FeedbackStore:
     def __init__(self, url: str):
         self.url = normalise_url(url)
         try:
-            self.engine: Engine = create_engine(self.url, future=True)
+            self.engine: Engine = _engine(self.url)
         except ModuleNotFoundError as exc:
             raise RuntimeError(f"no database driver for {self.url.split(':')[0]} "
                                f"({exc.name}); pip install 'tagalign[postgres]'") from exc
+        # a full disk or a database gone: the package's errors (`tagalign.serve.storefaults`)
+        self.health = StoreHealth(str(sqlite_file(self.url) or
+                                      self.engine.url.render_as_string(hide_password=True)))
+        watch(self.engine, self.health)
         if self.engine.dialect.name == "sqlite":
             event.listen(self.engine, "connect", _sqlite_pragmas)
         try:
             metadata.create_all(self.engine)
+        except StoreFault as exc:  # nothing to serve from or train on: name the store
+            raise exc.opening(self.health.where) from exc
         except (OperationalError, ProgrammingError):
             # another process created the tables between the check and the CREATE (two
             # workers opening a new store at once): they are there now
@@ -200,15 +209,19 @@ class FeedbackStore:
             if not item.accepted and not item.rejected:  # all taken back
                 rows.append({**base, "subject_id": "", "decision": CLEARED})
         if rows:
-            with self.engine.begin() as conn:
-                if self.engine.dialect.name == "postgresql":
-                    # writers one at a time, so row ids become visible in their order: a
-                    # reader that has seen id n never sees an id below n appear later (the
-                    # workers' catch-up, `learned_since`, relies on it). SQLite has one
-                    # writer anyway; this mode blocks other writers, never readers.
-                    conn.execute(text("LOCK TABLE decisions IN SHARE ROW EXCLUSIVE MODE"))
-                conn.execute(decisions.insert(), rows)
+            # a database restarting: tried again briefly (`StoreHealth.retrying`)
+            self.health.retrying(lambda: self._insert(rows))
         return sum(row["decision"] != CLEARED for row in rows)
+
+    def _insert(self, rows: list[dict[str, Any]]) -> None:
+        with self.engine.begin() as conn:
+            if self.engine.dialect.name == "postgresql":
+                # writers one at a time, so row ids become visible in their order: a
+                # reader that has seen id n never sees an id below n appear later (the
+                # workers' catch-up, `learned_since`, relies on it). SQLite has one
+                # writer anyway; this mode blocks other writers, never readers.
+                conn.execute(text("LOCK TABLE decisions IN SHARE ROW EXCLUSIVE MODE"))
+            conn.execute(decisions.insert(), rows)
 
     def last_id(self, project: str | None = None) -> int:
         """The highest row id of the decisions (0: none): rows written later have higher
@@ -293,11 +306,14 @@ class FeedbackStore:
         """Mark a queue's record finished (again, or by two tabs at once: no change)."""
         row = {"finished": _dt.datetime.now(_dt.UTC), "project": project, "queue": queue,
                "record_id": record_id}
-        try:
-            with self.engine.begin() as conn:
-                conn.execute(queue_progress.insert(), row)
-        except IntegrityError:  # the unique (project, queue, record) row is there already
-            pass
+        def insert() -> None:
+            try:
+                with self.engine.begin() as conn:
+                    conn.execute(queue_progress.insert(), row)
+            except IntegrityError:  # the unique (project, queue, record) row is there already
+                pass
+
+        self.health.retrying(insert)
 
     def finished(self, project: str, queue: str) -> set[str]:
         """Ids of the records of one queue a librarian has finished."""
@@ -424,6 +440,17 @@ def prepare(url: str) -> int:
         return store.last_id()
     finally:
         store.close()
+
+
+def _engine(url: str) -> Engine:
+    """The store's engine. A server database's connections are checked before each use
+    (``pool_pre_ping``: one after a restart is replaced, not failed) and given
+    `CONNECT_TIMEOUT` seconds to open; an SQLite file needs neither."""
+    if url.startswith("sqlite"):
+        return create_engine(url, future=True)
+    connect_args = {"connect_timeout": CONNECT_TIMEOUT} if url.startswith("postgresql") \
+        and "connect_timeout=" not in url else {}
+    return create_engine(url, future=True, pool_pre_ping=True, connect_args=connect_args)
 
 
 def _sqlite_pragmas(dbapi_conn, _record) -> None:

@@ -16,6 +16,9 @@ before were either in the training data of the model or, as before workers exist
 wait for the next ``tagalign train --feedback``. A worker that starts again after a crash
 replays from the same row, so it serves what its siblings serve.
 
+A store that fails (a full disk, a database gone: `tagalign.serve.storefaults`) fails the
+learn requests that write to it; a suggest does not wait for it.
+
 Row ids become visible in their order (SQLite has one writer; on PostgreSQL,
 `FeedbackStore.add` takes a lock that orders writers), so "after the last row applied"
 misses nothing.
@@ -29,6 +32,7 @@ from typing import Protocol
 
 from tagalign.project import Project
 from tagalign.records import Record
+from tagalign.serve.storefaults import StoreFault
 
 
 class LearnedRows(Protocol):
@@ -80,10 +84,15 @@ class Learning:
 
     def before_suggest(self, project_id: str, project: Project,
                        current: Callable[[], Project]) -> list[Record]:
-        """With ``shared`` learning, catch up a project that may learn; else nothing."""
+        """With ``shared`` learning, catch up a project that may learn; else nothing. A
+        store that cannot be read (`StoreFault`: it is down, the log has said so) does not
+        stop a suggest: the model answers as it is and catches up once the store is back."""
         if not self.shared or not project.allow_learn or not learns(project):
             return []
-        return self.catch_up(project_id, current)[0]
+        try:
+            return self.catch_up(project_id, current)[0]
+        except StoreFault:
+            return []
 
     def replay(self, project_id: str, new: Project, swap: Callable[[], None]) -> int:
         """Teach a reloaded model every row since the server started, then ``swap`` it in

@@ -6,7 +6,9 @@ What is counted, and the labels (each from a small fixed set, never a record's t
   not the path), method, status and project — the id of a served project, else ``""``, so
   requests for made-up ids cannot grow the number of series; errors (status ≥ 400) by
   status and route once more, for alerts;
-- records suggested for and subjects returned, learn calls by outcome, the estimated
+- records suggested for and subjects returned, learn calls by outcome, learn calls that
+  failed because the feedback store did (``tagalign_learn_failures_total``: by
+  `LEARN_FAILURES` reason), the estimated
   recall and precision of each record's list (histograms; `tagalign.suggest.Quality`);
 - per project the model's load time and version (`tagalign.project.model_version`),
   reloads by outcome.
@@ -50,6 +52,9 @@ SHARE_BUCKETS = tuple(round(0.1 * i, 1) for i in range(1, 11))
 #: `learn` outcomes: learned online, stored only (for the next training), refused (learning
 #: not allowed or read-only), invalid (subject ids outside the vocabulary)
 LEARN_OUTCOMES = ("learned", "stored", "refused", "invalid")
+#: why a learn request stored nothing although it was valid: its feedback store's disk is
+#: full, or its database unavailable (`tagalign.serve.storefaults`)
+LEARN_FAILURES = ("no_space", "unavailable")
 
 
 def multiprocess_dir() -> str | None:
@@ -116,6 +121,10 @@ class Metrics:
         self.learn = Counter(
             "tagalign_learn", "Learn requests by outcome (" + ", ".join(LEARN_OUTCOMES) + ")",
             ["project", "outcome"], registry=reg)
+        self.learn_failures = Counter(
+            "tagalign_learn_failures", "Learn requests that stored nothing because the "
+            "feedback store failed, by reason (" + ", ".join(LEARN_FAILURES) + ")",
+            ["project", "reason"], registry=reg)
         self.recall = Histogram(
             "tagalign_quality_recall_estimate", "Estimated recall of each record's list",
             ["project"], buckets=SHARE_BUCKETS, registry=reg)
@@ -164,6 +173,9 @@ class Metrics:
     def learned(self, project: str, outcome: str) -> None:
         self.learn.labels(project, outcome).inc()
 
+    def learn_failed(self, project: str, reason: str) -> None:
+        self.learn_failures.labels(project, reason).inc()
+
     # -- models (the reload helper calls these) ----------------------------------------
     def model_loaded(self, project_id: str, seconds: float | None, version: str,
                      trained_at: str) -> None:
@@ -204,8 +216,8 @@ class NoMetrics:
     def request(self, *args, **kwargs) -> None:
         pass
 
-    suggested = learned = model_loaded = model_load_failed = request
+    suggested = learned = learn_failed = model_loaded = model_load_failed = request
 
 
-__all__ = ["CONTENT_TYPE", "LEARN_OUTCOMES", "MULTIPROC_ENV", "Metrics", "NoMetrics",
-           "multiprocess_dir", "prepare_multiprocess_dir", "worker_exited"]
+__all__ = ["CONTENT_TYPE", "LEARN_FAILURES", "LEARN_OUTCOMES", "MULTIPROC_ENV", "Metrics",
+           "NoMetrics", "multiprocess_dir", "prepare_multiprocess_dir", "worker_exited"]

@@ -88,6 +88,10 @@ class Telemetry:
         _note_records(records)
         self.metrics.learned(project_id, outcome)
 
+    def learn_failed(self, project_id: str, records: int, reason: str) -> None:
+        _note_records(records)
+        self.metrics.learn_failed(project_id, reason)
+
     # -- reloads (`tagalign.serve.reload.ReloadObserver`; the loads at start the metrics
     # counted themselves) --------------------------------------------------------------
     def model_loaded(self, project_id: str, seconds: float, version: str,

@@ -34,6 +34,7 @@ from tagalign.records import Record
 from tagalign.serve.feedback import Decision, FeedbackStore, ServedStores
 from tagalign.serve.learning import Learning
 from tagalign.serve.reload import LiveProjects, Reloaded
+from tagalign.serve.storefaults import StoreFault
 from tagalign.serve.workers import Workers
 from tagalign.suggest import SuggestRequest, Tagged
 from tagalign.vocab import GND_URI, normalize_subject_id
@@ -60,8 +61,9 @@ def http_status(exc: Exception) -> int:
 def public_error(exc: Exception, project_id: str | None) -> Exception:
     """The error as a client may read it: a 503 (a project not trained, or a model it
     cannot load) names the project by id, never by its folder; the server log keeps the
-    full message."""
-    if http_status(exc) != 503:
+    full message. A feedback store's fault is told as it is (its message names no folder;
+    the log has said what happened, once per outage: `tagalign.serve.storefaults`)."""
+    if http_status(exc) != 503 or isinstance(exc, StoreFault):
         return exc
     log.warning("%s", exc)
     name = f"project {project_id!r}" if project_id else "the project"
@@ -106,6 +108,10 @@ class Observer(Protocol):
     def learned(self, project_id: str, records: int, outcome: str) -> None:
         """A learn request of ``records`` decisions ended: ``learned`` (online),
         ``stored`` (for the next training), ``refused`` or ``invalid``."""
+
+    def learn_failed(self, project_id: str, records: int, reason: str) -> None:
+        """A learn request of ``records`` decisions stored nothing: its feedback store
+        failed (``reason``: `tagalign.serve.storefaults.NO_SPACE` or ``UNAVAILABLE``)."""
 
     def model_loaded(self, project_id: str, seconds: float, version: str,
                      trained_at: str | None) -> None:
@@ -224,7 +230,10 @@ class Service:
         accepted subjects replace what it learned of the record before) and keep their
         titles for reasons; ``(rows stored, learned online)``. A recipe without online
         learning returns False: the stored decisions wait for the next `tagalign train`.
-        Subject ids outside the vocabulary: `UnknownSubjectsError`, nothing stored."""
+        Subject ids outside the vocabulary: `UnknownSubjectsError`, nothing stored; the
+        store out of space or unreachable: `StoreFullError` or `StoreUnavailableError`,
+        nothing stored (decisions stored but not yet taught, as the store fails between
+        the two, are taught at the next catch-up)."""
         proj = self.learnable(project_id)
         unknown = sorted({sid for d in items for sid in [*d.accepted, *d.rejected]
                           if sid not in proj.vocab})
@@ -235,13 +244,22 @@ class Service:
         if not items:
             self._learned(project_id, 0, "stored")
             return 0, False
-        stored = self.store.add(project_id, items)
+        try:
+            stored = self.store.add(project_id, items)
+        except StoreFault as exc:  # 507 or 503: nothing stored (`tagalign.serve.storefaults`)
+            if self.observer is not None:
+                self.observer.learn_failed(project_id, len(items), exc.reason)
+            raise
         self._keep_titles(d.record for d in items)
         # taught from the store (`tagalign.serve.learning`): these rows and any other
         # worker's since, in row order. Every record, with or without accepted subjects:
         # a recipe learns per record id, the latest decision replacing earlier ones (none
         # accepted: it stops voting)
-        taught, online = self.learning.catch_up(project_id, lambda: self.projects[project_id])
+        try:
+            taught, online = self.learning.catch_up(project_id,
+                                                    lambda: self.projects[project_id])
+        except StoreFault:  # stored, so acknowledged: taught at the next catch-up
+            taught, online = [], False
         self._keep_titles(taught)
         self._learned(project_id, len(items), "learned" if online else "stored")
         return stored, online

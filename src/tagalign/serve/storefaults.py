@@ -1,0 +1,240 @@
+"""What a feedback store does when its database fails: the disk fills up, or the database
+goes away (a PostgreSQL restart, a stop, a network cut).
+
+Both are told apart from the database's own error (`classify`) and raised as the package's
+errors, so each API answers them with its status and a message a client can act on:
+
+- **no space left** (SQLite's "database or disk is full", PostgreSQL's ``53100
+  disk_full``, ``ENOSPC``): `StoreFullError`, HTTP 507 Insufficient Storage. The
+  transaction was rolled back, nothing of the request is stored; writes work again once
+  space is freed, without a restart.
+- **unavailable** (the connection refused, closed by the server or lost; PostgreSQL
+  shutting down or starting up; an SQLite file that cannot be opened or stays locked):
+  `StoreUnavailableError`, HTTP 503 with ``Retry-After``. A write that failed before its
+  COMMIT was sent (on connecting, or on a lost connection mid-transaction) is tried again
+  within `RETRY_WINDOW` seconds of an outage's start (`StoreHealth.retrying`), so a
+  restart of a few seconds costs a learn some waiting, not an error; later in an outage a
+  request is tried once and fails at once. A failure *during* COMMIT is never repeated
+  (it may have been stored): the client sees 503, and sending the request again is safe
+  (the latest decision per record is what counts).
+
+The engine's pool checks a connection before lending it (``pool_pre_ping``) and SQLAlchemy
+drops the whole pool on a lost connection, so the first request after the database is back
+gets a fresh connection.
+
+`StoreHealth` keeps one store's outages as this process sees them: the first failure of an
+outage logs one warning (with the database's own message and where the store is), the
+first successful write after it one line saying how long it lasted and how many attempts
+failed meanwhile; nothing per request.
+"""
+
+from __future__ import annotations
+
+import errno
+import logging
+import sqlite3
+import threading
+import time
+from collections.abc import Callable
+from typing import TypeVar
+
+from sqlalchemy import event
+from sqlalchemy.engine import Engine, ExceptionContext
+
+from tagalign.errors import TagalignError
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+#: the reasons (also the label of `tagalign_learn_failures_total`)
+NO_SPACE, UNAVAILABLE = "no_space", "unavailable"
+#: seconds a 503 tells a client to wait before it tries again
+RETRY_AFTER = 5
+#: seconds from an outage's start during which a write is tried again (a restart)
+RETRY_WINDOW = 2.0
+#: seconds PostgreSQL gets to accept a connection (unset, a host that drops packets would
+#: hold a request for the kernel's TCP timeout, minutes)
+CONNECT_TIMEOUT = 5
+
+_SQLITE_FULL, _SQLITE_UNAVAILABLE = 13, {5, 10, 14}  # full; busy, I/O error, cannot open
+#: PostgreSQL error states of a database gone or going: connection exceptions (class 08),
+#: admin_shutdown, crash_shutdown, cannot_connect_now
+_PG_UNAVAILABLE = ("08", "57P01", "57P02", "57P03")
+_PG_DISK_FULL = "53100"
+
+
+class StoreFault(TagalignError):
+    """The feedback store failed for a reason outside the request (``reason``: `NO_SPACE`
+    or `UNAVAILABLE`); nothing of the operation was stored. ``retryable``: it failed
+    before anything could have been committed, so doing it again is safe."""
+
+    reason = ""
+    #: what failed, in a few words (the log's and `opening`'s)
+    what = ""
+
+    def __init__(self, message: str, retryable: bool = False):
+        super().__init__(message)
+        self.retryable = retryable
+
+    def opening(self, where: str) -> StoreFault:
+        """The same fault as a store's opening meets it (a server's start, a command): it
+        names the store, as no client reads it."""
+        return type(self)(f"cannot open the feedback store {where}: {self.what}")
+
+    @property
+    def headers(self) -> dict[str, str]:
+        """HTTP headers the answer carries."""
+        return {}
+
+
+class StoreFullError(StoreFault):
+    """No space left where the feedback store writes (HTTP 507 Insufficient Storage)."""
+
+    http_status = 507
+    reason = NO_SPACE
+    what = "no space left"
+
+    def __init__(self, message: str = "no space left on the feedback store's disk: nothing "
+                 "was stored; learning works again once space is freed", **kw):
+        super().__init__(message, **kw)
+
+
+class StoreUnavailableError(StoreFault):
+    """The feedback store's database cannot be reached (HTTP 503, ``Retry-After``)."""
+
+    http_status = 503
+    reason = UNAVAILABLE
+    what = "its database is unavailable"
+
+    def __init__(self, message: str = "the feedback store's database is unavailable: "
+                 f"nothing was stored; try again in {RETRY_AFTER} s", **kw):
+        super().__init__(message, **kw)
+
+    @property
+    def headers(self) -> dict[str, str]:
+        return {"Retry-After": str(RETRY_AFTER)}
+
+
+def _chain(exc: BaseException | None):
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        yield exc
+        exc = exc.__cause__ or exc.__context__
+
+
+def classify(exc: BaseException, *, disconnect: bool = False,
+             connecting: bool = False) -> str | None:
+    """`NO_SPACE`, `UNAVAILABLE`, or None (another error: the caller's to raise) for a
+    database error ``exc``; ``disconnect``: SQLAlchemy found the connection lost;
+    ``connecting``: it failed while a connection was being opened."""
+    for e in _chain(exc):
+        if isinstance(e, OSError) and e.errno == errno.ENOSPC:
+            return NO_SPACE
+        if isinstance(e, sqlite3.Error):
+            code = getattr(e, "sqlite_errorcode", 0) & 0xFF  # the primary code
+            if code == _SQLITE_FULL:
+                return NO_SPACE
+            if code in _SQLITE_UNAVAILABLE:
+                return UNAVAILABLE
+            return None
+        state = getattr(e, "sqlstate", None)  # psycopg
+        if isinstance(state, str):
+            if state == _PG_DISK_FULL:
+                return NO_SPACE
+            # another state is the database's answer (a wrong password, a missing table)
+            return UNAVAILABLE if state.startswith(_PG_UNAVAILABLE) else None
+    # no answer from the database at all: refused, timed out, cut
+    return UNAVAILABLE if disconnect or connecting else None
+
+
+class StoreHealth:
+    """One store's outages in this process. ``where``: how the log names the store (its
+    file, or its URL without the password)."""
+
+    def __init__(self, where: str):
+        self.where = where
+        self.down_since: float | None = None
+        self.reason: str | None = None
+        self.failures = 0
+        self._lock = threading.Lock()
+
+    @property
+    def down(self) -> bool:
+        return self.down_since is not None
+
+    def failed(self, fault: StoreFault, cause: BaseException) -> None:
+        """An operation failed with ``fault``: the first failure of an outage (or of
+        another reason) logs one warning."""
+        with self._lock:
+            self.failures += 1
+            if self.down_since is not None and self.reason == fault.reason:
+                return
+            self.down_since = self.down_since or time.monotonic()
+            self.reason = fault.reason
+        answer = ("learns answer 507 until space is freed" if fault.reason == NO_SPACE
+                  else "learns answer 503 until it is back")
+        log.warning("feedback store %s: %s (%s); %s", self.where, fault.what,
+                    str(cause).strip().splitlines()[0] if str(cause).strip() else
+                    type(cause).__name__, answer)
+
+    def ok(self) -> None:
+        """A write succeeded: an outage, if any, is over (one line says so)."""
+        if self.down_since is None:
+            return
+        with self._lock:
+            if self.down_since is None:
+                return
+            seconds, failures = time.monotonic() - self.down_since, self.failures
+            self.down_since, self.reason, self.failures = None, None, 0
+        log.info("feedback store %s works again after %.1f s (%d failed attempts "
+                 "meanwhile)", self.where, seconds, failures)
+
+    def retrying(self, write: Callable[[], T]) -> T:
+        """``write()``, tried again while it fails with a retryable `StoreFault` and the
+        outage is younger than `RETRY_WINDOW` seconds (waits 0.1 s, doubling to 1 s);
+        marks the store working when it succeeds."""
+        pause = 0.1
+        while True:
+            try:
+                out = write()
+            except StoreFault as exc:
+                since = self.down_since or time.monotonic()
+                if not exc.retryable or time.monotonic() + pause > since + RETRY_WINDOW:
+                    raise
+                time.sleep(pause)
+                pause = min(2 * pause, 1.0)
+                continue
+            self.ok()
+            return out
+
+
+def watch(engine: Engine, health: StoreHealth) -> None:
+    """Raise the engine's database errors of a full disk or a database gone as
+    `StoreFault`s, noting each in ``health``."""
+
+    @event.listens_for(engine, "handle_error")
+    def _fault(ctx: ExceptionContext) -> None:
+        if ctx.is_pre_ping:  # the pool finds a dead connection and opens another
+            return
+        connecting = ctx.connection is None
+        cause = ctx.original_exception
+        reason = classify(cause, disconnect=ctx.is_disconnect, connecting=connecting)
+        if reason is None:
+            return
+        # nothing can have been committed when the failure came on connecting or from a
+        # statement (a COMMIT has no statement here): then the write may be tried again.
+        # Not on SQLite: a file that cannot be opened or stays locked (after its busy
+        # timeout) does not come back within seconds
+        retryable = (reason == UNAVAILABLE and ctx.dialect.name != "sqlite"
+                     and (connecting or ctx.statement is not None))
+        fault: StoreFault = (StoreFullError(retryable=False) if reason == NO_SPACE
+                             else StoreUnavailableError(retryable=retryable))
+        health.failed(fault, cause)
+        raise fault
+
+
+__all__ = ["CONNECT_TIMEOUT", "NO_SPACE", "RETRY_AFTER", "RETRY_WINDOW", "UNAVAILABLE",
+           "StoreFault", "StoreFullError", "StoreHealth", "StoreUnavailableError", "classify",
+           "watch"]
