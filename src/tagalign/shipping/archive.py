@@ -34,6 +34,7 @@ from tagalign.shipping.checks import (
     FORMAT_VERSION,
     MANIFEST,
     ROOT,
+    ArchiveTooLargeError,
     ShippingError,
     UntrustedSourceError,
     is_shipped,
@@ -220,8 +221,9 @@ def _check_space(manifest: dict[str, Any], target: Path, url: str) -> None:
         folder = folder.parent
     free = shutil.disk_usage(folder).free
     if need > free:
-        raise NoSpaceError(target, _rerun(target),
-                           f"the files of {url} need {need} bytes, {free} are free in {folder}")
+        raise ArchiveTooLargeError(
+            target, _rerun(target), f"the files of {url} need {need} bytes, {free} are free "
+            f"in {folder}")
 
 
 def _unpack(tar: tarfile.TarFile, folder: Path, manifest: dict[str, Any], url: str) -> None:
