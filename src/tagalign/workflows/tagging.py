@@ -250,7 +250,7 @@ def _tag_local(project: Project, input: Path, output: Path, request: SuggestRequ
         stream.open()
         if side is not None:
             side.open()
-    except PartialExistsError:
+    except (PartialExistsError, NoSpaceError):
         stream.close()
         raise
     counts = TagCounts()
@@ -292,6 +292,7 @@ def _stopped(exc: BaseException, done: TaggedFile) -> None:
     if is_no_space(exc):  # named by the stream whose write failed (the review file's too)
         full = NoSpaceError.of(exc, rerun=f"rerun the same command with --resume "
                                f"({done.kept} finished records are kept in {done.partial})")
+        full.__cause__ = exc
         raise TaggingStopped(str(full), done) from full
     if isinstance(exc, BadInputError):
         raise TaggingStopped(f"{exc} (--strict stops here); {how} once the input is fixed",
