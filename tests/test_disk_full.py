@@ -249,14 +249,20 @@ def test_upload_to_a_full_store_keeps_the_archive_before_and_leaves_no_partial(
         assert tree(tmp_path / "fetched") == tree(tiny_hybrid)
 
 
-def test_a_library_that_loses_its_last_write_unreported_is_caught(tiny_hybrid, tmp_path):
+def test_native_libraries_that_do_not_report_a_full_disk_are_caught(tiny_hybrid, tmp_path):
     """omikuji (as faiss for small files) closes a file whose last buffer found the disk
-    full without an error: `atomic_dir`'s probe refuses the folder all the same."""
+    full without an error; faiss raises a bare RuntimeError for a large write, whose bytes
+    so far fill the disk until they are deleted: `atomic_dir` tells both, before it
+    deletes anything, and keeps the folder out."""
+    import faiss
+    import numpy as np
     import omikuji
 
     model = omikuji.Model.load(str(tiny_hybrid / "model" / "sources" / "omikuji" /
                                    "omikuji-de"))
-    with small_fs(tmp_path / "fs", 256) as fs:
+    index = faiss.IndexFlatIP(16)
+    index.add(np.random.default_rng(0).random((2000, 16), dtype=np.float32))  # 128 KiB
+    with small_fs(tmp_path / "fs", 512) as fs:
         ballast = fill(fs, leave=4096)
         model.save(str(fs / "unchecked"))  # the library's own word: nothing went wrong
         assert any(p.stat().st_size == 0 for p in (fs / "unchecked").glob("tree*.cbor"))
@@ -265,6 +271,15 @@ def test_a_library_that_loses_its_last_write_unreported_is_caught(tiny_hybrid, t
         with pytest.raises(NoSpaceError) as info, atomic_dir(fs / "omikuji") as tmp:
             model.save(str(tmp))
         assert info.value.path == fs / "omikuji"
+        assert sorted(p.name for p in fs.iterdir()) == ["ballast"]
+
+        ballast.unlink()
+        ballast = fill(fs, leave=96 * 1024)  # more than the probe, less than the index
+        with pytest.raises(NoSpaceError) as info, atomic_dir(fs / "model") as outer, \
+                atomic_dir(outer / "index") as tmp:
+            faiss.write_index(index, str(tmp / "index.faiss"))
+        assert info.value.path == fs / "model"  # the folder the user knows, not a temp one
+        assert isinstance(info.value.__cause__, NoSpaceError)
         assert sorted(p.name for p in fs.iterdir()) == ["ballast"]
 
         ballast.unlink()

@@ -86,38 +86,38 @@ def probe_space(folder: str | Path) -> None:
             os.unlink(probe)
 
 
-def _existing(folder: Path) -> Path:
-    while not folder.exists() and folder != folder.parent:
-        folder = folder.parent
-    return folder
-
-
-def no_space_error(exc: BaseException, path: Path) -> NoSpaceError | None:
+def no_space_error(exc: BaseException, path: Path, probe: Path | None = None
+                   ) -> NoSpaceError | None:
     """The `NoSpaceError` naming ``path`` that writing it failed with, when ``exc`` is (or
     comes from) a full disk; for an error of a native library (not an `OSError`, not one of
-    ours) the disk is probed (`probe_space`) to tell. None when the disk is not full."""
+    ours) the folder ``probe`` is probed (`probe_space`) to tell, so call it before the
+    failed write's bytes are deleted (they may be what filled the disk). None when the disk
+    is not full."""
     if is_no_space(exc):  # a folder written inside another is named by the outer one
         return NoSpaceError.of(exc, path)
-    if isinstance(exc, OSError | TagalignError) or not isinstance(exc, Exception):
+    if probe is None or isinstance(exc, OSError | TagalignError) \
+            or not isinstance(exc, Exception):
         return None
     try:
-        probe_space(_existing(Path(path).parent))
-    except OSError as probe:
-        if is_no_space(probe):
-            return NoSpaceError.of(probe, path)
+        probe_space(probe)
+    except OSError as failed:
+        if is_no_space(failed):
+            return NoSpaceError.of(failed, path)
     return None
 
 
 @contextlib.contextmanager
 def _named_when_full(path: Path) -> Iterator[None]:
-    """A failure of the block on a full disk becomes `NoSpaceError` naming ``path``."""
+    """A full disk while the temporary sibling of ``path`` is made: `NoSpaceError` naming
+    ``path`` (the block's own failures are named before its files are deleted)."""
     try:
         yield
-    except Exception as exc:
-        full = no_space_error(exc, path)
-        if full is None:
+    except NoSpaceError:
+        raise
+    except OSError as exc:
+        if not is_no_space(exc):
             raise
-        raise full from exc
+        raise NoSpaceError.of(exc, path) from exc
 
 
 @contextlib.contextmanager
@@ -135,9 +135,12 @@ def atomic_path(path: Path) -> Iterator[str]:
             yield tmp
             _fsync_file(tmp)
             os.replace(tmp, path)
-        except BaseException:
+        except BaseException as exc:
+            full = no_space_error(exc, path, probe=path.parent)
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(tmp)
+            if full is not None:
+                raise full from exc
             raise
         fsync_dir(path.parent)
 
@@ -227,8 +230,11 @@ def atomic_dir(path: Path) -> Iterator[Path]:
             _fsync_tree(tmp)
             probe_space(tmp)  # a native writer's last buffer lost on a full disk
             _replace_dir(tmp, path)
-        except BaseException:
+        except BaseException as exc:
+            full = no_space_error(exc, path, probe=tmp)
             shutil.rmtree(tmp, ignore_errors=True)
+            if full is not None:
+                raise full from exc
             raise
 
 
