@@ -43,6 +43,8 @@ SLOW_FILES = {
     "test_batch_checks.py": "Ray and CLI subprocesses",
     "test_cli_train.py": "CLI subprocesses training on the shared data",
     "test_deploy.py": "a live server",
+    "test_disk_full.py": "mounts a size-limited tmpfs (root) and trains, suggests and ships "
+                         "on it",
     "test_domains_stack.py": "servers, subprocesses and the browser",
     "test_download_locks.py": "`tagalign download` and `tagalign serve` subprocesses",
     "test_evaluate.py": "trains and evaluates on the shared data",

@@ -246,3 +246,73 @@ def test_a_read_only_project_is_a_conflict_on_both_statuses():
     assert ReadOnlyError.http_status == service.http_status(exc) == 409
     assert annif.error_response(exc, "p").status_code == 403
     assert list(service.ERRORS) == [TagalignError]
+
+
+# -- a full disk (issue 46): one helper tells it, one error says it, the CLI maps it once
+
+
+def test_a_full_disk_is_told_through_the_chain_and_worded_once():
+    import errno
+    import pickle
+
+    from tagalign.errors import NoSpaceError, is_no_space
+
+    def raised(exc: BaseException, cause: BaseException | None, context: bool = False):
+        try:
+            try:
+                raise cause
+            except BaseException as inner:
+                if context:
+                    raise exc  # noqa: B904 - the implicit context is what is tested
+                raise exc from inner
+        except BaseException as outer:
+            return outer
+
+    full = OSError(errno.ENOSPC, "No space left on device")
+    quota = OSError(errno.EDQUOT, "Disk quota exceeded", "/srv/q/pred.jsonl")
+    assert is_no_space(full) and is_no_space(quota)
+    assert is_no_space(raised(RuntimeError("write failed"), full))
+    assert is_no_space(raised(ValueError("x"), raised(KeyError("y"), quota), context=True))
+    assert not is_no_space(OSError(errno.EACCES, "Permission denied"))
+    assert not is_no_space(raised(RuntimeError("x"), ValueError("y"))) and not is_no_space(None)
+
+    err = NoSpaceError("/srv/p/work/ranker", "rerun with --resume")
+    assert str(err) == ("no space left on device writing /srv/p/work/ranker: free space "
+                        "and rerun with --resume")
+    assert isinstance(err, TagalignError) and isinstance(err, OSError)
+    assert (err.errno, err.exit_code, err.http_status) == (errno.ENOSPC, 1, 507)
+    assert str(pickle.loads(pickle.dumps(err))) == str(err) and is_no_space(err)
+    # the path an OSError names, a quota said as such; an inner error renamed by the outer
+    assert str(NoSpaceError.of(raised(RuntimeError("x"), quota))) == (
+        "no space left on device writing /srv/q/pred.jsonl (disk quota exceeded): free space "
+        "and rerun")
+    inner = raised(NoSpaceError("/p/.model.tmp/a.npy", "rerun later"), full)
+    renamed = NoSpaceError.of(inner, "/p/model")
+    assert (renamed.path, renamed.rerun) == ("/p/model", "rerun later")
+
+
+def test_the_cli_words_a_full_disk_from_anywhere_in_one_line(tmp_path, monkeypatch):
+    """A bare `OSError` of a full disk (a library's, a Ray worker's) deep in a chain."""
+    import errno
+
+    import tagalign.shipping
+
+    def upload(*args, **kwargs):
+        try:
+            raise OSError(errno.EDQUOT, "Disk quota exceeded", "/srv/store/p.tar.gz")
+        except OSError as exc:
+            raise RuntimeError("the store failed") from exc
+
+    monkeypatch.setattr(tagalign.shipping, "upload", upload)
+    res = runner.invoke(app, ["upload", str(tmp_path), "file:///srv/store/"])
+    assert (res.exit_code, res.stderr.strip()) == (
+        1, "error: no space left on device writing /srv/store/p.tar.gz (disk quota "
+        "exceeded): free space and rerun")
+    assert "Traceback" not in res.output
+
+    def unrelated(*args, **kwargs):
+        raise RuntimeError("a bug, not the disk")
+
+    monkeypatch.setattr(tagalign.shipping, "upload", unrelated)
+    res = runner.invoke(app, ["upload", str(tmp_path), "file:///srv/store/"])
+    assert isinstance(res.exception, RuntimeError)  # not worded as a full disk

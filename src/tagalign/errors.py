@@ -18,6 +18,9 @@ in ``http_status``; the message says what to do.
 
 from __future__ import annotations
 
+import errno
+from collections.abc import Iterator
+
 
 class TagalignError(Exception):
     """Base of every error tagalign raises on purpose; ``str(exc)`` is the message a user
@@ -82,6 +85,73 @@ def file_error(path: object, exc: BaseException, what: str | None = None) -> Tag
     name = f"{what} {path}" if what else str(path)
     cls = MissingFileError if isinstance(exc, FileNotFoundError) else UnreadableFileError
     return cls(f"cannot read {name}: {exc}", path)
+
+
+#: the errnos of a full disk: no space left (ENOSPC), the user's quota used up (EDQUOT)
+NO_SPACE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT})
+
+
+def _chain(exc: BaseException | None) -> Iterator[BaseException]:
+    """``exc``, then what it was raised from (its ``__cause__``, else its ``__context__``),
+    down the chain."""
+    seen: set[int] = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        yield exc
+        exc = exc.__cause__ or exc.__context__
+
+
+def _no_space_cause(exc: BaseException | None) -> OSError | None:
+    """The `OSError` of a full disk that ``exc`` is or was raised from, else None."""
+    return next((e for e in _chain(exc)
+                 if isinstance(e, OSError) and e.errno in NO_SPACE_ERRNOS), None)
+
+
+def is_no_space(exc: BaseException | None) -> bool:
+    """Whether ``exc`` is, or was raised from, a full disk (ENOSPC) or a used-up quota
+    (EDQUOT)."""
+    return _no_space_cause(exc) is not None
+
+
+class NoSpaceError(TagalignError, OSError):
+    """A write failed because the disk (or the user's quota) is full. The message names the
+    path and what to do: ``no space left on device writing PATH: free space and RERUN``
+    (``rerun``: how the command continues, e.g. ``rerun with --resume``); ``detail`` says
+    more (a quota, the bytes needed). An `OSError` with ``errno`` ENOSPC (or EDQUOT) too,
+    so code that caught the built-in still does. HTTP 507 Insufficient Storage."""
+
+    http_status = 507
+
+    def __init__(self, path: object, rerun: str = "rerun", detail: str | None = None,
+                 code: int = errno.ENOSPC):
+        self.path, self.rerun, self.detail = path, rerun, detail
+        more = f" ({detail})" if detail else ""
+        super().__init__(f"no space left on device writing {path}{more}: free space and "
+                         f"{rerun}")
+        self.errno, self.strerror, self.filename = code, "No space left on device", str(path)
+
+    def __str__(self) -> str:  # OSError's own would print ``[Errno 28] …``
+        return str(self.args[0]) if self.args else ""
+
+    def __reduce__(self) -> tuple:  # its fields, not the message (pickle, processes)
+        return type(self), (self.path, self.rerun, self.detail, self.errno)
+
+    @classmethod
+    def of(cls, exc: BaseException, path: object = None, rerun: str | None = None
+           ) -> NoSpaceError:
+        """The `NoSpaceError` for ``exc`` (one of a full disk: `is_no_space`): the one it
+        was raised from, with ``path`` and ``rerun`` when given, else one naming ``path``,
+        else the file the `OSError` names."""
+        seen = next((e for e in _chain(exc) if isinstance(e, NoSpaceError)), None)
+        if seen is not None:
+            return cls(seen.path if path is None else path, rerun or seen.rerun, seen.detail,
+                       seen.errno)
+        cause = _no_space_cause(exc)
+        code = cause.errno if cause is not None else errno.ENOSPC
+        if path is None and cause is not None:
+            path = cause.filename
+        return cls("a file" if path is None else path, rerun or "rerun",
+                   "disk quota exceeded" if code == errno.EDQUOT else None, code)
 
 
 class NotTrainedError(TagalignError):

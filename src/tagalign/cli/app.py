@@ -13,15 +13,23 @@ import typer.rich_utils
 from rich.console import Console
 from rich.markup import escape
 
-from tagalign.errors import InputError, MissingFileError, TagalignError, UsageError
+from tagalign.errors import (
+    InputError,
+    MissingFileError,
+    NoSpaceError,
+    TagalignError,
+    UsageError,
+    is_no_space,
+)
 from tagalign.runtime import show_log
 
 
 class TagalignGroup(typer.core.TyperGroup):
     """The root command: the one place a `TagalignError` from any command becomes
-    ``error: <message>`` and the error's exit code (no traceback). Commands catch no error
-    to print it: the library raises the package's errors with their message, and a
-    command's own refusals go through `refuse` and `must_exist`."""
+    ``error: <message>`` and the error's exit code (no traceback), and so does a full disk
+    (ENOSPC, EDQUOT: `NoSpaceError`) whatever raised it. Commands catch no error to print
+    it: the library raises the package's errors with their message, and a command's own
+    refusals go through `refuse` and `must_exist`."""
 
     def invoke(self, ctx: click.Context) -> Any:
         log_to_console()
@@ -29,6 +37,11 @@ class TagalignGroup(typer.core.TyperGroup):
             return super().invoke(ctx)
         except TagalignError as exc:
             fail(escape(str(exc)), exc.exit_code)
+        except Exception as exc:  # a full disk, wherever it struck: one line too
+            if not is_no_space(exc):
+                raise
+            err = NoSpaceError.of(exc)
+            fail(escape(str(err)), err.exit_code)
 
 
 app = typer.Typer(

@@ -4,6 +4,15 @@ A writer fills a temporary sibling, flushes it to disk (``fsync``), renames it o
 target and then flushes the folder that holds the name: after a crash or a power cut a
 reader finds the old content or the new one, never half of it, and never an empty file
 where the rename reached the disk before the data did.
+
+A full disk (ENOSPC, or a used-up quota: EDQUOT) raises `NoSpaceError` naming the file or
+folder being written, and the temporary sibling is removed, so the old content stays and no
+half of the new one does. Native libraries do not all report it: omikuji and faiss may
+close a file whose last buffer never reached the disk without an error, and safetensors or
+LightGBM raise their own exception types. So `atomic_dir` writes a small probe file
+(`probe_space`) before it renames a folder in, and after a block fails with an error that is
+not an `OSError`: a disk with no room for the probe is a full disk (see docs/bad-input.md
+for what this can and cannot see).
 """
 
 from __future__ import annotations
@@ -20,7 +29,7 @@ from typing import Any, TextIO
 
 import numpy as np
 
-from tagalign.errors import file_error
+from tagalign.errors import NoSpaceError, TagalignError, file_error, is_no_space
 
 
 def _fsync_file(path: str | Path) -> None:
@@ -56,24 +65,84 @@ def _fsync_tree(root: Path) -> None:
         fsync_dir(folder)
 
 
+#: what `probe_space` writes: more than the buffer a native writer may lose unreported
+#: (omikuji's and C stdio's are 8 KiB at most)
+PROBE_BYTES = 64 * 1024
+
+
+def probe_space(folder: str | Path) -> None:
+    """Write `PROBE_BYTES` into ``folder`` (flushed to disk, then removed): raises the
+    `OSError` of a full disk (ENOSPC, EDQUOT) when they do not fit. Run right after a
+    library wrote there, it tells whether that library's last write could have been cut
+    without a word."""
+    fd, probe = tempfile.mkstemp(dir=folder, prefix=".space-probe.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(bytes(PROBE_BYTES))
+            fh.flush()
+            os.fsync(fh.fileno())
+    finally:
+        with contextlib.suppress(OSError):
+            os.unlink(probe)
+
+
+def no_space_error(exc: BaseException, path: Path, probe: Path | None = None
+                   ) -> NoSpaceError | None:
+    """The `NoSpaceError` naming ``path`` that writing it failed with, when ``exc`` is (or
+    comes from) a full disk; for an error of a native library (not an `OSError`, not one of
+    ours) the folder ``probe`` is probed (`probe_space`) to tell, so call it before the
+    failed write's bytes are deleted (they may be what filled the disk). None when the disk
+    is not full."""
+    if is_no_space(exc):  # a folder written inside another is named by the outer one
+        return NoSpaceError.of(exc, path)
+    if probe is None or isinstance(exc, OSError | TagalignError) \
+            or not isinstance(exc, Exception):
+        return None
+    try:
+        probe_space(probe)
+    except OSError as failed:
+        if is_no_space(failed):
+            return NoSpaceError.of(failed, path)
+    return None
+
+
+@contextlib.contextmanager
+def _named_when_full(path: Path) -> Iterator[None]:
+    """A full disk while the temporary sibling of ``path`` is made: `NoSpaceError` naming
+    ``path`` (the block's own failures are named before its files are deleted)."""
+    try:
+        yield
+    except NoSpaceError:
+        raise
+    except OSError as exc:
+        if not is_no_space(exc):
+            raise
+        raise NoSpaceError.of(exc, path) from exc
+
+
 @contextlib.contextmanager
 def atomic_path(path: Path) -> Iterator[str]:
     """A temporary sibling file name to write to; once the block succeeds the file is
     flushed to disk and replaces ``path`` in one rename, and the rename is flushed too.
-    A failing block removes the file. Readers see the old or the new content, never half."""
+    A failing block removes the file. Readers see the old or the new content, never half.
+    On a full disk: `NoSpaceError` naming ``path``."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    os.close(fd)
-    try:
-        yield tmp
-        _fsync_file(tmp)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
-    fsync_dir(path.parent)
+    with _named_when_full(path):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        os.close(fd)
+        try:
+            yield tmp
+            _fsync_file(tmp)
+            os.replace(tmp, path)
+        except BaseException as exc:
+            full = no_space_error(exc, path, probe=path.parent)
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(tmp)
+            if full is not None:
+                raise full from exc
+            raise
+        fsync_dir(path.parent)
 
 
 def write_bytes_atomic(path: Path, data: bytes) -> None:
@@ -149,21 +218,38 @@ def atomic_dir(path: Path) -> Iterator[Path]:
     it replaces ``path`` in one rename (flushed too).
 
     A crash leaves the previous folder (or nothing) in place, never a half-written one.
+    On a full disk (seen by the block's writes, or by `probe_space` before the rename):
+    `NoSpaceError` naming ``path``, and the previous folder is kept.
     """
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp"))
+    with _named_when_full(path):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp"))
+        try:
+            yield tmp
+            _fsync_tree(tmp)
+            probe_space(tmp)  # a native writer's last buffer lost on a full disk
+            _replace_dir(tmp, path)
+        except BaseException as exc:
+            full = no_space_error(exc, path, probe=tmp)
+            shutil.rmtree(tmp, ignore_errors=True)
+            if full is not None:
+                raise full from exc
+            raise
+
+
+def _replace_dir(tmp: Path, path: Path) -> None:
+    """``tmp`` becomes ``path``; the previous ``path`` is put back if that fails."""
+    old = None
+    if path.exists():
+        old = path.with_name(f".{path.name}.old-{os.getpid()}")
+        os.replace(path, old)
     try:
-        yield tmp
-        _fsync_tree(tmp)
-        old = None
-        if path.exists():
-            old = path.with_name(f".{path.name}.old-{os.getpid()}")
-            os.replace(path, old)
         os.replace(tmp, path)
-        fsync_dir(path.parent)
-        if old is not None:
-            shutil.rmtree(old, ignore_errors=True)
     except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
+        if old is not None:
+            os.replace(old, path)
         raise
+    fsync_dir(path.parent)
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)

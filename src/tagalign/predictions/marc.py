@@ -104,7 +104,7 @@ class MarcPredictionStream(PredictionStream):
         for item, rec in iter_marc_records(previous, quiet):
             if rec.id not in self.done:
                 self.done.add(rec.id)
-                self._fh.write(marc_bytes(item.record, self.fmt))
+                self._put(marc_bytes(item.record, self.fmt))
         self.flush()
 
     def write(self, rid: str, suggestions: Iterable[Suggestion],
@@ -131,7 +131,7 @@ class MarcPredictionStream(PredictionStream):
             link += 1
         if notes:
             rec.add_ordered_field(*notes)
-        self._fh.write(marc_bytes(rec, self.fmt))
+        self._put(marc_bytes(rec, self.fmt))
         self.done.add(rid)
         self.written += 1
 
@@ -150,7 +150,7 @@ class MarcPredictionStream(PredictionStream):
 
     def commit(self) -> Path:
         if self.fmt == "marcxml" and self._fh is not None:
-            self._fh.write(XML_TAIL)
+            self._put(XML_TAIL)
         return super().commit()
 
 

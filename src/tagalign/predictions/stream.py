@@ -6,6 +6,7 @@ Any JSONL predictions file with an ``id`` per line: subjects (`tagalign suggest`
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import io
 import os
@@ -13,7 +14,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import IO, Any, TextIO
 
-from tagalign.errors import ConflictError
+from tagalign.errors import ConflictError, NoSpaceError, is_no_space
 from tagalign.io import InputReport, parse_lines
 from tagalign.predictions.subjects import object_with_id, subjects_line
 from tagalign.suggest import Quality, Suggestion
@@ -29,6 +30,10 @@ class PartialExistsError(ConflictError, FileExistsError):
     """An interrupted run left ``OUT.partial``; continue it (resume) or delete it."""
 
 
+#: how a run stopped by a full disk continues (`NoSpaceError`)
+RESUME = "rerun the same command with --resume"
+
+
 class PredictionStream:
     """Predictions written as they are made, so a failed or interrupted run loses nothing.
 
@@ -38,6 +43,10 @@ class PredictionStream:
     complete lines are copied to a fresh partial file, their ids land in `done`, and new
     lines are appended after them. Without ``resume`` an existing partial file is refused
     (`PartialExistsError`), never overwritten.
+
+    A full disk raises `NoSpaceError` naming ``OUT.partial``; what was flushed before stays
+    in it (`kept` records), and the line a failed write cut off is dropped by the resumed
+    run, which needs room for a copy of the partial file.
     """
 
     def __init__(self, path: Path | str, resume: bool = False):
@@ -46,6 +55,10 @@ class PredictionStream:
         self.resume = resume
         self.done: set[str] = set()
         self.written = 0
+        #: records on disk in the partial file (this run's and the resumed ones) as of the
+        #: last flush that succeeded
+        self.kept = 0
+        self._broken = False  # a write failed: nothing written after it is counted
         self._fh: IO[Any] | None = None  # text here, bytes in `MarcPredictionStream`
         self._raw: IO[bytes] | None = None
 
@@ -60,13 +73,36 @@ class PredictionStream:
                 f"{self.partial} holds predictions of an interrupted run: add --resume to "
                 f"continue it, or delete it to start over")
         tmp = self.partial.with_name(f".{self.partial.name}.{os.getpid()}.tmp")
-        self._fh = self._open_text(tmp)
-        if previous is not None:
-            self._copy_complete_lines(previous)
+        try:
+            self._fh = self._open_text(tmp)
+            if previous is not None:
+                self._copy_complete_lines(previous)
+        except BaseException as exc:  # the earlier run's file stays as it was
+            self.close()
+            with contextlib.suppress(OSError):
+                tmp.unlink()
+            self._raise_if_full(exc)
+            raise
         os.replace(tmp, self.partial)
         if previous == self.path:
             self.path.unlink()
         return self
+
+    def _raise_if_full(self, exc: BaseException) -> None:
+        """`NoSpaceError` naming the partial file, raised from ``exc`` of a full disk."""
+        # after a failed write the file's buffer may have let bytes go: a later flush that
+        # succeeds proves nothing, so `kept` stays as the last flush before it left it
+        self._broken = True
+        if is_no_space(exc):
+            raise NoSpaceError.of(exc, self.partial, RESUME) from exc
+
+    def _put(self, data: Any) -> None:
+        """Write ``data`` (text, or bytes for MARC) to the partial file."""
+        try:
+            self._fh.write(data)
+        except OSError as exc:
+            self._raise_if_full(exc)
+            raise
 
     def _open_text(self, path: Path) -> TextIO:
         if self.path.suffix == ".gz":
@@ -88,7 +124,7 @@ class PredictionStream:
         for rid, line in parse_lines(previous, quiet, parse, unit="predictions"):
             if rid not in self.done:
                 self.done.add(rid)
-                self._fh.write(line + "\n")
+                self._put(line + "\n")
         self.flush()
 
     def write(self, rid: str, suggestions: Iterable[Suggestion],
@@ -100,25 +136,46 @@ class PredictionStream:
 
     def write_line(self, rid: str, line: str) -> None:
         """One record's prediction line, already serialised (labels, subjects)."""
-        self._fh.write(line)
+        self._put(line)
         self.done.add(rid)
         self.written += 1
 
     def flush(self) -> None:
         """Make everything written so far durable in the partial file."""
-        self._fh.flush()  # for .gz this is a zlib sync point: readable up to here after a kill
+        try:
+            self._fh.flush()  # for .gz a zlib sync point: readable up to here after a kill
+        except OSError as exc:
+            self._raise_if_full(exc)
+            raise
+        if not self._broken:
+            self.kept = len(self.done)
 
     def close(self) -> None:
-        """Close the partial file and leave it in place (the run did not complete)."""
+        """Close the partial file and leave it in place (the run did not complete). A
+        write that fails now (a full disk) is let go: the partial file keeps what reached
+        it, and a resumed run drops a line cut short."""
         if self._fh is not None:
-            self._fh.close()
+            with contextlib.suppress(OSError, ValueError):  # ValueError: closed already
+                self.flush()
+            with contextlib.suppress(OSError, ValueError):
+                self._fh.close()  # a GzipFile writes its trailer here
             self._fh = None
         if self._raw is not None:  # GzipFile leaves the file object it was given open
-            self._raw.close()
+            with contextlib.suppress(OSError, ValueError):
+                self._raw.close()
             self._raw = None
 
     def commit(self) -> Path:
-        """The run completed: close and rename ``OUT.partial`` to OUT."""
+        """The run completed: close and rename ``OUT.partial`` to OUT, only once every byte
+        reached the file (a full disk raises `NoSpaceError` and leaves ``OUT.partial``)."""
+        try:
+            if self._raw is not None:  # gzip: the trailer is written when GzipFile closes
+                self._fh.close()
+                self._fh = self._raw
+            self._fh.flush()
+        except OSError as exc:
+            self._raise_if_full(exc)
+            raise
         self.close()
         os.replace(self.partial, self.path)
         return self.path

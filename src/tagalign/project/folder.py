@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from tagalign.errors import (
     InputError,
+    NoSpaceError,
     NotTrainedError,  # also imported from here (`tagalign.serve`)
     TagalignError,
 )
@@ -299,8 +300,12 @@ class Project:
         work.mkdir(parents=True, exist_ok=True)
         recipe = self.new_recipe()
         recipe.set_runtime(self.runtime)
-        recipe.fit(records, workdir=work)
-        self.save_model(recipe)
+        try:
+            recipe.fit(records, workdir=work)
+            self.save_model(recipe)
+        except NoSpaceError as exc:  # the model before is kept (`Recipe.save`: atomic)
+            raise NoSpaceError.of(exc, rerun=f"rerun: the phases finished so far are kept "
+                                  f"in {work} and reused") from exc
         shutil.rmtree(work, ignore_errors=True)
         return recipe
 

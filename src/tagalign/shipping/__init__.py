@@ -12,7 +12,8 @@ the same URL reads it (`archive.resolve_url`).
 unless every entry is a regular file under ``project/`` that stays inside the target
 folder, is one `upload` ships, is listed in the manifest with the size it has (checked
 before a byte is written, and the writing stops there) and the hash it has, the manifest
-lists no file the archive lacks and the disk has room for all it lists; pickles are
+lists no file the archive lacks and the disk has room for all it lists (else, as when the
+writing finds the disk full, `tagalign.errors.NoSpaceError`); pickles are
 refused on both sides (a safetensors header is recognised first). A truncated, damaged or
 foreign file is a `ShippingError` naming it. The files are written into a temporary
 sibling folder that replaces the target only after all checks passed; ``force`` replaces

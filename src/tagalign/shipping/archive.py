@@ -19,7 +19,13 @@ from typing import IO, Any
 import fsspec
 from fsspec.core import split_protocol, url_to_fs
 
-from tagalign.errors import NotFoundError, NotTrainedError, TagalignError
+from tagalign.errors import (
+    NoSpaceError,
+    NotFoundError,
+    NotTrainedError,
+    TagalignError,
+    is_no_space,
+)
 from tagalign.io import atomic_dir, versions
 from tagalign.project import CONFIG_NAME, Project, ProjectError
 from tagalign.shipping import swap
@@ -28,6 +34,7 @@ from tagalign.shipping.checks import (
     FORMAT_VERSION,
     MANIFEST,
     ROOT,
+    ArchiveTooLargeError,
     HeaderRefused,
     Member,
     ShippingError,
@@ -126,12 +133,15 @@ def _add_bytes(tar: tarfile.TarFile, name: str, data: bytes) -> None:
 
 @contextlib.contextmanager
 def _store_errors() -> Iterator[None]:
-    """The store's own errors (no space, no access) as `ShippingError`, their message kept."""
+    """The store's own errors (no access …) as `ShippingError`, their message kept; a full
+    disk as `NoSpaceError`."""
     try:
         yield
     except TagalignError:
         raise
     except OSError as exc:
+        if is_no_space(exc):
+            raise NoSpaceError.of(exc) from exc
         raise ShippingError(str(exc)) from exc
 
 
@@ -154,15 +164,22 @@ def upload(project_dir: Path | str, url: str,
     with contextlib.suppress(OSError, NotImplementedError):  # object stores have no folders
         fs.makedirs(fs._parent(path), exist_ok=True)
     mode = "w|gz" if target.endswith((".gz", ".tgz")) else "w|"
-    with fs.open(partial, "wb") as out, tarfile.open(fileobj=out, mode=mode) as tar:
-        _add_bytes(tar, MANIFEST, json.dumps(manifest, indent=1).encode("utf-8"))
-        for rel, p in files:
-            info = tar.gettarinfo(str(p), arcname=f"{ROOT}/{rel}")
-            info.uid = info.gid = 0
-            info.uname = info.gname = ""
-            with open(p, "rb") as fh:
-                tar.addfile(info, fh)
-    fs.mv(partial, path)
+    try:
+        with fs.open(partial, "wb") as out, tarfile.open(fileobj=out, mode=mode) as tar:
+            _add_bytes(tar, MANIFEST, json.dumps(manifest, indent=1).encode("utf-8"))
+            for rel, p in files:
+                info = tar.gettarinfo(str(p), arcname=f"{ROOT}/{rel}")
+                info.uid = info.gid = 0
+                info.uname = info.gname = ""
+                with open(p, "rb") as fh:
+                    tar.addfile(info, fh)
+        fs.mv(partial, path)
+    except BaseException as exc:  # no half archive left behind (an earlier one stays)
+        with contextlib.suppress(Exception):
+            fs.rm(partial)
+        if isinstance(exc, Exception) and is_no_space(exc):
+            raise NoSpaceError.of(exc, target, "rerun the upload") from exc
+        raise
     return target, manifest
 
 
@@ -192,16 +209,24 @@ def _extract(tar: tarfile.TarFile, member: tarfile.TarInfo, dest: Path, rel: str
                             "manifest (damaged or tampered with)")
 
 
+def _rerun(target: Path) -> str:
+    """How a download stopped by a full disk continues."""
+    return "rerun the download" + (f" (the project in {target} is kept as it was)"
+                                   if target.exists() else "")
+
+
 def _check_space(manifest: dict[str, Any], target: Path, url: str) -> None:
-    """The manifest's files fit on the target's file system (checked before writing)."""
+    """The manifest's files fit on the target's file system (checked before writing; the
+    blocks each file takes are more, so the writing may still find the disk full)."""
     need = sum(entry["size"] for entry in manifest["files"].values())
     folder = target.absolute().parent
     while not folder.exists():
         folder = folder.parent
     free = shutil.disk_usage(folder).free
     if need > free:
-        raise ShippingError(f"{url}: refused: its files need {need} bytes, {free} are free "
-                            f"in {folder}")
+        raise ArchiveTooLargeError(
+            target, _rerun(target), f"the files of {url} need {need} bytes, {free} are free "
+            f"in {folder}")
 
 
 def _unpack(tar: tarfile.TarFile, folder: Path, manifest: dict[str, Any], url: str) -> None:
@@ -272,8 +297,11 @@ def _fetch(tar: tarfile.TarFile, manifest: dict[str, Any], target: Path, force: 
     swap.recover(target)
     swap.check_replaceable(target, force)
     _check_space(manifest, target, url)
-    with atomic_dir(swap.incoming(target)) as tmp:
-        _unpack(tar, tmp, manifest, url)
+    try:
+        with atomic_dir(swap.incoming(target)) as tmp:
+            _unpack(tar, tmp, manifest, url)
+    except NoSpaceError as exc:  # named by the folder it was for
+        raise NoSpaceError.of(exc, target, _rerun(target)) from exc
     swap.replace(target)
 
 

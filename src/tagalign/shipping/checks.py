@@ -15,7 +15,7 @@ import tarfile
 from pathlib import PurePosixPath
 from typing import IO, Any
 
-from tagalign.errors import ConflictError, InputError, PermissionDeniedError
+from tagalign.errors import ConflictError, InputError, NoSpaceError, PermissionDeniedError
 from tagalign.project import WORK_DIR
 
 FORMAT = "tagalign-archive"
@@ -42,6 +42,12 @@ EXTENDED_HEADERS = {tarfile.XHDTYPE, tarfile.XGLTYPE, tarfile.SOLARIS_XHDTYPE,
 
 class ShippingError(InputError):
     """An archive cannot be written, or is refused."""
+
+
+class ArchiveTooLargeError(ShippingError, NoSpaceError):
+    """The files an archive's manifest lists need more than the target's free space:
+    refused before a byte is written (a manifest that lies about sizes too). Worded as
+    every full disk is (`NoSpaceError`)."""
 
 
 class TargetExistsError(ShippingError, ConflictError):

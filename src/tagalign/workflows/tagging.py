@@ -16,7 +16,13 @@ from pathlib import Path
 from typing import Any
 
 from tagalign.batch import DEFAULT_MAX_ERRORS, BatchResult, get_engine, run_batch
-from tagalign.errors import InputError, MissingFileError, TagalignError
+from tagalign.errors import (
+    InputError,
+    MissingFileError,
+    NoSpaceError,
+    TagalignError,
+    is_no_space,
+)
 from tagalign.io import BadInputError, InputReport
 from tagalign.predictions import (
     PartialExistsError,
@@ -244,7 +250,7 @@ def _tag_local(project: Project, input: Path, output: Path, request: SuggestRequ
         stream.open()
         if side is not None:
             side.open()
-    except PartialExistsError:
+    except (PartialExistsError, NoSpaceError):
         stream.close()
         raise
     counts = TagCounts()
@@ -254,7 +260,7 @@ def _tag_local(project: Project, input: Path, output: Path, request: SuggestRequ
 
     def result() -> TaggedFile:
         return TaggedFile(output, fmt, counts, report.n_skipped, review, stream.partial,
-                          stream.written + counts.already, summary=counts.line(report))
+                          stream.kept, summary=counts.line(report))
 
     try:
         # the jobs are forked first, before the caller's progress display starts a thread
@@ -265,15 +271,15 @@ def _tag_local(project: Project, input: Path, output: Path, request: SuggestRequ
                          progress)
             finally:
                 progress.stop()
+        stream.commit()
+        if side is not None:
+            side.commit()
     except BaseException as exc:
         stream.close()
         if side is not None:
             side.close()
         _stopped(exc, result())
         raise
-    stream.commit()
-    if side is not None:
-        side.commit()
     return result()
 
 
@@ -283,6 +289,11 @@ def _stopped(exc: BaseException, done: TaggedFile) -> None:
            f"with --resume to continue")
     if isinstance(exc, KeyboardInterrupt):
         raise TaggingInterrupted(f"interrupted; {how}", done) from exc
+    if is_no_space(exc):  # named by the stream whose write failed (the review file's too)
+        full = NoSpaceError.of(exc, rerun=f"rerun the same command with --resume "
+                               f"({done.kept} finished records are kept in {done.partial})")
+        full.__cause__ = exc
+        raise TaggingStopped(str(full), done) from full
     if isinstance(exc, BadInputError):
         raise TaggingStopped(f"{exc} (--strict stops here); {how} once the input is fixed",
                              done) from exc
