@@ -30,7 +30,6 @@ failed meanwhile; nothing per request.
 
 from __future__ import annotations
 
-import errno
 import logging
 import sqlite3
 import threading
@@ -41,7 +40,7 @@ from typing import TypeVar
 from sqlalchemy import event
 from sqlalchemy.engine import Engine, ExceptionContext
 
-from tagalign.errors import TagalignError
+from tagalign.errors import TagalignError, is_no_space
 
 log = logging.getLogger(__name__)
 
@@ -130,7 +129,7 @@ def classify(exc: BaseException, *, disconnect: bool = False,
     database error ``exc``; ``disconnect``: SQLAlchemy found the connection lost;
     ``connecting``: it failed while a connection was being opened."""
     for e in _chain(exc):
-        if isinstance(e, OSError) and e.errno == errno.ENOSPC:
+        if isinstance(e, OSError) and is_no_space(e):  # ENOSPC, EDQUOT: `tagalign.errors`
             return NO_SPACE
         if isinstance(e, sqlite3.Error):
             code = getattr(e, "sqlite_errorcode", 0) & 0xFF  # the primary code
