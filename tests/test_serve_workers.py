@@ -438,3 +438,16 @@ def test_each_worker_has_a_socket_of_its_own_on_one_port():
             worker_sockets(config, 2)
     finally:
         held.close()
+
+
+def test_a_dead_workers_cause_is_named_for_the_log_and_the_metric():
+    from tagalign.serve.supervisor import WorkerDeath
+
+    oom = WorkerDeath(2, 4711, -signal.SIGKILL)
+    assert (oom.cause, oom.describe()) == (
+        "SIGKILL", "worker 2 (pid 4711) was killed by SIGKILL (out of memory?)")
+    segv = WorkerDeath(1, 12, -signal.SIGSEGV)
+    assert (segv.cause, segv.describe()) == ("SIGSEGV", "worker 1 (pid 12) was killed by SIGSEGV")
+    assert WorkerDeath(1, 12, 3).describe() == "worker 1 (pid 12) exited with status 3"
+    hung = WorkerDeath(1, 12, -signal.SIGKILL, hung=True)
+    assert hung.cause == "unresponsive" and "did not answer" in hung.describe()

@@ -152,3 +152,32 @@ def test_ray_shards_on_a_full_disk_stop_with_the_error_and_resume(batch_work, sm
     assert again.shards_run + again.shards_skipped == 3 and again.manifest["complete"]
     assert again.shards_skipped == len(manifest["shards"])
     assert shard_rows(out) == shard_rows(ref)
+
+
+def test_worker_error_takes_the_shards_error_out_of_rays_wrappers():
+    """`worker_error`: a plain `OSError` or `TagalignError` is itself; inside a Ray
+    wrapper (a class of Ray's, its ``cause`` the worker's exception) it is found there;
+    a wrapper around something else (a worker that died) gives None."""
+    from tagalign.batch.engines import EngineError, worker_error
+
+    full = OSError(errno.ENOSPC, "No space left on device")
+    assert worker_error(full) is full
+    error = EngineError("cannot start Ray")
+    assert worker_error(error) is error
+
+    class RayTaskError(Exception):  # as Ray's: the worker's exception kept as ``cause``
+        def __init__(self, cause):
+            super().__init__(f"ray::MapWorker() {cause!r}")
+            self.cause = cause
+
+    RayTaskError.__module__ = "ray.exceptions"
+    assert worker_error(RayTaskError(full)) is full
+    try:  # and further down a chain of raises
+        try:
+            raise RayTaskError(full)
+        except RayTaskError as inner:
+            raise RuntimeError("Ray Data's executor failed") from inner
+    except RuntimeError as outer:
+        assert worker_error(outer) is full
+    assert worker_error(RayTaskError(RuntimeError("the actor died"))) is None
+    assert worker_error(ValueError("x")) is None
