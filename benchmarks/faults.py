@@ -331,6 +331,10 @@ def scenario_train(ctx, rng: random.Random) -> None:
            uninterrupted_s=round(length, 1))
 
 
+SCENARIOS = {"train": scenario_train, "suggest": scenario_suggest, "batch": scenario_batch,
+             "server": scenario_server, "download": scenario_download}
+
+
 # -- issue 46: workers that die (a memory limit, a Ray worker killed, a full disk) -----------
 def _memory_group(pid: int, headroom: int, name: str) -> Path | None:
     """Put ``pid`` alone into a new memory cgroup below its own, limited to what it charges
@@ -606,8 +610,6 @@ def scenario_ray_disk(ctx, rng: random.Random) -> None:
            uninterrupted_s=round(length, 1))
 
 
-SCENARIOS = {"train": scenario_train, "suggest": scenario_suggest, "batch": scenario_batch,
-             "server": scenario_server, "download": scenario_download}
 SCENARIOS.update(oom=scenario_oom, ray_kill=scenario_ray_kill, ray_disk=scenario_ray_disk)
 
 
