@@ -98,6 +98,7 @@ def test_a_ray_worker_killed_mid_shard_leaves_the_output_whole(batch_work, tmp_p
         time.sleep(0.01)
     run.join(T)
     assert killed is not None, "the run ended before a worker was caught mid-shard"
+    assert "res" in result, "the run failed (its error is above): the shard was not retried"
     res = result["res"]
     assert (res.shards_run, res.records_in, res.records_out, res.errors) == (3, 3000, 3000, 0)
     assert shard_rows(out) == shard_rows(batch_work / "ref")  # shard_rows: nothing twice
