@@ -590,7 +590,8 @@ def scenario_ray_disk(ctx, rng: random.Random) -> None:
             first = run(*_ray_args(ctx), "-o", str(out), check=False)
             faults += first.returncode != 0
             errors = [line for line in first.stderr.splitlines() if line.startswith("error:")]
-            seen.append(errors[0] if errors else first.stderr.strip().splitlines()[-1])
+            seen.append(errors[0] if errors else (first.stderr.strip().splitlines()
+                                                  or [f"exit {first.returncode}"])[-1])
             manifest = json.loads((out / "manifest.json").read_text())
             whole = all((out / f"part-{sid}.jsonl").read_bytes()
                         == (ref / f"part-{sid}.jsonl").read_bytes() for sid in manifest["shards"])
