@@ -463,6 +463,10 @@ def scenario_oom(ctx, rng: random.Random) -> None:
                     waits.append(round(time.time() - died, 1))
                     break
                 time.sleep(0.1)
+            if Path(f"/proc/{victim}").exists():  # not killed in time: back where it was
+                (group.parent / "cgroup.procs").write_text(str(victim))
+            while (group / "cgroup.procs").read_text().strip() and time.time() - died < 150:
+                time.sleep(0.1)  # the killed worker reaped
             group.rmdir()
     finally:
         stop.set()
