@@ -384,9 +384,10 @@ def _workers(url: str, pid: str) -> set[int]:
 
 def _spread_load(kind: str, url: str, pid: str, dev: list, state: dict, stop: threading.Event,
                  n: int) -> None:
-    """Like `_load`, but each request on a new connection, so the kernel hands them to
-    every worker (a kept-alive connection stays with one); the worker of each suggest
-    answered, with its time, and the requests that failed."""
+    """Like `_load` (and ``batch``: suggest-batch of 256 records), but each request on a
+    new connection, so the kernel hands them to every worker (a kept-alive connection
+    stays with one); the worker of each suggest answered, with its time, and the requests
+    that failed."""
     import httpx
 
     k = 0
@@ -400,9 +401,13 @@ def _spread_load(kind: str, url: str, pid: str, dev: list, state: dict, stop: th
                     "language": rec.language, "subjects": rec.subjects[:3]}]})
                 if res.status_code == 200:
                     state["acked"].append(rid)
-            else:
-                res = httpx.post(f"{url}/projects/{pid}/suggest", timeout=60, json={
-                    "title": rec.title, "abstract": rec.abstract, "limit": 10})
+            else:  # one record, or a batch of 256 (a burst of memory in the worker)
+                batch = [{"title": r.title, "abstract": r.abstract}
+                         for r in (dev[(k + j) % len(dev)] for j in range(256))]
+                res = httpx.post(f"{url}/projects/{pid}/suggest-batch", timeout=60, json={
+                    "records": batch, "limit": 10}) if kind == "batch" else httpx.post(
+                    f"{url}/projects/{pid}/suggest", timeout=60, json={
+                        "title": rec.title, "abstract": rec.abstract, "limit": 10})
                 if res.status_code == 200:
                     state["answered"].append((time.time(), int(res.headers["x-worker"])))
             state["failed"] += res.status_code != 200
@@ -412,8 +417,9 @@ def _spread_load(kind: str, url: str, pid: str, dev: list, state: dict, stop: th
 
 
 def scenario_oom(ctx, rng: random.Random) -> None:
-    """`serve --workers 2 --allow-learn` under a learn + suggest load; ``--kills`` times a
-    worker drawn with the seed is put alone into a memory cgroup with 4-16 MiB (drawn) of
+    """`serve --workers 2 --allow-learn` under a load of learn, suggest and suggest-batch
+    requests (256 records: a burst of memory), one thread each; ``--kills`` times a
+    worker drawn with the seed is put alone into a memory cgroup with 2-6 MiB (drawn) of
     headroom over what it holds, until the kernel's OOM killer ends it."""
     import httpx
 
@@ -436,7 +442,7 @@ def scenario_oom(ctx, rng: random.Random) -> None:
     stop = threading.Event()
     threads = [threading.Thread(target=_spread_load, args=(k, url, project.name, ctx.dev,
                                                            state, stop, n))
-               for n, k in enumerate(("learn", "suggest", "suggest"))]
+               for n, k in enumerate(("learn", "suggest", "batch"))]
     for t in threads:
         t.start()
     injected = survived = 0
@@ -446,7 +452,7 @@ def scenario_oom(ctx, rng: random.Random) -> None:
             workers = sorted(_workers(url, project.name))
             victim = rng.choice(workers)
             (survivor,) = set(workers) - {victim}
-            group = _memory_group(victim, rng.randint(4, 16) * 2**20, f"tagalign-oom-{i}")
+            group = _memory_group(victim, rng.randint(2, 6) * 2**20, f"tagalign-oom-{i}")
             if group is None:
                 print("oom       skipped: needs root and a memory cgroup")
                 return

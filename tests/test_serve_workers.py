@@ -109,9 +109,10 @@ class MemoryGroup:
 
 
 class Load:
-    """Learn requests (a new record each, its id kept once acknowledged) and suggest
-    requests, each on a new connection (so the kernel hands them to both workers), from
-    three threads until stopped; which worker answered each suggest, and when."""
+    """Learn requests (a new record each, its id kept once acknowledged), single suggests
+    and batches of 64 (a burst of memory in the worker), one thread each, every request
+    on a new connection (so the kernel hands them to both workers), until stopped; which
+    worker answered each suggest, and when."""
 
     def __init__(self, url: str):
         self.url = url
@@ -119,8 +120,8 @@ class Load:
         self.answered: list[tuple[float, int]] = []  # (time, worker pid) of each suggest
         self.failed = 0
         self.stop = threading.Event()
-        self.threads = [threading.Thread(target=self.run, args=(kind, n), daemon=True)
-                        for n, kind in enumerate(("learn", "suggest", "suggest"))]
+        self.threads = [threading.Thread(target=self.run, args=(kind,), daemon=True)
+                        for kind in ("learn", "suggest", "batch")]
 
     def __enter__(self) -> Load:
         for t in self.threads:
@@ -132,23 +133,22 @@ class Load:
         for t in self.threads:
             t.join(T)
 
-    def run(self, kind: str, n: int) -> None:
+    def run(self, kind: str) -> None:
         k = 0
         while not self.stop.is_set():
             k += 1
-            words = " ".join(f"w{n}x{k}x{i}" for i in range(200))  # new strings to hold
+            words = " ".join(f"w{kind}x{k}x{i}" for i in range(200))  # new strings to hold
+            record = {"title": "Pilze der Zukunft", "abstract": words}
             try:
                 if kind == "learn":
-                    rid = f"oom-{k}"
-                    res = httpx.post(f"{self.url}{API}/learn", timeout=T, json={"records": [{
-                        "id": rid, "title": "Pilze der Zukunft", "abstract": words,
-                        "subjects": ["4068097-6"]}]})
+                    res = httpx.post(f"{self.url}{API}/learn", timeout=T, json={"records": [
+                        {**record, "id": f"oom-{k}", "subjects": ["4068097-6"]}]})
                     if res.status_code == 200:
-                        self.acked.append(rid)
+                        self.acked.append(f"oom-{k}")
                 else:
-                    res = httpx.post(f"{self.url}{API}/suggest", timeout=T, json={
-                        "title": "neural network mushroom future", "abstract": words,
-                        "limit": 8})
+                    res = httpx.post(f"{self.url}{API}/suggest-batch", timeout=T, json={
+                        "records": [record] * 64}) if kind == "batch" else httpx.post(
+                        f"{self.url}{API}/suggest", timeout=T, json=record)
                     if res.status_code == 200:
                         self.answered.append((time.time(), int(res.headers["x-worker"])))
                 failed = res.status_code != 200
