@@ -452,7 +452,8 @@ def scenario_oom(ctx, rng: random.Random) -> None:
             workers = sorted(_workers(url, project.name))
             victim = rng.choice(workers)
             (survivor,) = set(workers) - {victim}
-            group = _memory_group(victim, rng.randint(2, 6) * 2**20, f"tagalign-oom-{i}")
+            group = _memory_group(victim, rng.randint(2, 6) * 2**20,
+                                  f"tagalign-oom-{os.getpid()}-{i}")
             if group is None:
                 print("oom       skipped: needs root and a memory cgroup")
                 return
