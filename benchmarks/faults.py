@@ -359,7 +359,8 @@ def _memory_group(pid: int, headroom: int, name: str) -> Path | None:
             else:
                 limit = int((group / "memory.current").read_text()) + headroom
                 (group / "memory.max").write_text(str(limit))
-                (group / "memory.swap.max").write_text("0")
+                if (group / "memory.swap.max").exists():
+                    (group / "memory.swap.max").write_text("0")
             return group
     return None
 

@@ -86,7 +86,8 @@ class MemoryGroup:
             else:
                 used = int((self.path / "memory.current").read_text())
                 (self.path / "memory.max").write_text(str(used + self.headroom))
-                (self.path / "memory.swap.max").write_text("0")
+                if (self.path / "memory.swap.max").exists():
+                    (self.path / "memory.swap.max").write_text("0")
         except OSError as exc:
             self.__exit__()
             pytest.skip(f"the kernel refused a memory cgroup below {parent}: {exc}")
@@ -101,11 +102,15 @@ class MemoryGroup:
         return 0
 
     def __exit__(self, *exc: object) -> None:
-        if self.path is not None and self.path.exists():
-            deadline = time.time() + 30  # empty once the killed process is gone
-            while (self.path / "cgroup.procs").read_text().strip() and time.time() < deadline:
-                time.sleep(0.1)
-            self.path.rmdir()
+        if self.path is None or not self.path.exists():
+            return
+        procs = self.path / "cgroup.procs"
+        if Path(f"/proc/{self.pid}").exists():  # not killed (a failed test): back it goes
+            (self.path.parent / "cgroup.procs").write_text(str(self.pid))
+        deadline = time.time() + 30  # empty once the killed process is reaped
+        while procs.read_text().strip() and time.time() < deadline:
+            time.sleep(0.1)
+        self.path.rmdir()
 
 
 class Load:
