@@ -537,8 +537,11 @@ def _shard_rows(folder: Path) -> tuple[dict[str, dict], int]:
 
 
 def _ray_args(ctx) -> list[str]:
+    # batches of 10: a worker reads its shard's records as it tags them, so it holds the
+    # input open for most of the shard (the sign `_kill_one_mid_shard` waits for); with
+    # the default 512 it reads a shard of 100 at once and tags with the file closed
     return ["suggest", str(ctx.project), "-i", str(ctx.dev_file), "--engine", "ray",
-            "--num-workers", "2", "--shard-size", "100"]
+            "--num-workers", "2", "--shard-size", "100", "--batch-size", "10"]
 
 
 def _ray_reference(ctx) -> tuple[Path, float]:

@@ -82,6 +82,8 @@ FORK = multiprocessing.get_context("fork")
 KILL_GRACE = 10.0
 #: a worker forked to replace one in a model swap that does not serve this long is given up
 READY_TIMEOUT = 300.0
+#: a worker whose ping failed is given this long to end before it counts as hung
+DYING = 2.0
 #: at most this many seconds between closing the listening socket and closing the
 #: kept-alive connections still open
 DRAIN = 1.0
@@ -399,7 +401,11 @@ class Supervisor(Multiprocess):
         for idx, process in enumerate(self.processes):
             if process.is_alive(timeout=self.config.timeout_worker_healthcheck):
                 continue
-            hung = process.process.is_alive()  # it did not answer the ping: killed here
+            # a worker killed just now closes its end of the ping pipe before it is gone
+            # (measured: an OOM-killed worker of the full model was still exiting): given
+            # a moment to end, only one still running did not answer, and is killed here
+            process.process.join(DYING)
+            hung = process.process.is_alive()
             process.kill()
             process.join()
             self._ended(process)
