@@ -79,6 +79,7 @@ SLOW_FILES = {
     "test_suggest_robust.py": "CLI subprocesses",
     "test_suggest_single.py": "trains on the shared data, a live server",
     "test_tuning.py": "hyperparameter searches, a live server",
+    "test_worker_faults.py": "a `tagalign serve` subprocess, Ray, a cgroup and a tmpfs",
 }
 
 #: single tests of the slow tier in files of the fast one ("file::test", without the
@@ -204,6 +205,17 @@ def postgres_cluster():
 def _tree(folder: Path) -> dict[str, tuple[int, int]]:
     return {p.relative_to(folder).as_posix(): (p.stat().st_size, p.stat().st_mtime_ns)
             for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+@pytest.fixture(scope="session")
+def ray_session():
+    """Ray started in this process once per session (2 CPUs, a 128 MiB object store), for
+    every test that runs the Ray engine (tests/test_batch.py, tests/test_worker_faults.py)."""
+    ray = pytest.importorskip("ray")
+    ray.init(num_cpus=2, include_dashboard=False, object_store_memory=128 * 1024 * 1024,
+             log_to_driver=False)
+    yield ray
+    ray.shutdown()
 
 
 @pytest.fixture(scope="session")

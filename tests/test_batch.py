@@ -1,5 +1,6 @@
 """Batch tagging and encoding (`tagalign.batch`): local and Ray engines, shards, resume,
-errors. Ray runs in this process (one start per session, a small object store)."""
+errors. Ray runs in this process (``ray_session``, tests/conftest.py: one start per session,
+a small object store)."""
 
 from __future__ import annotations
 
@@ -17,15 +18,6 @@ from tagalign.project import Project
 from tiny_models import static_model, tiny_records, tiny_vocab
 
 runner = CliRunner()
-
-
-@pytest.fixture(scope="session")
-def ray_session():
-    ray = pytest.importorskip("ray")
-    ray.init(num_cpus=2, include_dashboard=False, object_store_memory=128 * 1024 * 1024,
-             log_to_driver=False)
-    yield ray
-    ray.shutdown()
 
 
 @pytest.fixture(scope="module")

@@ -2,22 +2,27 @@
 subprocess, tiny hybrids). Both answer; a record learned through one is used by the
 other; a reload through one reaches both; SIGTERM to the supervisor lets a request in
 flight finish, stops both workers and exits 0; a worker killed is replaced by one that
-has learned the same; a worker that cannot start stops the server with its error."""
+has learned the same, and one killed by the kernel for its memory (a cgroup's limit) is
+replaced while the other serves on, nothing acknowledged lost, the log and ``/metrics``
+saying so; a worker that cannot start stops the server with its error."""
 
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import httpx
 import pytest
 
-from serving import HeldRequest, ServeProcess, free_port, refused
+from serving import HeldRequest, MetricSamples, ServeProcess, free_port, refused
 from tagalign.project import model_version
 from test_serve_reload import API, LEARNED, QUERY, T, answers, reload, swap_in
 
@@ -35,6 +40,126 @@ def until_both(fetch, deadline: float = 120) -> dict[int, list]:
             for pid, value in pool.map(lambda _: fetch(), range(8)):
                 by_pid.setdefault(pid, []).append(value)
     return by_pid
+
+
+CGROUP_ROOT = Path("/sys/fs/cgroup")
+
+
+class MemoryGroup:
+    """A memory cgroup of its own, made below the one ``pid`` is in, holding ``pid`` alone
+    with a limit of what it charges from now on plus ``headroom`` bytes (cgroup v1: pages
+    it used before stay charged to its old group, so the limit is on what it allocates or
+    copies from a shared page from here on; no swap, so reaching it is an OOM kill)."""
+
+    def __init__(self, pid: int, headroom: int):
+        self.pid, self.headroom = pid, headroom
+        self.path: Path | None = None
+        self.v1 = True
+
+    @staticmethod
+    def parent_of(pid: int) -> tuple[Path, bool] | None:
+        """The memory cgroup folder ``pid`` is in and whether it is cgroup v1."""
+        for line in Path(f"/proc/{pid}/cgroup").read_text().splitlines():
+            _, controllers, rel = line.split(":", 2)
+            if "memory" in controllers.split(","):
+                return CGROUP_ROOT / "memory" / rel.lstrip("/"), True
+            if controllers == "" and (CGROUP_ROOT / rel.lstrip("/") / "memory.max").exists():
+                return CGROUP_ROOT / rel.lstrip("/"), False
+        return None
+
+    def __enter__(self) -> MemoryGroup:
+        found = self.parent_of(self.pid) if os.geteuid() == 0 else None
+        if found is None:
+            pytest.skip("needs root and a memory cgroup (v1 or v2) to limit one worker's "
+                        "memory")
+        parent, self.v1 = found
+        self.path = parent / f"tagalign-oom-{self.pid}"
+        try:
+            self.path.mkdir()
+            (self.path / "cgroup.procs").write_text(str(self.pid))
+            if self.v1:
+                used = int((self.path / "memory.usage_in_bytes").read_text())
+                (self.path / "memory.limit_in_bytes").write_text(str(used + self.headroom))
+                swap = self.path / "memory.memsw.limit_in_bytes"
+                if swap.exists():
+                    swap.write_text(str(used + self.headroom))
+            else:
+                used = int((self.path / "memory.current").read_text())
+                (self.path / "memory.max").write_text(str(used + self.headroom))
+                if (self.path / "memory.swap.max").exists():
+                    (self.path / "memory.swap.max").write_text("0")
+        except OSError as exc:
+            self.__exit__()
+            pytest.skip(f"the kernel refused a memory cgroup below {parent}: {exc}")
+        return self
+
+    def oom_kills(self) -> int:
+        name = "memory.oom_control" if self.v1 else "memory.events"
+        for line in (self.path / name).read_text().splitlines():
+            key, _, value = line.partition(" ")
+            if key == "oom_kill":
+                return int(value)
+        return 0
+
+    def __exit__(self, *exc: object) -> None:
+        if self.path is None or not self.path.exists():
+            return
+        procs = self.path / "cgroup.procs"
+        if Path(f"/proc/{self.pid}").exists():  # not killed (a failed test): back it goes
+            (self.path.parent / "cgroup.procs").write_text(str(self.pid))
+        deadline = time.time() + 30  # empty once the killed process is reaped
+        while procs.read_text().strip() and time.time() < deadline:
+            time.sleep(0.1)
+        self.path.rmdir()
+
+
+class Load:
+    """Learn requests (a new record each, its id kept once acknowledged), single suggests
+    and batches of 64 (a burst of memory in the worker), one thread each, every request
+    on a new connection (so the kernel hands them to both workers), until stopped; which
+    worker answered each suggest, and when."""
+
+    def __init__(self, url: str):
+        self.url = url
+        self.acked: list[str] = []
+        self.answered: list[tuple[float, int]] = []  # (time, worker pid) of each suggest
+        self.failed = 0
+        self.stop = threading.Event()
+        self.threads = [threading.Thread(target=self.run, args=(kind,), daemon=True)
+                        for kind in ("learn", "suggest", "batch")]
+
+    def __enter__(self) -> Load:
+        for t in self.threads:
+            t.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop.set()
+        for t in self.threads:
+            t.join(T)
+
+    def run(self, kind: str) -> None:
+        k = 0
+        while not self.stop.is_set():
+            k += 1
+            words = " ".join(f"w{kind}x{k}x{i}" for i in range(200))  # new strings to hold
+            record = {"title": "Pilze der Zukunft", "abstract": words}
+            try:
+                if kind == "learn":
+                    res = httpx.post(f"{self.url}{API}/learn", timeout=T, json={"records": [
+                        {**record, "id": f"oom-{k}", "subjects": ["4068097-6"]}]})
+                    if res.status_code == 200:
+                        self.acked.append(f"oom-{k}")
+                else:
+                    res = httpx.post(f"{self.url}{API}/suggest-batch", timeout=T, json={
+                        "records": [record] * 64}) if kind == "batch" else httpx.post(
+                        f"{self.url}{API}/suggest", timeout=T, json=record)
+                    if res.status_code == 200:
+                        self.answered.append((time.time(), int(res.headers["x-worker"])))
+                failed = res.status_code != 200
+            except httpx.HTTPError:  # the request the killed worker had
+                failed = True
+            self.failed += failed
 
 
 @pytest.fixture(scope="module")
@@ -146,7 +271,53 @@ def test_a_killed_worker_is_replaced_by_one_that_knows_what_was_learned(server):
     answered = until_both(suggest)
     assert fresh in answered  # it replays what was learned since the server started
     assert all("learned-2" in ids for votes in answered.values() for ids in votes)
-    assert f"worker {victim} ended" in srv.log()
+    assert f"(pid {victim}) was killed by SIGKILL" in " ".join(srv.log().split())
+
+
+def test_a_worker_killed_for_memory_is_replaced_and_nothing_learned_is_lost(server):
+    """Issue 46: one worker under a memory limit of its own (a cgroup) is loaded until the
+    kernel's OOM killer ends it. The supervisor starts another in its place, the other
+    worker answers throughout, every learn acknowledged is in the feedback store, and the
+    log and ``/metrics`` say which worker died of what."""
+    srv, folder = server
+    victim, survivor = (w["pid"] for w in
+                        httpx.get(f"{srv.url}{API}", timeout=T).json()["workers"])
+    before = MetricSamples(httpx.get(f"{srv.url}/metrics", timeout=T).text)
+    with MemoryGroup(victim, headroom=4 * 2**20) as group, Load(srv.url) as load:
+        deadline = time.time() + 120
+        while Path(f"/proc/{victim}").exists():
+            assert time.time() < deadline and srv.proc.poll() is None, srv.log()
+            time.sleep(0.05)
+        died = time.time()
+        while True:  # replaced, the other one still there
+            now = {w["pid"] for w in
+                   httpx.get(f"{srv.url}{API}", timeout=T).json()["workers"]}
+            if len(now) == 2 and victim not in now:
+                break
+            assert time.time() < deadline, srv.log()
+            time.sleep(0.1)
+        while not any(t > died and pid == survivor for t, pid in load.answered):
+            assert time.time() < deadline, "the other worker stopped answering"
+            time.sleep(0.05)
+        oom_kills = group.oom_kills()
+    assert oom_kills == 1  # the kernel's OOM killer, not anybody's kill -9
+    assert survivor in now
+    (fresh,) = now - {survivor}
+    line = (rf"worker (\d) \(pid {victim}\) was killed by SIGKILL \(out of memory\?\); "
+            rf"started worker \1 again \(pid {fresh}\)")
+    assert re.search(line, " ".join(srv.log().split())), srv.log()  # rich wraps lines
+    after = MetricSamples(httpx.get(f"{srv.url}/metrics", timeout=T).text)
+    restarts = "tagalign_worker_restarts_total"
+    assert after(restarts, cause="SIGKILL") == before(restarts, cause="SIGKILL") + 1
+    assert load.acked and load.failed <= 3  # at most the requests the killed worker had
+    from tagalign.serve.feedback import FeedbackStore
+
+    store = FeedbackStore.for_project(folder)
+    try:
+        stored = {r.id for r in store.confirmed_records("tiny")}
+    finally:
+        store.close()
+    assert set(load.acked) <= stored, set(load.acked) - stored
 
 
 def test_sigterm_stops_both_workers_after_the_request_in_flight(tiny_hybrids, tmp_path):
@@ -272,3 +443,16 @@ def test_each_worker_has_a_socket_of_its_own_on_one_port():
             worker_sockets(config, 2)
     finally:
         held.close()
+
+
+def test_a_dead_workers_cause_is_named_for_the_log_and_the_metric():
+    from tagalign.serve.supervisor import WorkerDeath
+
+    oom = WorkerDeath(2, 4711, -signal.SIGKILL)
+    assert (oom.cause, oom.describe()) == (
+        "SIGKILL", "worker 2 (pid 4711) was killed by SIGKILL (out of memory?)")
+    segv = WorkerDeath(1, 12, -signal.SIGSEGV)
+    assert (segv.cause, segv.describe()) == ("SIGSEGV", "worker 1 (pid 12) was killed by SIGSEGV")
+    assert WorkerDeath(1, 12, 3).describe() == "worker 1 (pid 12) exited with status 3"
+    hung = WorkerDeath(1, 12, -signal.SIGKILL, hung=True)
+    assert hung.cause == "unresponsive" and "did not answer" in hung.describe()

@@ -1,5 +1,7 @@
 """Where shards run: `local` (this process) or `ray` (Ray Data actors, one machine or a
-cluster). Both call the same `ShardWorker`, so their output is the same record for record.
+cluster). Both call the same `ShardWorker`, so their output is the same record for record,
+and both let a shard's error reach the caller as the shard raised it (`worker_error`): a
+full disk is the same `OSError` from a Ray worker as from this process.
 
 Ray is imported only inside `RayEngine`; ``import tagalign`` and the CLI never need it.
 """
@@ -10,6 +12,7 @@ import contextlib
 import json
 import logging
 import os
+import pickle
 import sys
 import tempfile
 import time
@@ -79,7 +82,14 @@ class LocalEngine(Engine):
 
 
 class RayShardActor:
-    """The callable class of ``map_batches``: the task is loaded once per actor."""
+    """The callable class of ``map_batches``: the task is loaded once per actor.
+
+    A shard that fails with an `OSError` (a full disk) or a `TagalignError` is answered
+    with its error (``error``: the exception, pickled as Ray sends any value) instead of
+    raising it: rows reach the driver in the order shards end, so every shard that
+    finished before it is in the manifest when the driver raises the error; a raised one
+    would overtake finished shards still on their way (measured: both shards that had
+    finished were missing from the manifest of a run stopped by a full disk)."""
 
     def __init__(self, spec: dict[str, Any], out: str, threads: int = 1):
         Runtime(threads=threads).apply()  # this worker process's start: pin its libraries
@@ -87,9 +97,16 @@ class RayShardActor:
         self.worker = ShardWorker({**spec, "threads": threads}, out)
 
     def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        done = [json.dumps(self.worker.run(Shard.from_json(json.loads(s))))
-                for s in batch["shard"]]
-        return {"summary": np.array(done, dtype=object)}
+        done, failed = [], []
+        for s in batch["shard"]:
+            try:
+                done.append(json.dumps(self.worker.run(Shard.from_json(json.loads(s)))))
+                failed.append(b"")
+            except (OSError, TagalignError) as exc:
+                done.append("")
+                failed.append(pickle.dumps(exc))
+        return {"summary": np.array(done, dtype=object),
+                "error": np.array(failed, dtype=object)}
 
 
 def _quiet_ray(ray: Any) -> None:
@@ -103,6 +120,9 @@ def _quiet_ray(ray: Any) -> None:
     # A failed shard fails the run (the manifest keeps what finished; a rerun redoes it):
     # records are never dropped by skipping blocks.
     ctx.max_errored_blocks = 0
+    # the shard's own error, not Ray Data's UserCodeException (which drops it in transit):
+    # the driver raises it as it is (`worker_error`)
+    ctx.raise_original_map_exception = True
     for name in ("ray", "ray.data", "ray._private"):
         logging.getLogger(name).setLevel(logging.ERROR)
 
@@ -135,6 +155,12 @@ def _without_level_notice() -> Iterator[None]:
 @register_engine
 class RayEngine(Engine):
     """Ray Data: ``map_batches`` over shard descriptors with an `ActorPoolStrategy` of N.
+
+    A worker process that dies (killed, out of memory, its node lost) is restarted and its
+    shard run again from the start by Ray Data (its actors' ``max_restarts`` and
+    ``max_task_retries`` are -1: without limit); a shard's files are renamed into place
+    only once complete, so the output holds each record once. An error a shard raises is
+    not retried: it stops the run (`worker_error`).
 
     ``address=None`` (and no ``RAY_ADDRESS``) starts Ray in this process with
     ``object_store_mb`` of object store; ``"auto"`` or ``ray://host:10001`` joins a running
@@ -211,8 +237,38 @@ class RayEngine(Engine):
                                                   "threads": threads},
             compute=ray.data.ActorPoolStrategy(size=self.workers), batch_size=1,
             batch_format="numpy", num_cpus=threads)
-        try:
-            for row in ds.iter_rows():
-                on_done(json.loads(row["summary"]))
-        except Exception as exc:  # Ray wraps worker errors in its own types
-            raise EngineError(f"Ray run failed: {str(exc).strip().splitlines()[-1]}") from exc
+        rows = iter(ds.iter_rows())
+        while True:
+            try:
+                row = next(rows)
+            except StopIteration:
+                return
+            except Exception as exc:  # Ray wraps worker errors in its own types
+                raised = worker_error(exc)
+                if raised is not None:  # raised as the local engine would (its CLI line)
+                    raise raised from exc
+                raise EngineError("Ray run failed: "
+                                  f"{str(exc).strip().splitlines()[-1]}") from exc
+            if row["error"]:  # the shard's error, the shards that ended before it recorded
+                # pickled by our own worker, as Ray pickles everything it sends: nothing from
+                # outside is unpickled here (no file, no archive)
+                raise pickle.loads(row["error"])
+            on_done(json.loads(row["summary"]))
+
+
+def worker_error(exc: BaseException) -> OSError | TagalignError | None:
+    """The `OSError` or `TagalignError` a shard (or a worker loading its task) raised, out
+    of the exceptions Ray wraps it in: ``exc`` itself when it is one and no Ray wrapper (a
+    plain `OSError`, as the local engine raises), else the first found down the chain
+    (``cause``, which a Ray task error keeps the worker's exception in, else
+    ``__cause__``); None when there is none (a worker that died, Ray's own failure)."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        wrapper = type(current).__module__.split(".")[0] == "ray"
+        if isinstance(current, (OSError, TagalignError)) and not wrapper:
+            return current
+        cause = getattr(current, "cause", None) if wrapper else None
+        current = cause if isinstance(cause, BaseException) else current.__cause__
+    return None

@@ -95,6 +95,14 @@ def _files_state(src: Path, source: str | None) -> list[dict[str, Any]]:
     return out
 
 
+def _remove_leftovers(out: Path) -> None:
+    """The temporary files of writes that never finished (a worker killed mid-shard): a
+    shard's files are renamed into place only when complete, so these are never output.
+    Called while no worker writes: before a run's shards start and after they all ended."""
+    for tmp in out.glob(".*.tmp"):
+        tmp.unlink(missing_ok=True)
+
+
 @contextlib.contextmanager
 def _locked(out: Path) -> Iterator[None]:
     """One run at a time on an output folder (an advisory lock on ``OUT/.lock``, released
@@ -213,8 +221,7 @@ def _run(spec: dict[str, Any], src: Path, out: Path, engine: Engine, *,
                               "shard_size": shard_size or "auto",
                               "shards": [s.to_json() for s in shards]},
                     "shards": {}, "versions": versions(), "started": _now(), "runs": []}
-    for tmp in out.glob(".*.tmp"):  # leftovers of a killed worker
-        tmp.unlink(missing_ok=True)
+    _remove_leftovers(out)
     done = {sid: e for sid, e in done.items() if shard_done(out, e)}
     todo = [s for s in shards if s.id not in done]
     for s in todo:  # an errors file of an earlier attempt must not outlive it
@@ -241,6 +248,7 @@ def _run(spec: dict[str, Any], src: Path, out: Path, engine: Engine, *,
 
     if todo:  # nothing left: no engine start (Ray takes seconds)
         engine.run(todo, spec, str(out), finished)
+        _remove_leftovers(out)  # of a worker killed mid-shard whose shard was redone
     seconds = time.perf_counter() - t0
     entries = [*manifest["shards"].values(), *manifest["failed"].values()]
     run_info.update(seconds=round(seconds, 3), startup_s=round(engine.startup_s, 3),

@@ -18,7 +18,9 @@ default registry: tests build many apps in one process). With several worker pro
 behind one port the supervisor sets ``PROMETHEUS_MULTIPROC_DIR`` to a fresh directory
 (`prepare_multiprocess_dir`) before it starts them: each worker writes its values there
 (prometheus_client's multiprocess mode) and any worker's ``/metrics`` answers the sum over
-all of them; the supervisor calls `worker_exited` for a worker that ended.
+all of them; the supervisor calls `worker_exited` for a worker that ended, and counts the
+workers it had to replace (`WorkerRestarts`: ``tagalign_worker_restarts_total`` by cause,
+such as ``SIGKILL`` for one the kernel's OOM killer ended).
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
@@ -40,6 +43,9 @@ from prometheus_client import (
 
 from tagalign.project import Project, model_version
 from tagalign.suggest import Tagged
+
+if TYPE_CHECKING:
+    from tagalign.serve.supervisor import WorkerDeath
 
 #: the environment variable of prometheus_client's multiprocess mode (its directory)
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
@@ -79,6 +85,27 @@ def worker_exited(pid: int, path: Path | str | None = None) -> None:
     the supervisor calls this for each worker it sees exit. ``path``: the directory
     (default: `MULTIPROC_ENV`)."""
     multiprocess.mark_process_dead(pid, str(path) if path is not None else None)
+
+
+class WorkerRestarts:
+    """The supervisor's own metric: workers that ended unasked and were started again, by
+    ``cause`` (`tagalign.serve.supervisor.WorkerDeath.cause`: a signal's name such as
+    ``SIGKILL``, ``exit N``, ``unresponsive``). It lives in the supervisor process and is
+    written to the multiprocess directory as the workers' metrics are, so every worker's
+    ``/metrics`` shows it; the counter is made at the first restart, once the supervisor
+    has set that directory."""
+
+    def __init__(self) -> None:
+        self.counter: Counter | None = None
+
+    def __call__(self, death: WorkerDeath) -> None:
+        if self.counter is None:
+            _follow_env()
+            self.counter = Counter(
+                "tagalign_worker_restarts", "Workers that ended unasked (killed by a "
+                "signal, exited, stopped answering) and were started again, by cause",
+                ["cause"], registry=None if multiprocess_dir() else CollectorRegistry())
+        self.counter.labels(death.cause).inc()
 
 
 def _follow_env() -> None:
@@ -220,4 +247,5 @@ class NoMetrics:
 
 
 __all__ = ["CONTENT_TYPE", "LEARN_FAILURES", "LEARN_OUTCOMES", "MULTIPROC_ENV", "Metrics",
-           "NoMetrics", "multiprocess_dir", "prepare_multiprocess_dir", "worker_exited"]
+           "NoMetrics", "WorkerRestarts", "multiprocess_dir", "prepare_multiprocess_dir",
+           "worker_exited"]

@@ -89,12 +89,13 @@ def serve_workers(settings: ServerSettings, host: str, port: int, graceful: floa
     # checked here, once, before any worker starts: a missing folder, a projects file's
     # error; and the feedback row the server starts after, the same for every worker
     rows = settings.start_rows()
-    on_metrics_dir = on_worker_exited = None
+    on_metrics_dir = on_worker_exited = on_worker_died = None
     if settings.metrics:  # one /metrics over all workers (prometheus-client's multiprocess mode)
         from tagalign.serve import metrics
 
         on_metrics_dir, on_worker_exited = (metrics.prepare_multiprocess_dir,
                                             metrics.worker_exited)
+        on_worker_died = metrics.WorkerRestarts()
 
     def prepare(state_dir: Path) -> None:
         worker = dataclasses.replace(settings, state_dir=str(state_dir),
@@ -111,7 +112,8 @@ def serve_workers(settings: ServerSettings, host: str, port: int, graceful: floa
         preload(settings, process)
     return run_workers(config, prepare, fork=settings.preload,
                        refresh=lambda: refresh_preloaded(settings, process),
-                       on_metrics_dir=on_metrics_dir, on_worker_exited=on_worker_exited)
+                       on_metrics_dir=on_metrics_dir, on_worker_exited=on_worker_exited,
+                       on_worker_died=on_worker_died)
 
 
 __all__ = ["NotListeningError", "ServerStartError", "run_server", "serve", "serve_one",

@@ -31,6 +31,12 @@ dies or hangs. What `Supervisor` changes:
   be added up; ``on_worker_exited`` is called for every worker that ends. A worker that
   fails to start (its app factory exits with uvicorn's ``STARTUP_FAILURE``) stops the
   server: the error would repeat on every restart.
+- **A worker that dies is replaced, and the log says why.** Killed by a signal (SIGKILL
+  is what the kernel's OOM killer sends when a memory limit is reached), exited, or hung
+  (no answer to the pings: the supervisor kills it): one line names the worker, its pid,
+  the cause and the pid of the worker started in its place (`WorkerDeath`), and
+  ``on_worker_died`` counts it (``tagalign_worker_restarts_total{cause}`` in
+  ``/metrics``). The other workers serve on meanwhile.
 
 What a serving process holds beyond its app — its SIGHUP handling, whether it is stopping,
 the models a supervisor preloaded for the workers it forks — is one object,
@@ -51,8 +57,10 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
+from typing import TypeVar
 
 from uvicorn import Config, Server
 from uvicorn._subprocess import subprocess_started
@@ -64,6 +72,7 @@ from tagalign.serve.rollover import Rollover
 from tagalign.serve.workers import remove_state
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 #: the variable prometheus_client reads to add up the metrics of several processes
 PROMETHEUS_DIR_ENV = "PROMETHEUS_MULTIPROC_DIR"
@@ -73,6 +82,8 @@ FORK = multiprocessing.get_context("fork")
 KILL_GRACE = 10.0
 #: a worker forked to replace one in a model swap that does not serve this long is given up
 READY_TIMEOUT = 300.0
+#: a worker whose ping failed is given this long to end before it counts as hung
+DYING = 2.0
 #: at most this many seconds between closing the listening socket and closing the
 #: kept-alive connections still open
 DRAIN = 1.0
@@ -168,6 +179,45 @@ def exit_quietly(_sig: int, _frame: FrameType | None) -> None:
     raise SystemExit(0)
 
 
+@dataclass(frozen=True)
+class WorkerDeath:
+    """A worker that ended without being asked to: its ``slot`` (1 for the first worker),
+    ``pid``, ``exitcode`` (negative: the signal that killed it, as `multiprocessing` has
+    it) and whether it was ``hung`` (alive, but not answering the supervisor's pings: the
+    supervisor killed it)."""
+
+    slot: int
+    pid: int | None
+    exitcode: int | None
+    hung: bool = False
+
+    @property
+    def cause(self) -> str:
+        """A short name of the cause, from a small fixed set (a metric's label):
+        ``unresponsive``, a signal's name (``SIGKILL``), or ``exit N``."""
+        if self.hung:
+            return "unresponsive"
+        if self.exitcode is not None and self.exitcode < 0:
+            try:
+                return signal.Signals(-self.exitcode).name
+            except ValueError:
+                return f"signal {-self.exitcode}"
+        return f"exit {self.exitcode}"
+
+    def describe(self) -> str:
+        """What happened, for the log: ``worker 1 (pid 123) was killed by SIGKILL (out of
+        memory?)``."""
+        who = f"worker {self.slot} (pid {self.pid})"
+        if self.hung:
+            return f"{who} did not answer the supervisor's pings and was killed"
+        if self.exitcode is not None and self.exitcode < 0:
+            # a SIGKILL nobody here sent: the kernel's OOM killer (a container's or a
+            # cgroup's memory limit), or an operator's kill -9
+            hint = " (out of memory?)" if self.cause == "SIGKILL" else ""
+            return f"{who} was killed by {self.cause}{hint}"
+        return f"{who} exited with status {self.exitcode}"
+
+
 class WorkerProcess(Process):
     """A uvicorn worker that exits 0 after a graceful stop and reloads on SIGHUP, and is
     never waited for while it starts.
@@ -242,15 +292,18 @@ class WorkerProcess(Process):
 class Supervisor(Multiprocess):
     """uvicorn's supervisor with the changes of the module docstring; ``state_dir``: the
     workers' state files (a worker's is deleted when it ends); ``on_worker_exited(pid)``:
-    called for every worker that ended (its metrics are forgotten there)."""
+    called for every worker that ended (its metrics are forgotten there);
+    ``on_worker_died(death)``: for every worker that ended unasked and was replaced."""
 
     def __init__(self, config: Config, sockets: list[socket.socket], state_dir: Path,
                  fork: bool = False, refresh: Callable[[], bool] | None = None,
-                 on_worker_exited: Callable[[int], object] | None = None):
+                 on_worker_exited: Callable[[int], object] | None = None,
+                 on_worker_died: Callable[[WorkerDeath], object] | None = None):
         super().__init__(config, sockets)
         self.state_dir = state_dir
         self.fork = fork
         self.on_worker_exited = on_worker_exited
+        self.on_worker_died = on_worker_died
         self.failed = False
         # preloaded workers swap models by being replaced (`tagalign.serve.rollover`)
         self.rollover = None if refresh is None else Rollover(
@@ -314,11 +367,7 @@ class Supervisor(Multiprocess):
     def _ended(self, process: Process) -> None:
         if process.pid is not None:
             remove_state(self.state_dir, process.pid)
-            if self.on_worker_exited is not None:
-                try:
-                    self.on_worker_exited(process.pid)
-                except Exception:  # an observer's bug must not stop the supervisor
-                    log.exception("on_worker_exited(%s) failed", process.pid)
+            _notify(self.on_worker_exited, process.pid)
 
     def _retire(self, process: WorkerProcess) -> None:
         """Stop ``process`` gracefully; `_reap` collects it."""
@@ -352,7 +401,12 @@ class Supervisor(Multiprocess):
         for idx, process in enumerate(self.processes):
             if process.is_alive(timeout=self.config.timeout_worker_healthcheck):
                 continue
-            process.kill()  # hung (it did not answer the ping), or gone already
+            # a worker killed just now closes its end of the ping pipe before it is gone
+            # (measured: an OOM-killed worker of the full model was still exiting): given
+            # a moment to end, only one still running did not answer, and is killed here
+            process.process.join(DYING)
+            hung = process.process.is_alive()
+            process.kill()
             process.join()
             self._ended(process)
             if process.exitcode == STARTUP_FAILURE:
@@ -363,9 +417,11 @@ class Supervisor(Multiprocess):
                 return
             if self.should_exit.is_set():
                 return
-            log.warning("worker %s ended (exit code %s); starting another", process.pid,
-                        process.exitcode)
+            death = WorkerDeath(idx + 1, process.pid, process.exitcode, hung)
             self.processes[idx] = self._spawn(idx)
+            log.warning("%s; started worker %d again (pid %s)", death.describe(), idx + 1,
+                        self.processes[idx].pid)
+            _notify(self.on_worker_died, death)
 
     def terminate_all(self) -> None:
         for sock in self.sockets:  # refuse new connections once the workers close theirs
@@ -385,6 +441,16 @@ class Supervisor(Multiprocess):
                 process.kill()
                 process.process.join()
             self._ended(process)
+
+
+def _notify(callback: Callable[[T], object] | None, what: T) -> None:
+    """``callback(what)``, if any; an observer's bug must not stop the supervisor."""
+    if callback is None:
+        return
+    try:
+        callback(what)
+    except Exception:
+        log.exception("%s(%s) failed", getattr(callback, "__name__", "callback"), what)
 
 
 def tcp_socket(config: Config) -> socket.socket:
@@ -444,7 +510,8 @@ def reuseport_socket(family: socket.AddressFamily, address: tuple) -> socket.soc
 def run_workers(config: Config, prepare: Callable[[Path], None], fork: bool = False,
                 refresh: Callable[[], bool] | None = None,
                 on_metrics_dir: Callable[[Path], object] | None = None,
-                on_worker_exited: Callable[[int], object] | None = None) -> int:
+                on_worker_exited: Callable[[int], object] | None = None,
+                on_worker_died: Callable[[WorkerDeath], object] | None = None) -> int:
     """Serve ``config.workers`` workers of ``config.app`` (an import string) until SIGTERM
     or SIGINT; ``prepare(state_dir)`` runs before they start (it sets what they read, such
     as the environment); ``fork``: fork the workers from this process (they start with
@@ -452,8 +519,10 @@ def run_workers(config: Config, prepare: Callable[[Path], None], fork: bool = Fa
     (in a thread) to reload what changed in this process and, when it returns True,
     replaces the workers with new ones forked from it (`tagalign.serve.rollover`).
     ``on_metrics_dir(path)``: called with the folder set as ``PROMETHEUS_MULTIPROC_DIR``
-    before the workers start; ``on_worker_exited(pid)``: for every worker that ended.
-    Returns the exit status: 0, or 1 when a worker failed to start."""
+    before the workers start; ``on_worker_exited(pid)``: for every worker that ended;
+    ``on_worker_died(death)``: for every worker that ended unasked (`WorkerDeath`), once
+    another was started in its place. Returns the exit status: 0, or 1 when a worker
+    failed to start."""
     root = Path(tempfile.mkdtemp(prefix="tagalign-serve-"))
     try:
         state_dir = root / "workers"
@@ -467,7 +536,8 @@ def run_workers(config: Config, prepare: Callable[[Path], None], fork: bool = Fa
         prepare(state_dir)
         supervisor = Supervisor(config, worker_sockets(config, config.workers), state_dir,
                                 fork=fork, refresh=refresh if fork else None,
-                                on_worker_exited=on_worker_exited)
+                                on_worker_exited=on_worker_exited,
+                                on_worker_died=on_worker_died)
         supervisor.run()
         return 1 if supervisor.failed else 0
     finally:
@@ -475,5 +545,5 @@ def run_workers(config: Config, prepare: Callable[[Path], None], fork: bool = Fa
 
 
 __all__ = ["DRAIN", "KILL_GRACE", "PROCESS", "PROMETHEUS_DIR_ENV", "DrainingServer", "Hangup",
-           "ServingProcess", "Supervisor", "WorkerProcess", "exit_quietly", "reuseport_socket",
-           "run_workers", "tcp_socket", "worker_sockets"]
+           "ServingProcess", "Supervisor", "WorkerDeath", "WorkerProcess", "exit_quietly",
+           "reuseport_socket", "run_workers", "tcp_socket", "worker_sockets"]
