@@ -366,6 +366,7 @@ def scenario_train(ctx, rng: random.Random) -> None:
         shutil.rmtree(folder, ignore_errors=True)
     welch = stats.ttest_ind(scores, refs, equal_var=False)
     mwu = stats.mannwhitneyu(scores, refs, alternative="two-sided")
+    spread = stats.levene(scores, refs, center="median")  # Brown-Forsythe
     differs = welch.pvalue < 0.05 or mwu.pvalue < 0.05
     print(f"  uninterrupted: {_spread(refs)}", flush=True)
     print(f"  resumed:       {_spread(scores)}", flush=True)
@@ -373,7 +374,8 @@ def scenario_train(ctx, rng: random.Random) -> None:
         print(f"    killed after {phase:22s} {_spread(xs)}", flush=True)
     print(f"  Welch t {welch.statistic:.2f} p {welch.pvalue:.3f}; Mann-Whitney U "
           f"{mwu.statistic:.0f} p {mwu.pvalue:.3f}: "
-          f"{'the resumed mean differs' if differs else 'no difference at 5 %'}", flush=True)
+          f"{'the resumed mean differs' if differs else 'no difference at 5 %'}; spreads "
+          f"(Brown-Forsythe) p {spread.pvalue:.3f}", flush=True)
     report("train", kills, len(scores) + others - reused_other, 0,
            resumed_mean_differs=differs, other_inputs=others,
            other_inputs_reused=reused_other, uninterrupted_s=round(length, 1))
