@@ -63,6 +63,14 @@ def serve_one(settings: ServerSettings, host: str, port: int, graceful: float,
             signal.signal(sig, handler)
 
 
+#: seconds an idle keep-alive connection stays open (uvicorn's default is 5). Longer than
+#: clients and proxies keep an idle pooled connection (httpx 5 s, nginx's upstream
+#: keepalive_timeout and AWS load balancers 60 s), so the server is not the side that
+#: closes a connection a client is about to reuse: that race lost 2 of 101,493 requests
+#: in an hour's soak at 5 s (`benchmarks/faults.py --only soak`, issue 46).
+KEEP_ALIVE = 75
+
+
 def run_server(app: Any, host: str, port: int, graceful: float,
                stopping: threading.Event | None = None) -> None:
     """`uvicorn.run` with its graceful stop's pause (`DrainingServer`): serve ``app`` in this
@@ -71,7 +79,8 @@ def run_server(app: Any, host: str, port: int, graceful: float,
     import uvicorn
 
     server = DrainingServer(uvicorn.Config(app, host=host, port=port, log_level="warning",
-                                           timeout_graceful_shutdown=graceful),
+                                           timeout_graceful_shutdown=graceful,
+                                           timeout_keep_alive=KEEP_ALIVE),
                             stopping or threading.Event())
     server.run()
     if not server.started:  # the port was taken, say (uvicorn logged why)
@@ -105,6 +114,7 @@ def serve_workers(settings: ServerSettings, host: str, port: int, graceful: floa
     config = uvicorn.Config(FACTORY, factory=True, host=host, port=port,
                             workers=settings.workers, log_level="warning",
                             timeout_graceful_shutdown=graceful,
+                            timeout_keep_alive=KEEP_ALIVE,
                             # a worker loading GBs of model still answers the pings from a
                             # thread of its own, but give a busy machine time
                             timeout_worker_healthcheck=30)
