@@ -127,7 +127,8 @@ def _check_refusals(seen: Seen, annif: bool) -> None:
             assert "API token" in json.loads(text)["detail"]
 
 
-PROTECTED = {"POST /tagalign/v1/projects/{project_id}/learn",
+PROTECTED = {"GET /tagalign/v1/projects/{project_id}/decisions",
+             "POST /tagalign/v1/projects/{project_id}/learn",
              "POST /tagalign/v1/projects/{project_id}/reload",
              "POST /tagalign/v1/projects/{project_id}/queue/{position}/finish"}
 
