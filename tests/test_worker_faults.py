@@ -142,7 +142,9 @@ def test_ray_shards_on_a_full_disk_stop_with_the_error_and_resume(batch_work, sm
     assert exc.errno == errno.ENOSPC, repr(exc)
     assert type(exc).__module__.split(".")[0] != "ray"  # the worker's, out of Ray's wrapper
     manifest = json.loads((out / "manifest.json").read_text())
-    assert not manifest.get("complete") and "00000" in manifest["shards"]  # kept
+    # the shard that finished before the disk filled is kept: which one that is, Ray's
+    # scheduling decides (not always 00000, seen on a busy machine)
+    assert not manifest.get("complete") and len(manifest["shards"]) >= 1
     for sid in manifest["shards"]:  # whatever it lists is whole
         name = f"part-{sid}.jsonl"
         assert (out / name).read_bytes() == (ref / name).read_bytes()
