@@ -218,6 +218,22 @@ def ray_session():
     ray.shutdown()
 
 
+@pytest.fixture
+def trained_records(monkeypatch) -> list[list]:
+    """The records each `Project.train` of the test was given (it still trains), in order."""
+    from tagalign.project import Project
+
+    seen: list[list] = []
+    real = Project.train
+
+    def spy(self, records, **kw):
+        seen.append(list(records))
+        return real(self, records, **kw)
+
+    monkeypatch.setattr(Project, "train", spy)
+    return seen
+
+
 @pytest.fixture(scope="session")
 def tiny_hybrid(tmp_path_factory) -> Iterator[Path]:
     """THE tiny trained model of the test suite: a `TINY_HYBRID` on the tiny vocabulary and

@@ -26,7 +26,7 @@ from tagalign.records.marc.provenance import (
     read_provenance,
 )
 from tagalign.records.marc.writer import MarcWriter, record_to_marc
-from tiny_models import tiny_records, tiny_vocab
+from tiny_models import tiny_records, tiny_vocab, write_tiny_vocab
 
 runner = CliRunner()
 MACH, CONF, INTEL = Provenance.MACHINE, Provenance.CONFIRMED, Provenance.INTELLECTUAL
@@ -188,24 +188,13 @@ def test_suggestions_written_as_marc_are_never_gold(proj, tmp_path):
     assert any(r.machine_subjects for r in back[True])
 
 
-def _vocab_file(path: Path) -> Path:
-    path.write_text("gnd_id\tlabel_de\tlabel_en\n" + "".join(
-        f"{s.id}\t{s.labels['de']}\t{s.labels['en']}\n" for s in tiny_vocab().subjects))
-    return path
-
-
-def test_train_takes_intellectual_and_confirmed_only_with_the_flag(tmp_path, monkeypatch):
-    seen: list[list[Record]] = []
-    real = Project.train
-
-    def spy(self, records, **kw):
-        seen.append(list(records))
-        return real(self, records, **kw)
-
-    monkeypatch.setattr(Project, "train", spy)
+def test_train_takes_intellectual_and_confirmed_only_with_the_flag(tmp_path,
+                                                                    trained_records):
+    seen = trained_records
     recs = [_provenance_record("1", ("4123065-6",)), _provenance_record("2", ())]
     train = write(tmp_path / "train.mrc", binary(recs))
-    args = ["train", str(tmp_path / "proj"), "--vocab", str(_vocab_file(tmp_path / "v.tsv")),
+    vocab = write_tiny_vocab(tmp_path / "v.tsv")
+    args = ["train", str(tmp_path / "proj"), "--vocab", str(vocab),
             "--train", str(train), "--recipe", "lexical", "--overwrite", "--no-feedback"]
     people = ["4045791-6", "4068097-6"]
     for extra, want in (([], people), (["--subjects", "confirmed"], [*people, "4046076-9"])):

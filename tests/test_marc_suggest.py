@@ -21,7 +21,7 @@ from tagalign.project import Project
 from tagalign.records import InputReport, Record, read_records
 from tagalign.records.marc.writer import MarcWriter, parse_score, record_to_marc
 from tagalign.suggest import Suggestion
-from tiny_models import tiny_records, tiny_vocab
+from tiny_models import tiny_records, tiny_vocab, write_tiny_vocab
 
 runner = CliRunner()
 SUGGESTED = [Suggestion("4015065-3", 0.8312345678, "Epos"),
@@ -200,19 +200,10 @@ def test_eval_scores_against_people_subjects_unless_asked(tmp_path):
     assert recall == pytest.approx((2 / 3 + 1 / 2) / 2)
 
 
-def test_train_reads_marc_without_machine_subjects(tmp_path, monkeypatch):
-    seen: list[list[Record]] = []
-    real = Project.train
-
-    def spy(self, records, **kw):
-        seen.append(list(records))
-        return real(self, records, **kw)
-
-    monkeypatch.setattr(Project, "train", spy)
+def test_train_reads_marc_without_machine_subjects(tmp_path, trained_records):
+    seen = trained_records
     gold = _gold_marc(tmp_path / "train.mrc")
-    vocab = tmp_path / "vocab.tsv"
-    vocab.write_text("gnd_id\tlabel_de\tlabel_en\n" + "".join(
-        f"{s.id}\t{s.labels['de']}\t{s.labels['en']}\n" for s in tiny_vocab().subjects))
+    vocab = write_tiny_vocab(tmp_path / "vocab.tsv")
     args = ["train", str(tmp_path / "proj"), "--vocab", str(vocab), "--train", str(gold),
             "--recipe", "lexical", "--overwrite", "--no-feedback"]
     res = runner.invoke(app, args)

@@ -11,7 +11,7 @@ import pytest
 
 from suggesting import suggestions
 from tagalign.project import Project
-from tiny_models import static_model, tiny_records, tiny_vocab
+from tiny_models import static_model, tiny_records, tiny_vocab, write_tiny_vocab
 
 
 @pytest.fixture(scope="module")
@@ -80,9 +80,7 @@ def test_exports_vectors_and_pairs(tmp_path, static_folder):
     assert {r["label"] for r in rows} >= {"neural", "fungi"}  # English labels for the en model
     recs = tmp_path / "recs.jsonl"
     recs.write_text("".join(json.dumps(r.to_json()) + "\n" for r in tiny_records(3)))
-    vocab_file = tmp_path / "v.tsv"
-    vocab_file.write_text("gnd_id\tlabel_de\tlabel_en\n" + "".join(
-        f"{s.id}\t{s.labels['de']}\t{s.labels['en']}\n" for s in tiny_vocab()))
+    vocab_file = write_tiny_vocab(tmp_path / "v.tsv")
     pairs = tmp_path / "pairs.csv"
     res = CliRunner().invoke(app, ["export", "pairs", str(recs), "--vocab", str(vocab_file),
                                    "--out", str(pairs)])

@@ -54,6 +54,14 @@ def tiny_vocab() -> Vocabulary:
                       for sid, (label, words) in TOPICS.items())
 
 
+def write_tiny_vocab(path: Path) -> Path:
+    """`tiny_vocab` as a GND TSV file (id, German and English label) at ``path``."""
+    path.write_text("gnd_id\tlabel_de\tlabel_en\n" + "".join(
+        f"{s.id}\t{s.labels['de']}\t{s.labels['en']}\n" for s in tiny_vocab().subjects),
+        encoding="utf-8")
+    return path
+
+
 def tiny_records(n: int = 120, seed: int = 0) -> list[Record]:
     import random
 
