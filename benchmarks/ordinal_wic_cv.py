@@ -15,6 +15,7 @@ Protocol (docs/pairs.md, "Lemma-grouped cross-validation")
           applied to the fold: alpha per language and mean, 95 % interval from 1,000
           bootstrap draws of lemmas within languages (seed 0).
 
+``--levers`` prints issue 49's table of the `cpu` preset's levers (wic_levers.py).
 ``--score NAME`` computes one setting's out-of-fold cosines into ``--out/NAME/`` (one JSON
 per fold, resumable; ``--only 0,1`` runs some folds now). ``--table`` prints the rows
 from what is cached. Untuned encoders (``--epochs 0``) need one model for all folds;
@@ -175,6 +176,8 @@ def main() -> None:
     ap.add_argument("--max-seq-length", type=int, default=96)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--table", action="store_true", help="print the table from the cache")
+    ap.add_argument("--levers", action="store_true",
+                    help="print issue 49's levers table from the cache (wic_levers.py)")
     ap.add_argument("--repeats", type=int, default=3,
                     help="draws of the dev-sized lemma sets the cut points are fitted on")
     ap.add_argument("--modes", help="cut-point rows of the table, comma-separated labels "
@@ -192,6 +195,10 @@ def main() -> None:
         from cv_table import print_tables
 
         print_tables(args, load_all)
+    if args.levers:
+        from wic_levers import print_levers
+
+        print_levers(args, load_all)
 
 
 if __name__ == "__main__":

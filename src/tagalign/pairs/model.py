@@ -24,6 +24,7 @@ from tagalign.encode.transformer import base_model_path, default_device
 from tagalign.errors import InputError, ModelFormatError, NotFoundError
 from tagalign.io import atomic_dir, json_object, register_kind
 from tagalign.pairs.data import Pair, Use
+from tagalign.pairs.ensemble import Ensemble
 from tagalign.pairs.metrics import evaluate, spearman
 from tagalign.pairs.params import (  # noqa: F401 - re-exported
     DEFAULTS,
@@ -115,6 +116,10 @@ class PairScorer(PairScorerBase):
         #: the `tagalign.pairs.presets` preset it was trained with (None: none, or before)
         self.preset: str | None = None
         self._formatter: UseFormatter | None = None
+        #: untuned encoders whose cosines join the tuned model's (`tagalign.pairs.ensemble`)
+        self.ensemble: Ensemble | None = (
+            Ensemble(self.params["ensemble"], self.params["ensemble_weights"])
+            if self.params["ensemble"] else None)
 
     # -- building -----------------------------------------------------------------------
     @classmethod
@@ -174,17 +179,38 @@ class PairScorer(PairScorerBase):
         emb = emb / np.linalg.norm(emb, axis=1, keepdims=True).clip(1e-12)
         return dict(zip(distinct, emb, strict=True))
 
-    def score(self, pairs: Sequence[Pair], progress: ProgressCallback | None = None) -> np.ndarray:
-        """Cosine of the two usages of each pair."""
+    def cosine(self, pairs: Sequence[Pair], progress: ProgressCallback | None = None
+               ) -> np.ndarray:
+        """Cosine of the two usages of each pair under the tuned encoder."""
         emb = self.encode_uses([u for p in pairs for u in (p.use1, p.use2)], progress)
         return np.array([float(emb[p.use1] @ emb[p.use2]) for p in pairs], np.float64)
 
+    def score(self, pairs: Sequence[Pair], progress: ProgressCallback | None = None) -> np.ndarray:
+        """What the cut points cut: the tuned cosine, or with an ensemble its weighted mean
+        with the members' (standardised as fitted by `fit_thresholds`)."""
+        cosine = self.cosine(pairs, progress)
+        if self.ensemble is None:
+            return cosine
+        if not self.ensemble.stats_:
+            raise ValueError("the ensemble is not fitted: fit the cut points first")
+        return self.ensemble.combine([cosine, *self.ensemble.member_cosines(pairs)],
+                                     [p.language for p in pairs])
+
     def fit_thresholds(self, pairs: Sequence[Pair], scores: np.ndarray | None = None
                        ) -> Thresholds:
-        labelled = [(p, s) for p, s in zip(pairs, self.score(pairs) if scores is None
-                                              else scores, strict=True) if p.label is not None]
-        if not labelled:
+        """Cut points on labelled ``pairs``; ``scores``: their tuned cosines when known.
+        With an ensemble, the components' standardisation is fitted on the same pairs
+        first."""
+        labelled_pairs = [p for p in pairs if p.label is not None]
+        if not labelled_pairs:
             raise InputError("cut points need labelled pairs (dev data with labels.tsv)")
+        cosine = (self.cosine(labelled_pairs) if scores is None else np.asarray(
+            [s for p, s in zip(pairs, scores, strict=True) if p.label is not None], float))
+        if self.ensemble is not None:
+            parts = [cosine, *self.ensemble.member_cosines(labelled_pairs)]
+            cosine = self.ensemble.fit(parts).combine(
+                parts, [p.language for p in labelled_pairs])
+        labelled = list(zip(labelled_pairs, cosine, strict=True))
         self.thresholds = self.new_thresholds().fit(
             [s for _, s in labelled], [p.label for p, _ in labelled],
             [p.language for p, _ in labelled], [p.lemma for p, _ in labelled])
@@ -213,6 +239,8 @@ class PairScorer(PairScorerBase):
             self.model.save(str(tmp / "model"), safe_serialization=True,
                             create_model_card=False)
             self.thresholds.save(tmp / "thresholds.json")
+            if self.ensemble is not None:
+                self.ensemble.save(tmp)
             self.write_manifest(tmp, self.params, prompts=self.prompts,
                                 markers=list(MARKERS), history=self.history,
                                 validation=self.validation, preset=self.preset)
@@ -237,6 +265,8 @@ class PairScorer(PairScorerBase):
         scorer.history = config.get("history", [])
         scorer.validation = config.get("validation", {})  # absent before issue 35
         scorer.preset = config.get("preset")  # absent before issue 49
+        if scorer.ensemble is not None:
+            scorer.ensemble = Ensemble.load(path)
         return scorer
 
 
@@ -272,7 +302,7 @@ def dev_metrics(scorer: PairScorer, dev: Sequence[Pair], progress: ProgressCallb
     """Spearman of the cosine on labelled dev pairs, and alpha with cut points fitted on
     the same pairs (an optimistic figure, for watching training, not for reporting)."""
     labelled = [p for p in dev if p.label is not None]
-    scores = scorer.score(labelled, progress)
+    scores = scorer.cosine(labelled, progress)  # the tuned encoder's: what training changes
     gold = [p.label for p in labelled]
     langs = [p.language for p in labelled]
     cuts = scorer.new_thresholds().fit(scores, gold, langs, [p.lemma for p in labelled])

@@ -20,7 +20,10 @@ DEFAULTS: dict[str, Any] = {"base_model": "e5-small", "loss": "angle", "pooling"
                             # normalised: ahead of per-language cut points for mean
                             # pooling (the default) and its ensembles in the lemma-grouped
                             # CV, even with target pooling (docs/pairs.md, issue 35)
-                            "cut_mode": "normalised", "cut_shrink": 8.0}
+                            "cut_mode": "normalised", "cut_shrink": 8.0,
+                            # untuned encoders beside the tuned one, the tuned one's weight
+                            # per language ("*": others): `tagalign.pairs.ensemble`
+                            "ensemble": [], "ensemble_weights": {}}
 #: epochs=0: the untuned encoder with fitted cut points (the benchmark's floor row)
 RANGES: dict[str, Any] = {
     "lr": PositiveFloat, "epochs": NonNegative, "train_layers": NonNegative,
@@ -66,6 +69,10 @@ class PairScorerBase(ModelFamily):
         mode = params.get("cut_mode", DEFAULTS["cut_mode"])
         if mode not in CUT_MODES:
             raise InputError(f"cut_mode must be one of {CUT_MODES}, got {mode!r}")
+        if "ensemble" in params or "ensemble_weights" in params:
+            from tagalign.pairs.ensemble import check_members
+
+            check_members(params.get("ensemble", []), params.get("ensemble_weights", {}))
         shrink = params.get("cut_shrink", DEFAULTS["cut_shrink"])
         if not isinstance(shrink, (int, float)) or shrink < 0:
             raise InputError(f"cut_shrink must be a number >= 0, got {shrink!r}")
