@@ -31,7 +31,12 @@ Measured, each in a fresh process under ``/usr/bin/time -v`` (``--lock FILE``: e
 step holds that lock, so runs on a shared machine queue): ``tagalign vocab load DUMP
 --entity-types all``; loading the saved fast form; the prefix index (built on first use,
 in memory only) and its queries; the lexical matcher (the ``lexical`` recipe, fitted on the
-vocabulary alone), saved and loaded. Then a table.
+vocabulary alone), saved and loaded; the label index (the hybrid's ``labels`` source, ``ivf``,
+every preferred and alternative label a row) over a StaticEmbedding of the hybrid's size with
+seeded random weights (no training records here, so no trained encoder: the sizes and times
+of a trained one, not its quality), saved and loaded, read and memory-mapped. Then a table.
+Omikuji is not measured: its trees grow with the labels that occur in training records, so
+they need the records (issue 48's training runs).
 
     python benchmarks/scale_vocab.py --lock /tmp/tagalign-cpu.lock --dump /tmp/gnd-1.5m.mrc.xml.gz
 """
@@ -326,7 +331,7 @@ def timed_run(cmd: list[str], lock: Path | None) -> dict:
     return out
 
 
-def child_saved(folder: Path) -> None:
+def child_saved(folder: str) -> None:
     """Fresh process: the saved fast form loaded, then the prefix index built and asked."""
     from tagalign.vocab import Vocabulary
 
@@ -353,7 +358,7 @@ def child_saved(folder: Path) -> None:
                       "prefix_ms_p95": 1e3 * took[949]}))
 
 
-def child_lexical_fit(folder: Path, out: Path) -> None:
+def child_lexical_fit(folder: str, out: str) -> None:
     """Fresh process: the ``lexical`` recipe fitted on the saved vocabulary and saved."""
     from tagalign.recipes import get_recipe
     from tagalign.vocab import Vocabulary
@@ -366,12 +371,12 @@ def child_lexical_fit(folder: Path, out: Path) -> None:
         recipe.fit([], workdir=Path(tmp))
     fit_s = time.perf_counter() - t0
     t0 = time.perf_counter()
-    recipe.save(out)
+    recipe.save(Path(out))
     print(json.dumps({"fit_s": fit_s, "save_s": time.perf_counter() - t0, "vocab_gb": base,
                       "keys": len(recipe.matcher_.table_), "fit_gb": peak_rss_gb()}))
 
 
-def child_lexical_load(folder: Path, model: Path) -> None:
+def child_lexical_load(folder: str, model: str) -> None:
     """Fresh process: the saved lexical matcher loaded (the vocabulary first)."""
     from tagalign.recipes import Recipe
     from tagalign.vocab import Vocabulary
@@ -379,9 +384,71 @@ def child_lexical_load(folder: Path, model: Path) -> None:
     vocab = Vocabulary.load(folder)
     base = peak_rss_gb()
     t0 = time.perf_counter()
-    Recipe.load(model, vocab)
+    Recipe.load(Path(model), vocab)
     print(json.dumps({"load_s": time.perf_counter() - t0, "vocab_gb": base,
                       "loaded_gb": peak_rss_gb()}))
+
+
+def child_labels_fit(folder: str, out: str, dim: str, kind: str) -> None:
+    """Fresh process: the label index (`LabelRetrieval`, an index of ``kind``) over every
+    preferred and alternative label, encoded by a StaticEmbedding of ``dim`` dimensions
+    (the hybrid's: 384) and a 40,000-token WordPiece vocabulary learnt from the labels,
+    with seeded random weights: no training records, so no trained encoder; sizes and
+    times are those of a trained one (an ``ivf`` index's clustering sees other vectors)."""
+    import torch
+    from sentence_transformers import SentenceTransformer
+    from sentence_transformers.sentence_transformer.modules import StaticEmbedding
+
+    from tagalign.encode.static import StaticEmbeddingEncoder
+    from tagalign.suggest.sources.base import FitContext
+    from tagalign.suggest.sources.labels import LabelRetrieval, LabelRetrievalConfig
+    from tagalign.text import Analyzer
+    from tagalign.train.static_model import train_tokenizer
+    from tagalign.vocab import Vocabulary
+
+    vocab = Vocabulary.load(folder)
+    base = peak_rss_gb()
+    t0 = time.perf_counter()
+    tokenizer = train_tokenizer([lab for s in vocab for lab in s.all_labels()], 40_000)
+    torch.manual_seed(SEED)
+    encoder = StaticEmbeddingEncoder(SentenceTransformer(
+        modules=[StaticEmbedding(tokenizer, embedding_dim=int(dim))], device="cpu"))
+    tok_s = time.perf_counter() - t0
+    source = LabelRetrieval(LabelRetrievalConfig(index=kind))
+    t0 = time.perf_counter()
+    source.fit(FitContext(vocab, Analyzer(), encoder=encoder))
+    fit_s = time.perf_counter() - t0
+    Path(out).mkdir(parents=True, exist_ok=True)
+    t0 = time.perf_counter()
+    source.save(Path(out))
+    print(json.dumps({"tokenizer_s": tok_s, "fit_s": fit_s, "save_s": time.perf_counter() - t0,
+                      "rows": len(source.index_), "vocab_gb": base, "fit_gb": peak_rss_gb()}))
+
+
+def child_labels_load(folder: str, index: str, mmap: str) -> None:
+    """Fresh process: the saved label index loaded (memory-mapped or not) and asked 1,000
+    seeded random queries for its 40 best subjects."""
+    import numpy as np
+
+    from tagalign.suggest.sources.base import FitContext
+    from tagalign.suggest.sources.labels import LabelRetrieval
+    from tagalign.text import Analyzer
+    from tagalign.vocab import Vocabulary
+
+    vocab = Vocabulary.load(folder)
+    base = peak_rss_gb()
+    source = LabelRetrieval()
+    t0 = time.perf_counter()
+    source.load_state(Path(index), FitContext(vocab, Analyzer(), mmap=mmap == "mmap"))
+    load_s = time.perf_counter() - t0
+    loaded = peak_rss_gb()
+    q = np.random.default_rng(SEED).standard_normal((1000, source.index_.dim), np.float32)
+    q /= np.linalg.norm(q, axis=1, keepdims=True)
+    t0 = time.perf_counter()
+    for start in range(0, len(q), 100):
+        source._search(q[start:start + 100])
+    print(json.dumps({"load_s": load_s, "vocab_gb": base, "loaded_gb": loaded,
+                      "qps": len(q) / (time.perf_counter() - t0), "after_gb": peak_rss_gb()}))
 
 
 def size_mib(path: Path) -> float:
@@ -397,11 +464,15 @@ def main() -> None:
     ap.add_argument("--dump", type=Path, help="the dump: written unless it exists "
                     "(default: a temporary file)")
     ap.add_argument("--lock", type=Path, help="a file whose flock each heavy step holds")
+    ap.add_argument("--label-dim", type=int, default=384,
+                    help="the label index's dimensions (the hybrid's: 384)")
+    ap.add_argument("--label-index", default="ivf", help="its kind (the hybrid's: ivf)")
     ap.add_argument("--child", nargs="+", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
         {"saved": child_saved, "lexical-fit": child_lexical_fit,
-         "lexical-load": child_lexical_load}[args.child[0]](*map(Path, args.child[1:]))
+         "lexical-load": child_lexical_load, "labels-fit": child_labels_fit,
+         "labels-load": child_labels_load}[args.child[0]](*args.child[1:])
         return
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
@@ -411,11 +482,12 @@ def main() -> None:
             with cpu_lock(args.lock):
                 counts = write_dump(dump, args.headings, args.seed)
             print(f"wrote {dump} in {time.perf_counter() - t0:.0f} s: {counts}")
-        rows = measure(dump, work, args.lock)
+        rows = measure(dump, work, args.lock, args.label_dim, args.label_index)
     print_table(rows, dump)
 
 
-def measure(dump: Path, work: Path, lock: Path | None) -> dict[str, dict]:
+def measure(dump: Path, work: Path, lock: Path | None, label_dim: int = 384,
+            label_index: str = "ivf") -> dict[str, dict]:
     me = [sys.executable, __file__, "--child"]
     rows: dict[str, dict] = {}
     vocab = work / "vocab"
@@ -425,9 +497,17 @@ def measure(dump: Path, work: Path, lock: Path | None) -> dict[str, dict]:
     lexical = work / "lexical"
     rows["lexical-fit"] = timed_run([*me, "lexical-fit", str(vocab), str(lexical)], lock)
     rows["lexical-load"] = timed_run([*me, "lexical-load", str(vocab), str(lexical)], lock)
+    labels = work / "labels"
+    rows["labels-fit"] = timed_run([*me, "labels-fit", str(vocab), str(labels),
+                                    str(label_dim), label_index], lock)
+    rows["labels-fit"].update(dim=label_dim, kind=label_index)
+    for how in ("read", "mmap"):
+        rows[f"labels-{how}"] = timed_run([*me, "labels-load", str(vocab), str(labels), how],
+                                          lock)
     rows["sizes"] = {"dump": size_mib(dump), "vocab": size_mib(vocab),
-                     "lexical": size_mib(lexical)}
+                     "lexical": size_mib(lexical), "labels": size_mib(labels)}
     shutil.rmtree(lexical)
+    shutil.rmtree(labels)
     return rows
 
 
@@ -455,6 +535,19 @@ def print_table(rows: dict[str, dict], dump: Path) -> None:
     print(f"| lexical matcher, load | {sizes['lexical']:,.0f} MiB | {lex['load_s']:.1f} s | "
           f"{lex['cpu']:.0f} | {lex['rss_gib']:.2f} GiB (+{lex['loaded_gb'] - lex['vocab_gb']:.2f}"
           " GB) |")
+    fit, sizes = rows["labels-fit"], rows["sizes"]
+    print(f"| label index (`{fit['kind']}`, {fit['dim']} dims, {fit['rows']:,} rows), "
+          "fit + save | "
+          f"{sizes['labels']:,.0f} MiB | {fit['fit_s']:.0f} s fit (tokenizer "
+          f"{fit['tokenizer_s']:.0f} s), {fit['save_s']:.0f} s save | {fit['cpu']:.0f} | "
+          f"{fit['rss_gib']:.2f} GiB |")
+    for how in ("read", "mmap"):
+        row = rows[f"labels-{how}"]
+        print(f"| label index, load{' memory-mapped' if how == 'mmap' else ''} | "
+              f"{sizes['labels']:,.0f} MiB | {row['load_s']:.1f} s; {row['qps']:,.0f} "
+              f"queries/s | {row['cpu']:.0f} | {row['rss_gib']:.2f} GiB "
+              f"(+{row['loaded_gb'] - row['vocab_gb']:.2f} GB loaded, "
+              f"{row['after_gb']:.2f} GB after 1,000 queries) |")
 
 
 if __name__ == "__main__":
