@@ -8,10 +8,12 @@ from __future__ import annotations
 import gzip
 import io
 import json
+import re
 import shutil
 import unicodedata
 from pathlib import Path
 
+import pymarc
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -153,11 +155,28 @@ def test_format_guess_keeps_skos_xml_apart(dumps, tmp_path):
 
 
 def test_a_single_bare_record_file(tmp_path):
-    import pymarc
-
     path = tmp_path / "one.xml"
     path.write_bytes(pymarc.record_to_xml(authority("4000009-9", "Epos"), namespace=True))
     assert load_vocabulary(path, format="gnd-marc").ids == ["4000009-9"]
+
+
+def test_records_in_a_prefixed_namespace_among_other_elements(tmp_path):
+    """The reader tells records by their tag alone, whatever comes between them (it skips
+    tags it has seen not to be a record's without looking again)."""
+    recs = [authority("4000009-9", "Epos"), authority("4000010-1", "Held")]
+    xml = write_xml(tmp_path / "plain.xml", recs).read_text(encoding="utf-8")
+    prefixed = re.sub(r"<(/?)(collection|record|leader|controlfield|datafield|subfield)\b",
+                      r"<\1marc:\2", xml.replace('xmlns="', 'xmlns:marc="'))
+    # an element of another kind between the records, and a bare record after them
+    prefixed = prefixed.replace("</marc:record>", "</marc:record><note>x</note>", 1)
+    bare = pymarc.record_to_xml(authority("4000011-2", "Sage")).decode("utf-8")
+    path = tmp_path / "prefixed.mrc.xml"
+    path.write_text(prefixed.replace("</marc:collection>", bare + "</marc:collection>"),
+                    encoding="utf-8")
+    assert "<marc:record" in path.read_text(encoding="utf-8")
+    vocab = load_vocabulary(path, report=quiet())
+    assert vocab.ids == ["4000009-9", "4000010-1", "4000011-2"]
+    assert [s.label() for s in vocab] == ["Epos", "Held", "Sage"]
 
 
 # -- the saved form ------------------------------------------------------------------------
@@ -176,6 +195,19 @@ def test_a_vocabulary_without_the_new_columns_saves_and_loads_as_before(tmp_path
     assert list(cols) == ["format", "version", "fingerprint", "ids", "labels", "alt_labels",
                           "broader", "narrower", "related", "classification", "definition"]
     assert Vocabulary.load(path).subjects == plain.subjects
+
+
+def test_the_saved_form_is_the_json_it_always_was(dumps, tmp_path):
+    """Written with orjson, read back by any JSON reader: the bytes of ``json.dumps(cols,
+    ensure_ascii=False, separators=(",", ":"))``, control characters and all."""
+    vocab = load_vocabulary(dumps["xml"], report=quiet())
+    vocab.subjects[0].labels["de"] += ' "\\ \x00\x1f\x7f\t\n ä\u0308 \u2028 \U0001f600'
+    vocab.subjects[1].definition = "Zeile 1\r\nZeile 2"
+    data = gzip.decompress(vocab.save(tmp_path / "v").read_bytes())
+    cols = json.loads(data)
+    assert data == json.dumps(cols, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+    back = Vocabulary.load(tmp_path / "v")
+    assert back.subjects == vocab.subjects and back.fingerprint == vocab.fingerprint
 
 
 # -- the commands --------------------------------------------------------------------------

@@ -3,8 +3,11 @@ their features and the stop at grams that begin no label, on a worked example.""
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 
+from tagalign.io import write_json_atomic
 from tagalign.records import Record
 from tagalign.suggest.sources.base import Batch, FitContext
 from tagalign.suggest.sources.lexical import LabelMatcher
@@ -120,3 +123,22 @@ def test_german_labels_are_looked_for_in_english_texts_only_without_an_english_l
     # the recipe's default turns it on
     from tagalign.recipes.hybrid import HybridRecipe
     assert LabelMatcher.from_params(HybridRecipe.defaults, 30).config.cross_language
+
+
+def test_the_table_saves_compact_and_an_indented_one_still_loads(tmp_path):
+    """The table is written as compact JSON (orjson); a model saved before, indented by
+    the json module, loads to the same table."""
+    m, an = matcher()
+    (tmp_path / "new").mkdir()
+    (tmp_path / "old").mkdir()
+    m.save(tmp_path / "new")
+    saved = (tmp_path / "new/lexical.json").read_bytes()
+    assert b"\n" not in saved and json.loads(saved)["table"] == {
+        k: [list(hit) for hit in v] for k, v in m.table_.items()}
+    write_json_atomic(tmp_path / "old/lexical.json", json.loads(saved))  # as saved before
+    assert b"\n  " in (tmp_path / "old/lexical.json").read_bytes()
+    for where in ("new", "old"):
+        back = LabelMatcher()
+        back.load_state(tmp_path / where, FitContext(m.vocab_, an))
+        assert back.table_ == m.table_ and back._grams == m._grams
+        assert back.config.max_ngram == 5 and back._prec is None

@@ -173,12 +173,14 @@ def _relation(sub: list[tuple[str, str]]) -> tuple[str | None, bool]:
     return target or None, broader
 
 
-def to_subject(fields: Fields, language: str = "de") -> Subject:
-    """The `Subject` of one subject-heading record; ValueError when it has no id or 150."""
+def to_subject(fields: Fields, language: str = "de",
+               types: tuple[str | None, list[str]] | None = None) -> Subject:
+    """The `Subject` of one heading record; ValueError when it has no id or heading.
+    ``types``: its `entity_types`, where the caller read them already."""
     sid = gnd_id(fields)
     if not sid:
         raise ValueError("no GND id (024 $2 gnd or 035 $a (DE-588)…)")
-    general, codes = entity_types(fields)
+    general, codes = types if types is not None else entity_types(fields)
     head, alt_tag, rel_tag = ENTITY_TYPES.get(general or "s", ENTITY_TYPES["s"])
     label = next((h for h in map(heading, fields.get(head, [])) if h), "")
     if not label and general is not None and general != "s":  # a work as 100 $a $t, …
@@ -212,16 +214,15 @@ def to_subject(fields: Fields, language: str = "de") -> Subject:
 SUBJECT_HEADINGS = frozenset({"s"})
 
 
-def skip_reason(leader: str, fields: Fields, types: frozenset[str] | None = SUBJECT_HEADINGS
-                ) -> str | None:
-    """Why a record is not kept (the kind it is counted under), or None. ``types``: the
-    entity types kept (None: all). A record without 075 is taken as a subject heading (a
-    dump cut down to some fields)."""
+def skip_reason(leader: str, general: str | None,
+                types: frozenset[str] | None = SUBJECT_HEADINGS) -> str | None:
+    """Why a record is not kept (the kind it is counted under), or None. ``general``: its
+    general entity type (`entity_types`); ``types``: the entity types kept (None: all). A
+    record without 075 is taken as a subject heading (a dump cut down to some fields)."""
     if len(leader) > 6 and leader[6] != "z":
         return f"not an authority record (leader/06 {leader[6]!r})"
     if len(leader) > 5 and leader[5] == "d":
         return "deleted"
-    general, _ = entity_types(fields)
     if types is not None and (general or "s") not in types:
         return f"entity type {general}"
     return None
@@ -265,6 +266,9 @@ def _xml_records(fh: IO[bytes]) -> Iterator[tuple[str, str, Fields]]:
     parser: ET.XMLPullParser[ET.Element] = ET.XMLPullParser(events=("start",))
     root: ET.Element | None = None
     pending: ET.Element | None = None
+    # tags seen that are not a record's (a field's, a subfield's): one set lookup per
+    # element, the cost that counts at 30 elements a record and 1.5M records
+    others: set[str] = set()
     read = getattr(fh, "read1", fh.read)  # what has been decompressed, before a cut
     while True:
         error: BaseException | None = None
@@ -276,18 +280,23 @@ def _xml_records(fh: IO[bytes]) -> Iterator[tuple[str, str, Fields]]:
                 parser.close()
         except (ET.ParseError, EOFError, gzip.BadGzipFile, zlib.error) as exc:
             error, data = exc, b""
-        for event in parser.read_events():
-            elem = cast(ET.Element, event[-1])  # "start" events only: always an element
+        # "start" events only: always an element
+        for _, elem in cast(Iterator[tuple[str, ET.Element]], parser.read_events()):
+            tag = elem.tag
+            if tag in others:
+                continue
             if root is None:
                 root = elem
-                if _is_record(elem.tag):  # a file holding one bare record
+                if _is_record(tag):  # a file holding one bare record
                     pending = elem
                 continue
-            if _is_record(elem.tag):
+            if _is_record(tag):
                 if pending is not None:
                     yield _record_fields(pending)
                 pending = elem
                 root.clear()  # drop the finished records (and the whitespace between)
+            else:
+                others.add(tag)
         if error is not None:
             raise error
         if not data:
@@ -336,18 +345,19 @@ def read_authorities(path: Path, report: Reporter, counts: AuthorityCounts | Non
         with open_binary(path) as fh:
             records = _xml_records(fh) if xml else _binary_records(fh, path, report)
             for n, (leader, control, fields) in enumerate(records, 1):  # noqa: B007
-                kind = skip_reason(leader, fields, types)
-                if kind is not None:
-                    counts.skipped[kind] += 1
+                kinds = entity_types(fields)  # 075 read once: skip, heading tags, counts
+                reason = skip_reason(leader, kinds[0], types)
+                if reason is not None:
+                    counts.skipped[reason] += 1
                     continue
                 try:
-                    subject = to_subject(fields, language)
+                    subject = to_subject(fields, language, kinds)
                 except ValueError as exc:
                     where = f"{path}: record {n}" + (f" (001 {control})" if control else "")
                     report.bad(where, str(exc))
                     continue
                 counts.subjects += 1
-                counts.kept[entity_types(fields)[0] or "s"] += 1
+                counts.kept[kinds[0] or "s"] += 1
                 yield subject
     except ET.ParseError as exc:
         report.bad(str(path), f"not well-formed MARC-XML after {n} records ({exc})")

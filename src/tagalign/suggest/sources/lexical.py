@@ -26,8 +26,9 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 import numpy as np
+import orjson
 
-from tagalign.io import load_npy, read_json, save_npy_atomic, write_json_atomic
+from tagalign.io import load_npy, save_npy_atomic, write_bytes_atomic
 from tagalign.params import Fraction, NonNegative, Positive
 from tagalign.suggest.sources.base import (
     Batch,
@@ -268,16 +269,17 @@ class LabelMatcher(Source):
         return out
 
     def save(self, path: Path) -> None:
-        write_json_atomic(path / "lexical.json", {"max_ngram": self.config.max_ngram,
-                                                  "cross_language": self.config.cross_language,
-                                                  "counts": self.found_ is not None,
-                                                  "table": self.table_})
+        # compact JSON by orjson: at 1.5M headings the table has 1.3M keys, 162 MiB and 18 s
+        # to write indented by the json module
+        write_bytes_atomic(path / "lexical.json", orjson.dumps({
+            "max_ngram": self.config.max_ngram, "cross_language": self.config.cross_language,
+            "counts": self.found_ is not None, "table": self.table_}))
         if self.found_ is not None:
             save_npy_atomic(path / "found.npy", self.found_)
             save_npy_atomic(path / "gold.npy", self.gold_)
 
     def load_state(self, path: Path, ctx: FitContext) -> None:
-        data = read_json(path / "lexical.json")
+        data = orjson.loads((path / "lexical.json").read_bytes())  # indented before: alike
         self.table_ = {k: [tuple(x) for x in v] for k, v in data["table"].items()}
         # the matching the ranker learned from, whatever the recipe's parameters say now
         self.config = replace(self.config, cross_language=data["cross_language"])
