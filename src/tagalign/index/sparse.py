@@ -69,12 +69,15 @@ def exact_cosines(X: sp.csr_matrix, q: sp.csr_matrix, cand: np.ndarray) -> np.nd
     Xc = X[cand.ravel()]
     terms, inv = np.unique(q.indices, return_inverse=True)
     u = len(terms)
-    slot = np.full(X.shape[1], u, np.int64)  # terms no query of the block has: the zero slot
+    # int32 where it fits: these arrays hold every candidate's terms (millions per block)
+    dtype = np.int32 if n * (u + 1) < 2**31 else np.int64
+    slot = np.full(X.shape[1], u, dtype)  # terms no query of the block has: the zero slot
     slot[terms] = np.arange(u)
     dense = np.zeros((n, u + 1), np.float32)
     dense[np.repeat(np.arange(n), np.diff(q.indptr)), inv] = q.data
     per_query = np.diff(Xc.indptr[::m]) if m else np.zeros(n, np.int64)
-    cols = slot[Xc.indices] + np.repeat(np.arange(n, dtype=np.int64) * (u + 1), per_query)
+    cols = slot[Xc.indices]
+    cols += np.repeat(np.arange(n, dtype=dtype) * (u + 1), per_query)
     M = sp.csr_matrix((Xc.data, cols, Xc.indptr), shape=(n * m, n * (u + 1)))
     return (M @ dense.ravel()).reshape(n, m).astype(np.float32)
 
