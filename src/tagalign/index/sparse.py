@@ -216,8 +216,8 @@ class ImpactSearch(SparseSearch):
     highest partial scores get their exact cosine; the best k of them are returned. With a
     budget of at least the query's postings every score is exact, so with ``rescore`` ≥ the
     records it is the exact search. Cost per query: the budget plus ``rescore`` rows, not
-    the records: at 1M synthetic records the exact 30 neighbours sit among the first 1,000
-    partial scores for ~95 % of them with 40,000 postings (`benchmarks/tfidf_search.py`)."""
+    the records (figures at 90k and 1M records: docs/scaling.md, from
+    `benchmarks/tfidf_search.py --sizes`)."""
 
     name = "impact"
     config_class = ImpactConfig
