@@ -35,6 +35,8 @@ import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -44,7 +46,7 @@ from sklearn.preprocessing import normalize
 
 from _common import add_data_args
 from tagalign.index import VectorIndex
-from tagalign.records import read_records
+from tagalign.records import Record, read_records
 from tagalign.suggest.sources.base import Batch
 from tagalign.suggest.sources.memory import RecordMemory, label_matrix
 from tagalign.suggest.sources.neighbours import TfidfNeighbours
@@ -62,6 +64,64 @@ def halves(text: str) -> tuple[str, str]:
     words = text.split()
     mid = len(words) // 2
     return " ".join(words[:mid]), " ".join(words[mid:])
+
+
+@dataclass
+class Recombination:
+    """Which pool records make each synthetic record (the generator other benchmarks reuse:
+    ``benchmarks/tfidf_search.py --records``). ``parts``: the pool's titles, first and
+    second abstract halves; ``abc``: the pool positions of record i's title and halves;
+    ``rng``: the generator after the draw (for later seeded choices)."""
+
+    pool: list[Record]
+    parts: list[list[str]]
+    langs: np.ndarray
+    abc: np.ndarray
+    rec_lang: np.ndarray
+    rng: np.random.Generator
+
+    @classmethod
+    def draw(cls, train: Iterable[Record], featurizer: TfidfFeaturizer, pool_size: int,
+             records: int, seed: int) -> Recombination:
+        """``records`` recombined from a seeded ``pool_size`` sample of the train records
+        with subjects, each from three pool records of one language (the pool's shares)."""
+        pool = [r for r in train if r.subjects]
+        if pool_size < len(pool):
+            pool = random.Random(seed).sample(pool, pool_size)
+        langs = np.array([featurizer.lang_of(r.language) for r in pool])
+        parts = [[r.title for r in pool]] + [list(x) for x in zip(*(halves(r.abstract)
+                                                                      for r in pool),
+                                                                    strict=True)]
+        rng = np.random.default_rng(seed)
+        rec_lang = rng.choice(langs, records)  # languages in the pool's proportion
+        abc = np.zeros((records, 3), np.int64)
+        for lang in np.unique(langs):
+            members = np.flatnonzero(langs == lang)
+            rows = np.flatnonzero(rec_lang == lang)
+            abc[rows] = members[rng.integers(0, len(members), (len(rows), 3))]
+        return cls(pool, parts, langs, abc, rec_lang, rng)
+
+    def tfidf(self, featurizer: TfidfFeaturizer, analyzer: Analyzer, lang: str
+              ) -> tuple[np.ndarray, sp.csr_matrix]:
+        """The synthetic records of ``lang`` (their positions) and their TF-IDF rows, summed
+        from the parts' term counts (sublinear tf, the featurizer's idf, L2 norm: what
+        the featurizer does to the concatenated text)."""
+        vec = featurizer.vectorizers_[lang]
+        members = np.flatnonzero(self.langs == lang)
+        rows = np.flatnonzero(self.rec_lang == lang)
+        if not len(rows):
+            return rows, sp.csr_matrix((0, len(vec.vocabulary_)), dtype=np.float32)
+        cv = CountVectorizer(analyzer=lambda t: t, vocabulary=vec.vocabulary_, dtype=np.float32)
+        P = np.zeros(len(self.pool), np.int64)
+        P[members] = np.arange(len(members))
+        C = [cv.transform([analyzer.tokens(texts[i], lang) for i in members]).tocsr()
+             for texts in self.parts]
+        abc = self.abc
+        X = (C[0][P[abc[rows, 0]]] + C[1][P[abc[rows, 1]]] + C[2][P[abc[rows, 2]]]).tocsr()
+        if featurizer.sublinear_tf:
+            np.log(X.data, X.data)
+            X.data += 1.0
+        return rows, normalize(X @ sp.diags(vec.idf_.astype(np.float32)), copy=False).tocsr()
 
 
 def rss_mb() -> float:
@@ -147,18 +207,16 @@ def main() -> None:
     encoder = StaticEmbeddingEncoder.load(model / "encoder")
     featurizer = TfidfFeaturizer.load(model / "tfidf")
     analyzer = Analyzer()
-    pool = [r for r in read_records(args.train) if r.subjects]
-    if args.pool < len(pool):
-        pool = random.Random(args.seed).sample(pool, args.pool)
-    langs = np.array([featurizer.lang_of(r.language) for r in pool])
+    rec = Recombination.draw(read_records(args.train), featurizer, args.pool, args.records,
+                             args.seed)
+    pool, parts, langs, abc, rec_lang, rng = (rec.pool, rec.parts, rec.langs, rec.abc,
+                                              rec.rec_lang, rec.rng)
     print(f"pool: {len(pool)} train records (seed {args.seed}; "
           f"{dict(zip(*np.unique(langs, return_counts=True), strict=True))}), "
           f"encoder {args.project}/model/encoder (dim {encoder.dim})")
 
     # -- parts: title, first and second half of the abstract -------------------------------
     t0 = time.perf_counter()
-    parts = [[r.title for r in pool]] + [list(x) for x in zip(*(halves(r.abstract)
-                                                                  for r in pool), strict=True)]
     tok = encoder.model[0].tokenizer
     sums, counts = [], []
     for texts in parts:
@@ -169,15 +227,7 @@ def main() -> None:
         counts.append(n)
     print(f"encoded {3 * len(pool)} parts in {time.perf_counter() - t0:.0f} s")
 
-    rng = np.random.default_rng(args.seed)
     n = args.records
-    rec_lang = rng.choice(langs, n)  # languages in the pool's proportion
-    abc = np.zeros((n, 3), np.int64)
-    for lang in np.unique(langs):
-        members = np.flatnonzero(langs == lang)
-        rows = np.flatnonzero(rec_lang == lang)
-        abc[rows] = members[rng.integers(0, len(members), (len(rows), 3))]
-
     # check the recombination against encoding the concatenated text
     check = rng.choice(n, 300, replace=False)
     direct = encoder.encode([" ".join(p for p in (parts[0][a], parts[1][b], parts[2][c]) if p)
@@ -227,21 +277,10 @@ def main() -> None:
     t0 = time.perf_counter()
     tfidf_bytes = 0
     nnz = 0
-    for lang, vec in featurizer.vectorizers_.items():
-        members = np.flatnonzero(langs == lang)
-        rows = np.flatnonzero(rec_lang == lang)
+    for lang in featurizer.vectorizers_:
+        rows, X = rec.tfidf(featurizer, analyzer, lang)
         if not len(rows):
             continue
-        cv = CountVectorizer(analyzer=lambda t: t, vocabulary=vec.vocabulary_, dtype=np.float32)
-        P = np.zeros(len(pool), np.int64)
-        P[members] = np.arange(len(members))
-        C = [cv.transform([analyzer.tokens(texts[i], lang) for i in members]).tocsr()
-             for texts in parts]
-        X = (C[0][P[abc[rows, 0]]] + C[1][P[abc[rows, 1]]] + C[2][P[abc[rows, 2]]]).tocsr()
-        if featurizer.sublinear_tf:
-            np.log(X.data, X.data)
-            X.data += 1.0
-        X = normalize(X @ sp.diags(vec.idf_.astype(np.float32)), copy=False).tocsr()
         for size in sorted({len(rows) // 10, len(rows)}):  # tfidf_knn query time, 1/10 and all
             knn = TfidfNeighbours(k=args.k)
             knn.X_[lang], knn.rows_[lang] = X[:size], rows[:size]
@@ -260,7 +299,7 @@ def main() -> None:
               f"per record, {csr_bytes(X) / GIB:.2f} GiB + transposed copy "
               f"{csr_bytes(XT) / GIB:.2f} GiB; a 256-query product block is dense "
               f"256 × {X.shape[0]:,} float32 = {256 * X.shape[0] * 4 / GIB:.2f} GiB")
-        del X, XT, C
+        del X, XT
     print(f"tfidf matrices built in {time.perf_counter() - t0:.0f} s: {tfidf_bytes / GIB:.2f} "
           f"GiB in memory ({nnz / n:.0f} terms per record)")
     print(f"tfidf_knn neighbours of the {args.queries} dev queries (k = {args.k}, exact sparse "

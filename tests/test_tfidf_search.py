@@ -1,4 +1,5 @@
-"""The TF-IDF neighbours' two-step search (common terms pruned, then rescored exactly)."""
+"""The TF-IDF neighbours' searches: the product (two steps: common terms pruned, then
+rescored exactly) and the impact-ordered index with a postings budget (issue 48)."""
 
 from __future__ import annotations
 
@@ -12,8 +13,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from sklearn.preprocessing import normalize
 
+from tagalign.errors import InputError, ModelFormatError
+from tagalign.index.sparse import ImpactSearch, common_terms
 from tagalign.suggest.sources.base import Batch, FitContext
-from tagalign.suggest.sources.neighbours import TfidfNeighbours, common_terms
+from tagalign.suggest.sources.neighbours import TfidfNeighbours
 from tagalign.text import Analyzer
 from tagalign.vocab import Vocabulary
 
@@ -118,3 +121,94 @@ def test_saved_search_settings_and_older_models(tmp_path: Path) -> None:
     (tmp_path / "tknn-search.json").unlink()
     with pytest.raises(FileNotFoundError):
         TfidfNeighbours(k=10, prune_df=0.05).load_state(tmp_path, ctx)
+
+
+def test_a_model_saved_before_the_search_kinds_loads_as_the_product(tmp_path: Path) -> None:
+    X, Q = _corpus(4)
+    src = _source(X, prune_df=0.2, rescore=40)
+    src.save(tmp_path)
+    (tmp_path / "tknn-search.json").write_text('{"prune_df": 0.2, "rescore": 40}')
+    again = TfidfNeighbours(k=10, search="impact")
+    again.load_state(tmp_path, FitContext(Vocabulary([]), Analyzer()))
+    assert (again.config.search, again.config.prune_df, again.config.rescore) == (
+        "product", 0.2, 40)
+    np.testing.assert_array_equal(again.neighbours(_batch(Q))[0],
+                                  src.neighbours(_batch(Q))[0])
+
+
+@settings(max_examples=10, deadline=None, derandomize=True, database=None)
+@given(seed=st.integers(0, 10_000))
+def test_impact_search_reading_every_posting_is_the_exact_search(seed: int) -> None:
+    """A budget of every posting and every record rescored: the exact neighbours and
+    cosines (ties aside: compared by similarity), each returned cosine the true one."""
+    X, Q = _corpus(seed)
+    nbr, sims = _source(X, search="impact", postings=X.nnz,
+                        rescore=X.shape[0]).neighbours(_batch(Q))
+    _, exact_sims = _exact(X, Q, 10)
+    np.testing.assert_allclose(sims, exact_sims, rtol=1e-5, atol=1e-6)
+    S = (Q @ X.T).toarray()
+    np.testing.assert_allclose(sims, np.take_along_axis(S, nbr - 1000, 1), rtol=1e-5,
+                               atol=1e-6)
+
+
+def test_impact_search_finds_more_of_the_exact_neighbours_with_more_postings() -> None:
+    """The budget is kept (never more postings read than a factor √2 per term allows, far
+    fewer than the query's postings when small), the cosines returned are exact whatever
+    the budget, and the neighbours hold more of the exact search's vote weight the more
+    postings are read — all of it with every posting."""
+    X, Q = _corpus(7, n=600)
+    S = (Q @ X.T).toarray()
+    _, exact_sims = _exact(X, Q, 10)
+    all_postings = int(np.diff(X.T.tocsr().indptr)[Q.indices].sum())
+    kept = []
+    for postings in (20, 200, X.nnz):
+        src = _source(X, search="impact", postings=postings, rescore=20)
+        nbr, sims = src.neighbours(_batch(Q))
+        index = src._search_index("de")
+        assert isinstance(index, ImpactSearch)
+        read = int(index.read_depths(Q).sum())
+        assert read <= min(all_postings, Q.shape[0] * postings * 1.5), (postings, read)
+        np.testing.assert_allclose(sims, np.take_along_axis(S, nbr - 1000, 1), rtol=1e-5,
+                                   atol=1e-6)
+        kept.append(float((sims.astype(np.float64) ** 2).sum()
+                          / (exact_sims.astype(np.float64) ** 2).sum()))
+    assert kept[0] < kept[1] - 0.05 and kept[1] <= kept[2] + 1e-9, kept
+    assert abs(kept[2] - 1) < 1e-5, kept
+
+
+def test_impact_index_save_load_round_trip_and_refusals(tmp_path: Path) -> None:
+    """The kind, its settings and the index itself are saved (npy + JSON, no pickle) and
+    win over the recipe's at load, memory-mapped too; an index of other records, or a
+    search kind this version does not know, is refused."""
+    X, Q = _corpus(5)
+    src = _source(X, search="impact", postings=300, rescore=25)
+    want = src.neighbours(_batch(Q))
+    src.save(tmp_path)
+    assert not list(tmp_path.rglob("*.pkl"))
+    for mmap in (False, True):
+        again = TfidfNeighbours(k=10, search="product", postings=9, rescore=300)
+        again.load_state(tmp_path, FitContext(Vocabulary([]), Analyzer(), mmap=mmap))
+        assert (again.config.search, again.config.postings, again.config.rescore) == (
+            "impact", 300, 25)
+        index = again._index["de"]
+        assert isinstance(index, ImpactSearch)
+        assert isinstance(index.data, np.memmap) == mmap  # loaded, not rebuilt
+        got = again.neighbours(_batch(Q))
+        np.testing.assert_array_equal(got[0], want[0])
+        np.testing.assert_array_equal(got[1], want[1])
+    # the records' matrix of another model beside this index: refused, with what to do
+    other = TfidfNeighbours(k=10)
+    other.X_["de"], other.rows_["de"] = _corpus(6)[0], np.arange(X.shape[0])
+    other.save(tmp_path / "other")
+    for name in ("tknn-de-indices.npy", "tknn-de-data.npy", "tknn-de-indptr.npy"):
+        (tmp_path / name).write_bytes((tmp_path / "other" / name).read_bytes())
+    with pytest.raises(ModelFormatError, match="another model: retrain"):
+        TfidfNeighbours(k=10).load_state(tmp_path, FitContext(Vocabulary([]), Analyzer()))
+    (tmp_path / "tknn-search.json").write_text('{"search": "lsh", "rescore": 25}')
+    with pytest.raises(ModelFormatError, match="unknown search 'lsh'"):
+        TfidfNeighbours(k=10).load_state(tmp_path, FitContext(Vocabulary([]), Analyzer()))
+
+
+def test_an_unknown_search_kind_is_refused_with_the_known_ones() -> None:
+    with pytest.raises(InputError, match=r"unknown TF-IDF neighbour search 'lsh'.*impact"):
+        TfidfNeighbours(k=10, search="lsh")

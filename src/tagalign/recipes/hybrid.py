@@ -76,9 +76,14 @@ class HybridRecipe(Recipe):
         "seed": 13,
         "knn_k": 30,
         "knn_power": 2.0,
-        # TF-IDF neighbours: terms in more than this share of the records leave the product
-        # and come back for the `knn_rescore` best (`TfidfNeighbours`; 0: exact search)
+        # TF-IDF neighbours (`TfidfNeighbours`, `tagalign.index.sparse`): "product" scores
+        # every record, the terms in more than `knn_prune_df` of them left out and added
+        # back for the `knn_rescore` best (0: exact search); "impact" reads `knn_postings`
+        # postings per query of an impact-ordered index and rescores the `knn_rescore` best
+        # (for memories of a million records: docs/scaling.md)
+        "knn_search": "product",
         "knn_prune_df": 0.05,
+        "knn_postings": 40_000,
         "knn_rescore": 300,
         "ann_index": "ivf",
         "candidates_per_source": 30,

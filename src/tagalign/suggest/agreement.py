@@ -27,8 +27,9 @@ from pathlib import Path
 import numpy as np
 import scipy.sparse as sp
 
+from tagalign.index.sparse import row_entries
 from tagalign.io import load_csr, read_json, save_csr_atomic, write_json_atomic
-from tagalign.suggest.sources.base import ranks_of, row_entries
+from tagalign.suggest.sources.base import ranks_of
 
 AGREEMENT_FEATURES = ["co_sum", "co_hits", "co_max"]
 RRF_K = 60.0

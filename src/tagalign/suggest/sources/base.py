@@ -129,17 +129,6 @@ def topk_per_row(scores: sp.csr_matrix, k: int) -> tuple[np.ndarray, np.ndarray,
     return np.concatenate(rows), np.concatenate(cols), np.concatenate(vals)
 
 
-def row_entries(indptr: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Positions in a CSR matrix's ``indices``/``data`` of every entry of ``rows`` (in that
-    order, a row repeated as often as it is given) and each row's entry count: the rows'
-    stored entries gathered with NumPy, without a per-row loop or scipy's fancy indexing."""
-    rows = np.asarray(rows, np.int64)
-    starts = indptr[rows].astype(np.int64)
-    lens = indptr[rows + 1].astype(np.int64) - starts
-    offsets = np.cumsum(lens) - lens
-    return np.repeat(starts - offsets, lens) + np.arange(int(lens.sum())), lens
-
-
 def ranks_of(rows: np.ndarray) -> np.ndarray:
     """1-based rank of each entry within its row, for entries already sorted best-first."""
     if len(rows) == 0:

@@ -7,7 +7,6 @@ hybrid's bilingual embeddings (across languages).
 
 from __future__ import annotations
 
-import sys
 import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -19,6 +18,13 @@ import scipy.sparse as sp
 
 from tagalign.errors import ModelFormatError
 from tagalign.index import VectorIndex
+from tagalign.index.sparse import (
+    SPARSE_SEARCHES,
+    ImpactConfig,
+    SparseSearch,
+    row_entries,
+    search_config,
+)
 from tagalign.io import (
     load_csr,
     load_npy,
@@ -28,7 +34,6 @@ from tagalign.io import (
     write_json_atomic,
 )
 from tagalign.params import NonNegativeFloat, Positive
-from tagalign.runtime import release_free_memory
 from tagalign.suggest.sources.base import (
     MAX_REASON_ITEMS,
     Batch,
@@ -38,7 +43,6 @@ from tagalign.suggest.sources.base import (
     SourceConfig,
     ranks_of,
     register_source,
-    row_entries,
 )
 from tagalign.suggest.sources.memory import RecordMemory
 
@@ -90,20 +94,6 @@ def vote(nbr: np.ndarray, sims: np.ndarray, Y: sp.csr_matrix, power: float, top_
     return Candidates(r, c, feats, _names(prefix)), nbr
 
 
-@dataclass
-class _SearchIndex:
-    """One language's query structures, built from its record matrix ``X`` on first use.
-
-    ``XT``: the index the product runs on (terms × records), without the common terms when
-    pruning. ``common``: those terms' positions, and ``Xc``: the records' weights on them
-    (records × common terms), which rescoring adds back."""
-
-    X: sp.csr_matrix
-    XT: sp.csr_matrix
-    common: np.ndarray
-    Xc: sp.csr_matrix | None
-
-
 @dataclass(frozen=True)
 class VotingConfig(SourceConfig):
     """What both neighbour sources take: ``k`` neighbours, each voting with its similarity
@@ -118,13 +108,27 @@ class VotingConfig(SourceConfig):
 
 @dataclass(frozen=True)
 class TfidfNeighboursConfig(VotingConfig):
-    """``prune_df``, ``rescore``: the two-step search (`TfidfNeighbours`; 0: exact)."""
+    """``search``: the kind of search (`tagalign.index.sparse`: ``product``, the default,
+    or ``impact``); ``prune_df`` (product: 0 is the exact search), ``postings`` (impact)
+    and ``rescore`` (both): that kind's settings, `search_settings`."""
 
-    prune_df: float = 0.0
-    rescore: int = 300
+    search: str = "product"
+    prune_df: NonNegativeFloat = 0.0
+    postings: Positive = ImpactConfig.postings
+    rescore: Positive = 300
 
     recipe_params: ClassVar[Mapping[str, str]] = {
-        **VotingConfig.recipe_params, "prune_df": "knn_prune_df", "rescore": "knn_rescore"}
+        **VotingConfig.recipe_params, "search": "knn_search", "prune_df": "knn_prune_df",
+        "postings": "knn_postings", "rescore": "knn_rescore"}
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        SPARSE_SEARCHES.lookup(self.search)  # an unknown kind: refused with the known ones
+
+    def search_settings(self) -> dict[str, Any]:
+        """The search kind's own config fields, as saved beside the model."""
+        return {"search": self.search,
+                **search_config(self.search, self.values()).values()}
 
 
 @dataclass(frozen=True)
@@ -177,41 +181,19 @@ class _Voting(Source):
                  if n >= 0 and s > 0] for row, srow in zip(nbrs, sims, strict=True)]
 
 
-def common_terms(XT: sp.csr_matrix, prune_df: float) -> np.ndarray:
-    """Terms in more than ``prune_df`` of the records (0: none)."""
-    if prune_df <= 0:
-        return np.zeros(0, np.int64)
-    return np.flatnonzero(np.diff(XT.indptr) > prune_df * XT.shape[1])
-
-
-def largest(S: np.ndarray, k: int) -> np.ndarray:
-    """Columns of the ``k`` largest values of each row of ``S`` (in no order). torch's
-    ``topk`` when torch is loaded (the hybrid's encoder loads it): 2.5× faster than
-    NumPy's ``argpartition`` on 64 × 49,000 similarities, which was an eighth of a batch
-    suggest's time (py-spy, full-train hybrid, one thread). Not imported for this alone
-    (hundreds of MB); ties at the k-th value may take other columns than NumPy would."""
-    torch = sys.modules.get("torch")
-    if torch is None or k >= S.shape[1]:
-        return np.argpartition(-S, k - 1, axis=1)[:, :k]
-    return torch.topk(torch.from_numpy(np.ascontiguousarray(S)), k, dim=1,
-                      sorted=False).indices.numpy()
-
-
 @register_source
 class TfidfNeighbours(_Voting):
     """kNN by TF-IDF cosine among training records of the same language.
 
-    ``prune_df`` > 0 searches in two steps (issue 18: this product was a third of a batch
-    suggest). A query shares a term found in more than 5 % of the records with most of
-    them, so its exact similarities are nearly dense and their product costs the most. The
-    product therefore leaves those common terms out. The ``rescore`` records it ranks
-    highest then get their exact cosine, the common terms' part added back from a small
-    records × common-terms matrix. The neighbours' similarities are exact. The first step
-    misses a neighbour only when common terms alone would have lifted it into the top k.
-    On 1,000 seeded dev records, with a 5 % cut and 300 rescored, the neighbours found hold
-    99.9 % (German) and 99.4 % (English) of the exact search's vote weight (similarity²),
-    and the search takes 0.72 s instead of 1.36 (`benchmarks/tfidf_search.py`).
-    ``prune_df=0`` is the exact search."""
+    The search over each language's records is a `SparseSearch` of the kind ``search``
+    names (`tagalign.index.sparse`), built on first use and again after `learn` or
+    `forget`: ``product`` scores every record by a sparse product, in two steps with
+    ``prune_df`` > 0 (issue 18: common terms leave the product, the ``rescore`` best get
+    their exact cosine; ``prune_df=0`` is the exact search); ``impact`` reads a budget of
+    ``postings`` per query from an impact-ordered inverted index and rescores the
+    ``rescore`` best exactly, a cost bounded by the budget, not the records (issue 48).
+    The kind and its settings are saved beside the model and win over the recipe's at load
+    (the ranker learned from that search's neighbours); an ``impact`` index is saved too."""
 
     name = "tfidf_knn"
     features = _names("tknn")
@@ -222,7 +204,7 @@ class TfidfNeighbours(_Voting):
         super().__init__(config, **settings)
         self.X_: dict[str, sp.csr_matrix] = {}
         self.rows_: dict[str, np.ndarray] = {}  # memory row of each X_ row
-        self._index: dict[str, _SearchIndex] = {}
+        self._index: dict[str, SparseSearch] = {}
         self.memory = None
 
     def fit(self, ctx: FitContext) -> None:
@@ -241,54 +223,19 @@ class TfidfNeighbours(_Voting):
             index = self._search_index(lang)
             for start in range(0, len(idx), QUERY_CHUNK):
                 part = idx[start:start + QUERY_CHUNK]
-                top, topv = self._search(index, Xq[start:start + QUERY_CHUNK])
+                top, topv = index.search(Xq[start:start + QUERY_CHUNK], k)
                 nbr[part, :top.shape[1]] = self.rows_[lang][top]
                 sims[part, :top.shape[1]] = topv
         return nbr, sims
 
-    def _search(self, index: _SearchIndex, q: sp.csr_matrix) -> tuple[np.ndarray, np.ndarray]:
-        """The k best records of each query row (positions in X, best first) and their
-        cosines; see the class docstring for the two steps."""
-        S = (q @ index.XT).toarray()
-        kk = min(self.config.k, S.shape[1])
-        if index.Xc is None:  # exact: every term is in the product
-            top = largest(S, kk)
-            topv = np.take_along_axis(S, top, 1)
-        else:
-            m = max(min(self.config.rescore, S.shape[1]), kk)
-            cand = largest(S, m)
-            # each candidate's weights on the common terms, against its query's
-            pos, lens = row_entries(index.Xc.indptr, cand.ravel())
-            pair = np.repeat(np.arange(cand.size), lens)
-            qc = q[:, index.common].toarray()
-            common = np.bincount(pair, weights=index.Xc.data[pos]
-                                 * qc[pair // m, index.Xc.indices[pos]],
-                                 minlength=cand.size).reshape(cand.shape)
-            full = (np.take_along_axis(S, cand, 1) + common).astype(np.float32)
-            best = np.argpartition(-full, kk - 1, axis=1)[:, :kk]
-            top = np.take_along_axis(cand, best, 1)
-            topv = np.take_along_axis(full, best, 1)
-        order = np.argsort(-topv, axis=1)
-        return np.take_along_axis(top, order, 1), np.take_along_axis(topv, order, 1)
-
-    def _search_index(self, lang: str) -> _SearchIndex:
-        """The language's `_SearchIndex`, cached: it only changes on `learn`."""
+    def _search_index(self, lang: str) -> SparseSearch:
+        """The language's search, cached: it only changes on `learn` and `forget`."""
         X = self.X_[lang]
         cached = self._index.get(lang)
         if cached is None or cached.X is not X:
-            XT = X.T.tocsr()
-            common = common_terms(XT, self.config.prune_df)
-            Xc = None
-            if len(common):
-                keep = np.ones(XT.shape[0], bool)
-                keep[common] = False
-                Xc = X[:, common].tocsr()
-                XT = (sp.diags(keep.astype(XT.dtype)) @ XT).tocsr()
-                XT.eliminate_zeros()
-            cached = _SearchIndex(X, XT, common, Xc)
+            kind = SPARSE_SEARCHES.lookup(self.config.search)
+            cached = kind(X, search_config(self.config.search, self.config.values()))
             self._index[lang] = cached
-            if len(common):
-                release_free_memory()  # the unpruned transpose's pages
         return cached
 
     def candidates(self, batch: Batch) -> Candidates:
@@ -323,23 +270,38 @@ class TfidfNeighbours(_Voting):
             save_csr_atomic(path, f"tknn-{lang}", X)
             save_npy_atomic(path / f"tknn-rows-{lang}.npy", self.rows_[lang])
             meta[lang] = list(X.shape)
+            if self.config.search != "product":  # product: nothing beyond X, built at load
+                folder = path / f"tknn-{self.config.search}-{lang}"
+                folder.mkdir(exist_ok=True)
+                self._search_index(lang).save(folder)
         write_json_atomic(path / "tknn.json", meta)
-        write_json_atomic(path / "tknn-search.json",
-                          {"prune_df": self.config.prune_df, "rescore": self.config.rescore})
+        write_json_atomic(path / "tknn-search.json", self.config.search_settings())
 
     def load_state(self, path: Path, ctx: FitContext) -> None:
-        """With ``ctx.mmap`` the record matrices stay in their files; the transposed copy
-        queries use is built in memory on first use either way, so mapping saves the
-        original's share."""
+        """With ``ctx.mmap`` the record matrices (and an impact index) stay in their files;
+        the product search's transposed copy is built in memory on first use either way."""
         self.memory = ctx.memory
         # the search the ranker learned from (a later change of the parameters would feed
-        # it other neighbours than it learned on)
+        # it other neighbours than it learned on); files written before issue 48 hold
+        # prune_df and rescore: the product search, the only kind then
         search = read_json(path / "tknn-search.json")
-        self.config = replace(self.config, prune_df=float(search["prune_df"]),
-                              rescore=int(search["rescore"]))
+        kind = search.get("search", "product")
+        if kind not in SPARSE_SEARCHES:
+            raise ModelFormatError(f"{path / 'tknn-search.json'}: unknown search {kind!r}; "
+                                   f"this version knows {SPARSE_SEARCHES.names()}: retrain "
+                                   "the project (tagalign train)")
+        config = SPARSE_SEARCHES[kind].config_class
+        self.config = replace(self.config, search=kind, **{
+            name: type(getattr(self.config, name))(search[name])
+            for name in config.field_names()})
         for lang, shape in read_json(path / "tknn.json").items():
-            self.X_[lang] = load_csr(path, f"tknn-{lang}", tuple(shape), mmap=ctx.mmap)
+            X = load_csr(path, f"tknn-{lang}", tuple(shape), mmap=ctx.mmap)
             self.rows_[lang] = load_npy(path / f"tknn-rows-{lang}.npy", ctx.mmap)
+            self.X_[lang] = X
+            if kind != "product":
+                self._index[lang] = SPARSE_SEARCHES[kind].load(
+                    path / f"tknn-{kind}-{lang}", X, search_config(kind, self.config.values()),
+                    mmap=ctx.mmap)
 
 
 @register_source
