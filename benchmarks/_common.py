@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import fcntl
 import os
 import resource
 import socket
@@ -163,3 +164,18 @@ def recipe_suggestions(recipe, records: list, limit: int) -> list:
 
     ask = SuggestRequest(limit=limit, threshold=0.0, quality=False)
     return [t.suggestions for t in recipe.suggest(records, ask)]
+
+
+@contextlib.contextmanager
+def cpu_lock(path: Path | None) -> Iterator[None]:
+    """Hold ``path``'s exclusive flock (as ``flock FILE cmd`` takes it) for one heavy step
+    of a benchmark (none without a path): long runs queue per step, never for a whole run."""
+    if path is None:
+        yield
+        return
+    with open(path, "a") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)

@@ -44,8 +44,6 @@ they need the records (issue 48's training runs).
 from __future__ import annotations
 
 import argparse
-import contextlib
-import fcntl
 import gzip
 import io
 import json
@@ -61,7 +59,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from xml.sax.saxutils import escape
 
-from _common import DATA, peak_rss_gb
+from _common import DATA, cpu_lock, peak_rss_gb
 
 SEED = 48
 HEADINGS = 1_500_000
@@ -296,18 +294,6 @@ def write_dump(path: Path, headings: int = HEADINGS, seed: int = SEED) -> dict[s
 
 
 # -- measuring ---------------------------------------------------------------------------
-@contextlib.contextmanager
-def cpu_lock(path: Path | None) -> Iterator[None]:
-    """Hold ``path``'s flock (as ``flock FILE cmd`` takes it) for one heavy step."""
-    if path is None:
-        yield
-        return
-    with open(path, "a") as fh:
-        fcntl.flock(fh, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)
 
 
 def timed_run(cmd: list[str], lock: Path | None) -> dict:

@@ -29,17 +29,14 @@ search only (a shared machine's CPU lock):
 from __future__ import annotations
 
 import argparse
-import contextlib
-import fcntl
 import time
 from collections import Counter
-from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
 import scipy.sparse as sp
 
-from _common import add_data_args, peak_rss_gb, project_and_dev, seeded_sample
+from _common import add_data_args, cpu_lock, peak_rss_gb, project_and_dev, seeded_sample
 from tagalign.index.sparse import SPARSE_SEARCHES, ImpactSearch, SparseSearch
 from tagalign.records import read_records
 from tagalign.runtime import release_free_memory
@@ -106,18 +103,6 @@ def main() -> None:
             + f"{sum(secs.values()):8.2f}")
 
 
-@contextlib.contextmanager
-def cpu_lock(path: Path | None) -> Iterator[None]:
-    """An exclusive flock on ``path`` for the block (none without a path)."""
-    if path is None:
-        yield
-        return
-    with open(path, "a") as f:
-        fcntl.flock(f, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(f, fcntl.LOCK_UN)
 
 
 def parse_kind(spec: str) -> tuple[str, dict]:
