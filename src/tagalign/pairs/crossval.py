@@ -104,8 +104,7 @@ def out_of_fold(params: dict[str, Any], pairs: Sequence[Pair], folds: Folds,
         held = [pairs[i] for i in index[k]]
         cosine = scorer.cosine(held, progress)
         if scorer.ensemble is not None:  # standardised on the fold's own sample (no labels)
-            parts = [cosine, *scorer.ensemble.member_cosines(held)]
-            cosine = scorer.ensemble.fit(parts).combine(parts, [p.language for p in held])
+            cosine = scorer.ensemble.score(cosine, held, fit=True)
         score_s = time.perf_counter() - t0 - train_s
         if log:
             log(f"fold {k + 1}/{folds.k}: {train_s:.0f} s training, {score_s:.0f} s "

@@ -60,7 +60,6 @@ class Ensemble:
         self.weights = {DEFAULT_KEY: 1.0 / (1 + len(self.encoders)), **(weights or {})}
         #: (mean, std) per component on the fit data: the tuned model, then each member
         self.stats_: list[list[float]] = []
-        self.fingerprints: dict[str, str] = {}
         self._loaded: dict[str, Any] = {}
 
     def _encoder(self, spec: str) -> Any:
@@ -68,7 +67,6 @@ class Ensemble:
             from tagalign.encode.base import get_encoder
 
             self._loaded[spec] = get_encoder(spec)
-            self.fingerprints[spec] = self._loaded[spec].fingerprint
         return self._loaded[spec]
 
     def member_cosines(self, pairs: Sequence[Pair]) -> list[np.ndarray]:
@@ -101,11 +99,18 @@ class Ensemble:
         members = np.mean(z[1:], axis=0) if len(z) > 1 else np.zeros(len(w))
         return w * z[0] + (1 - w) * members
 
+    def score(self, cosine: np.ndarray, pairs: Sequence[Pair], fit: bool = False
+              ) -> np.ndarray:
+        """The combined score of ``pairs`` whose tuned cosines are ``cosine``; ``fit``:
+        standardise the components on these pairs first."""
+        parts = [np.asarray(cosine, float), *self.member_cosines(pairs)]
+        if fit:
+            self.fit(parts)
+        return self.combine(parts, [p.language for p in pairs])
+
     def save(self, folder: Path) -> None:
-        for spec in self.encoders:
-            self._encoder(spec)  # its fingerprint, had nothing been scored yet
         write_json_atomic(Path(folder) / FILE, {
-            "members": [{"encoder": e, "fingerprint": self.fingerprints[e]}
+            "members": [{"encoder": e, "fingerprint": self._encoder(e).fingerprint}
                         for e in self.encoders],
             "weights": self.weights, "stats": self.stats_})
 

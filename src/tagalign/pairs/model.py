@@ -193,8 +193,7 @@ class PairScorer(PairScorerBase):
             return cosine
         if not self.ensemble.stats_:
             raise ValueError("the ensemble is not fitted: fit the cut points first")
-        return self.ensemble.combine([cosine, *self.ensemble.member_cosines(pairs)],
-                                     [p.language for p in pairs])
+        return self.ensemble.score(cosine, pairs)
 
     def fit_thresholds(self, pairs: Sequence[Pair], scores: np.ndarray | None = None
                        ) -> Thresholds:
@@ -207,9 +206,7 @@ class PairScorer(PairScorerBase):
         cosine = (self.cosine(labelled_pairs) if scores is None else np.asarray(
             [s for p, s in zip(pairs, scores, strict=True) if p.label is not None], float))
         if self.ensemble is not None:
-            parts = [cosine, *self.ensemble.member_cosines(labelled_pairs)]
-            cosine = self.ensemble.fit(parts).combine(
-                parts, [p.language for p in labelled_pairs])
+            cosine = self.ensemble.score(cosine, labelled_pairs, fit=True)
         labelled = list(zip(labelled_pairs, cosine, strict=True))
         self.thresholds = self.new_thresholds().fit(
             [s for _, s in labelled], [p.label for p, _ in labelled],
