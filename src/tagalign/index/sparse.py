@@ -184,8 +184,14 @@ def row_entries(indptr: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.nd
     rows = np.asarray(rows, np.int64)
     starts = indptr[rows].astype(np.int64)
     lens = indptr[rows + 1].astype(np.int64) - starts
+    return spans(starts, lens), lens
+
+
+def spans(starts: np.ndarray, lens: np.ndarray) -> np.ndarray:
+    """The positions ``starts[i]``, …, ``starts[i] + lens[i] - 1`` of every i, concatenated
+    (with NumPy, no per-span loop)."""
     offsets = np.cumsum(lens) - lens
-    return np.repeat(starts - offsets, lens) + np.arange(int(lens.sum())), lens
+    return np.repeat(starts - offsets, lens) + np.arange(int(lens.sum()))
 
 
 @dataclass(frozen=True)
@@ -284,8 +290,7 @@ class ImpactSearch(SparseSearch):
         depth = self.read_depths(q)
         # the read postings as one (query entries × records) matrix, summed per query by
         # one sparse product: accumulators only for the records read
-        starts = self.indptr[q.indices]
-        pos = np.repeat(starts - (np.cumsum(depth) - depth), depth) + np.arange(int(depth.sum()))
+        pos = spans(self.indptr[q.indices], depth)  # the first `depth` postings of each term
         read = sp.csr_matrix((self.data[pos] * np.repeat(q.data, depth), self.indices[pos],
                               np.r_[0, np.cumsum(depth)]), shape=(len(depth), N))
         pick = sp.csr_matrix((np.ones(len(depth), np.float32), np.arange(len(depth)),
