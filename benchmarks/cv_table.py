@@ -47,10 +47,15 @@ def read_setting(folder: Path, pairs: list, folds, per_language: int):
     return oof, params
 
 
+def zscore(x: np.ndarray) -> np.ndarray:
+    """``x`` standardised by its own mean and spread (no labels)."""
+    return (x - x.mean()) / (x.std() or 1.0)
+
+
 def ensemble(parts: list) -> object:
     """Mean of the members' cosines, each standardised over all its rows first (encoders'
     cosines live on different scales; the transform uses no labels)."""
-    z = [(o.cosine - o.cosine.mean()) / (o.cosine.std() or 1.0) for o in parts]
+    z = [zscore(o.cosine) for o in parts]
     return parts[0].with_cosine(np.mean(z, axis=0))
 
 
@@ -78,7 +83,7 @@ def dev_half_b(folder: Path, name: str, dev: list, mode: str, shrink: float) -> 
     zs = []
     for x in saved:  # standardised per member over both halves, as `ensemble`
         both = np.concatenate([x["a"]["cosine"], x["b"]["cosine"]])
-        zs.append((both - both.mean()) / (both.std() or 1.0))
+        zs.append(zscore(both))
     cos = np.mean(zs, axis=0) if len(zs) > 1 else np.concatenate(
         [saved[0]["a"]["cosine"], saved[0]["b"]["cosine"]])
     a, b = halves["a"], halves["b"]

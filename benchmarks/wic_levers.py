@@ -28,52 +28,50 @@ from pathlib import Path
 
 import numpy as np
 
+from cv_table import zscore
+
 #: the tuned model's weight per language, the grid the nested choice searches
 GRID = (0.0, 0.25, 0.5, 0.75, 1.0)
 
 
-def zscore(x: np.ndarray) -> np.ndarray:
-    return (x - x.mean()) / (x.std() or 1.0)
+def components(main, members: Sequence) -> tuple[np.ndarray, np.ndarray]:
+    """z(tuned cosine) and the mean z of the members, each standardised over all its rows
+    (`cv_table.zscore`: no labels)."""
+    return zscore(main.cosine), np.mean([zscore(m.cosine) for m in members], axis=0)
 
 
-def combine(main, members: Sequence, weight: np.ndarray):
+def combine(main, z: tuple[np.ndarray, np.ndarray], weight: np.ndarray):
     """Rows of ``main`` with the cosine ``weight * z(main) + (1 - weight) * mean z(members)``
-    (``weight``: one per row)."""
-    z_members = np.mean([zscore(m.cosine) for m in members], axis=0)
-    return main.with_cosine(weight * zscore(main.cosine) + (1 - weight) * z_members)
+    (``z``: `components`; ``weight``: one per row, or one for all)."""
+    return main.with_cosine(weight * z[0] + (1 - weight) * z[1])
 
 
-def nested_weights(main, members: Sequence, grid: Sequence[float] = GRID):
-    """Per row, the weight its language gets from the other folds' rows (best Spearman
-    over ``grid``); and the weights chosen per fold and language, for the log."""
+def best_weight(z: tuple[np.ndarray, np.ndarray], gold: np.ndarray, rows: np.ndarray,
+                grid: Sequence[float] = GRID) -> float:
+    """The tuned model's weight of ``grid`` with the best Spearman on ``rows`` (a mask)."""
     from scipy.stats import spearmanr
 
-    z_main = zscore(main.cosine)
-    z_members = np.mean([zscore(m.cosine) for m in members], axis=0)
+    return max(grid, key=lambda w: spearmanr(w * z[0][rows] + (1 - w) * z[1][rows],
+                                             gold[rows]).statistic)
+
+
+def nested_weights(main, z: tuple[np.ndarray, np.ndarray]):
+    """Per row, the weight its language gets from the other folds' rows (`best_weight`);
+    and the weights chosen per fold and language, for the log."""
     weight = np.zeros(len(main.cosine))
     chosen: dict[tuple[int, str], float] = {}
     for k in sorted(set(main.fold.tolist())):
         for lang in sorted(set(main.language.tolist())):
-            fit = (main.fold != k) & (main.language == lang)
-            best = max(grid, key=lambda w: spearmanr(
-                w * z_main[fit] + (1 - w) * z_members[fit], main.gold[fit]).statistic)
+            best = best_weight(z, main.gold, (main.fold != k) & (main.language == lang))
             chosen[(k, lang)] = best
             weight[(main.fold == k) & (main.language == lang)] = best
     return weight, chosen
 
 
-def all_fold_weights(main, members: Sequence, grid: Sequence[float] = GRID) -> dict:
+def all_fold_weights(main, z: tuple[np.ndarray, np.ndarray]) -> dict:
     """The weight per language chosen on all folds' rows (what a preset would fix)."""
-    from scipy.stats import spearmanr
-
-    z_main = zscore(main.cosine)
-    z_members = np.mean([zscore(m.cosine) for m in members], axis=0)
-    out = {}
-    for lang in sorted(set(main.language.tolist())):
-        m = main.language == lang
-        out[lang] = max(grid, key=lambda w: spearmanr(
-            w * z_main[m] + (1 - w) * z_members[m], main.gold[m]).statistic)
-    return out
+    return {lang: best_weight(z, main.gold, main.language == lang)
+            for lang in sorted(set(main.language.tolist()))}
 
 
 def cv_cut_predictions(oof, fit_lemmas: dict[str, int], repeats: int, seed: int
@@ -137,13 +135,13 @@ def print_levers(args: argparse.Namespace, load_all) -> None:
         main = settings[name]
         rows.append((name, normalised(main), minutes(name)))
         if "usem3" in settings:
-            members = [settings["usem3"]]
-            half = combine(main, members, np.full(len(main.cosine), 0.5))
+            z = components(main, [settings["usem3"]])
+            half = combine(main, z, np.full(len(main.cosine), 0.5))
             rows.append((f"{name} + usem3 (w 0.5)", normalised(half), minutes(name, "usem3")))
-            w, chosen = nested_weights(main, members)
+            w, chosen = nested_weights(main, z)
             rows.append((f"{name} + usem3 (w per language, nested)",
-                         normalised(combine(main, members, w)), minutes(name, "usem3")))
-            weights_log.append((name, all_fold_weights(main, members), chosen))
+                         normalised(combine(main, z, w)), minutes(name, "usem3")))
+            weights_log.append((name, all_fold_weights(main, z), chosen))
             rows.append((f"{name} + usem3 (w 0.5), cv cuts",
                          cv_cut_predictions(half, fit_lemmas, args.repeats, args.seed),
                          minutes(name, "usem3")))
