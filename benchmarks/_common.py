@@ -37,6 +37,17 @@ def process_memory_mib(pid: int) -> dict[str, float]:
     return out
 
 
+def model_parts(model: Path) -> dict[str, float]:
+    """MiB on disk of each part of a model folder (each source apart), largest first."""
+    parts: dict[str, float] = {}
+    for f in model.rglob("*"):
+        if f.is_file():
+            rel = f.relative_to(model).parts
+            top = "/".join(rel[:2]) if rel[0] == "sources" else rel[0]
+            parts[top] = parts.get(top, 0) + f.stat().st_size / 2**20
+    return dict(sorted(parts.items(), key=lambda kv: -kv[1]))
+
+
 def add_data_args(ap: argparse.ArgumentParser) -> None:
     """--train/--dev/--vocab, defaulting to the shared LLMs4Subjects data and GND TSV."""
     ap.add_argument("--train", type=Path, default=DATA / "llms4subjects/train.jsonl.gz")

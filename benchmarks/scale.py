@@ -38,7 +38,7 @@ from pathlib import Path
 
 import numpy as np
 
-from _common import add_data_args, peak_rss_gb, suggestions
+from _common import add_data_args, model_parts, peak_rss_gb, suggestions
 from tagalign.batch import get_engine, run_batch
 from tagalign.cli.common import parse_params
 from tagalign.project import Project
@@ -151,12 +151,7 @@ def growth(args) -> None:
             timing.write_text(json.dumps(time.perf_counter() - t0))
         train_s = json.loads(timing.read_text())
         del train
-        parts = {}
-        for p in (project.path / "model").rglob("*"):
-            if p.is_file():
-                rel = p.relative_to(project.path / "model").parts
-                top = "/".join(rel[:2]) if rel[0] == "sources" else rel[0]  # per source
-                parts[top] = parts.get(top, 0) + p.stat().st_size / 2**20
+        parts = model_parts(project.path / "model")
         measured = RUNS / f"growth-{n}.measured.json"  # serve figures, kept like train_s
         if args.remeasure or not measured.exists():
             child = subprocess.run([sys.executable, __file__, "--measure-project", str(path),

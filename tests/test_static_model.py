@@ -10,7 +10,12 @@ import pytest
 
 from samples import seeded_sample
 from tagalign.encode.static import StaticEncoderConfig
-from tagalign.train.static_model import TokenCache, train_static_encoder, train_tokenizer
+from tagalign.train.static_model import (
+    TokenCache,
+    capped,
+    train_static_encoder,
+    train_tokenizer,
+)
 
 CONFIG = StaticEncoderConfig(vocab_size=3000, dim=32, epochs=1, batch_size=64, lr=0.05,
                              label_pairs=False, hard_negatives=0, seed=3)
@@ -119,3 +124,27 @@ def test_hard_negative_epochs_train_a_different_model(records, gnd_vocab, capfd)
     assert np.abs(hard.encode(probe) - plain).max() > 1e-3
     out = capfd.readouterr()
     assert "it/s" not in out.out + out.err
+
+
+def test_the_encoder_learns_from_a_seeded_sample_of_max_records(records, gnd_vocab):
+    """``embed_max_records`` (issue 48): with more training records than it, the encoder is
+    the one trained on a seeded sample of that many (in their order); with fewer, on all."""
+    sample = capped(records, 250, CONFIG.seed)
+    assert len(sample) == 250 and len({r.id for r in sample}) == 250
+    order = {r.id: i for i, r in enumerate(records)}
+    assert [order[r.id] for r in sample] == sorted(order[r.id] for r in sample)
+    assert [r.id for r in capped(records, 250, CONFIG.seed)] == [r.id for r in sample]
+    assert [r.id for r in capped(records, 250, CONFIG.seed + 1)] != [r.id for r in sample]
+    assert capped(records, len(records), CONFIG.seed) is records
+    texts = [r.text for r in records[:30]]
+    a = train_static_encoder(records, gnd_vocab, replace(CONFIG, max_records=250)).encode(texts)
+    b = train_static_encoder(sample, gnd_vocab, CONFIG).encode(texts)
+    everything = train_static_encoder(records, gnd_vocab, CONFIG).encode(texts)
+    np.testing.assert_array_equal(a, b)
+    assert np.abs(a - everything).max() > 1e-3
+    from tagalign.recipes.hybrid import HybridRecipe
+
+    given = {**HybridRecipe.defaults, "embed_max_records": 250}
+    assert StaticEncoderConfig.from_params(given).max_records == 250
+    with pytest.raises(ValueError, match="embed_max_records"):
+        StaticEncoderConfig.from_params({**given, "embed_max_records": 0})

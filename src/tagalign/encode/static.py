@@ -28,7 +28,10 @@ class StaticEncoderConfig(PartConfig):
     vocabulary of ``vocab_size`` tokens, ``dim`` dimensions, ``epochs`` epochs of
     ``batch_size`` pairs at learning rate ``lr``; ``label_pairs``: English ↔ German label
     pairs too; ``hard_negatives``: mined hard negatives per pair after the first epoch
-    (0: in-batch only); ``seed``: every random choice."""
+    (0: in-batch only); ``max_records``: the training records it learns from at most (a
+    seeded sample of them when there are more: its cost grows with them, its vocabulary
+    and quality hardly past 100,000, docs/scaling.md; None: all); ``seed``: every random
+    choice."""
 
     dim: Positive = 384
     vocab_size: Positive = 40_000
@@ -37,12 +40,14 @@ class StaticEncoderConfig(PartConfig):
     lr: PositiveFloat = 0.05
     label_pairs: bool = True
     hard_negatives: NonNegative = 1
+    max_records: Positive | None = 100_000
     seed: NonNegative = 13
 
     recipe_params: ClassVar[Mapping[str, str]] = {
         "dim": "embed_dim", "vocab_size": "embed_vocab_size", "epochs": "embed_epochs",
         "batch_size": "embed_batch_size", "lr": "embed_lr", "label_pairs": "embed_label_pairs",
-        "hard_negatives": "embed_hard_negatives", "seed": "seed"}
+        "hard_negatives": "embed_hard_negatives", "max_records": "embed_max_records",
+        "seed": "seed"}
     kind: ClassVar[str] = "encoder config"
 
 

@@ -100,6 +100,9 @@ class HybridRecipe(Recipe):
         # negatives (`tagalign.train.static_model.hard_negative_sets`; 0: in-batch only).
         # 384 dimensions and 1 hard negative: issue 33's fifth stop (docs/recipes.md)
         "embed_hard_negatives": 1,
+        # the encoder learns from a seeded sample of this many of split A's records at most
+        # (None: all; issue 48: a 1M-record training would spend hours here)
+        "embed_max_records": 100_000,
         "ranker_rounds": 500,
         # agreement features: co-assignment with the record's `agreement_top_m` strongest
         # candidates (`tagalign.suggest.agreement`; issue 18)

@@ -177,6 +177,17 @@ class TokenCache:
             del self.module.preprocess
 
 
+def capped(records: Sequence[Record], limit: int | None, seed: int) -> Sequence[Record]:
+    """``records``, or a seeded sample of ``limit`` of them (in their order) when there are
+    more: what the encoder learns from (``embed_max_records``)."""
+    if limit is None or len(records) <= limit:
+        return records
+    keep = np.sort(np.random.default_rng(seed).choice(len(records), limit, replace=False))
+    log.info("the encoder learns from a seeded sample of %d of %d records "
+             "(embed_max_records)", limit, len(records))
+    return [records[i] for i in keep]
+
+
 def train_static_encoder(records: Sequence[Record], vocab: Vocabulary,
                          config: StaticEncoderConfig, token_cache: bool = True,
                          threads: int = 0) -> StaticEmbeddingEncoder:
@@ -203,6 +214,7 @@ def train_static_encoder(records: Sequence[Record], vocab: Vocabulary,
     torch.manual_seed(seed)
     if threads:
         torch.set_num_threads(threads)
+    records = capped(records, config.max_records, seed)
     label_texts = [s.label("de") for s in vocab.subjects]
     label_texts += [s.labels["en"] for s in vocab.subjects if "en" in s.labels]
     tokenizer = train_tokenizer([r.text for r in records] + label_texts,
