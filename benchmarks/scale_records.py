@@ -155,10 +155,12 @@ def describe(work: Workload, n: int) -> dict:
                 :max(0, n - len(work.real))] if g >= 0})}
 
 
-def timed(cmd: list[str]) -> dict:
-    """Run ``cmd`` under ``/usr/bin/time -v``: its wall and CPU seconds and peak RSS."""
-    res = subprocess.run(["/usr/bin/time", "-v", *cmd], stderr=subprocess.PIPE, text=True)
-    err = res.stderr
+def timed(cmd: list[str], log: Path) -> dict:
+    """Run ``cmd`` under ``/usr/bin/time -v``, its output to ``log`` as it goes: its wall
+    and CPU seconds and peak RSS."""
+    with open(log, "w") as fh:
+        res = subprocess.run(["/usr/bin/time", "-v", *cmd], stdout=fh, stderr=subprocess.STDOUT)
+    err = log.read_text(errors="replace")
     if res.returncode:
         raise SystemExit(f"{' '.join(cmd)} failed ({res.returncode}):\n{err[-3000:]}")
 
@@ -209,7 +211,8 @@ def cost_row(args, size: str) -> dict:
         for p in args.param:
             cmd += ["--param", p]
         with cpu_lock(args.lock):
-            write_json_atomic(done, {"data": str(data), **timed(cmd)})
+            write_json_atomic(done, {"data": str(data), **timed(
+                cmd, args.out / f"hybrid-{size}.train.log")})
     row = {"size": size, "train": json.loads(done.read_text())}
     phases = json.loads((project / "model" / "hybrid.json").read_text()).get("timings", {})
     row["phases"] = phases

@@ -638,7 +638,7 @@ def test_preset_follows_the_device_and_an_explicit_name_wins():
         choose("gpu", None, cuda_available=False)
     # the cpu preset is the cross-validated CPU setting; explicit parameters win over it
     assert CPU.apply({"epochs": 2, "lr": 1e-3}) == {
-        "loss": "cosent", "limit_pairs": 4000, "epochs": 2, "max_seq_length": 96,
+        "loss": "cosent", "limit_pairs": 8000, "epochs": 2, "max_seq_length": 96,
         "train_layers": 3, "lr": 1e-3, "batch_size": 16, "train_markers": False}
     assert PUBLISHED.apply({"epochs": 2}) == {"epochs": 2}  # the recipe's defaults
 
@@ -661,7 +661,7 @@ def test_cli_train_without_params_takes_the_cpu_preset_and_tells_the_expected_ti
     assert "preset cpu (no GPU is present)" in text
     assert "given explicitly: base_model" in text
     n_pairs = sum(1 for p in load_comedi(tmp_path / "train") if p.label is not None)
-    steps = -(-n_pairs // 16)  # all pairs (fewer than 4,000), batch 16, 1 epoch
+    steps = -(-n_pairs // 16)  # all pairs (fewer than 8,000), batch 16, 1 epoch
     assert f"training: {steps} steps of 16 pairs;" in text and "pairs/s" in text
     config = json.loads((tmp_path / "model" / "config.json").read_text())
     assert config["preset"] == "cpu"
@@ -669,7 +669,7 @@ def test_cli_train_without_params_takes_the_cpu_preset_and_tells_the_expected_ti
                                              "train_layers", "lr", "batch_size",
                                              "limit_pairs", "train_markers")} == {
         "loss": "cosent", "epochs": 1, "max_seq_length": 96, "train_layers": 3, "lr": 5e-5,
-        "batch_size": 16, "limit_pairs": 4000, "train_markers": False}
+        "batch_size": 16, "limit_pairs": 8000, "train_markers": False}
     assert PairScorer.load(tmp_path / "model", device="cpu").preset == "cpu"
     # --param wins over the preset; --preset published is the recipe's defaults
     out = CliRunner().invoke(app, [*args[:2], str(tmp_path / "m2"), *args[2:], "--preset",

