@@ -54,7 +54,7 @@ from pathlib import Path
 import numpy as np
 
 from _common import add_data_args, cpu_lock, model_parts
-from memory_1m import Recombination, halves
+from memory_1m import Recombination
 from scale_vocab import gold_headings
 from tagalign.io import atomic_path, write_json_atomic
 from tagalign.records import Record, read_records
@@ -83,7 +83,6 @@ class Workload:
         self.real = real
         n_syn = max(0, largest - len(real))
         self.recomb = Recombination.draw(real, _Languages(), len(real), n_syn, seed)
-        self.halves = [halves(r.abstract) for r in real]
         rng = self.recomb.rng
         self.headings = gold_headings(gold, pool) if share > 0 else []
         carries = rng.random(n_syn) < share
@@ -95,8 +94,9 @@ class Workload:
         if k < len(self.real):
             return self.real[k]
         i = k - len(self.real)
-        a, b, c = (self.real[j] for j in self.recomb.abc[i])
-        first, second = self.halves[self.recomb.abc[i, 1]][0], self.halves[self.recomb.abc[i, 2]][1]
+        a_i, b_i, c_i = self.recomb.abc[i]
+        a, b, c = self.real[a_i], self.real[b_i], self.real[c_i]
+        first, second = self.recomb.parts[1][b_i], self.recomb.parts[2][c_i]
         subjects = list(dict.fromkeys(a.subjects + b.subjects + c.subjects))
         title = a.title
         g = int(self.generated[i])
