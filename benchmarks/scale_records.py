@@ -246,9 +246,9 @@ def print_costs(rows: list[dict]) -> None:
               f"{m['rec_per_s']} ({m['load_s']}) | {m['dev_avg_r']} |")
     for r in rows:
         wall = r["train"]["wall_s"]
-        print(f"{r['size']}: phases (s, share of wall, RSS GB after): " + ", ".join(
-            f"{k} {v['seconds']:.0f} ({v['seconds'] / wall:.0%}, {v['rss_gb']})"
-            for k, v in r["phases"].items()))
+        print(f"{r['size']}: phases (s, share of wall, RSS GB after / peak so far): "
+              + ", ".join(f"{k} {v['seconds']:.0f} ({v['seconds'] / wall:.0%}, {v['rss_gb']}"
+                          f" / {v.get('peak_gb', '?')})" for k, v in r["phases"].items()))
         print(f"{r['size']}: model parts MiB: " + ", ".join(
             f"{k} {v:,.1f}" for k, v in r["model_mib"].items()))
 

@@ -15,10 +15,9 @@ from samples import seeded_sample
 from suggesting import suggestions
 from tagalign.evaluate import evaluate
 from tagalign.project import Project
-from tagalign.recipes.hybrid import HybridRecipe
 from tagalign.records import Record
 from tagalign.suggest.fusion import FusionRanker, top_k
-from tagalign.train.phases import PhaseRunner
+from tagalign.train.phases import PhaseRunner, inputs_fingerprint
 from tagalign.train.stacking import HybridTrainer, feature_table
 
 SMALL = {"embed_vocab_size": 6000, "embed_dim": 64, "embed_batch_size": 128,
@@ -34,10 +33,25 @@ def slice_(shared_data, gnd_vocab):
 
 
 @pytest.fixture(scope="module")
-def project(tmp_path_factory, gnd_vocab, slice_):
-    path = tmp_path_factory.mktemp("hybrid") / "proj"
-    proj = Project.create(path, gnd_vocab, "hybrid", SMALL)
+def stacked(tmp_path_factory, gnd_vocab, slice_):
+    """A project before training, and split A's sources fitted once into its ``work/``
+    folder (the first half of its training: `HybridTrainer.stack`)."""
+    proj = Project.create(tmp_path_factory.mktemp("hybrid") / "proj", gnd_vocab, "hybrid",
+                          SMALL)
+    recipe = proj.new_recipe()
+    runner = PhaseRunner(proj.path / "work", quiet=True, inputs=inputs_fingerprint(
+        slice_[0], gnd_vocab.fingerprint, recipe.name, recipe.params))
+    return proj, recipe.trainer().stack(slice_[0], runner)
+
+
+@pytest.fixture(scope="module")
+def project(stacked, slice_):
+    """The project trained: its training resumes the stack's phases (fitted once for
+    this module's tests) and runs the rest."""
+    proj, _ = stacked
     proj.train(slice_[0])
+    assert not (proj.path / "work").exists()
+    assert "encoder" not in proj.recipe.timings_  # resumed, not fitted again
     return proj
 
 
@@ -46,15 +60,14 @@ def avg_recall(dev, ranked_ids) -> float:
                     )["overall"]["avg_recall"]
 
 
-def test_fusion_beats_each_single_source(gnd_vocab, slice_, tmp_path):
+def test_fusion_beats_each_single_source(gnd_vocab, slice_, stacked):
     """Fused ranking vs each source ranked by its own score, same candidates, same slice.
 
     Margin: the fusion must beat the best single source by ≥ 0.03 avg recall (k=5..20).
     On this slice it measured 0.10+ above the best single source (TF-IDF neighbours).
     """
-    train, dev = slice_
-    recipe = HybridRecipe(gnd_vocab, **SMALL)
-    stage = recipe.trainer().stack(train, PhaseRunner(tmp_path, quiet=True))
+    _, dev = slice_
+    _, stage = stacked
     tb = feature_table(stage.pipeline, stage.ranker_records)
     td = feature_table(stage.pipeline, dev)
     ranker = FusionRanker(num_rounds=200).fit(tb.X, tb.y, tb.rows, tb.names)

@@ -77,3 +77,70 @@ def test_each_thread_has_its_own_pool() -> None:
         t.join()
     grab("main")
     assert len({id(p) for p in seen.values()}) == 3
+
+
+
+def _fitted_rows(monkeypatch, X: sp.csr_matrix, Y: sp.csr_matrix, **config: object
+                 ) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """What an `OmikujiSource` fitted on two 'languages' of the rows hands Omikuji's
+    trainer per language (its features and labels, dense). Omikuji's own training is not
+    deterministic (its clustering), so the rows are compared, not the trees."""
+    from tagalign.suggest.sources.base import FitContext
+
+    got = {}
+
+    def trainer(Xl, Yl, **kw):
+        got[len(got)] = (Xl.toarray(), Yl.toarray())
+        return "trees"
+
+    monkeypatch.setattr(om, "train_omikuji", trainer)
+    half = X.shape[0] // 2
+    parts = {"de": np.arange(half), "en": np.arange(half, X.shape[0])}
+    src = om.OmikujiSource(cluster_k=2, max_depth=2, **config)
+    src.fit(FitContext(None, None, tfidf={k: (i, X[i]) for k, i in parts.items()}, Y=Y,
+                       threads=1))
+    assert src.models_ == dict.fromkeys(parts, "trees")
+    return {k: got[n] for n, k in enumerate(parts)}
+
+
+def test_record_cap_trains_on_its_seeded_sample_only(monkeypatch) -> None:
+    """``max_records`` (the hybrid's ``omikuji_max_records``): a capped source trains its
+    trees on its seeded sample of labelled rows only, each language's rows in their order;
+    a cap at the labelled count changes nothing."""
+    X, Y = _data(3)
+    has = np.diff(Y.indptr) > 0
+    labelled = int(has.sum())
+    assert 150 < labelled < 240  # some rows have no label: the cap counts labelled ones
+    full = _fitted_rows(monkeypatch, X, Y)
+    same = _fitted_rows(monkeypatch, X, Y, max_records=labelled)
+    for k in full:
+        assert all(np.array_equal(a, b) for a, b in zip(full[k], same[k], strict=True))
+
+    src = om.OmikujiSource(max_records=120, seed=5)
+    keep = src.sample(Y)
+    assert len(keep) == 120 and np.all(np.diff(keep) > 0) and np.all(has[keep])
+    assert np.array_equal(keep, om.OmikujiSource(max_records=120, seed=5).sample(Y))
+    assert not np.array_equal(keep, om.OmikujiSource(max_records=120, seed=6).sample(Y))
+    capped = _fitted_rows(monkeypatch, X, Y, max_records=120, seed=5)
+    half = X.shape[0] // 2
+    for k, rows in (("de", keep[keep < half]), ("en", keep[keep >= half])):
+        assert np.array_equal(capped[k][0], X[rows].toarray())
+        assert np.array_equal(capped[k][1], Y[rows].toarray())
+    assert sum(len(v[0]) for v in capped.values()) == 120
+
+
+def test_the_hybrid_caps_omikuji_at_100000_records_by_default() -> None:
+    """``omikuji_max_records`` is read into the source's config (split A's trees and the
+    final ones); 100,000 by default: a 90k training is unchanged."""
+    import pytest
+
+    from tagalign.recipes.hybrid import HybridRecipe
+
+    assert om.OmikujiConfig.from_params(HybridRecipe.defaults).max_records == 100_000
+    given = {**HybridRecipe.defaults, "omikuji_max_records": 250, "seed": 4}
+    config = om.OmikujiConfig.from_params(given)
+    assert (config.max_records, config.seed) == (250, 4)
+    assert om.OmikujiConfig.from_params({**given, "omikuji_max_records": None}
+                                        ).max_records is None
+    with pytest.raises(ValueError, match="omikuji_max_records"):
+        om.OmikujiConfig.from_params({**given, "omikuji_max_records": 0})

@@ -120,3 +120,32 @@ def test_resumed_training_equals_an_uninterrupted_one(after, uninterrupted, tmp_
     assert (tmp_path / "p/work" / after / "phase.json").exists()
     proj.train(records)
     assert _ranking(tmp_path / "p") == uninterrupted
+
+
+
+def test_each_phase_records_the_peak_memory_it_reached(tmp_path):
+    """A phase's ``peak_gb`` is the process's peak RSS so far (Linux VmHWM): a phase that
+    allocates more than any before it raises it, so the phase that sets a training's peak
+    is the first with the highest figure (issue 48). In a fresh process: this one's peak
+    is the earlier tests'."""
+    import json
+    import subprocess
+    import sys
+
+    script = """
+import json, sys
+import numpy as np
+from tagalign.train.phases import PhaseRunner
+runner = PhaseRunner(sys.argv[1])
+runner.step("small", lambda: None)
+runner.step("big", lambda: int(np.ones(400 * 2**20 // 8).sum()))  # 400 MiB, then freed
+runner.step("after", lambda: None)
+print(json.dumps(runner.timings))
+"""
+    out = subprocess.run([sys.executable, "-c", script, str(tmp_path)], capture_output=True,
+                         text=True, check=True).stdout
+    t = json.loads(out.strip().splitlines()[-1])
+    assert t["small"]["peak_gb"] >= t["small"]["rss_gb"] > 0
+    assert t["big"]["peak_gb"] >= t["small"]["peak_gb"] + 0.4
+    assert t["big"]["rss_gb"] < t["big"]["peak_gb"] - 0.3  # freed: the peak stays
+    assert t["after"]["peak_gb"] == t["big"]["peak_gb"]

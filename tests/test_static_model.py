@@ -26,6 +26,13 @@ def records(shared_data, gnd_vocab):
     return seeded_sample(shared_data / "llms4subjects/dev.jsonl.gz", gnd_vocab, 600, 6000, 5)
 
 
+@pytest.fixture(scope="module")
+def trained(records, gnd_vocab):
+    """The encoder `CONFIG` trains on ``records``, trained once for the tests that compare
+    another training with it (none changes it: they encode and mine with it)."""
+    return train_static_encoder(records, gnd_vocab, CONFIG)
+
+
 def test_vocabulary_is_the_same_on_every_run(records):
     """tokenizers' WordPieceTrainer gave another vocabulary on each run (20 runs on the tiny
     test corpus: 20 different ones); the WordLevel ranking gives one."""
@@ -43,10 +50,11 @@ def test_compounds_split_into_known_words_and_nothing_is_unknown():
     assert tok.encode("pilze").tokens == ["[UNK]"]  # seen once (< min_frequency): no "p"
 
 
-def test_encoder_training_is_reproducible_and_prints_no_bars(records, gnd_vocab, capfd):
+def test_encoder_training_is_reproducible_and_prints_no_bars(records, gnd_vocab, trained,
+                                                            capfd):
     texts = [r.text for r in records[:50]]
     a = train_static_encoder(records, gnd_vocab, CONFIG).encode(texts, show_progress=True)
-    b = train_static_encoder(records, gnd_vocab, CONFIG).encode(texts, batch_size=7)
+    b = trained.encode(texts, batch_size=7)
     np.testing.assert_array_equal(a, b)  # chunking (8 batches a chunk) changes nothing
     out = capfd.readouterr()
     printed = out.out + out.err
@@ -54,7 +62,8 @@ def test_encoder_training_is_reproducible_and_prints_no_bars(records, gnd_vocab,
         assert library_output not in printed, printed[-500:]
 
 
-def test_the_token_cache_gives_the_modules_own_ids_and_the_same_model(records, gnd_vocab):
+def test_the_token_cache_gives_the_modules_own_ids_and_the_same_model(records, gnd_vocab,
+                                                                     trained):
     """Tokenising each training text once (`TokenCache`) changes nothing the model learns:
     the batches it makes are `StaticEmbedding.preprocess`'s, and the trained weights are
     identical with and without it."""
@@ -75,19 +84,20 @@ def test_the_token_cache_gives_the_modules_own_ids_and_the_same_model(records, g
     cache.detach()
     assert "preprocess" not in module.__dict__
     probe = [r.text for r in records[:30]]
-    with_cache = train_static_encoder(records, gnd_vocab, CONFIG)
+    with_cache = trained  # the default: tokenised once
     without = train_static_encoder(records, gnd_vocab, CONFIG, token_cache=False)
     np.testing.assert_array_equal(with_cache.encode(probe), without.encode(probe))
     assert "preprocess" not in with_cache.model[0].__dict__  # the saved module is plain
 
 
-def test_hard_negatives_are_never_gold_and_no_pair_is_dropped(records, gnd_vocab, capfd):
+def test_hard_negatives_are_never_gold_and_no_pair_is_dropped(records, gnd_vocab, trained,
+                                                              capfd):
     """After the first epoch each record ↔ label pair gets the best-scored label of the
     model that is not one of the record's gold labels (and passes the margin); the pairs
     without one, and the other pairs, stay as pairs: every pair is still learned."""
     from tagalign.train.static_model import hard_negative_sets, training_pairs
 
-    encoder = train_static_encoder(records, gnd_vocab, CONFIG)
+    encoder = trained
     capfd.readouterr()
     anchors, positives, n = training_pairs(records, gnd_vocab, 3, label_pairs=False)
     sets = hard_negative_sets(encoder.model, anchors, positives, n, 1, seed=3)
@@ -113,6 +123,12 @@ def test_hard_negatives_are_never_gold_and_no_pair_is_dropped(records, gnd_vocab
                        normalize_embeddings=True)
     assert (a_emb * n_emb).sum(1).mean() > (a_emb * r_emb).sum(1).mean() + 0.1
 
+    # mined in pieces of about 40 pairs (issue 48: bounded memory), the same sets
+    pieces = hard_negative_sets(encoder.model, anchors, positives, n, 1, seed=3, chunk=40)
+    assert n > 4 * 40
+    for name in ("triplets", "pairs"):
+        assert pieces[name].to_dict() == sets[name].to_dict()
+
 
 def test_hard_negative_epochs_train_a_different_model(records, gnd_vocab, capfd):
     probe = [r.text for r in records[:30]]
@@ -126,7 +142,7 @@ def test_hard_negative_epochs_train_a_different_model(records, gnd_vocab, capfd)
     assert "it/s" not in out.out + out.err
 
 
-def test_the_encoder_learns_from_a_seeded_sample_of_max_records(records, gnd_vocab):
+def test_the_encoder_learns_from_a_seeded_sample_of_max_records(records, gnd_vocab, trained):
     """``embed_max_records`` (issue 48): with more training records than it, the encoder is
     the one trained on a seeded sample of that many (in their order); with fewer, on all."""
     sample = capped(records, 250, CONFIG.seed)
@@ -139,7 +155,7 @@ def test_the_encoder_learns_from_a_seeded_sample_of_max_records(records, gnd_voc
     texts = [r.text for r in records[:30]]
     a = train_static_encoder(records, gnd_vocab, replace(CONFIG, max_records=250)).encode(texts)
     b = train_static_encoder(sample, gnd_vocab, CONFIG).encode(texts)
-    everything = train_static_encoder(records, gnd_vocab, CONFIG).encode(texts)
+    everything = trained.encode(texts)
     np.testing.assert_array_equal(a, b)
     assert np.abs(a - everything).max() > 1e-3
     from tagalign.recipes.hybrid import HybridRecipe

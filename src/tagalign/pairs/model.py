@@ -36,6 +36,7 @@ from tagalign.pairs.params import (  # noqa: F401 - re-exported
 from tagalign.pairs.pooling import TargetPooling
 from tagalign.pairs.thresholds import Thresholds
 from tagalign.runtime import ProgressCallback, quiet_libraries
+from tagalign.sampling import sample_indices
 
 #: told once, after the first training steps are timed: (steps in all, batch size, pairs/s,
 #: seconds of training left, steps timed)
@@ -311,10 +312,7 @@ def dev_metrics(scorer: PairScorer, dev: Sequence[Pair], progress: ProgressCallb
 
 def sample_pairs(pairs: Sequence[Pair], limit: int | None, seed: int) -> list[Pair]:
     """At most ``limit`` pairs drawn with a fixed seed (the files are sorted by lemma)."""
-    if limit is None or limit >= len(pairs):
-        return list(pairs)
-    idx = np.sort(np.random.default_rng(seed).choice(len(pairs), int(limit), replace=False))
-    return [pairs[i] for i in idx]
+    return [pairs[i] for i in sample_indices(len(pairs), limit, seed)]
 
 
 def split_dev(pairs: Sequence[Pair], fraction: float, seed: int) -> tuple[list[Pair], list[Pair]]:

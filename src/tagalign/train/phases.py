@@ -30,6 +30,20 @@ def rss_gb() -> float:
     return psutil.Process().memory_info().rss / 1e9
 
 
+def peak_rss_gb() -> float:
+    """The process's peak RSS so far (Linux ``VmHWM``; elsewhere the RSS now). A phase
+    whose peak is above the one before it set the training's high-water mark: which
+    phase that is shows where a training's memory goes (issue 48)."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024 / 1e9
+    except OSError:
+        pass
+    return rss_gb()
+
+
 def inputs_fingerprint(records: Sequence[Record], vocab_fingerprint: str, recipe: str,
                        params: Mapping[str, object]) -> str:
     """SHA-256 of what a training's phases are fitted on: each record's id, texts,
@@ -60,6 +74,13 @@ class PhaseRunner:
         self.timings: dict[str, dict[str, float]] = {}
         self._stale = False
 
+    def _done(self, name: str, seconds: float) -> None:
+        """Record and log a finished phase: seconds, RSS after it, peak RSS so far."""
+        now, peak = rss_gb(), peak_rss_gb()
+        self.timings[name] = {"seconds": round(seconds, 1), "rss_gb": round(now, 2),
+                              "peak_gb": round(peak, 2)}
+        self.log(f"✓ {name}: {seconds:.1f} s, RSS {now:.2f} GB (peak so far {peak:.2f} GB)")
+
     def log(self, message: str) -> None:
         if not self.quiet:
             log.info(message)
@@ -81,8 +102,7 @@ class PhaseRunner:
             save(value, tmp)
             write_json_atomic(tmp / DONE, {"phase": name, "seconds": seconds,
                                            "inputs": self.inputs})
-        self.timings[name] = {"seconds": round(seconds, 1), "rss_gb": round(rss_gb(), 2)}
-        self.log(f"✓ {name}: {seconds:.1f} s, RSS {rss_gb():.2f} GB")
+        self._done(name, seconds)
         return value
 
     def step(self, name: str, fn: Callable[[], T]) -> T:
@@ -90,6 +110,5 @@ class PhaseRunner:
         t0 = time.perf_counter()
         value = fn()
         seconds = time.perf_counter() - t0
-        self.timings[name] = {"seconds": round(seconds, 1), "rss_gb": round(rss_gb(), 2)}
-        self.log(f"✓ {name}: {seconds:.1f} s, RSS {rss_gb():.2f} GB")
+        self._done(name, seconds)
         return value

@@ -299,22 +299,18 @@ def no_bars() -> Iterator[None]:
 
 
 def hard_negative_sets(model: Any, anchors: list[str], positives: list[str], n_pairs: int,
-                       n_negatives: int, seed: int) -> Any:
+                       n_negatives: int, seed: int, chunk: int | None = None) -> Any:
     """The training sets after the first epoch: ``triplets`` — each record ↔ label pair
     (the first ``n_pairs``) with the ``n_negatives`` best-scored labels of the current model
     that are not gold for that record (sentence-transformers' `mine_hard_negatives`, over
     the training pairs' labels, `HARD_MARGIN`) — and ``pairs``: the other pairs, plus any
-    record ↔ label pair for which no negative passed the margin (nothing is dropped)."""
+    record ↔ label pair for which no negative passed the margin (nothing is dropped).
+    ``chunk`` (default `MINE_CHUNK`): more pairs than this are mined in pieces of about
+    that many (`mine_in_chunks`)."""
     from datasets import Dataset, DatasetDict
-    from sentence_transformers.util import mine_hard_negatives
 
-    pairs = Dataset.from_dict({"anchor": anchors[:n_pairs], "positive": positives[:n_pairs]})
-    with no_bars():
-        mined = mine_hard_negatives(pairs, model, num_negatives=n_negatives,
-                                    relative_margin=HARD_MARGIN, range_max=HARD_RANGE,
-                                    sampling_strategy="top", batch_size=1024,
-                                    output_format="n-tuple" if n_negatives > 1 else "triplet",
-                                    use_faiss=True, verbose=False)
+    mined = mine_in_chunks(model, anchors[:n_pairs], positives[:n_pairs], n_negatives,
+                           MINE_CHUNK if chunk is None else chunk)
     covered = set(zip(mined["anchor"], mined["positive"], strict=True))
     rest = [(a, p) for a, p in zip(anchors, positives, strict=True)
             if (a, p) not in covered]
@@ -322,3 +318,51 @@ def hard_negative_sets(model: Any, anchors: list[str], positives: list[str], n_p
                                "positive": [p for _, p in rest]})
     log.info(f"hard negatives: {len(mined):,} of {n_pairs:,} record ↔ label pairs")
     return DatasetDict({"triplets": mined.shuffle(seed=seed), "pairs": other.shuffle(seed=seed)})
+
+
+#: record ↔ label pairs mined at once. `mine_hard_negatives` holds several copies of the
+#: pairs' texts (a pandas frame, lists, its output table): on split A of the 90k training
+#: (225,314 pairs) it grew the training's RSS by 1.8 GB, so one call on the 682,662 pairs
+#: of a 300k training would add about 5.5 GB (issue 48). More pairs than this are mined in
+#: pieces of about this size, one piece's copies at a time; a 90k training mines in one.
+MINE_CHUNK = 250_000
+
+
+def mine_in_chunks(model: Any, anchors: list[str], positives: list[str], n_negatives: int,
+                   chunk: int) -> Any:
+    """`mine_hard_negatives` over the record ↔ label pairs, in pieces of about ``chunk``
+    pairs. A piece holds every pair of its records (a record's gold labels are all kept
+    out of its negatives, and its margin is its weakest gold label's), and every piece
+    searches the same corpus, all the pairs' labels, embedded once (the miner's cache),
+    fetching as many candidates per record as one call would (``range_max`` + the largest
+    gold count of the call's records: the piece's ``range_max`` makes up for its own
+    largest count). The triplets are those of one call, in its order (by record, first
+    seen first; tests/test_static_model.py)."""
+    from datasets import Dataset, concatenate_datasets
+    from sentence_transformers.util import mine_hard_negatives
+
+    corpus = list(dict.fromkeys(positives))
+    by_record: dict[str, list[int]] = {}
+    for i, a in enumerate(anchors):
+        by_record.setdefault(a, []).append(i)
+    pieces: list[list[int]] = [[]]
+    for rows in by_record.values():
+        if pieces[-1] and len(pieces[-1]) + len(rows) > chunk:
+            pieces.append([])
+        pieces[-1].extend(rows)
+    most = max(map(len, by_record.values()), default=0)
+    out = []
+    with tempfile.TemporaryDirectory(prefix="tagalign-mine-") as cache, no_bars():
+        for rows in pieces:
+            pairs = Dataset.from_dict({"anchor": [anchors[i] for i in rows],
+                                       "positive": [positives[i] for i in rows]})
+            fetch = HARD_RANGE + most - max(len(by_record[anchors[i]]) for i in rows)
+            out.append(mine_hard_negatives(
+                pairs, model, corpus=corpus, num_negatives=n_negatives,
+                relative_margin=HARD_MARGIN, range_max=fetch, sampling_strategy="top",
+                batch_size=1024, output_format="n-tuple" if n_negatives > 1 else "triplet",
+                use_faiss=True, verbose=False, cache_folder=cache if len(pieces) > 1 else None))
+            del pairs
+            if len(pieces) > 1:
+                release_memory()
+    return out[0] if len(out) == 1 else concatenate_datasets(out)

@@ -7,6 +7,7 @@ Defaults are Annif's Bonsai-style settings: ``cluster_balanced=False``, ``cluste
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import sys
 import tempfile
@@ -25,7 +26,8 @@ from omikuji._libomikuji import ffi as _ffi
 from omikuji._libomikuji import lib as _lib
 from pydantic import Field
 
-from tagalign.params import Positive
+from tagalign.params import NonNegative, Positive
+from tagalign.sampling import sample_indices
 from tagalign.suggest.sources.base import (
     Batch,
     Candidates,
@@ -72,6 +74,7 @@ def _quiet_native_output() -> Iterator[None]:
 def train_omikuji(X: sp.csr_matrix, Y: sp.csr_matrix, *, cluster_k: int = 100,
                   max_depth: int = 3, cluster_balanced: bool = False,
                   collapse_every_n_layers: int = 0, n_threads: int = 0) -> omikuji.Model:
+    """Omikuji's trees on the rows of ``X`` (features) and ``Y`` (labels) with labels."""
     hp = omikuji.Model.default_hyper_param()
     hp.cluster_balanced = cluster_balanced
     hp.cluster_k = cluster_k
@@ -89,6 +92,7 @@ def train_omikuji(X: sp.csr_matrix, Y: sp.csr_matrix, *, cluster_k: int = 100,
         os.unlink(tmp)
 
 
+log = logging.getLogger(__name__)
 _LOCAL = threading.local()
 
 
@@ -157,14 +161,20 @@ ClusterK = Annotated[int, Field(ge=2)]
 @dataclass(frozen=True)
 class OmikujiConfig(SourceConfig):
     """Omikuji's Parabel-like trees: ``cluster_k`` children per node, ``max_depth`` levels;
-    the ``top_k`` best subjects per record."""
+    the ``top_k`` best subjects per record. ``max_records``: the trees learn from a seeded
+    sample (``seed``) of at most that many of the split's labelled records (None: all;
+    issue 48: their training time grows faster than the records, docs/scaling.md)."""
 
     top_k: Positive = 50
     cluster_k: ClusterK = 100
     max_depth: Positive = 3
+    max_records: Positive | None = None
+    seed: NonNegative = 13
 
     recipe_params: ClassVar[Mapping[str, str]] = {"cluster_k": "omikuji_cluster_k",
-                                                  "max_depth": "omikuji_max_depth"}
+                                                  "max_depth": "omikuji_max_depth",
+                                                  "max_records": "omikuji_max_records",
+                                                  "seed": "seed"}
 
 
 @register_source
@@ -179,12 +189,26 @@ class OmikujiSource(Source):
         self.models_: dict[str, omikuji.Model] = {}
 
     def fit(self, ctx: FitContext) -> None:
+        if ctx.Y is None:
+            raise ValueError("Omikuji learns from the split's gold subjects (ctx.Y)")
+        keep = self.sample(ctx.Y)
         for lang, (idx, X) in ctx.tfidf.items():
-            if len(idx) < 10:
+            rows = np.isin(idx, keep)
+            if rows.sum() < 10:
                 continue
             self.models_[lang] = train_omikuji(
-                X, ctx.Y[idx], cluster_k=self.config.cluster_k, max_depth=self.config.max_depth,
-                n_threads=ctx.threads)
+                X[rows], ctx.Y[np.asarray(idx)[rows]], cluster_k=self.config.cluster_k,
+                max_depth=self.config.max_depth, n_threads=ctx.threads)
+
+    def sample(self, Y: sp.csr_matrix) -> np.ndarray:
+        """The rows of the split the trees learn from: every labelled record, or a seeded
+        sample of ``max_records`` of them (`tagalign.sampling.sample_indices`)."""
+        labelled = np.flatnonzero(np.diff(Y.tocsr().indptr) > 0)
+        cap = self.config.max_records
+        if cap is not None and len(labelled) > cap:
+            log.info("Omikuji learns from a seeded sample of %d of %d records "
+                     "(omikuji_max_records)", cap, len(labelled))
+        return labelled[sample_indices(len(labelled), cap, self.config.seed)]
 
     def candidates(self, batch: Batch) -> Candidates:
         rows, preds = [], []
