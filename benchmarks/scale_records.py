@@ -35,7 +35,8 @@ reused, its figures read from ``hybrid-N.train.json``); then, each in a fresh pr
 model's parts on disk, tagging all 19,949 dev records (load s, records/s, RSS, dev avg
 R@5..20 against the vocabulary's gold) and `serve_latency.py --mmap` (single-record REST
 latency, sequential, and the server's RSS). Each phase's seconds and RSS come from the
-model's ``hybrid.json`` (its share of the training's wall time printed beside it).
+model's ``hybrid.json`` (its share of the training's wall time, RSS after it and the
+peak RSS so far printed beside it: the phase that first shows the peak set it).
 """
 
 from __future__ import annotations
