@@ -301,19 +301,26 @@ def no_bars() -> Iterator[None]:
         yield
 
 
+#: record ↔ label pairs mined at once. `mine_hard_negatives` holds several copies of the
+#: pairs' texts (a pandas frame, lists, its output table): on split A of the 90k training
+#: (225,314 pairs) it grew the training's RSS by 1.8 GB, so one call on the 682,662 pairs
+#: of a 300k training would add about 5.5 GB (issue 48). More pairs than this are mined in
+#: pieces of about this size, one piece's copies at a time; a 90k training mines in one.
+MINE_CHUNK = 250_000
+
+
 def hard_negative_sets(model: Any, anchors: list[str], positives: list[str], n_pairs: int,
-                       n_negatives: int, seed: int, chunk: int | None = None) -> Any:
+                       n_negatives: int, seed: int, chunk: int = MINE_CHUNK) -> Any:
     """The training sets after the first epoch: ``triplets`` — each record ↔ label pair
     (the first ``n_pairs``) with the ``n_negatives`` best-scored labels of the current model
     that are not gold for that record (sentence-transformers' `mine_hard_negatives`, over
     the training pairs' labels, `HARD_MARGIN`) — and ``pairs``: the other pairs, plus any
     record ↔ label pair for which no negative passed the margin (nothing is dropped).
-    ``chunk`` (default `MINE_CHUNK`): more pairs than this are mined in pieces of about
-    that many (`mine_in_chunks`)."""
+    ``chunk``: more pairs than this are mined in pieces of about that many
+    (`mine_in_chunks`)."""
     from datasets import Dataset, DatasetDict
 
-    mined = mine_in_chunks(model, anchors[:n_pairs], positives[:n_pairs], n_negatives,
-                           MINE_CHUNK if chunk is None else chunk)
+    mined = mine_in_chunks(model, anchors[:n_pairs], positives[:n_pairs], n_negatives, chunk)
     covered = set(zip(mined["anchor"], mined["positive"], strict=True))
     rest = [(a, p) for a, p in zip(anchors, positives, strict=True)
             if (a, p) not in covered]
@@ -321,14 +328,6 @@ def hard_negative_sets(model: Any, anchors: list[str], positives: list[str], n_p
                                "positive": [p for _, p in rest]})
     log.info(f"hard negatives: {len(mined):,} of {n_pairs:,} record ↔ label pairs")
     return DatasetDict({"triplets": mined.shuffle(seed=seed), "pairs": other.shuffle(seed=seed)})
-
-
-#: record ↔ label pairs mined at once. `mine_hard_negatives` holds several copies of the
-#: pairs' texts (a pandas frame, lists, its output table): on split A of the 90k training
-#: (225,314 pairs) it grew the training's RSS by 1.8 GB, so one call on the 682,662 pairs
-#: of a 300k training would add about 5.5 GB (issue 48). More pairs than this are mined in
-#: pieces of about this size, one piece's copies at a time; a 90k training mines in one.
-MINE_CHUNK = 250_000
 
 
 def mine_in_chunks(model: Any, anchors: list[str], positives: list[str], n_negatives: int,
