@@ -6,7 +6,6 @@ import argparse
 import contextlib
 import fcntl
 import os
-import resource
 import socket
 import subprocess
 import sys
@@ -14,12 +13,11 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+# one peak-memory reading for the package and its benchmarks (Linux VmHWM; ru_maxrss keeps
+# a parent's high-water mark across fork + exec and is KiB where this printed GB)
+from tagalign.train.phases import peak_rss_gb  # noqa: F401  (re-exported)
+
 DATA = Path(__file__).resolve().parents[1] / ".." / "shared" / "data"
-
-
-def peak_rss_gb() -> float:
-    """Peak resident memory of this process so far (ru_maxrss is KiB on Linux)."""
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6
 
 
 def process_memory_mib(pid: int) -> dict[str, float]:

@@ -144,3 +144,28 @@ def test_the_hybrid_caps_omikuji_at_100000_records_by_default() -> None:
                                         ).max_records is None
     with pytest.raises(ValueError, match="omikuji_max_records"):
         om.OmikujiConfig.from_params({**given, "omikuji_max_records": 0})
+
+
+def test_n_trees_sets_how_many_trees_each_language_grows(tmp_path) -> None:
+    """``n_trees`` (the hybrid's ``omikuji_n_trees``, default 3 as Omikuji's own) is the
+    number of trees each language's model saves; one tree still predicts."""
+    from tagalign.recipes.hybrid import HybridRecipe
+    from tagalign.suggest.sources.base import FitContext
+
+    assert om.OmikujiConfig.from_params(HybridRecipe.defaults).n_trees == 3
+    assert om.OmikujiConfig.from_params({**HybridRecipe.defaults, "omikuji_n_trees": 1}
+                                        ).n_trees == 1
+    X, Y = _data(1)
+    half = X.shape[0] // 2
+    parts = {"de": np.arange(half), "en": np.arange(half, X.shape[0])}
+    for n in (1, 3):
+        src = om.OmikujiSource(n_trees=n, cluster_k=2, max_depth=2)
+        src.fit(FitContext(None, None, tfidf={k: (i, X[i]) for k, i in parts.items()}, Y=Y,
+                           threads=1))
+        out = tmp_path / str(n)
+        out.mkdir()
+        src.save(out)
+        for lang in parts:
+            assert len(list((out / f"omikuji-{lang}").glob("tree*.cbor"))) == n
+        preds = om.predict_omikuji(src.models_["de"], X[:5], top_k=3)
+        assert all(len(p) == 3 for p in preds)
