@@ -13,11 +13,16 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-# one peak-memory reading for the package and its benchmarks (Linux VmHWM; ru_maxrss keeps
-# a parent's high-water mark across fork + exec and is KiB where this printed GB)
-from tagalign.train.phases import peak_rss_gb  # noqa: F401  (re-exported)
-
 DATA = Path(__file__).resolve().parents[1] / ".." / "shared" / "data"
+
+
+def peak_rss_gb() -> float:
+    """This process's peak RSS so far in GB: the package's own reading (Linux ``VmHWM``;
+    ``ru_maxrss`` keeps a parent's high-water mark across fork + exec)."""
+    # imported here: `behaviour_check.py` imports this module with older tagalign too
+    from tagalign.train.phases import peak_rss_gb as package_peak
+
+    return package_peak()
 
 
 def process_memory_mib(pid: int) -> dict[str, float]:
