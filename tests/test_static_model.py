@@ -164,3 +164,21 @@ def test_the_encoder_learns_from_a_seeded_sample_of_max_records(records, gnd_voc
     assert StaticEncoderConfig.from_params(given).max_records == 250
     with pytest.raises(ValueError, match="embed_max_records"):
         StaticEncoderConfig.from_params({**given, "embed_max_records": 0})
+
+
+def test_text_dataset_in_pieces_has_the_rows_and_shuffle_of_one_conversion():
+    """`text_dataset` converts a piece of rows at a time (issue 48: pyarrow's conversion
+    doubled the encoder's pairs in memory); its rows, their order and a seeded shuffle are
+    those of one `Dataset.from_dict`."""
+    from datasets import Dataset
+
+    from tagalign.train.static_model import text_dataset
+
+    columns = {"anchor": [f"record {i % 9} ä" for i in range(103)],
+               "positive": [f"label {i}" for i in range(103)]}
+    whole = Dataset.from_dict(columns)
+    pieces = text_dataset(columns, piece=10)
+    assert pieces.to_dict() == whole.to_dict() == columns
+    assert pieces.shuffle(seed=3).to_dict() == whole.shuffle(seed=3).to_dict()
+    assert pieces.shuffle(seed=3).to_dict() != pieces.to_dict()
+    assert text_dataset(columns).to_dict() == columns  # one piece

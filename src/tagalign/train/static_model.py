@@ -39,6 +39,27 @@ from tagalign.vocab import Vocabulary
 log = logging.getLogger(__name__)
 
 
+#: rows a `text_dataset` converts at a time
+DATASET_PIECE = 50_000
+
+
+def text_dataset(columns: dict[str, Sequence[str]], piece: int = DATASET_PIECE) -> Any:
+    """``Dataset.from_dict(columns)``, converted ``piece`` rows at a time and concatenated
+    (the same rows in the same order; a shuffle with a seed gives the same permutation).
+    pyarrow's conversion of Python strings holds about as much again as the table it makes
+    while it runs: at 1M records the encoder's 950,000 pairs (a record's text once per gold
+    subject) rose the training's RSS by 5.9 GB for a 2.4 GB table (issue 48); in pieces
+    the extra is one piece's (measured on 215,796 pairs: +0.66 GB at the peak, was +1.22)."""
+    from datasets import Dataset, concatenate_datasets
+
+    n = len(next(iter(columns.values()), []))
+    if n <= piece:
+        return Dataset.from_dict({k: list(v) for k, v in columns.items()})
+    return concatenate_datasets([
+        Dataset.from_dict({k: list(v[start:start + piece]) for k, v in columns.items()})
+        for start in range(0, n, piece)])
+
+
 def train_tokenizer(texts: Sequence[str], vocab_size: int, *, min_frequency: int = 2,
                     special_tokens: Sequence[str] = ("[UNK]", "[PAD]"),
                     limit_alphabet: int = 1000):
@@ -197,7 +218,6 @@ def train_static_encoder(records: Sequence[Record], vocab: Vocabulary,
     ``threads``: torch's (the runtime's, `tagalign.runtime.Runtime.threads`; 0 leaves the
     process's)."""
     import torch
-    from datasets import Dataset
     from sentence_transformers import (
         SentenceTransformer,
         SentenceTransformerTrainingArguments,
@@ -223,7 +243,7 @@ def train_static_encoder(records: Sequence[Record], vocab: Vocabulary,
     model = SentenceTransformer(modules=[module], device="cpu")
     anchors, positives, n_pairs = training_pairs(
         records, vocab, seed, label_pairs=config.label_pairs)
-    data = Dataset.from_dict({"anchor": anchors, "positive": positives}).shuffle(seed=seed)
+    data = text_dataset({"anchor": anchors, "positive": positives}).shuffle(seed=seed)
     epochs = float(config.epochs)
     # hard negatives: the first epoch on the pairs, the rest with mined negatives
     hard = config.hard_negatives if epochs > 1 else 0
@@ -305,8 +325,10 @@ def no_bars() -> Iterator[None]:
 #: pairs' texts (a pandas frame, lists, its output table): on split A of the 90k training
 #: (225,314 pairs) it grew the training's RSS by 1.8 GB, so one call on the 682,662 pairs
 #: of a 300k training would add about 5.5 GB (issue 48). More pairs than this are mined in
-#: pieces of about this size, one piece's copies at a time; a 90k training mines in one.
-MINE_CHUNK = 250_000
+#: pieces of about this size, one piece's copies at a time (the same triplets). At 1M
+#: records, pieces of 250,000 pairs still rose the encoder's RSS from 8.5 to 13.2 GB, the
+#: training's peak, hence 100,000 (a 90k training mines in three pieces).
+MINE_CHUNK = 100_000
 
 
 def hard_negative_sets(model: Any, anchors: list[str], positives: list[str], n_pairs: int,
@@ -318,14 +340,13 @@ def hard_negative_sets(model: Any, anchors: list[str], positives: list[str], n_p
     record ↔ label pair for which no negative passed the margin (nothing is dropped).
     ``chunk``: more pairs than this are mined in pieces of about that many
     (`mine_in_chunks`)."""
-    from datasets import Dataset, DatasetDict
+    from datasets import DatasetDict
 
     mined = mine_in_chunks(model, anchors[:n_pairs], positives[:n_pairs], n_negatives, chunk)
     covered = set(zip(mined["anchor"], mined["positive"], strict=True))
     rest = [(a, p) for a, p in zip(anchors, positives, strict=True)
             if (a, p) not in covered]
-    other = Dataset.from_dict({"anchor": [a for a, _ in rest],
-                               "positive": [p for _, p in rest]})
+    other = text_dataset({"anchor": [a for a, _ in rest], "positive": [p for _, p in rest]})
     log.info(f"hard negatives: {len(mined):,} of {n_pairs:,} record ↔ label pairs")
     return DatasetDict({"triplets": mined.shuffle(seed=seed), "pairs": other.shuffle(seed=seed)})
 
@@ -340,7 +361,7 @@ def mine_in_chunks(model: Any, anchors: list[str], positives: list[str], n_negat
     gold count of the call's records: the piece's ``range_max`` makes up for its own
     largest count). The triplets are those of one call, in its order (by record, first
     seen first; tests/test_static_model.py)."""
-    from datasets import Dataset, concatenate_datasets
+    from datasets import concatenate_datasets
     from sentence_transformers.util import mine_hard_negatives
 
     corpus = list(dict.fromkeys(positives))
@@ -356,7 +377,7 @@ def mine_in_chunks(model: Any, anchors: list[str], positives: list[str], n_negat
     out = []
     with tempfile.TemporaryDirectory(prefix="tagalign-mine-") as cache, no_bars():
         for rows in pieces:
-            pairs = Dataset.from_dict({"anchor": [anchors[i] for i in rows],
+            pairs = text_dataset({"anchor": [anchors[i] for i in rows],
                                        "positive": [positives[i] for i in rows]})
             fetch = HARD_RANGE + most - max(len(by_record[anchors[i]]) for i in rows)
             out.append(mine_hard_negatives(
