@@ -134,6 +134,31 @@ def test_writer_round_trip_through_pymarc_and_tagalign(tmp_path):
             ["lit", "linsearch"], ["his", "linsearch"]]
 
 
+def test_subject_ids_and_domains_are_one_string_each_however_many_records_name_them(
+        tmp_path):
+    """Read records share one string per subject id and domain code (interned: 3,053 →
+    2,458 bytes a synthetic record, 0.6 GB at 1M records; issue 48), in every format, and
+    a vocabulary's ids are the same strings as the records'."""
+    from tagalign.records.convert import write_jsonl
+    from tagalign.vocab.subject import normalize_subject_id
+
+    recs = [Record(id=str(i), title=f"Titel {i}", subjects=["4015065-3", "4033447-8"],
+                   domains=["lit"]) for i in range(3)]
+    with open(tmp_path / "r.mrc", "wb") as fh:
+        writer = MarcWriter(fh, "marc")
+        for rec in recs:
+            writer.write(record_to_marc(rec))
+        writer.close()
+    write_jsonl(tmp_path / "r.jsonl", recs)
+    for name in ("r.mrc", "r.jsonl"):
+        got, _ = _read(tmp_path / name)
+        assert got == recs
+        for a, b in zip(got, got[1:], strict=False):
+            assert all(x is y for x, y in zip(a.subjects, b.subjects, strict=True))
+            assert a.domains[0] is b.domains[0]
+        assert normalize_subject_id("gnd:4015065-3") is got[0].subjects[0]
+
+
 LABELS = st.text(st.characters(blacklist_categories=("Cs", "Cc")), min_size=1, max_size=40)
 
 

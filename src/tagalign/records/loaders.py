@@ -7,6 +7,7 @@ in memory at once. Malformed lines/files go to an `InputReport` (path and line n
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -54,7 +55,7 @@ def record_from_json(obj: object) -> Record:
         language=language if isinstance(language, str) else None,
         type=rtype if isinstance(rtype, str) else None,
         subjects=[normalize_subject_id(s) for s in _strs(obj.get("subjects"))],
-        domains=_strs(obj.get("domains")),
+        domains=[sys.intern(d) for d in _strs(obj.get("domains"))],
         genres=[normalize_subject_id(s) for s in _strs(obj.get("genres"))],
         machine_subjects=[normalize_subject_id(s) for s in _strs(obj.get("machine_subjects"))],
         confirmed_subjects=[normalize_subject_id(s)

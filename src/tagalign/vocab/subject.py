@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import sys
 from dataclasses import dataclass, field
 
 #: the GND's URI prefix: ``GND_URI + id`` is a subject's URI (Annif's results, the web page)
@@ -19,14 +20,16 @@ def normalize_subject_id(raw: str) -> str:
     """Bare GND id (``4015065-3``) from ``gnd:``, ``http(s)://d-nb.info/gnd/`` or ``<uri>`` forms.
 
     Ids from other vocabularies are returned stripped of angle brackets and whitespace.
+    Interned (`sys.intern`): a training set names each subject thousands of times, and
+    one string per id instead of one per mention is 0.5 GB less at 1M records (issue 48).
     """
     s = raw.strip()
     if s.startswith("<") and s.endswith(">"):
         s = s[1:-1].strip()
     for prefix in _PREFIXES:
         if s.startswith(prefix):
-            return s[len(prefix):]
-    return s
+            return sys.intern(s[len(prefix):])
+    return sys.intern(s)
 
 
 @dataclass(slots=True)

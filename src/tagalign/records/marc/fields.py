@@ -29,6 +29,7 @@ odd data except a record without any control number (`NoControlNumber`).
 from __future__ import annotations
 
 import re
+import sys
 from collections.abc import Iterable, Iterator, Sequence
 
 from pymarc import Record as MarcRecord
@@ -79,15 +80,16 @@ def split_record_id(rid: str) -> tuple[str, str | None]:
 
 def gnd_id(value: str, bare: bool = False) -> str | None:
     """The GND id in a ``$0``: ``(DE-588)ID``, a d-nb.info URI, or (``bare``) the id alone;
-    None for other authorities (``(DE-101)…``, ``(DE-627)…``)."""
+    None for other authorities (``(DE-101)…``, ``(DE-627)…``). Interned, as
+    `normalize_subject_id` makes them (one string per subject, not per mention)."""
     v = value.strip()
     if v.startswith(GND_ISIL):
-        return v[len(GND_ISIL):].strip() or None
-    if "d-nb.info/gnd/" in v:
-        return v.rsplit("d-nb.info/gnd/", 1)[1].strip().rstrip("/") or None
-    if bare and _BARE_GND.match(v):
-        return v
-    return None
+        v = v[len(GND_ISIL):].strip()
+    elif "d-nb.info/gnd/" in v:
+        v = v.rsplit("d-nb.info/gnd/", 1)[1].strip().rstrip("/")
+    elif not (bare and _BARE_GND.match(v)):
+        return None
+    return sys.intern(v) if v else None
 
 
 #: one field as the mapping reads it: (tag, first indicator, control field data or None,
@@ -248,7 +250,7 @@ def record_from_fields(leader: str, fields: Iterable[MarcField]) -> Record:
         language=marc_language(lang041) or marc_language(lang008),
         type=_type(leader, tags, content, genre),
         subjects=kinds[Provenance.INTELLECTUAL],
-        genres=list(dict.fromkeys(genres)), domains=list(dict.fromkeys(domains)),
+        genres=list(dict.fromkeys(genres)), domains=[sys.intern(d) for d in dict.fromkeys(domains)],
         confirmed_subjects=kinds[Provenance.CONFIRMED],
         machine_subjects=kinds[Provenance.MACHINE],
         processes=processes or None)
