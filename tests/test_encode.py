@@ -132,3 +132,35 @@ def test_loading_and_encoding_print_no_library_bars(tmp_path, capfd):
     printed = out.out + out.err
     for bar in ("Loading weights", "Batches", "it/s"):
         assert bar not in printed, printed[-500:]
+
+
+def test_a_million_texts_are_read_a_chunk_at_a_time_and_give_the_same_vectors(tmp_path):
+    """Issue 48: the records' texts are made a chunk at a time (`RecordTexts`), the vectors
+    written into one array and normalised in place, row by row as one call would: the
+    vectors are bit for bit those of the list of texts, over chunk edges."""
+    from tagalign.encode.base import encode_chunked, normalise
+    from tagalign.encode.texts import RecordTexts
+    from tagalign.records import Record
+
+    records = [Record(id=str(i), title=f"Titel {i} über Epen", abstract="Wort " * (i % 7))
+               for i in range(1100)]
+    texts = RecordTexts(records)
+    assert len(texts) == 1100 and texts[3] == records[3].text
+    assert texts[10:13] == [r.text for r in records[10:13]]
+    enc = get_encoder(f"static:{static_model(tmp_path / 'static')}")
+    lazy = enc.encode(texts, batch_size=128, show_progress=True)
+    listed = enc.encode([r.text for r in records], batch_size=128, show_progress=True)
+    assert lazy.shape == (1100, enc.dim) and np.array_equal(lazy, listed)
+    assert np.allclose(np.linalg.norm(lazy, axis=1), 1.0, atol=1e-5)
+
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(50, 6)).astype(np.float32)
+    x[4] = 0.0
+    one_call = x / np.linalg.norm(x, axis=1, keepdims=True).clip(1e-12)
+    assert np.array_equal(normalise(x, rows=7), one_call)
+    y = x.copy()
+    assert normalise(y, inplace=True, rows=7) is y and np.array_equal(y, one_call)
+    parts = encode_chunked(lambda part: np.array([[len(t), 1.0] for t in part]),
+                           [str(i) for i in range(23)], 5, 2, False, "")
+    assert np.array_equal(parts[:, 0], [len(str(i)) for i in range(23)])
+    assert encode_chunked(lambda part: part, [], 5, 3, False, "").shape == (0, 3)

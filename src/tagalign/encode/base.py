@@ -77,22 +77,36 @@ def log_progress(logger: logging.Logger, description: str, total: int,
 
 def encode_chunked(encode_chunk: Callable[[list[str]], np.ndarray], texts: Sequence[str],
                    chunk: int, dim: int, show_progress: bool, description: str) -> np.ndarray:
-    """``encode_chunk`` over ``texts`` in pieces of ``chunk``, stacked; ``show_progress``
-    logs the progress (`log_progress`; the library's own tqdm bar is left off by the
-    caller)."""
+    """``encode_chunk`` over ``texts`` in pieces of ``chunk``, written into one array made
+    at the first piece (a list of pieces stacked at the end held the vectors twice: 1.5 GB
+    more at 1M records); ``show_progress`` logs the progress (`log_progress`; the library's
+    own tqdm bar is left off by the caller)."""
     chunk = max(chunk, 1)
     report = log_progress(log, description, len(texts)) if show_progress else None
-    out = []
+    out: np.ndarray | None = None
     for i in range(0, len(texts), chunk):
-        out.append(np.asarray(encode_chunk(list(texts[i:i + chunk]))))
+        part = np.asarray(encode_chunk(list(texts[i:i + chunk])))
+        if out is None:
+            out = np.empty((len(texts), *part.shape[1:]), part.dtype)
+        out[i:i + len(part)] = part
         if report is not None:
             report(min(i + chunk, len(texts)))
-    return np.vstack(out) if out else np.zeros((0, dim), np.float32)
+    return out if out is not None else np.zeros((0, dim), np.float32)
 
 
-def normalise(x: np.ndarray) -> np.ndarray:
+def normalise(x: np.ndarray, inplace: bool = False, rows: int = 65_536) -> np.ndarray:
+    """Each row scaled to unit length (float32). ``inplace``: ``x`` itself, when it is
+    float32 already (an array the caller owns); the norms are taken ``rows`` rows at a time
+    (each row's norm as one call over all rows gives it, without the squared copy of all
+    of ``x`` that call holds: 1.5 GB at 1M records)."""
     x = np.asarray(x, dtype=np.float32)
-    return x / np.linalg.norm(x, axis=1, keepdims=True).clip(1e-12)
+    norms = np.concatenate([np.linalg.norm(x[i:i + rows], axis=1)
+                            for i in range(0, len(x), rows)] or [np.zeros(0, np.float32)])
+    norms = norms.reshape(-1, 1).clip(1e-12)
+    if inplace:
+        x /= norms
+        return x
+    return x / norms
 
 
 def fingerprint_of(*parts: str) -> str:

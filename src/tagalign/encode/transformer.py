@@ -115,7 +115,7 @@ class STEncoder(Encoder):
             [prefix + t for t in part], batch_size=batch_size, convert_to_numpy=True,
             show_progress_bar=False), texts, 8 * batch_size, self.dim, show_progress,
             f"encoding ({self.name})")
-        return normalise(emb)
+        return normalise(emb, inplace=True)
 
 
 def _weights_stamp(source: str, sample: int = 1 << 20) -> str:

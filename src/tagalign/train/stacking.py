@@ -25,6 +25,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from tagalign.encode.static import StaticEmbeddingEncoder, StaticEncoderConfig
+from tagalign.encode.texts import RecordTexts
 from tagalign.records import Record
 from tagalign.suggest.agreement import CoAssignment
 from tagalign.suggest.fusion import FusionRanker, RankerConfig, blend, top_k
@@ -200,7 +201,7 @@ class HybridTrainer:
             tokens=[tokens[i] for i in idx_a], threads=self.threads)
         if encoder is not None:
             ctx.embeddings = runner.step("embed records", lambda: encoder.encode(
-                [r.text for r in rec_a], show_progress=True))
+                RecordTexts(rec_a), show_progress=True))
         sources = []
         for name in self.source_names:
             src = self.new_source(name)
