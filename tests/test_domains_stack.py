@@ -119,17 +119,35 @@ def test_domains_in_marc_and_in_parquet_shards_equal_the_jsonl_ones(stack, tmp_p
                                                for d in line["domains"]]
             for text in jsonl.read_text().splitlines()}
     assert len(want) == 80 and sum(bool(v) for v in want.values()) >= 70
+
+    def same(got: dict) -> None:
+        # the same domains with the same scores at the 4 decimals written. Not bit for bit:
+        # the batch task computes a shard at once, the JSONL run in parts, and a matrix
+        # product's last bits depend on its shape; many probabilities saturate at one value
+        # near a rounding edge (0.8766/0.8765: the CI of issue 48 saw both once), where
+        # one path may also keep another of the domains tied at the cut
+        assert got.keys() == want.keys()
+        for rid, pairs in want.items():
+            g, w = dict(got[rid]), dict(pairs)
+            assert len(g) == len(w), rid
+            for lab in g.keys() & w.keys():
+                assert abs(g[lab] - w[lab]) <= 1.01e-4, (rid, lab)
+            for lab, other in [(lab, w) for lab in g.keys() - w.keys()] + [
+                    (lab, g) for lab in w.keys() - g.keys()]:
+                score = g.get(lab, w.get(lab))
+                assert abs(score - min(other.values())) <= 1.01e-4, (rid, lab)
+
     in_marc = {}
     for rec in parse_xml_to_array(str(xml)):
         notes = {f["8"]: f for f in rec.get_fields("883")}
         assert all(f["2"] == "linsearch" for f in rec.get_fields("084"))
         in_marc[rec["001"].data] = [(f["a"], round(parse_score(notes[f["8"]]["c"]), 4))
                                     for f in rec.get_fields("084")]
-    assert in_marc == want
+    same(in_marc)
     in_parquet = {row["id"]: [(d["label"], d["score"]) for d in row["domains"]]
                   for part in sorted(shards.glob("part-*.parquet"))
                   for row in pq.read_table(part).to_pylist()}
-    assert in_parquet == want
+    same(in_parquet)
 
 
 def test_a_subject_project_of_another_vocabulary_is_refused(stack, tmp_path):

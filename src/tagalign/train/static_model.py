@@ -275,11 +275,13 @@ def train_static_encoder(records: Sequence[Record], vocab: Vocabulary,
                 args=arguments(epochs - 1.0, multi_dataset_batch_sampler=(
                     MultiDatasetBatchSamplers.PROPORTIONAL)))
             train_with_progress(trainer, "static encoder, hard negatives")
-            del sets, trainer
-            release_memory()
     finally:
         if cache is not None:
             cache.detach()
+    # the pairs' tables and token ids go, and their memory back to the system (pyarrow's
+    # pool and glibc's heap keep freed pages otherwise: `release_memory`)
+    data = cache = trainer = sets = None
+    release_memory()
     model.to("cpu")
     return StaticEmbeddingEncoder(model)
 
