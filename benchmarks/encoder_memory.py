@@ -34,12 +34,6 @@ from pathlib import Path
 from _common import DATA, peak_rss_gb, seeded_records
 
 
-def rss_gb() -> float:
-    from tagalign.train.phases import rss_gb as package_rss
-
-    return package_rss()
-
-
 def run_variant(args: argparse.Namespace, variant: str) -> dict:
     """One variant in this process: the sample, its pairs, then the measured step."""
     from sentence_transformers import SentenceTransformer
@@ -47,6 +41,7 @@ def run_variant(args: argparse.Namespace, variant: str) -> dict:
 
     from tagalign.encode.static import StaticEncoderConfig
     from tagalign.train import static_model as sm
+    from tagalign.train.phases import rss_gb
     from tagalign.vocab.loaders import load_vocabulary
 
     kind, _, size = variant.partition(":")
