@@ -39,6 +39,7 @@ def test_agreement_features_match_their_definition(seed, top_m):
     co = CoAssignment.from_labels(sp.csr_matrix(Y))
     pairs = sorted({(int(r), int(c)) for r, c in zip(rng.integers(0, n_rows, 12),
                                                     rng.integers(0, n_subj, 12), strict=True)})
+    pairs = [pairs[i] for i in rng.permutation(len(pairs))]  # records interleaved
     rows = np.array([p[0] for p in pairs])
     cols = np.array([p[1] for p in pairs])
     proxy = rng.permutation(len(rows)).astype(np.float64)  # distinct: no tie questions

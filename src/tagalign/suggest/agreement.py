@@ -85,33 +85,37 @@ class CoAssignment:
                  top_m: int | None = None) -> np.ndarray:
         """(n, 3) `AGREEMENT_FEATURES` of the candidates (rows, cols), anchors by ``proxy``.
 
-        NumPy over the anchors' co-assignment lists, not sparse products: each anchor's
-        list is expanded once, the pairs that name one of the record's candidates are kept
-        and summed, counted and maxed per candidate (a sparse product and scipy's fancy
-        indexing cost a single record about 1.5 ms; this about a tenth)."""
+        A record at a time: its candidates are marked in a subject-sized array, each of its
+        anchors' co-assignment lists is gathered once and looked up in the marks, and the
+        hits are summed, counted and maxed per candidate, the anchors in candidate order.
+        One record's lookups stay in the marks (the cache) where a batch-wide search of
+        every listed pair did not: against the 1M-record training's co-assignments, whose
+        frequent subjects list up to 27,000 partners, 0.3 ms a record where sorting and
+        searching the batch's pairs took 1.7 (issue 48; the same features, bit for bit)."""
         n = len(rows)
+        out = np.zeros((n, len(AGREEMENT_FEATURES)), np.float32)
         if n == 0:
-            return np.zeros((0, len(AGREEMENT_FEATURES)), np.float32)
+            return out
+        rows = np.asarray(rows, np.int64)
         order = np.lexsort((-proxy, rows))
         rank = np.empty(n, np.float32)
         rank[order] = ranks_of(rows[order])
-        top = rank <= (self.top_m if top_m is None else top_m)
-        a_rows, a_subj = rows[top], cols[top]
-        pos, lens = row_entries(self.cond.indptr, a_subj)
-        out = np.zeros((n, len(AGREEMENT_FEATURES)), np.float32)
-        if len(pos) == 0:
-            return out
-        n_subj = np.int64(self.cond.shape[1])
-        keys = np.repeat(a_rows.astype(np.int64), lens) * n_subj + self.cond.indices[pos]
-        q = rows.astype(np.int64) * n_subj + cols
-        q_order = np.argsort(q)
-        q_sorted = q[q_order]
-        i = np.minimum(np.searchsorted(q_sorted, keys), n - 1)
-        hit = q_sorted[i] == keys
-        i, vals = q_order[i[hit]], self.cond.data[pos[hit]]
-        out[:, 0] = np.bincount(i, weights=vals, minlength=n)
+        is_anchor = rank <= (self.top_m if top_m is None else top_m)
+        by_row = np.argsort(rows, kind="stable")  # each record's candidates, in order
+        bounds = np.searchsorted(rows[by_row], np.arange(n_rows + 1))
+        mark = np.full(self.cond.shape[1], -1, np.int64)  # subject → candidate, or -1
+        hits, vals = [], []
+        for r in np.flatnonzero(np.diff(bounds)):
+            mine = by_row[bounds[r]:bounds[r + 1]]
+            mark[cols[mine]] = mine
+            pos, _ = row_entries(self.cond.indptr, cols[mine[is_anchor[mine]]])
+            cand = mark[self.cond.indices[pos]]
+            hit = cand >= 0
+            hits.append(cand[hit])
+            vals.append(self.cond.data[pos[hit]])
+            mark[cols[mine]] = -1
+        i, v = np.concatenate(hits), np.concatenate(vals)
+        out[:, 0] = np.bincount(i, weights=v, minlength=n)
         out[:, 1] = np.bincount(i, minlength=n)
-        np.maximum.at(out[:, 2], i, vals)
+        np.maximum.at(out[:, 2], i, v)
         return out
-
-
