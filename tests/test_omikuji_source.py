@@ -169,3 +169,26 @@ def test_n_trees_sets_how_many_trees_each_language_grows(tmp_path) -> None:
             assert len(list((out / f"omikuji-{lang}").glob("tree*.cbor"))) == n
         preds = om.predict_omikuji(src.models_["de"], X[:5], top_k=3)
         assert all(len(p) == 3 for p in preds)
+
+
+def test_beam_size_is_the_search_width_the_source_predicts_with() -> None:
+    """``beam_size`` (the hybrid's ``omikuji_beam_size``, default 10 as Omikuji's own) is
+    what the source's candidates are searched with: a beam of 1 gives the library's beam-1
+    lists, which differ from its beam-10 lists on this data."""
+    from tagalign.recipes.hybrid import HybridRecipe
+    from tagalign.suggest.sources.base import Batch, FitContext
+
+    assert om.OmikujiConfig.from_params(HybridRecipe.defaults).beam_size == 10
+    X, Y = _data(2)
+    idx = np.arange(X.shape[0])
+    got = {}
+    for beam in (1, 10):
+        src = om.OmikujiSource(beam_size=beam, top_k=8, cluster_k=2, max_depth=3)
+        src.fit(FitContext(None, None, tfidf={"de": (idx, X)}, Y=Y, threads=1))
+        batch = Batch(records=[None] * 20, languages=["de"] * 20,  # type: ignore[list-item]
+                      tfidf={"de": (np.arange(20), X[:20])})
+        c = src.candidates(batch)
+        want = om.predict_omikuji(src.models_["de"], X[:20], top_k=8, beam_size=beam)
+        assert c.cols.tolist() == [s for row in want for s, _ in row]
+        got[beam] = c.cols.tolist()
+    assert got[1] != got[10]

@@ -91,6 +91,9 @@ class HybridRecipe(Recipe):
         "omikuji_max_depth": 3,
         # trees per language (Omikuji's default): training time is linear in them
         "omikuji_n_trees": 3,
+        # the nodes each tree level keeps while predicting (Omikuji's default; time is
+        # about linear in it)
+        "omikuji_beam_size": 10,
         # the label trees learn from a seeded sample of this many records at most (split
         # A's trees and the final ones each; None: all): their training time grows faster
         # than the records (issue 48: split A of 300k did not finish in 48 min; 90k

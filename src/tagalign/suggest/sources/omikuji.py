@@ -167,19 +167,22 @@ class OmikujiConfig(SourceConfig):
     training time as the others, so 1 is a third of it). ``max_records``: the trees learn
     from a seeded sample (``seed``) of at most that many of the split's labelled records
     (None: all; issue 48: their training time grows faster than the records,
-    docs/scaling.md)."""
+    docs/scaling.md). ``beam_size``: the nodes each level of a tree keeps while predicting
+    (Omikuji's default 10); prediction time is about linear in it."""
 
     top_k: Positive = 50
     cluster_k: ClusterK = 100
     max_depth: Positive = 3
     n_trees: Positive = 3
     max_records: Positive | None = None
+    beam_size: Positive = 10
     seed: NonNegative = 13
 
     recipe_params: ClassVar[Mapping[str, str]] = {"cluster_k": "omikuji_cluster_k",
                                                   "max_depth": "omikuji_max_depth",
                                                   "n_trees": "omikuji_n_trees",
                                                   "max_records": "omikuji_max_records",
+                                                  "beam_size": "omikuji_beam_size",
                                                   "seed": "seed"}
 
 
@@ -223,8 +226,8 @@ class OmikujiSource(Source):
             model = self.models_.get(lang)
             if model is None:
                 continue
-            preds_all = predict_omikuji(model, X, self.config.top_k, threads=batch.threads,
-                                        pool=batch.pool)
+            preds_all = predict_omikuji(model, X, self.config.top_k, self.config.beam_size,
+                                        threads=batch.threads, pool=batch.pool)
             rows.append(np.repeat(np.asarray(idx, np.int64), [len(p) for p in preds_all]))
             preds += preds_all
         flat = np.array([pair for p in preds for pair in p], np.float64).reshape(-1, 2)
