@@ -193,3 +193,37 @@ def cpu_lock(path: Path | None) -> Iterator[None]:
             yield
         finally:
             fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+#: what `set_search` may change: source name → its search settings
+SEARCH_SETTINGS = {"omikuji": ("beam_size",), "tfidf_knn": ("postings", "rescore"),
+                   "emb_knn": ("nprobe",)}
+
+
+def set_search(project, assignments: list[str]) -> None:
+    """A/B runs on one saved model: change a hybrid's search settings in memory, after
+    loading (``SOURCE.FIELD=VALUE``: ``omikuji.beam_size``, ``tfidf_knn.postings`` and
+    ``.rescore`` of an impact search, ``emb_knn.nprobe`` of an IVF index), so a benchmark
+    can time the settings a model was trained with beside others in one run. Not a product
+    feature: the ranker learned its features from the searches of the trained settings."""
+    from dataclasses import replace
+
+    from tagalign.index.sparse import search_config
+
+    sources = {s.name: s for s in project.recipe.pipeline_.sources}
+    for assignment in assignments:
+        key, _, value = assignment.partition("=")
+        name, _, field = key.partition(".")
+        if field not in SEARCH_SETTINGS.get(name, ()) or name not in sources or not value:
+            raise SystemExit(f"--set {assignment!r}: SOURCE.FIELD=VALUE, one of "
+                             f"{SEARCH_SETTINGS} of the model's sources {sorted(sources)}")
+        src = sources[name]
+        if name == "emb_knn":
+            src.index_.nprobe = src.index_.index_.nprobe = int(value)
+            continue
+        if name == "tfidf_knn" and field not in search_config(src.config.search, {}).values():
+            raise SystemExit(f"--set {assignment!r}: this model's TF-IDF search "
+                             f"({src.config.search}) has no {field!r}")
+        src.config = replace(src.config, **{field: int(value)})
+        for index in getattr(src, "_index", {}).values():  # tfidf_knn's loaded searches
+            index.config = search_config(src.config.search, src.config.values())

@@ -8,7 +8,11 @@ scores a sample of N dev records drawn with ``--seed`` (never a file prefix: dev
 by language and type); the sample's make-up is printed. The ranker runs compiled, as the
 command's default (``--no-compile-ranker``: LightGBM).
 
+``--set SOURCE.FIELD=VALUE`` changes a search setting after loading (`_common.set_search`),
+so two runs time one model's trained settings and others side by side.
+
     python benchmarks/suggest_speed.py --project runs/hybrid-full [--limit-dev N] [--jobs 1,0]
+        [--set omikuji.beam_size=5 --set tfidf_knn.postings=20000]
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
-from _common import DATA, peak_rss_gb, suggestions
+from _common import DATA, peak_rss_gb, set_search, suggestions
 from tagalign.evaluate import evaluate
 from tagalign.project import Project
 from tagalign.project.jobs import DEFAULT_JOBS, resolve_jobs
@@ -40,11 +44,18 @@ def main() -> None:
     ap.add_argument("--jobs", default=f"1,{DEFAULT_JOBS}",
                     help="Comma-separated --jobs values to time (0: one per core).")
     ap.add_argument("--no-compile-ranker", dest="compile_ranker", action="store_false")
+    ap.add_argument("--set", action="append", default=[], metavar="SOURCE.FIELD=VALUE",
+                    help="A search setting changed after loading, to time it beside the "
+                         "trained one: omikuji.beam_size, tfidf_knn.postings, "
+                         "tfidf_knn.rescore, emb_knn.nprobe (_common.set_search).")
     args = ap.parse_args()
     t0 = time.perf_counter()
     project = Project.load(args.project, runtime=Runtime(threads=args.threads,
                                                          compile_ranker=args.compile_ranker))
     print(f"project loaded in {time.perf_counter() - t0:.1f} s")
+    if args.set:
+        set_search(project, args.set)
+        print("search settings changed: " + ", ".join(args.set))
     dev = list(read_records(args.dev, vocab=project.vocab))
     if args.limit_dev and args.limit_dev < len(dev):
         idx = np.random.default_rng(args.seed).choice(len(dev), args.limit_dev, replace=False)

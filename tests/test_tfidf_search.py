@@ -15,6 +15,7 @@ from sklearn.preprocessing import normalize
 
 from tagalign.errors import InputError, ModelFormatError
 from tagalign.index.sparse import ImpactSearch, common_terms
+from tagalign.io import read_json
 from tagalign.suggest.sources.base import Batch, FitContext
 from tagalign.suggest.sources.neighbours import TfidfNeighbours
 from tagalign.text import Analyzer
@@ -207,6 +208,55 @@ def test_impact_index_save_load_round_trip_and_refusals(tmp_path: Path) -> None:
     (tmp_path / "tknn-search.json").write_text('{"search": "lsh", "rescore": 25}')
     with pytest.raises(ModelFormatError, match="unknown search 'lsh'"):
         TfidfNeighbours(k=10).load_state(tmp_path, FitContext(Vocabulary([]), Analyzer()))
+
+
+def test_auto_search_is_chosen_by_the_memory_size_once_and_saved_as_chosen(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``auto`` (the default): the product below the threshold, the impact search from
+    it, pinned when the source gets its records (learning more never switches it; the
+    ranker learned from the first kind) and saved as the kind chosen, with its index."""
+    import tagalign.suggest.sources.neighbours as neighbours
+
+    X, Q = _corpus(5, n=300)
+    ctx = FitContext(Vocabulary([]), Analyzer(), tfidf={"de": (np.arange(300), X)})
+    kinds = {}
+    for threshold in (300, 301):
+        monkeypatch.setattr(neighbours, "AUTO_IMPACT_RECORDS", threshold)
+        src = TfidfNeighbours(k=10, postings=250, rescore=20)
+        assert src.config.search == "auto"
+        src.fit(ctx)
+        kinds[threshold] = src
+    assert (kinds[300].config.search, kinds[301].config.search) == ("impact", "product")
+    assert isinstance(kinds[300]._search_index("de"), ImpactSearch)
+    # each searches as that kind named explicitly does
+    for src in kinds.values():
+        named = TfidfNeighbours(k=10, postings=250, rescore=20, search=src.config.search)
+        named.fit(ctx)
+        np.testing.assert_array_equal(src.neighbours(_batch(Q))[0],
+                                      named.neighbours(_batch(Q))[0])
+    # below the threshold, then past it by learning: still the product
+    small = kinds[301]
+    small.learn(SimpleNamespace(tfidf={"de": (np.arange(40), Q)}), np.arange(40) + 5000)
+    assert small.X_["de"].shape[0] == 340 and small.config.search == "product"
+    # saved as chosen: a loader with the default gets the impact search and its index
+    kinds[300].save(tmp_path)
+    assert read_json(tmp_path / "tknn-search.json")["search"] == "impact"
+    again = TfidfNeighbours(k=10)
+    again.load_state(tmp_path, ctx)
+    assert again.config.search == "impact"
+    np.testing.assert_array_equal(again.neighbours(_batch(Q))[0],
+                                  kinds[300].neighbours(_batch(Q))[0])
+
+
+def test_auto_search_resolution() -> None:
+    from tagalign.suggest.sources.neighbours import AUTO_IMPACT_RECORDS, resolve_search
+
+    assert resolve_search("auto", 90_452) == "product"
+    assert resolve_search("auto", AUTO_IMPACT_RECORDS - 1) == "product"
+    assert resolve_search("auto", AUTO_IMPACT_RECORDS) == "impact"
+    assert resolve_search("auto", 1_000_000) == "impact"
+    assert resolve_search("product", 1_000_000) == "product"
+    assert resolve_search("impact", 10) == "impact"
 
 
 def test_an_unknown_search_kind_is_refused_with_the_known_ones() -> None:

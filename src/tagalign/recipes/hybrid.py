@@ -80,8 +80,9 @@ class HybridRecipe(Recipe):
         # every record, the terms in more than `knn_prune_df` of them left out and added
         # back for the `knn_rescore` best (0: exact search); "impact" reads `knn_postings`
         # postings per query of an impact-ordered index and rescores the `knn_rescore` best
-        # (for memories of a million records: docs/scaling.md)
-        "knn_search": "product",
+        # (for memories of a million records: docs/scaling.md); "auto": the product below
+        # 200,000 training records, the impact search from there (`resolve_search`)
+        "knn_search": "auto",
         "knn_prune_df": 0.05,
         "knn_postings": 40_000,
         "knn_rescore": 300,

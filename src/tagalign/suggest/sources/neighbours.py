@@ -106,13 +106,31 @@ class VotingConfig(SourceConfig):
     recipe_params: ClassVar[Mapping[str, str]] = {"k": "knn_k", "power": "knn_power"}
 
 
+#: ``search="auto"`` takes the impact search for a memory of this many records or more and
+#: the product below it: at 90,452 records the two answer about as fast (1,240 and 1,353
+#: queries/s), but the product's cost grows with the records (103 queries/s at 1M against
+#: the impact search's 1,019: docs/scaling.md), so a catalogue-sized training left at the
+#: default would tag ten times slower than it can (issue 48)
+AUTO_IMPACT_RECORDS = 200_000
+
+
+def resolve_search(kind: str, records: int) -> str:
+    """The search kind ``kind`` names for a memory of ``records`` records: itself, or for
+    ``auto`` the product below `AUTO_IMPACT_RECORDS` and the impact search from there."""
+    if kind != "auto":
+        return kind
+    return "impact" if records >= AUTO_IMPACT_RECORDS else "product"
+
+
 @dataclass(frozen=True)
 class TfidfNeighboursConfig(VotingConfig):
-    """``search``: the kind of search (`tagalign.index.sparse`: ``product``, the default,
-    or ``impact``); ``prune_df`` (product: 0 is the exact search), ``postings`` (impact)
-    and ``rescore`` (both): that kind's settings, `search_settings`."""
+    """``search``: the kind of search (`tagalign.index.sparse`: ``product`` or ``impact``),
+    or ``auto`` (the default: chosen by the memory's size when the source first has its
+    records, `resolve_search`, and saved as the kind chosen); ``prune_df`` (product: 0 is
+    the exact search), ``postings`` (impact) and ``rescore`` (both): that kind's settings,
+    `search_settings`."""
 
-    search: str = "product"
+    search: str = "auto"
     prune_df: NonNegativeFloat = 0.0
     postings: Positive = ImpactConfig.postings
     rescore: Positive = 300
@@ -123,10 +141,12 @@ class TfidfNeighboursConfig(VotingConfig):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        SPARSE_SEARCHES.lookup(self.search)  # an unknown kind: refused with the known ones
+        if self.search != "auto":
+            SPARSE_SEARCHES.lookup(self.search)  # an unknown kind: refused with the known ones
 
     def search_settings(self) -> dict[str, Any]:
-        """The search kind's own config fields, as saved beside the model."""
+        """The search kind's own config fields, as saved beside the model (a resolved
+        kind: never ``auto``)."""
         return {"search": self.search,
                 **search_config(self.search, self.values()).values()}
 
@@ -212,6 +232,16 @@ class TfidfNeighbours(_Voting):
         for lang, (idx, X) in ctx.tfidf.items():
             self.X_[lang] = X.tocsr()
             self.rows_[lang] = np.asarray(idx, np.int64)
+        self._resolve_search()
+
+    def _resolve_search(self) -> None:
+        """Pin ``auto`` to the kind the memory's records call for (`resolve_search`), once:
+        the ranker learns from that kind's neighbours, so records learned later never
+        switch it."""
+        if self.config.search == "auto":
+            records = sum(X.shape[0] for X in self.X_.values())
+            self.config = replace(self.config,
+                                  search=resolve_search("auto", records))
 
     def neighbours(self, batch: Batch) -> tuple[np.ndarray, np.ndarray]:
         n, k = len(batch), self.config.k
@@ -233,6 +263,7 @@ class TfidfNeighbours(_Voting):
         X = self.X_[lang]
         cached = self._index.get(lang)
         if cached is None or cached.X is not X:
+            self._resolve_search()
             kind = SPARSE_SEARCHES.lookup(self.config.search)
             cached = kind(X, search_config(self.config.search, self.config.values()))
             self._index[lang] = cached
@@ -265,6 +296,7 @@ class TfidfNeighbours(_Voting):
                 self._index.pop(lang, None)
 
     def save(self, path: Path) -> None:
+        self._resolve_search()
         meta = {}
         for lang, X in self.X_.items():
             save_csr_atomic(path, f"tknn-{lang}", X)
