@@ -277,6 +277,7 @@ def main() -> None:
         print(json.dumps(measure(args.measure, args.dev)))
         return
     if args.train_sizes:
+        args.out.mkdir(parents=True, exist_ok=True)  # ``train`` alone needs no records file
         print_costs([cost_row(args, size) for size in args.train_sizes.split(",")])
         return
     sizes = sorted(int(s) for s in args.sizes.split(","))

@@ -52,6 +52,8 @@ def project(stacked, slice_):
     proj.train(slice_[0])
     assert not (proj.path / "work").exists()
     assert "encoder" not in proj.recipe.timings_  # resumed, not fitted again
+    # nor the records embedded again: the one source fitted on them (emb_knn) is finished
+    assert "embed records" not in proj.recipe.timings_
     return proj
 
 

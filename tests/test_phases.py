@@ -4,6 +4,7 @@ fitted on the same records, vocabulary and parameters (issue: fingerprinted phas
 from __future__ import annotations
 
 import logging
+import shutil
 from dataclasses import replace
 
 import pytest
@@ -149,3 +150,42 @@ print(json.dumps(runner.timings))
     assert t["big"]["peak_gb"] >= t["small"]["peak_gb"] + 0.4
     assert t["big"]["rss_gb"] < t["big"]["peak_gb"] - 0.3  # freed: the peak stays
     assert t["after"]["peak_gb"] == t["big"]["peak_gb"]
+
+
+#: the cheapest hybrid whose sources fit on the records' embeddings (`emb_knn`)
+EMB_HYBRID = {**KNN_LEXICAL_HYBRID, "sources": ["tfidf_knn", "emb_knn"],
+              "embed_vocab_size": 300, "embed_dim": 16, "embed_batch_size": 32,
+              "embed_label_pairs": False}
+
+
+@pytest.fixture(scope="module")
+def emb_straight(tmp_path_factory) -> list[list[tuple[str, float]]]:
+    """An `EMB_HYBRID` trained without a stop: its ranking of the tiny query records."""
+    folder = tmp_path_factory.mktemp("emb_straight") / "p"
+    Project.create(folder, tiny_vocab(), "hybrid", EMB_HYBRID).train(tiny_records(120, seed=0))
+    timings = Project.load(folder).recipe.timings_
+    assert "embed records" in timings and "source-emb_knn" in timings
+    return _ranking(folder)
+
+
+@pytest.mark.parametrize("lose_emb_knn", [False, True])
+def test_records_are_embedded_only_for_a_source_still_to_fit(lose_emb_knn, emb_straight,
+                                                             tmp_path, monkeypatch):
+    """A training resumed after its sources finished does not embed split A's records
+    again (a resumed 1M training spent 258 s on it, issue 48); one whose `emb_knn` phase
+    is lost does, and fits it. Either way it suggests as a training never stopped."""
+    records = tiny_records(120, seed=0)
+    proj = Project.create(tmp_path / "p", tiny_vocab(), "hybrid", EMB_HYBRID)
+    with monkeypatch.context() as m:
+        m.setattr(HybridTrainer, "fit_ranker", lambda self, table: (_ for _ in ()).throw(
+            KeyboardInterrupt))
+        with pytest.raises(KeyboardInterrupt):
+            proj.train(records)
+    assert (tmp_path / "p/work/source-emb_knn/phase.json").exists()
+    if lose_emb_knn:
+        shutil.rmtree(tmp_path / "p/work/source-emb_knn")
+    proj.train(records)
+    timings = Project.load(tmp_path / "p").recipe.timings_
+    assert ("embed records" in timings) is lose_emb_knn
+    assert ("source-emb_knn" in timings) is lose_emb_knn
+    assert _ranking(tmp_path / "p") == emb_straight

@@ -90,11 +90,18 @@ class PhaseRunner:
         if not self.quiet:
             log.info(message)
 
+    def finished(self, name: str) -> bool:
+        """Whether `run` of phase ``name`` would load it (finished on these inputs, no
+        earlier phase recomputed for changed ones) rather than build it."""
+        done = self.workdir / name / DONE
+        return (not self._stale and done.exists()
+                and read_json(done).get("inputs") == self.inputs)
+
     def run(self, name: str, build: Callable[[], T], save: Callable[[T, Path], None],
             load: Callable[[Path], T]) -> T:
         folder = self.workdir / name
         if (folder / DONE).exists():
-            if not self._stale and read_json(folder / DONE).get("inputs") == self.inputs:
+            if self.finished(name):
                 self.log(f"✓ {name}: finished earlier, resuming from {folder}")
                 return load(folder)
             self._stale = True

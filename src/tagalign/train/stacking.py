@@ -199,7 +199,11 @@ class HybridTrainer:
             featurizer.transform([tokens[i] for i in idx_a], [langs[i] for i in idx_a]),
             Y=label_matrix(rec_a, self.vocab), encoder=encoder, records=rec_a,
             tokens=[tokens[i] for i in idx_a], threads=self.threads)
-        if encoder is not None:
+        # the records' embeddings only for a source still to fit on them (resuming after
+        # the sources, a 1M training skipped 258 s of embedding)
+        if encoder is not None and not all(runner.finished(f"source-{name}")
+                                           for name in self.source_names
+                                           if SOURCES.lookup(name).fits_on_embeddings):
             ctx.embeddings = runner.step("embed records", lambda: encoder.encode(
                 RecordTexts(rec_a), show_progress=True))
         sources = []

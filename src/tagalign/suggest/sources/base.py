@@ -194,6 +194,9 @@ class Source(ABC):
     features: ClassVar[list[str]]
     #: the class of its settings (a source without any keeps the empty one)
     config_class: ClassVar[type[SourceConfig]] = SourceConfig
+    #: whether `fit` reads ``FitContext.embeddings`` (training embeds the split's records
+    #: only when such a source is still to be fitted: a resumed 1M training skipped 258 s)
+    fits_on_embeddings: ClassVar[bool] = False
 
     def __init__(self, config: SourceConfig | None = None, **settings: Any):
         if config is not None and settings:

@@ -346,6 +346,7 @@ class EmbeddingNeighbours(_Voting):
     name = "emb_knn"
     features = _names("eknn")
     config_class = EmbeddingNeighboursConfig
+    fits_on_embeddings = True
     config: EmbeddingNeighboursConfig
 
     def __init__(self, config: EmbeddingNeighboursConfig | None = None, **settings: Any):
