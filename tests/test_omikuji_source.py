@@ -147,14 +147,14 @@ def test_the_hybrid_caps_omikuji_at_100000_records_by_default() -> None:
 
 
 def test_n_trees_sets_how_many_trees_each_language_grows(tmp_path) -> None:
-    """``n_trees`` (the hybrid's ``omikuji_n_trees``, default 3 as Omikuji's own) is the
-    number of trees each language's model saves; one tree still predicts."""
+    """``n_trees`` (the hybrid's ``omikuji_n_trees``, default 1; the source's own default 3
+    as Omikuji's) is the number of trees each language's model saves; one tree predicts."""
     from tagalign.recipes.hybrid import HybridRecipe
     from tagalign.suggest.sources.base import FitContext
 
-    assert om.OmikujiConfig.from_params(HybridRecipe.defaults).n_trees == 3
-    assert om.OmikujiConfig.from_params({**HybridRecipe.defaults, "omikuji_n_trees": 1}
-                                        ).n_trees == 1
+    assert om.OmikujiConfig.from_params(HybridRecipe.defaults).n_trees == 1
+    assert om.OmikujiConfig.from_params({**HybridRecipe.defaults, "omikuji_n_trees": 3}
+                                        ).n_trees == 3
     X, Y = _data(1)
     half = X.shape[0] // 2
     parts = {"de": np.arange(half), "en": np.arange(half, X.shape[0])}
