@@ -174,3 +174,18 @@ def test_page_search_and_suggestions_by_alternative_label(served):
     assert results[0]["id"] == PILZE and results[0]["label"] == "Pilze"
     assert results[0]["reasons"] == {"sources": ["lexical"], "label_match": "Pilze",
                                      "matched": "Mykologie"}
+
+
+def test_labels_encoded_in_chunks_are_the_labels_encoded_at_once(encoder):
+    """Issue 48: the alternative labels are encoded and normalised a chunk at a time (a
+    1.5M-heading vocabulary's 1.36M held the encoder's batches, the whole array and the
+    norm's temporaries at once); each row is bit for bit the row of one call."""
+    from tagalign.suggest.sources.labels import encoded_rows
+
+    texts = [f"{w} {v}" for w in ("timber", "mould", "epic", "neural", "ethics")
+             for v in ("beam", "song", "data", "truth", "decay", "hero", "wood")]
+    once = np.asarray(encoder.encode(texts), np.float32)
+    once /= np.linalg.norm(once, axis=1, keepdims=True).clip(1e-9)
+    chunked = encoded_rows(encoder, texts, chunk=4)
+    assert chunked.shape == once.shape == (35, 32)
+    np.testing.assert_array_equal(chunked, once)

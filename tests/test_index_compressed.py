@@ -119,3 +119,18 @@ def test_memory_mapped_load_finds_the_same_neighbours_and_is_read_only(tmp_path,
     assert (f1 == f2).all() and np.allclose(s1, s2)
     with pytest.raises(ValueError, match="memory-mapped"):
         mapped.add(base[:2])
+
+
+@pytest.mark.parametrize("kind", ["flat", "ivf", "ivfsq8", "ivfpq", "hnsw"])
+def test_an_index_of_parts_is_the_index_of_their_concatenation(kind):
+    """Issue 48: `build` of a list of arrays (the label index's preferred-label and
+    alternative-label rows) trains on the same sample rows and holds the same rows in the
+    same order as `build` of their concatenation, without making it: the same answers."""
+    x = clustered(3, 3000)
+    q = clustered(4, 40)
+    settings = {"min_ivf": 500, "nlist": 16, "pq_m": 8}
+    whole = VectorIndex(kind, **settings).build(x)
+    parts = VectorIndex(kind, **settings).build([x[:1234], x[1234:2990], x[2990:]])
+    assert len(parts) == len(whole) == 3000
+    for a, b in zip(whole.search(q, 10), parts.search(q, 10), strict=True):
+        np.testing.assert_array_equal(a, b)

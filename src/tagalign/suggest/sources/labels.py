@@ -42,6 +42,23 @@ def subject_matrix(vocab, encoder) -> np.ndarray:
     return de.astype(np.float32)
 
 
+def encoded_rows(encoder, texts: Sequence[str], chunk: int = 100_000) -> np.ndarray:
+    """``texts`` encoded and L2-normalised into one float32 array, ``chunk`` texts at a
+    time: the encoder's gathering of its batches and the norm's temporaries then cost one
+    chunk, not all (2.86M labels of a 1.5M-heading vocabulary; issue 48). Each row as the
+    whole list encoded and normalised at once gives it."""
+    out: np.ndarray | None = None
+    for start in range(0, len(texts), chunk):
+        part = np.asarray(encoder.encode(list(texts[start:start + chunk])), np.float32)
+        part /= np.linalg.norm(part, axis=1, keepdims=True).clip(1e-9)
+        if out is None:
+            out = np.empty((len(texts), part.shape[1]), np.float32)
+        out[start:start + len(part)] = part
+    if out is None:
+        raise ValueError("no texts to encode")
+    return out
+
+
 def alt_label_rows(vocab) -> tuple[list[str], np.ndarray]:
     """(alternative labels, the subject position of each): every language's, in vocabulary
     order, without repeats of a subject's other labels."""
@@ -116,13 +133,11 @@ class LabelRetrieval(Source):
         self.matrix_ = subject_matrix(ctx.vocab, ctx.encoder)
         self.n_subjects_ = len(ctx.vocab)
         labels, owners = alt_label_rows(ctx.vocab)
-        vectors = self.matrix_
+        parts = [self.matrix_]
         if labels:
-            alt = np.asarray(ctx.encoder.encode(labels), np.float32)
-            alt /= np.linalg.norm(alt, axis=1, keepdims=True).clip(1e-9)
-            vectors = np.vstack([self.matrix_, alt])
+            parts.append(encoded_rows(ctx.encoder, labels))
             self._set_rows(labels, owners)
-        self.index_ = VectorIndex(self.config.index).build(vectors)
+        self.index_ = VectorIndex(self.config.index).build(parts)
 
     def _set_rows(self, labels: list[str], owners: np.ndarray) -> None:
         self.alt_labels_ = labels
