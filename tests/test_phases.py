@@ -36,8 +36,9 @@ def test_phase_runner_reuses_only_a_phase_of_the_same_inputs(tmp_path, caplog):
     assert "one: inputs changed since it finished, recomputing" in caplog.text
 
 
-def _interrupted(tmp_path, monkeypatch, records) -> Project:
-    proj = Project.create(tmp_path / "p", tiny_vocab(), "hybrid", KNN_LEXICAL_HYBRID)
+def _interrupted(tmp_path, monkeypatch, records, params=KNN_LEXICAL_HYBRID) -> Project:
+    """A project of ``params`` whose training stopped in the ranker, its sources finished."""
+    proj = Project.create(tmp_path / "p", tiny_vocab(), "hybrid", params)
 
     def boom(self, table):
         raise KeyboardInterrupt
@@ -175,12 +176,7 @@ def test_records_are_embedded_only_for_a_source_still_to_fit(lose_emb_knn, emb_s
     again (a resumed 1M training spent 258 s on it, issue 48); one whose `emb_knn` phase
     is lost does, and fits it. Either way it suggests as a training never stopped."""
     records = tiny_records(120, seed=0)
-    proj = Project.create(tmp_path / "p", tiny_vocab(), "hybrid", EMB_HYBRID)
-    with monkeypatch.context() as m:
-        m.setattr(HybridTrainer, "fit_ranker", lambda self, table: (_ for _ in ()).throw(
-            KeyboardInterrupt))
-        with pytest.raises(KeyboardInterrupt):
-            proj.train(records)
+    proj = _interrupted(tmp_path, monkeypatch, records, EMB_HYBRID)
     assert (tmp_path / "p/work/source-emb_knn/phase.json").exists()
     if lose_emb_knn:
         shutil.rmtree(tmp_path / "p/work/source-emb_knn")

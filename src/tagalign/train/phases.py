@@ -100,10 +100,10 @@ class PhaseRunner:
     def run(self, name: str, build: Callable[[], T], save: Callable[[T, Path], None],
             load: Callable[[Path], T]) -> T:
         folder = self.workdir / name
+        if self.finished(name):
+            self.log(f"✓ {name}: finished earlier, resuming from {folder}")
+            return load(folder)
         if (folder / DONE).exists():
-            if self.finished(name):
-                self.log(f"✓ {name}: finished earlier, resuming from {folder}")
-                return load(folder)
             self._stale = True
             log.warning("%s: inputs changed since it finished, recomputing", name)
         self.log(f"▶ {name} …")
