@@ -84,6 +84,26 @@ def test_lex_prec_counts_found_and_gold_training_texts(tmp_path):
                            [an.tokens(rec.title, "de")]))
     prec = dict(zip(c.cols.tolist(), c.feats[:, 6].tolist(), strict=True))
     assert prec == {0: np.float32(2 / 5), 1: np.float32(3 / 4)}
+    # counted over a seeded sample (count_max_records): exactly the sampled records' counts
+    from tagalign.sampling import sample_indices
+
+    ctx = FitContext(vocab, an, RecordMemory.from_records(recs, vocab, ["de"] * 4),
+                     records=recs, Y=Y, tokens=[an.tokens(t, "de") for t in texts])
+    for seed in range(6):
+        capped = LabelMatcher(count_max_records=2, seed=seed)
+        capped.fit(ctx)
+        keep = sample_indices(4, 2, seed).tolist()
+        sub = LabelMatcher()
+        sub._grams, sub._prefixes = m._grams, m._prefixes
+        sub._count_found(Batch([recs[i] for i in keep], ["de"] * 2,
+                               [an.tokens(texts[i], "de") for i in keep], [[]] * 2),
+                         Y[keep], 3)
+        assert capped.found_.tolist() == sub.found_.tolist()
+        assert capped.gold_.tolist() == sub.gold_.tolist()
+        assert capped.found_.sum() < m.found_.sum()  # two of the four texts
+    whole = LabelMatcher(count_max_records=4)  # a cap of all: every record counted
+    whole.fit(ctx)
+    assert whole.found_.tolist() == [3.0, 2.0, 0.0] and whole.gold_.tolist() == [1.0, 2.0, 0.0]
     m.save(tmp_path)
     loaded = LabelMatcher()
     loaded.load_state(tmp_path, FitContext(vocab, an))

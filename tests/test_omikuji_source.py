@@ -192,3 +192,33 @@ def test_beam_size_is_the_search_width_the_source_predicts_with() -> None:
         assert c.cols.tolist() == [s for row in want for s, _ in row]
         got[beam] = c.cols.tolist()
     assert got[1] != got[10]
+
+
+def test_refit_is_skipped_when_split_a_fills_the_cap(tmp_path) -> None:
+    """``refit_full="auto"`` (the default): the trees are refit on all records unless
+    split A's records already fill ``omikuji_max_records`` (the refit would learn from
+    another sample of the same size; issue 48); True and False force it either way."""
+    import pytest
+
+    from tagalign.params import ParamError
+    from tagalign.project import Project
+    from tagalign.train.stacking import in_holdout
+    from tiny_models import TINY_HYBRID, tiny_records, tiny_vocab
+
+    records = tiny_records(120, seed=0)
+    n_a = sum(not in_holdout(r.id, TINY_HYBRID["holdout_fraction"], 13) for r in records)
+    assert 80 < n_a < 110
+    for n, (params, refits) in enumerate([({}, True), ({"omikuji_max_records": 50}, False),
+                                          ({"omikuji_max_records": n_a}, False),
+                                          ({"omikuji_max_records": n_a + 1}, True),
+                                          ({"omikuji_max_records": 50, "refit_full": True},
+                                           True),
+                                          ({"refit_full": False}, False)]):
+        folder = tmp_path / f"p{n}"
+        Project.create(folder, tiny_vocab(), "hybrid", {**TINY_HYBRID, **params}
+                       ).train(records)
+        timings = Project.load(folder).recipe.timings_
+        assert "source-omikuji" in timings
+        assert ("source-omikuji-full" in timings) is refits, params
+    with pytest.raises(ParamError, match="refit_full"):
+        Project.create(tmp_path / "bad", tiny_vocab(), "hybrid", {"refit_full": "sometimes"})

@@ -18,7 +18,7 @@ import threading
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from tagalign.encode.static import StaticEncoderConfig
 from tagalign.errors import NotTrainedError
@@ -102,7 +102,11 @@ class HybridRecipe(Recipe):
         # than the records (issue 48: split A of 300k did not finish in 48 min; 90k
         # trainings are unchanged; docs/scaling.md)
         "omikuji_max_records": 100_000,
-        "refit_full": True,
+        # Omikuji's trees refit on all training records (split A and B) once the ranker is
+        # trained; "auto": unless split A alone fills `omikuji_max_records` (a refit would
+        # learn from another sample of the same size: 955 s of a 1M training for nothing;
+        # the split-A trees, which the ranker learned on, serve). Every 90k training refits.
+        "refit_full": "auto",
         "embed_dim": 384,
         "embed_vocab_size": 40_000,
         "embed_epochs": 3,
@@ -123,6 +127,10 @@ class HybridRecipe(Recipe):
         "agreement_top_m": 10,
         # German labels of subjects without an English one, looked for in English texts
         "lexical_cross_language": True,
+        # the lexical source's label counts (`lex_prec`) scan a seeded sample of at most
+        # this many split-A records (None: all; issue 48: 657 s of a 1M training; every
+        # 90k training counts all)
+        "lexical_count_max_records": 200_000,
         # the per-record quality estimate, cross-fitted on split B (`tagalign.train.stacking`)
         "quality": True,
         "quality_folds": 3,
@@ -146,6 +154,7 @@ class HybridRecipe(Recipe):
     }
     ranges: ClassVar[dict[str, Any]] = {
         "holdout_fraction": OpenFraction, "seed": NonNegative,
+        "refit_full": bool | Literal["auto"],
         **dict.fromkeys(("max_ranker_records", "candidates_per_source", "agreement_top_m",
                          "domain_limit_train", "batch_size"), Positive),
         # the sources' own (`knn_k`, `knn_power`, `omikuji_cluster_k` ...), declared beside

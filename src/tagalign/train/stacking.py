@@ -158,7 +158,8 @@ class HybridTrainer:
         runner.step("add held-out records to memory",
                     lambda: pipe.learn(stage.ranker_records, p["batch_size"]))
         tables.clear()  # split B's candidate table: the refit below peaks without it
-        if p["refit_full"] and "omikuji" in p["sources"]:
+        if "omikuji" in p["sources"] and self.refits(len(stage.records)
+                                                     - len(stage.ranker_records), runner):
             self.refit_omikuji(pipe, runner, stage)
         pipe.prior = subject_prior(pipe.memory.Y)
         if pipe.co is not None:  # suggesting: co-assignments of all training records
@@ -217,6 +218,18 @@ class HybridTrainer:
         if p["agreement"]:  # from split A only: the ranker's records are not in it
             pipe.co = CoAssignment.from_labels(ctx.Y, p["agreement_top_m"])
         return Stage(pipe, [records[i] for i in idx_b], records, tokens, langs)
+
+    def refits(self, n_split_a: int, runner: PhaseRunner) -> bool:
+        """Whether Omikuji's trees are refit on all records (``refit_full``; "auto": unless
+        split A's ``n_split_a`` records already fill ``omikuji_max_records``)."""
+        how, cap = self.p["refit_full"], self.p["omikuji_max_records"]
+        if how != "auto":
+            return bool(how)
+        if cap is not None and n_split_a >= cap:
+            runner.log(f"Omikuji: split A's trees serve, no refit (refit_full=auto: split A's "
+                       f"{n_split_a} records already fill omikuji_max_records={cap})")
+            return False
+        return True
 
     def refit_omikuji(self, pipe: HybridPipeline, runner: PhaseRunner, stage: Stage) -> None:
         ctx = FitContext(self.vocab, pipe.analyzer, pipe.memory,
