@@ -176,16 +176,29 @@ def test_page_search_and_suggestions_by_alternative_label(served):
                                      "matched": "Mykologie"}
 
 
-def test_labels_encoded_in_chunks_are_the_labels_encoded_at_once(encoder):
-    """Issue 48: the alternative labels are encoded and normalised a chunk at a time (a
-    1.5M-heading vocabulary's 1.36M held the encoder's batches, the whole array and the
-    norm's temporaries at once); each row is bit for bit the row of one call."""
-    from tagalign.suggest.sources.labels import encoded_rows
+def test_label_rows_made_in_chunks_are_the_rows_made_at_once(encoder, gnd):
+    """Issue 48: the label index's rows are made as its build asks for them, a chunk at a
+    time (a 1.5M-heading vocabulary's 2.86M rows, the encoder's batches and the norm's
+    temporaries were held at once); each row, asked for in any company, is bit for bit the
+    row of one call over all texts (the subjects': German plus English label, normalised)."""
+    from tagalign.suggest.sources.labels import subject_rows, text_rows
 
     texts = [f"{w} {v}" for w in ("timber", "mould", "epic", "neural", "ethics")
              for v in ("beam", "song", "data", "truth", "decay", "hero", "wood")]
     once = np.asarray(encoder.encode(texts), np.float32)
     once /= np.linalg.norm(once, axis=1, keepdims=True).clip(1e-9)
-    chunked = encoded_rows(encoder, texts, chunk=4)
+    rows = text_rows(encoder, texts, chunk=4)
+    chunked = np.concatenate(list(rows.chunks()))
     assert chunked.shape == once.shape == (35, 32)
     np.testing.assert_array_equal(chunked, once)
+    np.testing.assert_array_equal(rows[np.array([3, 17, 30])], once[[3, 17, 30]])
+
+    vocab = Vocabulary([*gnd, Subject("x-en", {"de": "Epos", "en": "epic"})])
+    subjects = vocab.subjects
+    de = np.asarray(encoder.encode([s.label("de") for s in subjects]), np.float32)
+    en_pos = [i for i, s in enumerate(subjects) if "en" in s.labels]
+    de[en_pos] += encoder.encode([subjects[i].labels["en"] for i in en_pos])
+    de /= np.linalg.norm(de, axis=1, keepdims=True).clip(1e-9)
+    made = subject_rows(vocab, encoder, chunk=2)
+    np.testing.assert_array_equal(np.concatenate(list(made.chunks())), de)
+    np.testing.assert_array_equal(made[np.array([len(de) - 1, 0])], de[[-1, 0]])

@@ -1,5 +1,5 @@
 """Vector search over subject (or record) embeddings."""
 
-from tagalign.index.faiss_index import VectorIndex
+from tagalign.index.faiss_index import LazyRows, VectorIndex
 
-__all__ = ["VectorIndex"]
+__all__ = ["LazyRows", "VectorIndex"]

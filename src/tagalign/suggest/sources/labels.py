@@ -18,7 +18,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from tagalign.errors import ModelFormatError
-from tagalign.index import VectorIndex
+from tagalign.index import LazyRows, VectorIndex
 from tagalign.io import load_npy, read_json, save_npy_atomic, write_json_atomic
 from tagalign.params import Positive
 from tagalign.suggest.sources.base import (
@@ -32,31 +32,35 @@ from tagalign.suggest.sources.base import (
 )
 
 
-def subject_matrix(vocab, encoder) -> np.ndarray:
-    de = encoder.encode([s.label("de") for s in vocab.subjects], show_progress=True)
-    en_pos = [i for i, s in enumerate(vocab.subjects) if "en" in s.labels]
-    if en_pos:
-        en = encoder.encode([vocab.subjects[i].labels["en"] for i in en_pos])
-        de[en_pos] += en
-        de /= np.linalg.norm(de, axis=1, keepdims=True).clip(1e-9)
-    return de.astype(np.float32)
+def subject_rows(vocab, encoder, chunk: int = 100_000) -> LazyRows:
+    """Each subject's row, made as the index asks for it: its German label's vector, plus
+    its English label's where it has one, normalised again (when any subject has one)."""
+    has_en = any("en" in s.labels for s in vocab.subjects)
+
+    def make(positions: np.ndarray) -> np.ndarray:
+        subjects = [vocab.subjects[i] for i in positions.tolist()]
+        de = np.asarray(encoder.encode([s.label("de") for s in subjects]), np.float32)
+        en_pos = [j for j, s in enumerate(subjects) if "en" in s.labels]
+        if en_pos:
+            de[en_pos] += encoder.encode([subjects[j].labels["en"] for j in en_pos])
+        if has_en:
+            de /= np.linalg.norm(de, axis=1, keepdims=True).clip(1e-9)
+        return de
+
+    return LazyRows(len(vocab), make, chunk)
 
 
-def encoded_rows(encoder, texts: Sequence[str], chunk: int = 100_000) -> np.ndarray:
-    """``texts`` encoded and L2-normalised into one float32 array, ``chunk`` texts at a
-    time: the encoder's gathering of its batches and the norm's temporaries then cost one
-    chunk, not all (2.86M labels of a 1.5M-heading vocabulary; issue 48). Each row as the
-    whole list encoded and normalised at once gives it."""
-    out: np.ndarray | None = None
-    for start in range(0, len(texts), chunk):
-        part = np.asarray(encoder.encode(list(texts[start:start + chunk])), np.float32)
+def text_rows(encoder, texts: Sequence[str], chunk: int = 100_000) -> LazyRows:
+    """``texts`` encoded and L2-normalised, as the index asks for them: the encoder's
+    batches and the norm's temporaries cost a chunk, not all (2.86M labels of a
+    1.5M-heading vocabulary; issue 48); each row as all texts encoded at once give it."""
+
+    def make(positions: np.ndarray) -> np.ndarray:
+        part = np.asarray(encoder.encode([texts[i] for i in positions.tolist()]), np.float32)
         part /= np.linalg.norm(part, axis=1, keepdims=True).clip(1e-9)
-        if out is None:
-            out = np.empty((len(texts), part.shape[1]), np.float32)
-        out[start:start + len(part)] = part
-    if out is None:
-        raise ValueError("no texts to encode")
-    return out
+        return part
+
+    return LazyRows(len(texts), make, chunk)
 
 
 def alt_label_rows(vocab) -> tuple[list[str], np.ndarray]:
@@ -123,19 +127,19 @@ class LabelRetrieval(Source):
     def __init__(self, config: LabelRetrievalConfig | None = None, **settings: Any):
         super().__init__(config, **settings)
         self.index_: VectorIndex | None = None
-        self.matrix_: np.ndarray | None = None
         #: subject position of each index row (None: one row per subject, in order)
         self.owner_: np.ndarray | None = None
         self.n_subjects_ = 0
         self.alt_labels_: list[str] = []  # the text of each row after the subjects'
 
     def fit(self, ctx: FitContext) -> None:
-        self.matrix_ = subject_matrix(ctx.vocab, ctx.encoder)
+        # the rows are made as the index asks for them, never all at once (issue 48: a
+        # 1.5M-heading vocabulary's label index peaked at 12.7 GiB built from whole arrays)
         self.n_subjects_ = len(ctx.vocab)
         labels, owners = alt_label_rows(ctx.vocab)
-        parts = [self.matrix_]
+        parts = [subject_rows(ctx.vocab, ctx.encoder)]
         if labels:
-            parts.append(encoded_rows(ctx.encoder, labels))
+            parts.append(text_rows(ctx.encoder, labels))
             self._set_rows(labels, owners)
         self.index_ = VectorIndex(self.config.index).build(parts)
 
