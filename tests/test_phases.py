@@ -185,3 +185,23 @@ def test_records_are_embedded_only_for_a_source_still_to_fit(lose_emb_knn, emb_s
     assert ("embed records" in timings) is lose_emb_knn
     assert ("source-emb_knn" in timings) is lose_emb_knn
     assert _ranking(tmp_path / "p") == emb_straight
+
+
+def test_record_embeddings_are_let_go_once_no_source_is_left_to_fit_on_them(tmp_path,
+                                                                          monkeypatch):
+    """The records' embeddings (1.5 GB at 1M) leave the fit context after the last source
+    that fits on them (`emb_knn`, whose index holds its own copy): the sources after it
+    fit without them (issue 48: a training's memory)."""
+    from tagalign.suggest.sources.lexical import LabelMatcher
+    from tagalign.suggest.sources.neighbours import EmbeddingNeighbours
+
+    seen: dict[str, bool] = {}
+    for cls in (EmbeddingNeighbours, LabelMatcher):
+        def fit(self, ctx, _fit=cls.fit, _name=cls.name):
+            seen[_name] = ctx.embeddings is not None
+            return _fit(self, ctx)
+        monkeypatch.setattr(cls, "fit", fit)
+    params = {**EMB_HYBRID, "sources": ["emb_knn", "lexical"]}
+    Project.create(tmp_path / "p", tiny_vocab(), "hybrid", params).train(
+        tiny_records(120, seed=0))
+    assert seen == {"emb_knn": True, "lexical": False}

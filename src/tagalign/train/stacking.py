@@ -208,11 +208,14 @@ class HybridTrainer:
             ctx.embeddings = runner.step("embed records", lambda: encoder.encode(
                 RecordTexts(rec_a), show_progress=True))
         sources = []
-        for name in self.source_names:
+        for k, name in enumerate(self.source_names):
             src = self.new_source(name)
             sources.append(runner.run(
                 f"source-{name}", lambda s=src: (s.fit(ctx), s)[1], lambda s, d: s.save(d),
                 lambda d, s=src: (s.load_state(d, ctx), s)[1]))
+            if not any(SOURCES.lookup(later).fits_on_embeddings
+                       for later in self.source_names[k + 1:]):
+                ctx.embeddings = None  # their index holds its own copy (1.5 GB at 1M)
         pipe = HybridPipeline(self.vocab, analyzer, featurizer, ctx.memory, sources, encoder,
                               prior=subject_prior(ctx.Y))
         if p["agreement"]:  # from split A only: the ranker's records are not in it
