@@ -17,6 +17,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from tagalign.encode.base import normalise
 from tagalign.errors import ModelFormatError
 from tagalign.index import LazyRows, VectorIndex
 from tagalign.io import load_npy, read_json, save_npy_atomic, write_json_atomic
@@ -43,9 +44,7 @@ def subject_rows(vocab, encoder, chunk: int = 100_000) -> LazyRows:
         en_pos = [j for j, s in enumerate(subjects) if "en" in s.labels]
         if en_pos:
             de[en_pos] += encoder.encode([subjects[j].labels["en"] for j in en_pos])
-        if has_en:
-            de /= np.linalg.norm(de, axis=1, keepdims=True).clip(1e-9)
-        return de
+        return normalise(de, inplace=True) if has_en else de
 
     return LazyRows(len(vocab), make, chunk)
 
@@ -56,9 +55,7 @@ def text_rows(encoder, texts: Sequence[str], chunk: int = 100_000) -> LazyRows:
     1.5M-heading vocabulary; issue 48); each row as all texts encoded at once give it."""
 
     def make(positions: np.ndarray) -> np.ndarray:
-        part = np.asarray(encoder.encode([texts[i] for i in positions.tolist()]), np.float32)
-        part /= np.linalg.norm(part, axis=1, keepdims=True).clip(1e-9)
-        return part
+        return normalise(encoder.encode([texts[i] for i in positions.tolist()]), inplace=True)
 
     return LazyRows(len(texts), make, chunk)
 
