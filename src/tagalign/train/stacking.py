@@ -202,9 +202,10 @@ class HybridTrainer:
             tokens=[tokens[i] for i in idx_a], threads=self.threads)
         # the records' embeddings only for a source still to fit on them (resuming after
         # the sources, a 1M training skipped 258 s of embedding)
-        if encoder is not None and not all(runner.finished(f"source-{name}")
-                                           for name in self.source_names
-                                           if SOURCES.lookup(name).fits_on_embeddings):
+        on_embeddings = [k for k, name in enumerate(self.source_names)
+                         if SOURCES.lookup(name).fits_on_embeddings]
+        if encoder is not None and not all(runner.finished(f"source-{self.source_names[k]}")
+                                           for k in on_embeddings):
             ctx.embeddings = runner.step("embed records", lambda: encoder.encode(
                 RecordTexts(rec_a), show_progress=True))
         sources = []
@@ -213,8 +214,7 @@ class HybridTrainer:
             sources.append(runner.run(
                 f"source-{name}", lambda s=src: (s.fit(ctx), s)[1], lambda s, d: s.save(d),
                 lambda d, s=src: (s.load_state(d, ctx), s)[1]))
-            if not any(SOURCES.lookup(later).fits_on_embeddings
-                       for later in self.source_names[k + 1:]):
+            if k >= max(on_embeddings, default=-1):  # no source left to fit on them:
                 ctx.embeddings = None  # their index holds its own copy (1.5 GB at 1M)
         pipe = HybridPipeline(self.vocab, analyzer, featurizer, ctx.memory, sources, encoder,
                               prior=subject_prior(ctx.Y))
