@@ -162,3 +162,39 @@ def test_the_table_saves_compact_and_an_indented_one_still_loads(tmp_path):
         back.load_state(tmp_path / where, FitContext(m.vocab_, an))
         assert back.table_ == m.table_ and back._grams == m._grams
         assert back.config.max_ngram == 5 and back._prec is None
+
+
+def test_labels_naming_too_many_subjects_are_not_looked_for(tmp_path):
+    """`max_key_subjects`: a label that names more subjects than the cap (here three works
+    called "Gedichte", by their alternative label) gives no candidate; a longer label that
+    begins with it still matches, and a cap of three or None keeps it. The cap is saved:
+    a table saved without it (made before the cap) loads as uncapped."""
+    vocab = Vocabulary([
+        *(Subject(f"w{i}", {"de": f"Autor{i}, Anna / Gedichte"}, {"de": ["Gedichte"]})
+          for i in range(3)),
+        Subject("s3", {"de": "Gedichte der Romantik"}),
+        Subject("s4", {"de": "Lyrik"}),
+    ])
+    an = Analyzer()
+    rec = Record(id="r", title="Gedichte der Romantik", abstract="Lyrik und Gedichte.",
+                 language="de")
+    batch = Batch([rec], ["de"], [an.tokens(rec.text, "de")], [an.tokens(rec.title, "de")])
+    found = {}
+    for cap in (2, 3, None):
+        m = LabelMatcher(max_key_subjects=cap)
+        m.fit(FitContext(vocab, an))
+        found[cap] = sorted(m.candidates(batch).cols.tolist())
+    assert found[2] == [3, 4]
+    assert found[3] == found[None] == [0, 1, 2, 3, 4]
+    assert LabelMatcher().config.max_key_subjects == 200
+    m = LabelMatcher(max_key_subjects=2)
+    m.fit(FitContext(vocab, an))
+    m.save(tmp_path)
+    back = LabelMatcher()
+    back.load_state(tmp_path, FitContext(vocab, an))
+    assert back.config.max_key_subjects == 2 and back.table_ == m.table_
+    data = json.loads((tmp_path / "lexical.json").read_text())
+    del data["max_key_subjects"]
+    write_json_atomic(tmp_path / "lexical.json", data)
+    back.load_state(tmp_path, FitContext(vocab, an))
+    assert back.config.max_key_subjects is None

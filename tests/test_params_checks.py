@@ -51,6 +51,24 @@ def test_param_spec_names_parameter_value_and_range():
             spec.check(bad)
 
 
+def test_an_optional_range_with_a_number_as_default_allows_none():
+    """A field declared ``Positive | None`` with a number as its default (the lexical
+    source's caps: None means no cap) takes None and is still range-checked, as a part
+    config and as the hybrid's parameter."""
+    from tagalign.recipes.hybrid import HybridRecipe
+    from tagalign.suggest.sources.lexical import LabelMatcherConfig
+
+    assert LabelMatcherConfig(count_max_records=None, max_key_subjects=None).values()[
+        "max_key_subjects"] is None
+    for field in ("count_max_records", "max_key_subjects"):
+        with pytest.raises(ParamError, match=f"parameter {field}=0: must be >= 1"):
+            LabelMatcherConfig(**{field: 0})
+    spec = ParamSpec("hybrid", HybridRecipe.defaults, **HybridRecipe.ranges)
+    spec.check({"lexical_count_max_records": None})
+    with pytest.raises(ParamError, match="lexical_count_max_records=0: must be >= 1"):
+        spec.check({"lexical_count_max_records": 0})
+
+
 @pytest.mark.parametrize("param, message", [
     ("epochs=-1", "parameter epochs=-1: must be >= 0"),  # 0: the untuned floor
     ("batch_size=0", "parameter batch_size=0: must be >= 1"),

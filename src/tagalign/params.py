@@ -145,8 +145,12 @@ class PartConfig:
         out = {}
         for name in cls.field_names():
             hint = hints[name]
-            if get_origin(hint) in (Union, UnionType):  # ``Positive | None``: the range
-                hint = next((a for a in get_args(hint) if get_origin(a) is Annotated), hint)
+            if get_origin(hint) in (Union, UnionType):  # ``Positive | None``: the range,
+                args = get_args(hint)                   # and None allowed
+                ranged = next((a for a in args if get_origin(a) is Annotated), None)
+                if ranged is not None:
+                    base, *rules = get_args(ranged)
+                    hint = Annotated[(base | None, *rules)] if type(None) in args else ranged
             if get_origin(hint) is Annotated:
                 out[name] = hint
         return out

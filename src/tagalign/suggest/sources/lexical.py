@@ -73,6 +73,13 @@ class LabelMatcherConfig(SourceConfig):
     #: records (None: all; `tagalign.sampling.sample_indices`)
     count_max_records: Positive | None = 200_000
     seed: NonNegative = 13
+    #: a key (a stemmed label) naming more subjects than this is left out of the table
+    #: (None: none left out): it cannot tell them apart, and each record that holds it got
+    #: them all as candidates. Issue 48: a 1.5M-heading GND names ~6,500 works "Gedichte"
+    #: or "Reise" and ~80 persons by each surname alone; the 205k subject headings' widest
+    #: key names 167 ("Dampflokomotive Baureihe …" without its numbers), so every model of
+    #: the subject headings is unchanged
+    max_key_subjects: Positive | None = 200
 
     recipe_params: ClassVar[Mapping[str, str]] = {
         "cross_language": "lexical_cross_language",
@@ -129,11 +136,21 @@ class LabelMatcher(Source):
                         table[key].append((pos, -1))
         if self.config.mine_min_support and ctx.tokens is not None:
             self._add_mined(table, ctx)
-        self.table_ = dict(table)
+        self.table_ = self._narrow(table)
         self._index_prefixes()
         if ctx.tokens is not None:  # training records given: count (a seeded sample)
             batch, Y = self._count_sample(ctx)
             self._count_found(batch, Y, len(vocab))
+
+    def _narrow(self, table: dict[str, list[tuple[int, int]]]
+                ) -> dict[str, list[tuple[int, int]]]:
+        """``table`` without the keys naming more than ``max_key_subjects`` subjects."""
+        cap = self.config.max_key_subjects
+        kept = {key: hits for key, hits in table.items() if cap is None or len(hits) <= cap}
+        if len(kept) < len(table):
+            log.info("lexical: %d of %d labels name more than %d subjects each and are not "
+                     "looked for (max_key_subjects)", len(table) - len(kept), len(table), cap)
+        return kept
 
     def _count_sample(self, ctx: FitContext) -> tuple[Batch, Any]:
         """The training records ``lex_prec`` counts over and their gold rows: all, or a
@@ -299,6 +316,7 @@ class LabelMatcher(Source):
         # to write indented by the json module
         write_bytes_atomic(path / "lexical.json", orjson.dumps({
             "max_ngram": self.config.max_ngram, "cross_language": self.config.cross_language,
+            "max_key_subjects": self.config.max_key_subjects,
             "counts": self.found_ is not None, "table": self.table_}))
         if self.found_ is not None:
             save_npy_atomic(path / "found.npy", self.found_)
@@ -308,7 +326,9 @@ class LabelMatcher(Source):
         data = orjson.loads((path / "lexical.json").read_bytes())  # indented before: alike
         self.table_ = {k: [tuple(x) for x in v] for k, v in data["table"].items()}
         # the matching the ranker learned from, whatever the recipe's parameters say now
-        self.config = replace(self.config, cross_language=data["cross_language"])
+        self.config = replace(self.config, cross_language=data["cross_language"],
+                              # the cap the table was made with (none before it existed)
+                              max_key_subjects=data.get("max_key_subjects"))
         self.vocab_, self.analyzer_ = ctx.vocab, ctx.analyzer
         self._index_prefixes()
         # "counts": whether training records were counted (the hybrid's, not the lexical
