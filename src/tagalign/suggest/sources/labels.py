@@ -10,6 +10,7 @@ an index of one row per subject, searched as before they were indexed.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,6 +32,8 @@ from tagalign.suggest.sources.base import (
     ranks_of,
     register_source,
 )
+
+log = logging.getLogger(__name__)
 
 
 def subject_rows(vocab, encoder, chunk: int = 100_000) -> LazyRows:
@@ -110,6 +113,12 @@ class LabelRetrievalConfig(SourceConfig):
 
     top_k: Positive = 40
     index: str = "ivf"
+    #: an ``ivf`` index of this many rows or more (labels: preferred and alternative)
+    #: stores one byte a dimension (``ivfsq8``; None: never). Issue 48: the 2.86M label
+    #: rows of a 1.5M-heading vocabulary took 4.2 GiB as ``ivf``, 1.05 GiB so, with the
+    #: same dev avg R (0.5212 against 0.5211) and twice the queries/s; the 205k subject
+    #: headings' ~283,000 rows stay ``ivf``
+    compress_rows: Positive | None = 1_000_000
 
     recipe_params: ClassVar[Mapping[str, str]] = {"index": "ann_index"}
 
@@ -138,7 +147,16 @@ class LabelRetrieval(Source):
         if labels:
             parts.append(text_rows(ctx.encoder, labels))
             self._set_rows(labels, owners)
-        self.index_ = VectorIndex(self.config.index).build(parts)
+        self.index_ = VectorIndex(self.index_kind(sum(len(p) for p in parts))).build(parts)
+
+    def index_kind(self, rows: int) -> str:
+        """The index kind for ``rows`` label rows: ``index``, compressed from
+        ``compress_rows`` rows."""
+        cap = self.config.compress_rows
+        if self.config.index == "ivf" and cap is not None and rows >= cap:
+            log.info("labels: %d label rows, an ivfsq8 index (compress_rows %d)", rows, cap)
+            return "ivfsq8"
+        return self.config.index
 
     def _set_rows(self, labels: list[str], owners: np.ndarray) -> None:
         self.alt_labels_ = labels
