@@ -139,8 +139,10 @@ class PartConfig:
         return [f.name for f in dataclasses.fields(cls)]
 
     @classmethod
+    @functools.cache
     def ranges(cls) -> dict[str, Any]:
-        """Field → its `Annotated` range, for the fields that declare one."""
+        """Field → its `Annotated` range, for the fields that declare one (made once per
+        class: a recipe's ranges are these same objects)."""
         hints = get_type_hints(cls, include_extras=True)
         out = {}
         for name in cls.field_names():
