@@ -53,14 +53,20 @@ def _type_of(default: Any) -> Any:
     return type(default)
 
 
+def _or_none(ranged: Any) -> Any:
+    """``Annotated[T, rules]`` as ``Annotated[T | None, rules]``: None allowed, the range
+    kept on the value."""
+    base, *rules = get_args(ranged)
+    return Annotated[(base | None, *rules)]
+
+
 def _field_type(declared: Any, default: Any) -> Any:
     """The checked type of a parameter: its declared range, else its default's type; a
     default of None also allows None."""
     if declared is None:
         return _type_of(default)
-    if default is None:  # the range stays on the value: Annotated[int | None, Field(ge=1)]
-        base, *rules = get_args(declared)
-        return Annotated[(base | None, *rules)]
+    if default is None:
+        return _or_none(declared)
     return declared
 
 
@@ -151,8 +157,7 @@ class PartConfig:
                 args = get_args(hint)                   # and None allowed
                 ranged = next((a for a in args if get_origin(a) is Annotated), None)
                 if ranged is not None:
-                    base, *rules = get_args(ranged)
-                    hint = Annotated[(base | None, *rules)] if type(None) in args else ranged
+                    hint = _or_none(ranged) if type(None) in args else ranged
             if get_origin(hint) is Annotated:
                 out[name] = hint
         return out
