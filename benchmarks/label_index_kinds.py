@@ -28,7 +28,7 @@ from pathlib import Path
 import numpy as np
 from threadpoolctl import threadpool_limits
 
-from _common import DATA, peak_rss_gb, suggestions
+from _common import DATA, peak_rss_gb, seeded_sample, suggestions
 from tagalign.evaluate.metrics import group_metrics
 from tagalign.index import VectorIndex
 from tagalign.project import Project
@@ -38,6 +38,8 @@ from tagalign.suggest.sources.labels import alt_label_rows, subject_rows, text_r
 
 
 def index_bytes(index: VectorIndex) -> int:
+    """An index's bytes as faiss writes it (a memory-mapped one serialises its lists
+    empty: measure it by its files)."""
     import faiss
 
     return int(faiss.serialize_index(index.index_).nbytes)
@@ -59,10 +61,8 @@ def main() -> None:
     print(f"project loaded in {time.perf_counter() - t0:.1f} s (memory-mapped)", flush=True)
     pipeline = project.recipe.pipeline_
     source = next(s for s in pipeline.sources if s.name == "labels")
-    dev = list(read_records(args.dev, vocab=project.vocab))
-    pick = np.sort(np.random.default_rng(args.seed).choice(len(dev), min(args.limit_dev,
-                                                                         len(dev)), False))
-    recs = [dev[i] for i in pick]
+    recs = seeded_sample(list(read_records(args.dev, vocab=project.vocab)), args.limit_dev,
+                         args.seed)
     kinds = Counter(f"{r.language}/{r.type}" for r in recs)
     print(f"{len(recs)} dev records (seed {args.seed}): "
           + ", ".join(f"{k} {v}" for k, v in kinds.most_common(4)), flush=True)
@@ -83,10 +83,13 @@ def main() -> None:
     for kind in ["saved", *args.kinds.split(",")]:
         if kind == "saved":
             index, build_s = saved, 0.0
+            mib = sum(f.stat().st_size for f in (args.project / "model/sources/labels/index")
+                      .iterdir()) / 2**20
         else:
             t0 = time.perf_counter()
             index = VectorIndex(kind).build(parts)
             build_s = time.perf_counter() - t0 + encode_s
+            mib = index_bytes(index) / 2**20
         source.index_ = index
         with threadpool_limits(1):
             t0 = time.perf_counter()
@@ -98,7 +101,7 @@ def main() -> None:
         avg_r = group_metrics([set(r.subjects) for r in recs],
                               [[s.id for s in row] for row in got])["avg_recall"]
         rows.append({"kind": kind if kind != "saved" else f"{saved.kind} (saved)",
-                     "build_s": build_s, "mib": index_bytes(index) / 2**20, "qps": qps,
+                     "build_s": build_s, "mib": mib, "qps": qps,
                      "avg_r": avg_r, "key": kind,
                      "tag_s": time.perf_counter() - t0})
         print(rows[-1], f"peak RSS {peak_rss_gb():.2f} GB", flush=True)
