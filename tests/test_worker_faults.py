@@ -157,6 +157,51 @@ def test_ray_shards_on_a_full_disk_stop_with_the_error_and_resume(batch_work, sm
     assert shard_rows(out) == shard_rows(ref)
 
 
+def test_a_manifest_write_refused_by_a_full_disk_is_tried_again(batch_work, tmp_path,
+                                                                 monkeypatch):
+    """The race the Ray test above can meet on a busy machine, made certain: the disk fills
+    while the driver records shard 00000 (the worker's next shard filling it meanwhile),
+    then that next shard fails with ENOSPC. The run raises the shard's error and the
+    manifest still lists 00000 (written again once the failed shard's file is gone); a
+    refusal the next write gets past loses nothing either."""
+    import tagalign.batch.run as run_module
+    from tagalign.batch import get_engine, run_batch
+    from tagalign.batch.tasks import ShardWorker
+
+    src, ref = batch_work / "in.jsonl", batch_work / "ref"
+    real_write, real_run = run_module.write_json_atomic, ShardWorker.run
+    full = {"manifest_writes": 0, "shard": "00001"}
+
+    def write(path, data):
+        full["manifest_writes"] += 1
+        if full["manifest_writes"] == 2:  # the first shard's record (the plan is the 1st)
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real_write(path, data)
+
+    def run(self, shard):
+        if shard.id == full["shard"]:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real_run(self, shard)
+
+    monkeypatch.setattr(run_module, "write_json_atomic", write)
+    monkeypatch.setattr(ShardWorker, "run", run)
+    out = tmp_path / "stopped"
+    with pytest.raises(OSError) as raised:
+        run_batch(SPEC(batch_work), src, out, get_engine("local"), shard_size=1000)
+    assert raised.value.errno == errno.ENOSPC
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert list(manifest["shards"]) == ["00000"] and not manifest.get("complete")
+    assert (out / "part-00000.jsonl").read_bytes() == (ref / "part-00000.jsonl").read_bytes()
+
+    full.update(manifest_writes=0, shard="none")  # refused once, then the disk has room
+    res = run_batch(SPEC(batch_work), src, tmp_path / "passed", get_engine("local"),
+                    shard_size=1000)
+    assert res.manifest["complete"] and res.shards_run == 3
+    assert shard_rows(tmp_path / "passed") == shard_rows(ref)
+    on_disk = json.loads((tmp_path / "passed" / "manifest.json").read_text())
+    assert sorted(on_disk["shards"]) == ["00000", "00001", "00002"]
+
+
 def test_worker_error_takes_the_shards_error_out_of_rays_wrappers():
     """`worker_error`: a plain `OSError` or `TagalignError` is itself; inside a Ray
     wrapper (a class of Ray's, its ``cause`` the worker's exception) it is found there;

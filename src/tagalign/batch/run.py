@@ -24,7 +24,7 @@ from typing import Any
 from tagalign.batch.engines import Engine
 from tagalign.batch.inputs import Shard, input_files, plan_shards
 from tagalign.batch.tasks import errors_name
-from tagalign.errors import ConflictError, TagalignError
+from tagalign.errors import ConflictError, TagalignError, is_no_space
 from tagalign.io import read_json, versions, write_json_atomic
 
 MANIFEST = "manifest.json"
@@ -236,18 +236,39 @@ def _run(spec: dict[str, Any], src: Path, out: Path, engine: Engine, *,
         on_plan(sum(s.size for s in shards), sum(e["records_in"] for e in done.values()))
 
     t0 = time.perf_counter()
+    # A manifest write the full disk refused (a worker's next shard filling it meanwhile):
+    # the shard stays recorded in memory and the write is tried again after the next
+    # shard, or once the run stops with that shard's error (its temporary file gone by
+    # then), so a shard that finished before the disk filled is kept.
+    refused: list[OSError] = []
+
+    def record() -> None:
+        try:
+            write_json_atomic(out / MANIFEST, manifest)
+        except OSError as exc:
+            if not is_no_space(exc):
+                raise
+            refused[:] = [exc]
+        else:
+            refused.clear()
 
     def finished(summary: dict[str, Any]) -> None:
         summary["finished"] = _now()
         failed = shard_failed(summary, max_errors)
         manifest["failed" if failed else "shards"][summary["shard"]] = summary
         manifest["updated"] = summary["finished"]
-        write_json_atomic(out / MANIFEST, manifest)
+        record()
         if on_shard:
             on_shard(summary)
 
     if todo:  # nothing left: no engine start (Ray takes seconds)
-        engine.run(todo, spec, str(out), finished)
+        try:
+            engine.run(todo, spec, str(out), finished)
+        except BaseException:
+            if refused:  # the run's own error is raised, whether this write lands or not
+                with contextlib.suppress(OSError):
+                    write_json_atomic(out / MANIFEST, manifest)
+            raise
         _remove_leftovers(out)  # of a worker killed mid-shard whose shard was redone
     seconds = time.perf_counter() - t0
     entries = [*manifest["shards"].values(), *manifest["failed"].values()]
