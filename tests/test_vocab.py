@@ -123,3 +123,22 @@ def test_unknown_format_is_a_clear_error(tmp_path):
         load_vocabulary(path)
     with pytest.raises(FileNotFoundError):
         load_vocabulary(tmp_path / "missing.tsv")
+
+
+def test_languages_most_used_first_counted_once(tmp_path):
+    """The label languages, the most used first, counted once per vocabulary (the Annif
+    ``/v1/projects`` answer asks at every request; a 1.5M-heading vocabulary took a second
+    to count): a second call does not walk the subjects, and a caller's change to the
+    list it got does not change the next answer. A loaded vocabulary counts them too."""
+    from tagalign.vocab import Subject, Vocabulary
+
+    vocab = Vocabulary([Subject("a", {"en": "A"}), Subject("b", {"de": "B", "en": "B"}),
+                        Subject("c", {"de": "C", "en": "C", "fr": "C"})])
+    assert vocab.languages == ["en", "de", "fr"]
+    loaded = Vocabulary.load(vocab.save(tmp_path / "v"))
+    assert loaded.languages == ["en", "de", "fr"]
+    for v in (vocab, loaded):
+        v.subjects = []  # not walked again
+        got = v.languages
+        got.append("xx")
+        assert v.languages == ["en", "de", "fr"]

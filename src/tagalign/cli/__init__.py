@@ -18,6 +18,6 @@ from tagalign.cli import (  # noqa: F401 - each module registers its commands on
     tune_cmd,
     vocab_cmd,
 )
-from tagalign.cli.app import app
+from tagalign.cli.app import app, main
 
-__all__ = ["app"]
+__all__ = ["app", "main"]

@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import atexit
+import contextlib
 import logging
+import os
+import sys
+import threading
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -88,6 +93,43 @@ def refuse(message: str, code: int = 1) -> NoReturn:
     starts): `InputError`, or `UsageError` with ``code=2``, ending in `TagalignGroup` as
     every error does. ``message`` is plain text (not rich markup)."""
     raise (UsageError if code == UsageError.exit_code else InputError)(message)
+
+
+#: set by a command after which this process may end without the interpreter's teardown
+#: (`skip_teardown`, read by `main`)
+SKIP_TEARDOWN = threading.Event()
+
+
+def skip_teardown() -> None:
+    """Let the `tagalign` command end without the interpreter's teardown once this command
+    returns (`main`): for a command that has closed what it wrote and holds a big model. A
+    server does after its graceful stop (the feedback store closed by then): freeing a
+    1.5M-heading model object by object took 35-65 s after it had stopped serving, while
+    its supervisor (systemd, a container runtime) waited for the process to end (issue 48).
+    A command invoked in-process (tests, `CliRunner`) is not ended: only `main` reads it."""
+    SKIP_TEARDOWN.set()
+
+
+def main() -> None:
+    """The ``tagalign`` console script (and ``python -m tagalign.cli.main``): `app`, ended
+    by `os._exit` after a command that asked to (`skip_teardown`): what `atexit` holds
+    runs first, the log handlers and standard streams are flushed."""
+    try:
+        app()
+    except SystemExit as done:
+        if not SKIP_TEARDOWN.is_set():
+            raise
+        code = done.code
+        if not isinstance(code, int):  # None: success; a message: printed, status 1
+            if code is not None:
+                print(code, file=sys.stderr)
+            code = 0 if code is None else 1
+        atexit._run_exitfuncs()  # what the normal exit runs (temporary folders' cleanup, …)
+        logging.shutdown()
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(Exception):  # closed, or a broken pipe
+                stream.flush()
+        os._exit(code)
 
 
 def must_exist(path: Path, message: str) -> None:

@@ -7,7 +7,14 @@ from pathlib import Path
 
 import typer
 
-from tagalign.cli.app import app, console, feedback_app, must_exist, refuse
+from tagalign.cli.app import (
+    app,
+    console,
+    feedback_app,
+    must_exist,
+    refuse,
+    skip_teardown,
+)
 from tagalign.cli.common import COMPILE_HELP, MMAP_HELP
 from tagalign.project import feedback_location
 from tagalign.serve import MAX_BODY, MAX_BODY_ENV, accesslog
@@ -143,6 +150,7 @@ def serve(
     # here, not at the top: the web framework loads only when a server starts
     from tagalign.serve.server import serve as run
 
+    skip_teardown()  # the models are freed with the process, not object by object
     run(settings, host, port, graceful_timeout)
 
 
