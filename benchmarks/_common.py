@@ -12,6 +12,7 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 DATA = Path(__file__).resolve().parents[1] / ".." / "shared" / "data"
 
@@ -135,15 +136,16 @@ def add_project_dev_args(ap: argparse.ArgumentParser, limit_dev: int) -> None:
     ap.add_argument("--seed", type=int, default=0)
 
 
-def project_and_dev(args: argparse.Namespace) -> tuple:
-    """The project of ``--project`` and ``--limit-dev`` dev records drawn with ``--seed``
+def project_and_dev(args: argparse.Namespace, runtime: Any = None) -> tuple:
+    """The project of ``--project`` (loaded with ``runtime``, a `tagalign.runtime.Runtime`;
+    None: the library's default) and ``--limit-dev`` dev records drawn with ``--seed``
     (`seeded_sample`); prints the sample's make-up by language and type."""
     from collections import Counter
 
     from tagalign.project import Project
     from tagalign.records import read_records
 
-    project = Project.load(args.project)
+    project = Project.load(args.project, runtime=runtime)
     dev = seeded_sample(list(read_records(args.dev, vocab=project.vocab)), args.limit_dev,
                         args.seed)
     print(f"dev: {len(dev)} records (seed {args.seed}): " + ", ".join(

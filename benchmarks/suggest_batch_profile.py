@@ -11,6 +11,7 @@ the language guess with the analyzer, TF-IDF, the encoder, each source, feature 
 records/s figure.
 
     python benchmarks/suggest_batch_profile.py --project runs/hybrid-full [--limit-dev 2000]
+        [--set omikuji.beam_size=5]
 """
 
 from __future__ import annotations
@@ -19,7 +20,8 @@ import argparse
 import time
 from collections import defaultdict
 
-from _common import add_project_dev_args, project_and_dev, suggestions
+from _common import add_project_dev_args, project_and_dev, set_search, suggestions
+from tagalign.runtime import Runtime
 from tagalign.suggest.fusion import top_k
 from tagalign.suggest.sources.base import Batch
 
@@ -29,9 +31,14 @@ def main() -> None:
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     add_project_dev_args(ap, limit_dev=2000)
     ap.add_argument("--batch", type=int, default=1000)
+    ap.add_argument("--set", action="append", default=[], metavar="SOURCE.FIELD=VALUE",
+                    help="A search setting changed after loading (as suggest_speed.py's).")
+    ap.add_argument("--no-compile-ranker", dest="compile_ranker", action="store_false",
+                    help="LightGBM's own prediction (default: compiled, as `tagalign suggest`).")
     args = ap.parse_args()
 
-    project, dev = project_and_dev(args)
+    project, dev = project_and_dev(args, Runtime(compile_ranker=args.compile_ranker))
+    set_search(project, args.set)
     pipe = project.recipe.pipeline
     suggestions(project, dev[:200], limit=20)  # warm-up
     wall: dict[str, float] = defaultdict(float)

@@ -199,7 +199,7 @@ class ImpactConfig(PartConfig):
     """``postings``: the postings read per query (the budget); ``rescore``: the best
     candidates by their partial score that get their exact cosine."""
 
-    postings: Positive = 40_000
+    postings: Positive = 20_000
     rescore: Positive = 1000
     kind: ClassVar[str] = "search"
 
