@@ -131,7 +131,7 @@ def main() -> None:
     t0 = time.perf_counter()
     with contextlib.ExitStack() as stack:
         url, server = stack.enter_context(serve_process(
-            args.project, "--feedback-db", f"sqlite:///{db}", *extra, stop_timeout=60))
+            args.project, "--feedback-db", f"sqlite:///{db}", *extra, stop_timeout=10))
         load_s = time.perf_counter() - t0
         mem_load = process_memory_mib(server.pid)
         print(f"after load: {fmt(mem_load)}")
@@ -172,7 +172,7 @@ def main() -> None:
             pids = [server.pid]
             for _ in range(args.servers - 1):
                 url2, server2 = stack.enter_context(serve_process(
-                    args.project, "--feedback-db", f"sqlite:///{db}", *extra, stop_timeout=60))
+                    args.project, "--feedback-db", f"sqlite:///{db}", *extra, stop_timeout=10))
                 with httpx.Client(timeout=60) as client:
                     for r in recs:
                         client.post(f"{url2}/tagalign/v1/projects/{project}/suggest",

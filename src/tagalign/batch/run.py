@@ -240,17 +240,18 @@ def _run(spec: dict[str, Any], src: Path, out: Path, engine: Engine, *,
     # the shard stays recorded in memory and the write is tried again after the next
     # shard, or once the run stops with that shard's error (its temporary file gone by
     # then), so a shard that finished before the disk filled is kept.
-    refused: list[OSError] = []
+    refused = False
 
     def record() -> None:
+        nonlocal refused
         try:
             write_json_atomic(out / MANIFEST, manifest)
         except OSError as exc:
             if not is_no_space(exc):
                 raise
-            refused[:] = [exc]
+            refused = True
         else:
-            refused.clear()
+            refused = False
 
     def finished(summary: dict[str, Any]) -> None:
         summary["finished"] = _now()
@@ -267,7 +268,7 @@ def _run(spec: dict[str, Any], src: Path, out: Path, engine: Engine, *,
         except BaseException:
             if refused:  # the run's own error is raised, whether this write lands or not
                 with contextlib.suppress(OSError):
-                    write_json_atomic(out / MANIFEST, manifest)
+                    record()
             raise
         _remove_leftovers(out)  # of a worker killed mid-shard whose shard was redone
     seconds = time.perf_counter() - t0
