@@ -7,7 +7,7 @@ from pathlib import Path
 
 import typer
 
-from tagalign.cli.app import app, console, must_exist, out, refuse
+from tagalign.cli.app import app, console, must_exist, out, refuse, skip_teardown
 from tagalign.cli.common import (
     SUBJECTS_HELP,
     gold_kind,
@@ -105,6 +105,9 @@ def train(
 
     done = train_project(project, records, dev_records, resume=resume, feedback=feedback,
                          feedback_db=feedback_db)
+    # the project is saved: the process may end without freeing the training's records and
+    # models object by object (`skip_teardown`)
+    skip_teardown()
     console.log(f"[bold green]trained[/] {project.config['recipe']} in "
                 f"{done.seconds:.0f} s → {project_dir}")
     if done.dev_scores is not None:
