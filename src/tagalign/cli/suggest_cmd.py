@@ -122,14 +122,13 @@ def suggest(
             refuse("--engine ray/--format parquet need --input and --output (a folder)")
         # not applied to this process: the workers tag
         runtime = Runtime(threads=threads, compile_ranker=compile_ranker)
-        return report(finished(run(project_dir, input, output, request, options, runtime,
-                                   engine)))
+        return report(run(project_dir, input, output, request, options, runtime, engine))
     if title is None:
         if input is None or output is None:
             refuse("give --input and --output (or --title for a single record)")
         runtime = make_runtime(threads, compile_ranker)
-        return report(finished(run(project_dir, input, output, request, options, runtime,
-                                   engine)), release_above)
+        return report(run(project_dir, input, output, request, options, runtime, engine),
+                      release_above)
     if domains is not None:
         must_exist(domains, f"domain model not found: {domains}")
     options.output_format(output, input)
@@ -142,13 +141,6 @@ def suggest(
         request = replace(request, domains=True)
     suggest_one(project, Record(id="cli", title=title, abstract=abstract, language=language),
                 request)
-
-
-def finished(done: TaggedFile) -> TaggedFile:
-    """A file tagged and its outputs closed: the command may end without the interpreter's
-    teardown (`skip_teardown`; ≈ 7 s of freeing a 1.5M-heading model object by object)."""
-    skip_teardown()
-    return done
 
 
 def read_exclude(path: Path | None) -> frozenset[str]:
@@ -172,9 +164,11 @@ def suggest_one(project: Project, rec: Record, request: SuggestRequest) -> None:
 def run(project_dir: Path, input: Path, output: Path, request: SuggestRequest,
         options: TagFileOptions, runtime: Runtime, engine: str) -> TaggedFile:
     """`tag_file` with a progress bar; a run that stopped prints its summary line before its
-    error (exit status 1, or 130 on Ctrl-C)."""
+    error (exit status 1, or 130 on Ctrl-C). A finished run has closed its outputs: the
+    command may then end without the interpreter's teardown (`skip_teardown`; ≈ 7 s of
+    freeing a 1.5M-heading model object by object)."""
     try:
-        return tag_file(project_dir, input, output, request, options, runtime=runtime,
+        done = tag_file(project_dir, input, output, request, options, runtime=runtime,
                         progress=ProgressBar(f"suggest ({engine})"))
     except (TaggingStopped, TaggingInterrupted) as exc:
         if exc.result.batch is not None:
@@ -184,6 +178,8 @@ def run(project_dir: Path, input: Path, output: Path, request: SuggestRequest,
         if isinstance(exc, TaggingInterrupted):
             fail(escape(str(exc)), code=130)
         raise
+    skip_teardown()
+    return done
 
 
 def report(done: TaggedFile, release_above: float | None = None) -> None:
