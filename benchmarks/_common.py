@@ -202,6 +202,17 @@ SEARCH_SETTINGS = {"omikuji": ("beam_size",), "tfidf_knn": ("postings", "rescore
                    "emb_knn": ("nprobe",)}
 
 
+def add_search_args(ap: argparse.ArgumentParser) -> None:
+    """``--set SOURCE.FIELD=VALUE`` (repeated; `set_search`) and ``--no-compile-ranker``
+    (LightGBM's own prediction; default: compiled, as `tagalign suggest` runs)."""
+    ap.add_argument("--set", action="append", default=[], metavar="SOURCE.FIELD=VALUE",
+                    help="A search setting changed after loading, to time it beside the "
+                         "trained one: omikuji.beam_size, tfidf_knn.postings, "
+                         "tfidf_knn.rescore, emb_knn.nprobe (_common.set_search).")
+    ap.add_argument("--no-compile-ranker", dest="compile_ranker", action="store_false",
+                    help="LightGBM's own prediction (default: compiled, as `tagalign suggest`).")
+
+
 def set_search(project, assignments: list[str]) -> None:
     """A/B runs on one saved model: change a hybrid's search settings in memory, after
     loading (``SOURCE.FIELD=VALUE``: ``omikuji.beam_size``, ``tfidf_knn.postings`` and

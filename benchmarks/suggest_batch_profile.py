@@ -20,7 +20,13 @@ import argparse
 import time
 from collections import defaultdict
 
-from _common import add_project_dev_args, project_and_dev, set_search, suggestions
+from _common import (
+    add_project_dev_args,
+    add_search_args,
+    project_and_dev,
+    set_search,
+    suggestions,
+)
 from tagalign.runtime import Runtime
 from tagalign.suggest.fusion import top_k
 from tagalign.suggest.sources.base import Batch
@@ -31,10 +37,7 @@ def main() -> None:
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     add_project_dev_args(ap, limit_dev=2000)
     ap.add_argument("--batch", type=int, default=1000)
-    ap.add_argument("--set", action="append", default=[], metavar="SOURCE.FIELD=VALUE",
-                    help="A search setting changed after loading (as suggest_speed.py's).")
-    ap.add_argument("--no-compile-ranker", dest="compile_ranker", action="store_false",
-                    help="LightGBM's own prediction (default: compiled, as `tagalign suggest`).")
+    add_search_args(ap)
     args = ap.parse_args()
 
     project, dev = project_and_dev(args, Runtime(compile_ranker=args.compile_ranker))

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
-from _common import DATA, peak_rss_gb, set_search, suggestions
+from _common import DATA, add_search_args, peak_rss_gb, set_search, suggestions
 from tagalign.evaluate import evaluate
 from tagalign.project import Project
 from tagalign.project.jobs import DEFAULT_JOBS, resolve_jobs
@@ -43,11 +43,7 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=0)
     ap.add_argument("--jobs", default=f"1,{DEFAULT_JOBS}",
                     help="Comma-separated --jobs values to time (0: one per core).")
-    ap.add_argument("--no-compile-ranker", dest="compile_ranker", action="store_false")
-    ap.add_argument("--set", action="append", default=[], metavar="SOURCE.FIELD=VALUE",
-                    help="A search setting changed after loading, to time it beside the "
-                         "trained one: omikuji.beam_size, tfidf_knn.postings, "
-                         "tfidf_knn.rescore, emb_knn.nprobe (_common.set_search).")
+    add_search_args(ap)
     args = ap.parse_args()
     t0 = time.perf_counter()
     project = Project.load(args.project, runtime=Runtime(threads=args.threads,

@@ -215,11 +215,11 @@ def create_router(service: Service) -> APIRouter:
         return "gnd" if len(fingerprints) == 1 else f"gnd-{proj.vocab.fingerprint[:8]}"
 
     def vocab_dump(proj: Project) -> dict[str, Any]:
-        return {"vocab_id": vocab_id(proj), "languages": list(proj.vocab.languages),
+        return {"vocab_id": vocab_id(proj), "languages": proj.vocab.languages,
                 "size": len(proj.vocab), "loaded": True}
 
     def label_language(proj: Project) -> str | None:
-        langs = list(proj.vocab.languages)
+        langs = proj.vocab.languages
         return proj.language or (langs[0] if langs else None)
 
     def project_dump(pid: str, proj: Project) -> dict[str, Any]:
