@@ -509,7 +509,7 @@ def scenario_downloads(ctx, rng: random.Random) -> None:
     fetch(urls["A"], folder)
     db = folder / "feedback.sqlite"
     with sqlite3.connect(db) as con:
-        # a table of its own: the servers add theirs (`tagalign.serve.feedback`), empty
+        # a table of its own: the servers add theirs (`tagalign.feedback`), empty
         con.execute("create table kept (id text, subject text)")
         con.executemany("insert into kept values (?, ?)",
                         [(f"rec-{k}", "4015065-3") for k in range(50)])
@@ -812,7 +812,7 @@ def scenario_postgres(ctx, rng: random.Random) -> None:
             _merge(statuses, load.statuses())
             acked += seen
             faults += 1
-            from tagalign.serve.feedback import FeedbackStore
+            from tagalign.feedback import FeedbackStore
 
             store = FeedbackStore(db)
             with store.engine.connect() as conn:

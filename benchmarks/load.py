@@ -29,9 +29,9 @@ from pathlib import Path
 
 from _common import add_data_args, serve
 from loadtest import run_load
+from tagalign.feedback import FeedbackStore, sqlite_url
 from tagalign.project import Project, ProjectError
 from tagalign.records import read_records
-from tagalign.serve.feedback import FeedbackStore, sqlite_url
 
 ROOT = Path(__file__).resolve().parents[1]
 SMALL_HYBRID = {"sources": ["omikuji", "tfidf_knn", "lexical"], "ranker_rounds": 60,

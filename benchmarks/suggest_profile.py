@@ -83,8 +83,8 @@ def main() -> None:
     ap.add_argument("--limit", type=int, default=10)
     args = ap.parse_args()
 
+    from tagalign.feedback import FeedbackStore
     from tagalign.serve.app import create_app
-    from tagalign.serve.feedback import FeedbackStore
 
     project = Project.load(args.project)
     instrument(project)

@@ -310,7 +310,7 @@ def test_a_worker_killed_for_memory_is_replaced_and_nothing_learned_is_lost(serv
     restarts = "tagalign_worker_restarts_total"
     assert after(restarts, cause="SIGKILL") == before(restarts, cause="SIGKILL") + 1
     assert load.acked and load.failed <= 3  # at most the requests the killed worker had
-    from tagalign.serve.feedback import FeedbackStore
+    from tagalign.feedback import FeedbackStore
 
     store = FeedbackStore.for_project(folder)
     try:

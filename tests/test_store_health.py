@@ -1,4 +1,4 @@
-"""A feedback store's faults without a server (`tagalign.serve.storefaults`): an SQLite file
+"""A feedback store's faults without a server (`tagalign.feedback.faults`): an SQLite file
 that may not grow raises `StoreFullError` and works again once it may; database errors are
 told apart; writes are tried again only while that is safe; an outage is logged once.
 (With a server, a full tmpfs and a stopped PostgreSQL: tests/test_store_faults.py.)"""
@@ -12,9 +12,8 @@ import psycopg
 import pytest
 from sqlalchemy import event
 
-from tagalign.records import Record
-from tagalign.serve.feedback import Decision, FeedbackStore, sqlite_url
-from tagalign.serve.storefaults import (
+from tagalign.feedback import Decision, FeedbackStore, sqlite_url
+from tagalign.feedback.faults import (
     NO_SPACE,
     UNAVAILABLE,
     StoreFullError,
@@ -22,10 +21,11 @@ from tagalign.serve.storefaults import (
     StoreUnavailableError,
     classify,
 )
+from tagalign.records import Record
 
 
 class Logged(logging.Handler):
-    """The records of `tagalign.serve.storefaults` (the CLI's handlers may keep them from
+    """The records of `tagalign.feedback.faults` (the CLI's handlers may keep them from
     the root logger, and so from caplog)."""
 
     def __init__(self):
@@ -41,7 +41,7 @@ class Logged(logging.Handler):
 
 @pytest.fixture
 def logged():
-    logger = logging.getLogger("tagalign.serve.storefaults")
+    logger = logging.getLogger("tagalign.feedback.faults")
     handler, level = Logged(), logger.level
     logger.addHandler(handler)
     logger.setLevel(logging.INFO)

@@ -36,15 +36,14 @@ from pydantic import BaseModel
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from tagalign.errors import UsageError
+from tagalign.feedback import Decision, FeedbackStore, ServedStores, StoreFault
 from tagalign.project import Project
 from tagalign.records import Record
 from tagalign.serve import MAX_BODY, annif, auth, decisions, queue, service, subjects
 from tagalign.serve import schemas as s
-from tagalign.serve.feedback import Decision, FeedbackStore, ServedStores
 from tagalign.serve.guard import Guard
 from tagalign.serve.observe import Telemetry
 from tagalign.serve.service import Service
-from tagalign.serve.storefaults import StoreFault
 from tagalign.serve.tokens import TokenStore
 from tagalign.serve.workers import Workers
 from tagalign.suggest import Quality, Suggestion, SuggestRequest

@@ -24,11 +24,11 @@ from fastapi import FastAPI
 from rich.console import Console
 
 from tagalign.errors import TagalignError
+from tagalign.feedback import ServedStores
 from tagalign.project import Project
 from tagalign.runtime import Runtime, cap_malloc_arenas, show_log
 from tagalign.serve import accesslog
 from tagalign.serve.app import create_app
-from tagalign.serve.feedback import ServedStores
 from tagalign.serve.loading import load_records, load_served, load_some, review_queue, share
 from tagalign.serve.reload import warm
 from tagalign.serve.settings import SETTINGS_ENV, ServerSettings

@@ -59,7 +59,7 @@ SHARE_BUCKETS = tuple(round(0.1 * i, 1) for i in range(1, 11))
 #: not allowed or read-only), invalid (subject ids outside the vocabulary)
 LEARN_OUTCOMES = ("learned", "stored", "refused", "invalid")
 #: why a learn request stored nothing although it was valid: its feedback store's disk is
-#: full, or its database unavailable (`tagalign.serve.storefaults`)
+#: full, or its database unavailable (`tagalign.feedback.faults`)
 LEARN_FAILURES = ("no_space", "unavailable")
 
 

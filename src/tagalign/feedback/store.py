@@ -13,7 +13,7 @@ most the request in flight and never leaves half of one behind. A second table k
 records of a review queue (`tagalign.serve.queue`) a librarian has finished, so a queue
 resumes where it stopped. A full disk and a database gone away are raised as
 `StoreFullError` and `StoreUnavailableError`; a write is tried again while a database
-restarts (`tagalign.serve.storefaults`).
+restarts (`tagalign.feedback.faults`).
 """
 
 from __future__ import annotations
@@ -45,10 +45,10 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.exc import IntegrityError, OperationalError, ProgrammingError
 
 from tagalign.errors import InputError
+from tagalign.feedback.faults import CONNECT_TIMEOUT, StoreFault, StoreHealth, watch
 from tagalign.project import Project, feedback_location
 from tagalign.records import Record
 from tagalign.records.convert import write_jsonl
-from tagalign.serve.storefaults import CONNECT_TIMEOUT, StoreFault, StoreHealth, watch
 
 metadata = MetaData()
 decisions = Table(
@@ -171,7 +171,7 @@ class FeedbackStore:
         except ModuleNotFoundError as exc:
             raise RuntimeError(f"no database driver for {self.url.split(':')[0]} "
                                f"({exc.name}); pip install 'tagalign[postgres]'") from exc
-        # a full disk or a database gone: the package's errors (`tagalign.serve.storefaults`)
+        # a full disk or a database gone: the package's errors (`tagalign.feedback.faults`)
         self.health = StoreHealth(str(sqlite_file(self.url) or
                                       self.engine.url.render_as_string(hide_password=True)))
         watch(self.engine, self.health)

@@ -39,13 +39,13 @@ from typing import IO
 from pymarc import Record as MarcRecord
 
 from tagalign.errors import UsageError
+from tagalign.feedback.store import ADDED, Reviewed
 from tagalign.io import InputReport, atomic_path
 from tagalign.predictions.marc import DEFAULT_AGENCY, SUGGESTIONS_LEADER
 from tagalign.records.marc.fields import gnd_id
 from tagalign.records.marc.provenance import Provenance, provenance_field
 from tagalign.records.marc.reader import iter_marc_records
 from tagalign.records.marc.writer import MarcWriter, control_fields, next_link, subject_field
-from tagalign.serve.feedback import ADDED, Reviewed
 from tagalign.vocab import Vocabulary
 
 FORMATS = ("jsonl", "marc", "marcxml")
