@@ -14,7 +14,8 @@ from sqlalchemy import func, select
 from typer.testing import CliRunner
 
 from tagalign.cli import app
-from tagalign.feedback.store import Decision, FeedbackStore, decisions, sqlite_url
+from tagalign.feedback import Decision, FeedbackStore, sqlite_url
+from tagalign.feedback.schema import decisions
 from tagalign.records import Record
 
 

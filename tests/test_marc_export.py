@@ -22,7 +22,8 @@ from typer.testing import CliRunner
 import serve_recipe  # noqa: F401 - registers the "test-overlap" recipe
 from marc_fixtures import binary, dnb_record, plain_record, write
 from tagalign.cli import app
-from tagalign.feedback.store import ADDED, SUGGESTED, Decision, FeedbackStore, decisions, sqlite_url
+from tagalign.feedback import ADDED, SUGGESTED, Decision, FeedbackStore, sqlite_url
+from tagalign.feedback.schema import decisions
 from tagalign.project import Project, ServingSettings
 from tagalign.records import Record
 from tagalign.serve.app import create_app

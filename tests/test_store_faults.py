@@ -84,7 +84,7 @@ def test_a_full_disk_fails_learns_with_507_and_they_work_again_once_space_is_fre
         disk = SmallDisk(tmp_path / "small", 512 * 1024)
     except Unavailable as exc:
         pytest.skip(str(exc))
-    with disk, Lines("tagalign.feedback.faults") as logged:
+    with disk, Lines("tagalign.feedback.health") as logged:
         db = disk.path / "feedback.sqlite"
         project = shutil.copytree(tiny_hybrid, tmp_path / "tiny")
         settings = ServerSettings(projects=[str(project)], allow_learn=True,

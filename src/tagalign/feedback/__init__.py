@@ -6,10 +6,12 @@ they confirmed (`tagalign train --feedback`, `tagalign.workflows.training`), the
 gets them back (`export`: MARC 21 or JSONL, ``tagalign feedback export``) and a served
 model learns them (`tagalign.serve`).
 
-`store` (`FeedbackStore`, one SQLite file or database; `prepare`), and what a database
-failing means for it: `faults` (a full disk or a database gone, told apart and raised as
-`StoreFault`). The package sits below `tagalign.serve` and `tagalign.workflows`, above
-`tagalign.project`.
+`schema` (the tables, a `Decision`, a `Reviewed` record), `store` (`FeedbackStore`, one
+SQLite file or database; `prepare`), `served` (`ServedStores`: a server's projects routed to
+their stores); what a database failing means: `faults` (a full disk or a database gone,
+told apart and raised as `StoreFault`) and `health` (a write tried again while a database
+restarts, one log line an outage). The package sits below `tagalign.serve` and
+`tagalign.workflows`, above `tagalign.project`.
 """
 
 from tagalign.feedback.faults import (
@@ -20,19 +22,9 @@ from tagalign.feedback.faults import (
     StoreFullError,
     StoreUnavailableError,
 )
-from tagalign.feedback.store import (
-    ADDED,
-    CLEARED,
-    SUGGESTED,
-    Decision,
-    FeedbackStore,
-    Reviewed,
-    ServedStores,
-    normalise_url,
-    prepare,
-    sqlite_file,
-    sqlite_url,
-)
+from tagalign.feedback.schema import ADDED, CLEARED, SUGGESTED, Decision, Reviewed
+from tagalign.feedback.served import ServedStores
+from tagalign.feedback.store import FeedbackStore, normalise_url, prepare, sqlite_file, sqlite_url
 
 __all__ = ["ADDED", "CLEARED", "NO_SPACE", "RETRY_AFTER", "SUGGESTED", "UNAVAILABLE",
            "Decision", "FeedbackStore", "Reviewed", "ServedStores", "StoreFault",

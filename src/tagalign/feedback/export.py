@@ -39,7 +39,7 @@ from typing import IO
 from pymarc import Record as MarcRecord
 
 from tagalign.errors import UsageError
-from tagalign.feedback.store import ADDED, Reviewed
+from tagalign.feedback.schema import ADDED, Reviewed
 from tagalign.io import InputReport, atomic_path
 from tagalign.predictions.marc import DEFAULT_AGENCY, SUGGESTIONS_LEADER
 from tagalign.records.marc.fields import gnd_id

@@ -1,112 +1,47 @@
 """Durable store of librarians' decisions (accept/reject per suggested subject).
 
 SQLite by default (one file beside the project, WAL journal, synchronous=FULL), any
-SQLAlchemy URL otherwise (e.g. ``postgresql+psycopg://…``). Every decision is one row
-with its time and record; the rows one request writes for a record share their time and
-state the whole decision on it (a request that decides nothing on a record writes one
-`CLEARED` row), so the latest request per (project, record id) replaces the earlier ones:
-that is what training reads (`confirmed_records`), the catalogue export writes
-(`reviewed`, with each subject's ``origin``: suggested, or found by a librarian's
-search) and a review queue shows
-(`latest_decisions`). Each request is one transaction, so a killed server loses at
-most the request in flight and never leaves half of one behind. A second table keeps which
-records of a review queue (`tagalign.serve.queue`) a librarian has finished, so a queue
-resumes where it stopped. A full disk and a database gone away are raised as
-`StoreFullError` and `StoreUnavailableError`; a write is tried again while a database
-restarts (`tagalign.feedback.faults`).
+SQLAlchemy URL otherwise (e.g. ``postgresql+psycopg://…``). One row per decision
+(`tagalign.feedback.schema`), the latest request per (project, record id) replacing the
+earlier ones: that is what training reads (`confirmed_records`), the catalogue export
+writes (`reviewed`, with each subject's ``origin``: suggested, or found by a librarian's
+search) and a review queue shows (`latest_decisions`, `finished`). Each request is one
+transaction, so a killed server loses at most the request in flight and never leaves half
+of one behind. A full disk and a database gone away are raised as `StoreFullError` and
+`StoreUnavailableError` (`tagalign.feedback.faults`); a write is tried again while a
+database restarts (`tagalign.feedback.health`). The stores of served projects are routed
+to by `tagalign.feedback.served`.
 """
 
 from __future__ import annotations
 
 import datetime as _dt
-from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterator, Sequence
 from itertools import groupby
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import (
-    Column,
-    DateTime,
-    Integer,
-    MetaData,
-    String,
-    Table,
-    Text,
-    UniqueConstraint,
-    create_engine,
-    event,
-    func,
-    inspect,
-    select,
-    text,
-)
+from sqlalchemy import create_engine, event, func, select, text
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import IntegrityError, OperationalError, ProgrammingError
 
-from tagalign.errors import InputError
-from tagalign.feedback.faults import CONNECT_TIMEOUT, StoreFault, StoreHealth, watch
-from tagalign.project import Project, feedback_location
+from tagalign.feedback.faults import CONNECT_TIMEOUT, StoreFault
+from tagalign.feedback.health import StoreHealth, watch
+from tagalign.feedback.schema import (
+    ADDED,
+    CLEARED,
+    SUGGESTED,
+    Decision,
+    Reviewed,
+    add_origin,
+    as_reviewed,
+    decisions,
+    metadata,
+    queue_progress,
+)
+from tagalign.project import feedback_location
 from tagalign.records import Record
 from tagalign.records.convert import write_jsonl
-
-metadata = MetaData()
-decisions = Table(
-    "decisions", metadata,
-    Column("id", Integer, primary_key=True, autoincrement=True),
-    Column("created", DateTime(timezone=True), nullable=False),
-    Column("project", String(200), nullable=False, index=True),
-    Column("record_id", String(200), nullable=False, index=True),
-    Column("title", Text, nullable=False),
-    Column("abstract", Text, nullable=False, default=""),
-    Column("language", String(8)),
-    Column("record_type", String(40)),
-    Column("subject_id", String(100), nullable=False),
-    Column("decision", String(8), nullable=False),  # "accept" | "reject"
-    # where the subject came from: "suggested" (the model's list) or "added" (a librarian's
-    # search); added to stores made before it (`_add_origin`), whose rows read as NULL
-    Column("origin", String(10)),
-)
-
-queue_progress = Table(
-    "queue_progress", metadata,
-    Column("id", Integer, primary_key=True, autoincrement=True),
-    Column("finished", DateTime(timezone=True), nullable=False),
-    Column("project", String(200), nullable=False),
-    Column("queue", String(64), nullable=False),  # `RecordQueue.name`: one per records file
-    Column("record_id", String(200), nullable=False),
-    UniqueConstraint("project", "queue", "record_id", name="uq_queue_record"),
-)
-
-
-#: the decision of a row saying "nothing decided on this record" (its subject_id is "")
-CLEARED = "clear"
-#: a decided subject's origin: the model suggested it, or a librarian added it by search
-SUGGESTED, ADDED = "suggested", "added"
-
-
-@dataclass
-class Decision:
-    """A request's whole decision on one record; ``added``: the subjects of ``accepted``
-    and ``rejected`` a librarian found by search rather than among the suggestions."""
-
-    record: Record
-    accepted: Sequence[str]
-    rejected: Sequence[str] = ()
-    added: Sequence[str] = ()
-
-
-@dataclass(frozen=True)
-class Reviewed:
-    """One record as its latest request left it (`FeedbackStore.reviewed`): the record
-    (its ``subjects``: those accepted, in the order stored), each accepted subject's
-    origin (`SUGGESTED` or `ADDED`), the subjects rejected, and when it was decided."""
-
-    project: str
-    record: Record
-    origins: Mapping[str, str]
-    rejected: Sequence[str]
-    decided: _dt.datetime
 
 
 def sqlite_url(path: Path) -> str:
@@ -130,37 +65,6 @@ def _origin(item: Decision, subject_id: str) -> str:
     return ADDED if subject_id in item.added else SUGGESTED
 
 
-def _reviewed(rows: Sequence[Any]) -> Reviewed:
-    """The rows of one request as a `Reviewed`; a row stored before origins were kept
-    (NULL) reads as suggested, the only way subjects came in before the page's search."""
-    row = rows[0]
-    origins = {r["subject_id"]: r["origin"] or SUGGESTED for r in rows
-               if r["decision"] == "accept"}
-    created = row["created"]
-    record = Record(id=row["record_id"], title=row["title"], abstract=row["abstract"] or "",
-                    language=row["language"], type=row["record_type"], subjects=list(origins))
-    return Reviewed(project=row["project"], record=record, origins=origins,
-                    rejected=[r["subject_id"] for r in rows if r["decision"] == "reject"],
-                    decided=created.replace(tzinfo=_dt.UTC) if created.tzinfo is None
-                    else created)
-
-
-def _add_origin(engine: Engine) -> None:
-    """Add the ``origin`` column to a store made before it existed (its rows read as
-    `SUGGESTED`); nullable, so an older tagalign still writes into the store."""
-    def has_origin() -> bool:
-        return any(c["name"] == "origin" for c in inspect(engine).get_columns("decisions"))
-
-    if has_origin():
-        return
-    try:
-        with engine.begin() as conn:
-            conn.execute(text("ALTER TABLE decisions ADD COLUMN origin VARCHAR(10)"))
-    except (OperationalError, ProgrammingError):
-        if not has_origin():  # else another process added it first
-            raise
-
-
 class FeedbackStore:
     """Decisions in one table; the schema is created on first use (SQLite or PostgreSQL)."""
 
@@ -171,7 +75,7 @@ class FeedbackStore:
         except ModuleNotFoundError as exc:
             raise RuntimeError(f"no database driver for {self.url.split(':')[0]} "
                                f"({exc.name}); pip install 'tagalign[postgres]'") from exc
-        # a full disk or a database gone: the package's errors (`tagalign.feedback.faults`)
+        # a full disk or a database gone: the package's errors (`tagalign.feedback.health`)
         self.health = StoreHealth(str(sqlite_file(self.url) or
                                       self.engine.url.render_as_string(hide_password=True)))
         watch(self.engine, self.health)
@@ -185,7 +89,7 @@ class FeedbackStore:
             # another process created the tables between the check and the CREATE (two
             # workers opening a new store at once): they are there now
             metadata.create_all(self.engine)
-        _add_origin(self.engine)
+        add_origin(self.engine)
 
     @classmethod
     def for_project(cls, project_path: Path) -> FeedbackStore:
@@ -354,78 +258,7 @@ class FeedbackStore:
                         latest = []
                     latest.append(row)
                 if latest[0]["decision"] != CLEARED:
-                    yield _reviewed(latest)
-
-
-class ServedStores:
-    """The feedback of served projects, each where `tagalign.project.feedback_location`
-    says (so `tagalign train --feedback` and `feedback export` find it): a request's
-    project id (the id it is served under) is routed to its project's store and stored
-    under the project's key (its folder's name). Projects with one URL share one store.
-    Offers what the APIs and the review queue use of a `FeedbackStore`."""
-
-    def __init__(self, projects: Mapping[str, Project], override: str | None = None):
-        self.routes: dict[str, tuple[FeedbackStore, str]] = {}
-        stores: dict[str, FeedbackStore] = {}
-        owner: dict[tuple[str, str], str] = {}
-        for pid, project in projects.items():
-            url, key = feedback_location(project.path, project.feedback_db, override)
-            if (url, key) in owner:  # two folders of one name writing into one store
-                raise InputError(f"projects {owner[url, key]!r} and {pid!r} would keep their "
-                                 f"feedback under one key ({key!r}) in {url}: rename a "
-                                 "folder or give one another feedback_db")
-            owner[url, key] = pid
-            if (db := sqlite_file(url)) is not None:  # an untrained project's folder
-                db.parent.mkdir(parents=True, exist_ok=True)
-            if url not in stores:
-                stores[url] = FeedbackStore(url)
-            self.routes[pid] = (stores[url], key)
-
-    def _route(self, project: str) -> tuple[FeedbackStore, str]:
-        return self.routes[project]
-
-    def add(self, project: str, items: Sequence[Decision]) -> int:
-        store, key = self._route(project)
-        return store.add(key, items)
-
-    def latest_decisions(self, project: str, record_id: str) -> dict[str, str]:
-        store, key = self._route(project)
-        return store.latest_decisions(key, record_id)
-
-    def finish(self, project: str, queue: str, record_id: str) -> None:
-        store, key = self._route(project)
-        store.finish(key, queue, record_id)
-
-    def finished(self, project: str, queue: str) -> set[str]:
-        store, key = self._route(project)
-        return store.finished(key, queue)
-
-    def count(self, project: str, record_prefix: str | None = None) -> int:
-        store, key = self._route(project)
-        return store.count(key, record_prefix)
-
-    def url(self, project: str) -> str:
-        return self._route(project)[0].url
-
-    def last_id(self, project: str) -> int:
-        return self._route(project)[0].last_id()
-
-    def learned_since(self, project: str, after: int) -> tuple[list[Record], int]:
-        store, key = self._route(project)
-        return store.learned_since(key, after)
-
-    def confirmed_records(self, project: str) -> Iterator[Record]:
-        store, key = self._route(project)
-        return store.confirmed_records(key)
-
-    def reviewed(self, project: str, since: _dt.datetime | None = None,
-                 record_id: str | None = None) -> Iterator[Reviewed]:
-        store, key = self._route(project)
-        return store.reviewed(key, since, record_id)
-
-    def close(self) -> None:
-        for store in {id(s): s for s, _ in self.routes.values()}.values():
-            store.close()
+                    yield as_reviewed(latest)
 
 
 def prepare(url: str) -> int:
@@ -461,5 +294,4 @@ def _sqlite_pragmas(dbapi_conn, _record) -> None:
     cur.close()
 
 
-__all__ = ["ADDED", "CLEARED", "SUGGESTED", "Decision", "FeedbackStore", "Reviewed",
-           "ServedStores", "normalise_url", "prepare", "sqlite_file", "sqlite_url"]
+__all__ = ["FeedbackStore", "normalise_url", "prepare", "sqlite_file", "sqlite_url"]
