@@ -77,8 +77,8 @@ class Lines(logging.Handler):
 def test_a_full_disk_fails_learns_with_507_and_they_work_again_once_space_is_freed(
         tiny_hybrid, tmp_path):
     from tagalign.serve import factory
+    from tagalign.serve.process import ServingProcess
     from tagalign.serve.settings import ServerSettings
-    from tagalign.serve.supervisor import ServingProcess
 
     try:
         disk = SmallDisk(tmp_path / "small", 512 * 1024)

@@ -96,7 +96,7 @@ class BodyLimit:
 class WorkerHeader:
     """ASGI middleware: every answer names the worker process that gave it (``X-Worker``:
     its pid), so clients and load tests can tell the workers of one port apart; once the
-    process stops serving (``stopping`` is set: `tagalign.serve.supervisor.ServingProcess`),
+    process stops serving (``stopping`` is set: `tagalign.serve.process.ServingProcess`),
     it also says ``Connection: close`` (uvicorn then closes the connection after the
     answer, and the client opens a new one elsewhere)."""
 
