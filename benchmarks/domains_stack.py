@@ -1,9 +1,10 @@
 """Record domains from text and suggested subjects together (issue 34): `linear-ngrams` vs
 subjects only vs `subjects-stack` (text + subjects) [vs mCPT at an hour's budget].
 
-The protocol of `benchmarks/domains_variants.py`: all training records (labelled), one
-seeded (``--seed``) permutation of the labelled dev records, its first ``--n-tune`` (4,000)
-tune the thresholds (global + per class, micro-F1) — and are the stacker's ``--dev`` —
+The protocol of `benchmarks/domains_variants.py` (removed; `git checkout 6a2d4a2`): all
+training records (labelled), one seeded (``--seed``) permutation of the labelled dev
+records, its first ``--n-tune`` (4,000) tune the thresholds (global + per class, micro-F1)
+— and are the stacker's ``--dev`` —
 the other 15,896 are scored; all 29 labels of ``domains.csv`` scored. The subject project
 (``--project``, default the full-train hybrid) is read only; it never saw a dev record.
 

@@ -30,7 +30,8 @@ records); ``subject_space=siamese`` also passes the 16 positives and 16 × 15 ne
 step through the head (17 × the work, ~6.5 s per step), and its index needs T(S) for every
 subject (204,569 at 150–300/s ≈ 11–23 min), so on the CPU it trains on 1,000 records and
 ranks the seen subjects, beside a fixed run of the same budget. The published schedule
-(20 epochs, batch 4, all 90k records) needs a GPU: `benchmarks/heads_gpu.py`.
+(20 epochs, batch 4, all 90k records) needs a GPU: `benchmarks/heads_gpu.py`
+(removed; `git checkout 6a2d4a2 -- benchmarks/heads_gpu.py`).
 
     flock /tmp/tagalign-cpu.lock python benchmarks/recipes.py --match "R3" --threads 2
     python benchmarks/recipes.py --json runs/recipes.json
