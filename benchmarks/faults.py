@@ -1,6 +1,6 @@
 """Faults survived (issue 30): kill -9 at seeded random moments, then restart or resume.
 
-    python benchmarks/faults.py --work runs/faults [--kills 20] [--only suggest,server]
+    python -m benchmarks.faults --work runs/faults [--kills 20] [--only suggest,server]
 
 Scenarios (each killed ``--kills`` times, at a moment drawn with ``--seed`` between the
 start and the length of an uninterrupted run):
@@ -69,7 +69,7 @@ import threading
 import time
 from pathlib import Path
 
-from _common import DATA, free_port, seeded_records, suggestions
+from benchmarks._common import DATA, free_port, seeded_records, suggestions
 
 CLI = [sys.executable, "-m", "tagalign.cli.main"]
 SMALL = {"embed_vocab_size": 8000, "embed_dim": 64, "embed_batch_size": 128,
@@ -411,8 +411,8 @@ def scenario_train(ctx, rng: random.Random) -> None:
 def scenario_soak(ctx, rng: random.Random) -> None:
     """`benchmarks/soak.py` for ``--soak-minutes`` on ``--soak-project`` (2 workers, 16
     clients), single and batch suggests and the queue from the dev sample."""
-    from _common import seeded_sample
-    from soak import run_soak, summary
+    from benchmarks._common import seeded_sample
+    from benchmarks.soak import run_soak, summary
 
     if not (ctx.soak_project / "model").exists():
         print(f"soak: no trained project at {ctx.soak_project}: skipped (--soak-project)")
@@ -486,7 +486,7 @@ def scenario_downloads(ctx, rng: random.Random) -> None:
     whole with its feedback, and every answer is the one its X-Model-Version gives."""
     import httpx
 
-    from _common import serve_process
+    from benchmarks._common import serve_process
     from tagalign.project import model_version
     from tagalign.shipping import download as fetch
 
@@ -658,7 +658,7 @@ def _store_load(ctx, url: str, tag: str):
     one suggester (the dev records in turn)."""
     import zlib
 
-    from faultkit import MixedLoad
+    from tests.faultkit import MixedLoad
 
     dev = ctx.dev
 
@@ -697,7 +697,7 @@ def scenario_store_disk(ctx, rng: random.Random) -> None:
     must all answer 200, learns 200 or 507, and learn again once space is free (no
     restart); at the end the server is killed -9 and every acknowledged learn must be in
     the store."""
-    from faultkit import SmallDisk
+    from tests.faultkit import SmallDisk
 
     project = ctx.work / "served-store-disk"
     shutil.rmtree(project, ignore_errors=True)
@@ -751,7 +751,7 @@ def scenario_postgres(ctx, rng: random.Random) -> None:
     the load. Suggests must all answer 200, learns 200 or 503 (with Retry-After), learns
     work again once the database is back without a server restart, and every
     acknowledged learn is in the database."""
-    from faultkit import PostgresCluster
+    from tests.faultkit import PostgresCluster
 
     project = ctx.work / "served-postgres"
     shutil.rmtree(project, ignore_errors=True)

@@ -38,8 +38,8 @@ import httpx
 import numpy as np
 import psutil
 
-from loadtest import API, _learn_body, _suggest_body
-from serve_load import linked_copy, new_version, server
+from benchmarks.serve.serve_load import linked_copy, new_version, server
+from tests.loadtest import API, _learn_body, _suggest_body
 
 LEARN_IDS = 500
 JSON = {"Content-Type": "application/json"}  # POSTs without a body too
