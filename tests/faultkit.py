@@ -1,4 +1,4 @@
-"""Faults to inject, for the fault tests and `benchmarks/faults.py`: a throwaway PostgreSQL
+"""Faults to inject, for the fault tests and `benchmarks/faults/`: a throwaway PostgreSQL
 cluster that can be stopped and restarted, a small filesystem that fills up, and the learn
 + suggest load to inject them under (`MixedLoad`, every answer kept).
 

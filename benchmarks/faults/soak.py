@@ -1,4 +1,4 @@
-"""A soak of `tagalign serve` (issue 46, scenario 4; run by `benchmarks/faults.py --only
+"""A soak of `tagalign serve` (issue 46, scenario 4; run by `python -m benchmarks.faults --only
 soak`): ``clients`` concurrent clients send a seeded mix of requests for ``minutes``, each
 waiting a seeded 0-1 s between two of its requests (a librarian's pace, not a flood):
 
@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import random
 import time
 from collections import Counter
@@ -38,6 +39,7 @@ import httpx
 import numpy as np
 import psutil
 
+from benchmarks.faults.common import read_lines, report, run, write_jsonl
 from benchmarks.serve.serve_load import linked_copy, new_version, server
 from tests.loadtest import API, _learn_body, _suggest_body
 
@@ -297,3 +299,46 @@ def summary(soak: Soak, workers: int = 2) -> dict:
 
 
 __all__ = ["Call", "Soak", "run_soak", "summary"]
+
+
+def scenario_soak(ctx, rng: random.Random) -> None:
+    """`benchmarks/faults/soak.py` for ``--soak-minutes`` on ``--soak-project`` (2 workers, 16
+    clients), single and batch suggests and the queue from the dev sample."""
+    from benchmarks._common import seeded_sample
+    from benchmarks.soak import run_soak, summary
+
+    if not (ctx.soak_project / "model").exists():
+        print(f"soak: no trained project at {ctx.soak_project}: skipped (--soak-project)")
+        return
+    records = [r for r in ctx.dev if r.title.strip()]
+    queue = seeded_sample(records, 200, rng.randrange(1 << 30))
+    queue_file = write_jsonl(ctx.work / "soak-queue.jsonl", queue)
+    soak, db = run_soak(ctx.soak_project, ctx.work, records, queue_file, len(queue),
+                        ctx.soak_minutes)
+    out = ctx.work / "soak-feedback.jsonl"
+    run("feedback", "export", str(db), "--out", str(out))
+    stored = {r["id"] for r in read_lines(out)}
+    lost = len(soak.acked - stored)
+    s = summary(soak)
+    print(f"  soak of {ctx.soak_project} ({s['minutes']} min, 16 clients, 2 workers, "
+          f"load {os.getloadavg()[0]:.1f} at the end): {s['requests']} requests "
+          f"{s['by_kind']}, {s['failed']} failed {s['failed_by_kind']} (target 0)", flush=True)
+    for err in s["failed_examples"]:
+        print(f"    failed: {err}")
+    for what, (start, mid, end, growth) in s["rss"].items():
+        print(f"  {what} RSS: {start} MiB at the start, {mid} at 60 %, {end} at the end: "
+              f"{growth:+.1f} % over the last 40 % (target ≤ 5 %)")
+    print("  each process (seconds: RSS MiB first and last seen): " + "; ".join(
+        f"{pid} {a:.0f} s: {ra:.0f} -> {b:.0f} s: {rb:.0f}"
+        for pid, (a, ra, b, rb) in s["processes"].items()))
+    (f_s, l_s), (f_a, l_a) = s["p95_suggest_ms"], s["p95_all_ms"]
+    print(f"  p95 first / last tenth: single suggest {f_s} / {l_s} ms, all requests "
+          f"{f_a} / {l_a} ms (target: last within 20 % of first)", flush=True)
+    print(f"  reloads {s['reloads']} ({s['reloads_failed']} failed {s['reload_errors']}), "
+          f"seconds {s['reload_s']}; warm-up (not counted): {s['warm_up'][0]} requests, "
+          f"{s['warm_up'][1]} failed; learn ids acknowledged {len(soak.acked)}, not in the store "
+          f"{lost}", flush=True)
+    report("soak", s["reloads"], s["reloads"] - s["reloads_failed"], lost,
+           requests=s["requests"], failed=s["failed"],
+           workers_rss_growth_pct=s["rss"]["workers' max"][3],
+           p95_suggest_ms=f"{f_s}->{l_s}")
