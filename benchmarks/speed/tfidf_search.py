@@ -90,7 +90,7 @@ def main() -> None:
             sims[lang] = s[part[0]].astype(np.float64)
         return secs, sims
 
-    exact_s, exact = search(0.0, 0)
+    exact_s, exact = search(0.0, 1)  # prune_df 0: the exact product, rescore unused (>= 1)
     print(f"\n{'setting':<22}" + "".join(f"{lang + ' s':>9}{lang + ' kept':>10}"
                                         for lang in exact) + f"{'all s':>8}")
     print(f"{'exact':<22}" + "".join(f"{exact_s[lang]:9.2f}{1:10.3f}" for lang in exact)
