@@ -55,16 +55,18 @@ def _doc_files() -> list[Path]:
 
 def test_benchmark_paths_named_in_the_docs_exist() -> None:
     """Every script, folder or module of benchmarks/ the docs name exists — or is a removed
-    experiment of the index whose page says which commit to check it out of."""
+    experiment of the index whose page says which commit to check it out of, or a file a
+    `git checkout 6a2d4a2 -- …` of the docs takes out of that commit."""
     removed = _removed_scripts()
     assert removed, "benchmarks/README.md lists the removed scripts"
     missing = []
     for doc in _doc_files():
         text = doc.read_text(encoding="utf-8")
+        checkouts = " ".join(re.findall(rf"`git checkout {REMOVED_AT} -- ([^`]*)`", text)).split()
         for rel in set(BENCHMARK_PATH.findall(text)) - {""}:
             if (BENCHMARKS / rel).exists():
                 continue
-            if not (rel in removed and REMOVED_AT in text):
+            if not (rel in removed and REMOVED_AT in text or f"benchmarks/{rel}" in checkouts):
                 missing.append(f"{doc.relative_to(ROOT)}: benchmarks/{rel}")
         for module in set(BENCHMARK_MODULE.findall(text)):
             path = ROOT.joinpath(*module.split("."))
