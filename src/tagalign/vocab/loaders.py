@@ -19,7 +19,15 @@ from tagalign.vocab.vocabulary import SAVED_NAME, Vocabulary
 # ``loader(path, report=...)``: malformed lines/entries go to the report (path:line), the
 # rest of the file still loads (see `tagalign.io.parse_lines`).
 Loader = Callable[..., Iterator[Subject]]
-VOCAB_FORMATS: Registry[Loader] = Registry("vocabulary format", choose="known:")
+#: Vocabulary formats by name; those in their own modules are imported on first lookup
+#: (the module registers its loader), as `tagalign.recipes.RECIPES` does for recipes.
+VOCAB_FORMATS: Registry[Loader] = Registry("vocabulary format", choose="known:", lazy={
+    "annif-tsv": "tagalign.vocab.annif",
+    "gnd-json": "tagalign.vocab.gnd_json",
+    "gnd-marc": "tagalign.vocab.gnd_marc",
+    "invenio-yaml": "tagalign.vocab.invenio",
+    "skos": "tagalign.vocab.skos",
+})
 register = VOCAB_FORMATS.register_as  # @register("gnd-tsv") def load_gnd_tsv(path, report)
 
 
@@ -161,7 +169,3 @@ def load_invenio_gnd() -> Vocabulary:
     from tagalign.vocab.invenio import load_invenio_gnd as _load
 
     return _load()
-
-
-# Formats in their own modules register themselves on import.
-from tagalign.vocab import annif, gnd_json, gnd_marc, invenio, skos  # noqa: E402,F401  isort: skip
