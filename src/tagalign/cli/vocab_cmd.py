@@ -37,7 +37,7 @@ def _load(source: Path, fmt: str | None, strict: bool = False,
 def load(
     source: Path = typer.Argument(..., help="Vocabulary file (TSV, GND JSON, GND MARC 21 authority dump, SKOS, Annif TSV, YAML)."),
     out: Path = typer.Option(..., "--out", "-o", help="Folder for the fast saved form."),
-    fmt: str = typer.Option(None, "--format", "-f", help=f"Force a format: {', '.join(sorted(VOCAB_FORMATS))}."),
+    fmt: str = typer.Option(None, "--format", "-f", help=f"Force a format: {', '.join(VOCAB_FORMATS.names())}."),
     strict: bool = typer.Option(False, "--strict", help="Stop at the first malformed line or entry."),
     entity_types: str = typer.Option(None, "--entity-types", help="GND authority dump: the entity types to keep, codes of 075 $b separated by commas (s subject headings, g places, p persons, b corporate bodies, f conferences, u works) or all. Default: s."),
 ) -> None:
@@ -83,7 +83,7 @@ def _relations(vocab: Vocabulary, s: Subject) -> str:
     return "\n".join(lines)
 
 
-@vocab_app.command("show")
+@vocab_app.command("show", short_help="Show subjects by id or label, or search their labels.")
 def show(
     source: Path = typer.Argument(..., help="Vocabulary (any format or a saved folder)."),
     ids: list[str] = typer.Argument(None, help="Subject ids (or URIs), or labels: a subject whose preferred or alternative label equals one is shown."),
