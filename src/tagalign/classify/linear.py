@@ -45,16 +45,18 @@ class LinearClassifier(Classifier):
 
     def _features(self, examples: Sequence[Example]):
         tokens = []
+        tokenised = False
         for i, ex in enumerate(examples):
             if ex.tokens is not None:
                 tokens.append(ex.tokens)
                 continue
             lang = ex.language if ex.language in ("de", "en") else guess_language(ex.text)
             tokens.append(self.analyzer.tokens(ex.text, lang))
+            tokenised = True
             if i % 2000 == 0:
                 self._tick("tokenising", i, len(examples))
-        if len(tokens) > sum(ex.tokens is not None for ex in examples):
-            self._tick("tokenising", len(examples), len(examples))  # the bar ends full
+        if tokenised:  # the bar ends full
+            self._tick("tokenising", len(examples), len(examples))
         return tokens
 
     def _matrix(self, examples: Sequence[Example]):
