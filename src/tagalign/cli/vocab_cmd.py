@@ -9,6 +9,7 @@ import typer
 from rich.table import Table
 
 from tagalign.cli.app import console, out, refuse, vocab_app
+from tagalign.cli.common import PhaseBars, progress
 from tagalign.errors import NotFoundError
 from tagalign.records import InputReport
 from tagalign.vocab import (
@@ -18,15 +19,20 @@ from tagalign.vocab import (
     load_vocabulary,
     normalize_subject_id,
 )
+from tagalign.vocab.loaders import guess_format
 
 
 def _load(source: Path, fmt: str | None, strict: bool = False,
           entity_types: str | None = None) -> Vocabulary:
     """Malformed lines/entries are named (path:line) and skipped; --strict stops at the first."""
     report = InputReport(strict=strict)
-    with console.status(f"loading {source} …"):
+    # the GND authority dump takes minutes: a bar of the bytes read, the time left
+    dump = (fmt or (source.exists() and guess_format(source, "--format"))) == "gnd-marc"
+    bar = progress(transient=True)
+    with bar if dump else console.status(f"loading {source} …"):
         vocab = load_vocabulary(source, format=fmt, report=report, option="--format",
-                                entity_types=entity_types)
+                                entity_types=entity_types,
+                                progress=PhaseBars(bar) if dump else None)
     if report.n_skipped:
         console.print(f"[yellow]{report.n_skipped} malformed lines/entries skipped[/] "
                       f"({len(vocab)} subjects kept); --strict stops at the first")

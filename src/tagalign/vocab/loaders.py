@@ -13,6 +13,7 @@ from typing import Any
 from tagalign.errors import InputError, MissingFileError, file_error
 from tagalign.io import InputReport, Reporter, open_binary, parse_lines
 from tagalign.registry import Registry
+from tagalign.runtime import ProgressCallback
 from tagalign.vocab.subject import Subject, normalize_subject_id
 from tagalign.vocab.vocabulary import SAVED_NAME, Vocabulary
 
@@ -128,12 +129,14 @@ def _is_saved(path: Path) -> bool:
 
 def load_vocabulary(path: Path | str, format: str | None = None,
                     report: Reporter | None = None, option: str | None = None,
-                    entity_types: str | None = None) -> Vocabulary:
+                    entity_types: str | None = None,
+                    progress: ProgressCallback | None = None) -> Vocabulary:
     """Load a vocabulary from any supported source (see `VOCAB_FORMATS`) or a saved one.
 
     ``entity_types``: for the GND authority dump (``gnd-marc``), which entity types to keep
     (``"s,g,p"`` or ``"all"``; default subject headings only, `tagalign.vocab.gnd_marc`);
-    any other format refuses it.
+    any other format refuses it. ``progress``: told ``(phase, done, total)`` while the GND
+    authority dump, the one format that takes minutes, is read (the file's bytes).
 
     Malformed lines/entries are reported to ``report`` (a `tagalign.records.InputReport`;
     strict ones raise at the first) and skipped; the rest of the file still loads. A
@@ -150,7 +153,7 @@ def load_vocabulary(path: Path | str, format: str | None = None,
                          f"(format gnd-marc) only, not in format {fmt}")
     if loader is None:
         return Vocabulary.load(path)
-    options: dict[str, Any] = {}
+    options: dict[str, Any] = {"progress": progress} if fmt == "gnd-marc" else {}
     if entity_types is not None:
         from tagalign.vocab.gnd_marc import parse_entity_types
 
