@@ -314,6 +314,59 @@ def test_linear_ngrams_features_and_a_label_without_examples():
         get_classifier("linear-ngrams", word_ngrams=3)
 
 
+def test_the_one_vs_rest_fit_counts_its_labels_and_fits_what_scikit_learn_fits():
+    """The step of `classify train` that takes minutes on all records reports a label at
+    a time (issue 63), and its models are scikit-learn's ``OneVsRestClassifier``'s: the
+    same coefficients; a label on no record gets the constant score it had."""
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.multiclass import OneVsRestClassifier
+
+    examples = domain_examples(90)
+    events: list[tuple[str, int, int]] = []
+    labels = ["arc", "bau", "bio", "inf", "lit", "phi", "soz", "zzz"]
+    clf = get_classifier("linear-ngrams", char_chars=30)
+    clf.fit(examples, labels=labels, progress=lambda *e: events.append(e))
+    fits = [(d, t) for phase, d, t in events if phase == "logistic regression"]
+    assert fits == [(d, 8) for d in range(1, 9)]  # "zzz" is on no record: done at once
+    rest, _, _ = clf._tuning_records([ex for ex in examples if ex.labels], None)
+    x, y = clf._matrix(rest), clf.labels_.matrix(rest)
+    ovr = OneVsRestClassifier(LogisticRegression(C=4.0, solver="liblinear", max_iter=1000,
+                                                 random_state=0)).fit(x, y.astype(int))
+    for j, est in enumerate(ovr.estimators_[:7]):
+        np.testing.assert_array_equal(clf.coef_[j], est.coef_.ravel().astype(np.float32))
+    assert clf.intercept_[7] == -20.0 and not clf.coef_[7].any()
+
+
+def test_a_phase_in_a_log_file_says_its_time_left(caplog):
+    """Off a terminal (a log file) rich draws the bars only at the end: `PhaseBars` logs
+    each phase as the library logs its own, with the time left."""
+    import io
+    import logging
+    import time
+
+    from rich.console import Console
+    from rich.progress import Progress
+
+    from tagalign.cli.common import PhaseBars
+    from tagalign.encode.base import log_progress
+
+    caplog.set_level(logging.INFO, logger="tagalign")
+    report = log_progress(logging.getLogger("tagalign.test"), "labels", 4, every=0.0)
+    time.sleep(0.01)
+    report(1)
+    assert caplog.records[-1].getMessage().startswith("labels: 1/4 (")
+    assert caplog.records[-1].getMessage().endswith(" left)")
+    bars = PhaseBars(Progress(console=Console(file=io.StringIO(), force_terminal=False)),
+                     every=0.0)
+    bars("logistic regression", 0, 29)
+    time.sleep(0.01)
+    bars("logistic regression", 3, 29)
+    message = caplog.records[-1].getMessage()
+    assert message.startswith("logistic regression: 3/29 (") and message.endswith(" left)")
+    terminal = Progress(console=Console(file=io.StringIO(), force_terminal=True))
+    assert PhaseBars(terminal).logged is None
+
+
 # -- input ------------------------------------------------------------------------------
 
 def test_training_record_without_labels_is_reported_and_skipped(tmp_path):

@@ -133,3 +133,38 @@ def test_vocab_load_of_an_unknown_format_names_the_option(tmp_path):
     assert res.exit_code == 1
     assert res.stderr.startswith("error: ") and "--format" in res.stderr
     assert "format=" not in res.stderr
+
+
+def _command_lists(path: list[str]) -> dict[str, list[str]]:
+    """Each group's command list as rendered at 100 columns: group path → its rows (the
+    lines inside the Commands panel), for the root and every sub-app below it."""
+    import typer
+
+    res = runner.invoke(app, [*path, "--help"], env={"COLUMNS": "100"})
+    assert res.exit_code == 0, res.output
+    lines = res.stdout.splitlines()
+    start = next(i for i, line in enumerate(lines) if "─ Commands ─" in line)
+    end = next(i for i in range(start, len(lines)) if lines[i].startswith("╰"))
+    found = {" ".join(path): [line.strip("│").rstrip() for line in lines[start + 1:end]]}
+    group = typer.main.get_command(app)
+    for name in path:
+        group = group.commands[name]  # type: ignore[attr-defined]
+    for name, sub in group.commands.items():  # type: ignore[attr-defined]
+        if hasattr(sub, "commands"):
+            found |= _command_lists([*path, name])
+    return found
+
+
+def test_help_lists_one_line_per_command_and_keeps_the_long_text_for_its_own_help():
+    lists = _command_lists([])
+    assert {"", "vocab", "feedback", "classify", "pairs", "records", "tokens"} <= set(lists)
+    for group, rows in lists.items():
+        assert rows, group
+        wrapped = [row for row in rows if row[1:2] == " "]  # a row's second line: no name
+        assert not wrapped, (group or "tagalign", wrapped)
+    names = {row.split()[0] for row in lists[""]}
+    assert {"download", "eval", "upload", "serve", "pairs", "tokens", "classify"} <= names
+    res = runner.invoke(app, ["download", "--help"], env={"COLUMNS": "100"})
+    assert "pickles, damaged archives" in res.stdout  # the long text stays with the command
+    res = runner.invoke(app, ["pairs", "train", "--help"], env={"COLUMNS": "100"})
+    assert "lemma-grouped K-fold" in res.stdout

@@ -499,3 +499,22 @@ def test_a_bagged_stacker_averages_its_seeded_members_and_saves_each(tmp_path):
     (tmp_path / "bag" / "stacker-2.lgb.txt").unlink()
     with pytest.raises(ModelFormatError, match="stacker-2.lgb.txt is missing"):
         DomainStacker.load(tmp_path / "bag")
+
+
+def test_the_stack_reports_each_long_step_with_counts_that_give_a_time_left():
+    """The 13 silent minutes of `classify train --subjects-project` (issue 63): the text
+    model's one-vs-rest fit counts its labels, the features their steps and the stacker
+    its folds + 1 fits, each phase from 0 to its total (a bar's time left needs both)."""
+    events: list[tuple[str, int, int]] = []
+    clf = get_classifier("subjects-stack", text_recipe="linear-ngrams", rounds=10, folds=3)
+    clf.bind(tiny_vocab())
+    clf.fit(examples(160, 0, "t"), examples(60, 1, "d"), progress=lambda *e: events.append(e))
+    by_phase: dict[str, list[tuple[int, int]]] = {}
+    for phase, done, total in events:
+        by_phase.setdefault(phase, []).append((done, total))
+    labels = len(clf.labels_)
+    assert [t for _, t in by_phase["logistic regression"]] == [labels] * (labels + 1)
+    assert [d for d, _ in by_phase["logistic regression"]] == list(range(labels + 1))
+    assert by_phase["stacker"] == [(i, 4) for i in range(5)]
+    assert by_phase["features"][:5] == [(0, 4), (1, 4), (2, 4), (3, 4), (4, 4)]
+    assert {"tokenising", "subject profiles"} <= set(by_phase)

@@ -323,3 +323,38 @@ def test_vocab_load_entity_types_refuses_unknown_codes_and_other_formats(dumps, 
                               "--entity-types", "s"])
     assert res.exit_code != 0 and "GND authority dump (format gnd-marc) only" in res.output
     assert not (tmp_path / "w").exists() and not (tmp_path / "t").exists()
+
+
+@pytest.mark.parametrize(("writer", "gz"), [(write_binary, True), (write_xml, False)])
+def test_reading_a_dump_reports_the_bytes_read_for_a_time_left(tmp_path, writer, gz):
+    """`vocab load` of the whole dump takes minutes (issue 63): the reader tells how many of
+    the file's bytes it has read (of a gzipped dump, the compressed ones), every 5,000
+    records, from 0 to the file's size."""
+    path = writer(tmp_path / ("d.mrc.gz" if gz else "d.mrc.xml"),
+                  [authority(f"{i}-0", f"Heading {i}") for i in range(12_000)], gz=gz)
+    events: list[tuple[str, int, int]] = []
+    got = list(read_authorities(path, InputReport(), progress=lambda *e: events.append(e)))
+    size = path.stat().st_size
+    assert len(got) == 12_000 and {phase for phase, _, _ in events} == {f"reading {path.name}"}
+    assert [t for _, _, t in events] == [size] * 4
+    done = [d for _, d, _ in events]
+    assert done[0] == 0 and done[-1] == size and 0 < done[1] < done[2] < size
+
+
+def test_vocab_load_of_a_dump_shows_the_bytes_read(tmp_path, monkeypatch):
+    from tagalign.cli import vocab_cmd
+
+    seen: list[tuple[str, int, int]] = []
+    real = vocab_cmd.PhaseBars
+
+    class Spy(real):  # type: ignore[misc, valid-type]
+        def __call__(self, phase: str, done: int, total: int) -> None:
+            seen.append((phase, done, total))
+            super().__call__(phase, done, total)
+
+    monkeypatch.setattr(vocab_cmd, "PhaseBars", Spy)
+    dump = write_xml(tmp_path / "auth.mrc.xml", small_dump())
+    res = CliRunner().invoke(app, ["vocab", "load", str(dump), "--out", str(tmp_path / "v")])
+    assert res.exit_code == 0, res.output
+    size = dump.stat().st_size
+    assert seen == [("reading auth.mrc.xml", 0, size), ("reading auth.mrc.xml", size, size)]

@@ -43,7 +43,7 @@ def test_package_registries_keep_their_names_and_messages(tmp_path):
     assert {"local", "ray"} <= set(ENGINES) and {"suggest", "encode"} <= set(TASKS)
     assert {"linear", "label-contrastive"} <= set(CLASSIFIERS)
     assert {"lexical", "labels"} <= set(SOURCES) and "gnd-json" in VOCAB_FORMATS
-    assert set(RECORD_FORMATS) >= {"jsonl", "jsonld", "annif-tsv"}
+    assert set(RECORD_FORMATS.names()) >= {"jsonl", "jsonld", "annif-tsv", "marc"}
     assert get_loss("angle").name == "angle"
     cases = [
         (lambda: get_engine("x"), "unknown engine 'x'; use one of ['local', 'ray']"),
@@ -104,3 +104,49 @@ def test_recipes_are_a_lazy_registry():
     with pytest.raises(ValueError) as exc:
         get_recipe("hybird")
     assert str(exc.value).startswith("unknown recipe 'hybird'; known: ['focused-transform', ")
+
+
+FORMAT_MODULES = {
+    "RECORD_FORMATS": ("tagalign.records", {
+        "annif-tsv": "tagalign.records.annif", "jsonld": "tagalign.records.jsonld",
+        "marc": "tagalign.records.marc.reader"}),
+    "VOCAB_FORMATS": ("tagalign.vocab", {
+        "annif-tsv": "tagalign.vocab.annif", "gnd-json": "tagalign.vocab.gnd_json",
+        "gnd-marc": "tagalign.vocab.gnd_marc", "invenio-yaml": "tagalign.vocab.invenio",
+        "skos": "tagalign.vocab.skos"}),
+}
+
+
+def test_formats_are_lazy_registries_without_import_cycles():
+    """Each format module imported first in a fresh interpreter (the old cycle: loaders
+    imported the formats at its bottom, the formats imported loaders' `register`), then
+    every format of both registries is listed before and found on lookup."""
+    import subprocess
+    import sys
+
+    for registry, (package, modules) in FORMAT_MODULES.items():
+        for name, module in modules.items():
+            code = (
+                "import sys\n"
+                f"import {module}\n"
+                f"from {package} import {registry} as R\n"
+                f"assert {name!r} in dict.keys(R), 'importing {module} registers {name}'\n"
+                f"others = {sorted(set(modules.values()) - {module})!r}\n"
+                "assert not [m for m in others if m in sys.modules], 'imported eagerly'\n"
+                f"assert set(R.names()) >= set({sorted(modules)!r})\n"
+                f"assert all(callable(R.lookup(n)) for n in {sorted(modules)!r})\n"
+                f"assert all(m in sys.modules for m in {sorted(modules.values())!r})\n")
+            run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+            assert run.returncode == 0, (module, run.stderr)
+
+
+def test_format_lists_name_every_format_before_any_is_loaded():
+    from tagalign.records import RECORD_FORMATS
+    from tagalign.vocab import VOCAB_FORMATS
+
+    assert RECORD_FORMATS.names() == ["annif-tsv", "jsonl", "jsonld", "marc"]
+    assert VOCAB_FORMATS.names() == ["annif-tsv", "gnd-json", "gnd-marc", "gnd-tsv",
+                                     "invenio-yaml", "skos"]
+    for registry, (_, modules) in FORMAT_MODULES.items():
+        reg = RECORD_FORMATS if registry == "RECORD_FORMATS" else VOCAB_FORMATS
+        assert reg.lazy == modules

@@ -12,7 +12,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import joblib
 import numpy as np
 import pytest
 from typer.testing import CliRunner
@@ -168,15 +167,17 @@ def examples(n: int, seed: int, prefix: str) -> list[Example]:
 
 @pytest.fixture
 def liblinear_jobs(monkeypatch) -> list:
-    """The ``n_jobs`` each liblinear fit of `linear-ngrams` ran with."""
+    """The threads each liblinear fit of `linear-ngrams` ran in (its labels' pool)."""
+    from concurrent import futures
+
     seen: list = []
-    real = joblib.parallel_backend
+    real = futures.ThreadPoolExecutor
 
-    def spy(backend, n_jobs=-1, **kw):
-        seen.append(n_jobs)
-        return real(backend, n_jobs=n_jobs, **kw)
+    def spy(max_workers=None, *args, **kw):
+        seen.append(max_workers)
+        return real(max_workers, *args, **kw)
 
-    monkeypatch.setattr(joblib, "parallel_backend", spy)
+    monkeypatch.setattr(futures, "ThreadPoolExecutor", spy)
     return seen
 
 

@@ -45,14 +45,18 @@ class LinearClassifier(Classifier):
 
     def _features(self, examples: Sequence[Example]):
         tokens = []
+        tokenised = False
         for i, ex in enumerate(examples):
             if ex.tokens is not None:
                 tokens.append(ex.tokens)
                 continue
             lang = ex.language if ex.language in ("de", "en") else guess_language(ex.text)
             tokens.append(self.analyzer.tokens(ex.text, lang))
+            tokenised = True
             if i % 2000 == 0:
                 self._tick("tokenising", i, len(examples))
+        if tokenised:  # the bar ends full
+            self._tick("tokenising", len(examples), len(examples))
         return tokens
 
     def _matrix(self, examples: Sequence[Example]):
@@ -66,7 +70,6 @@ class LinearClassifier(Classifier):
 
     def _fit(self, train: Sequence[Example], y: np.ndarray) -> None:
         from sklearn.linear_model import LogisticRegression
-        from sklearn.multiclass import OneVsRestClassifier
 
         p = self.params
         train, y = limit_examples(train, y, p["limit_train"], p["seed"])
@@ -74,24 +77,44 @@ class LinearClassifier(Classifier):
         self.tfidf_ = TfidfFeaturizer([SPACE], min_df=p["min_df"], max_df=p["max_df"])
         self.tfidf_.fit(tokens, [SPACE] * len(tokens))
         x = self.tfidf_.transform(tokens, [SPACE] * len(tokens))[SPACE][1]
-        self._tick("logistic regression", 0, 1)
-        ovr = OneVsRestClassifier(LogisticRegression(C=p["C"], solver="liblinear",
-                                                     max_iter=p["max_iter"],
-                                                     random_state=p["seed"]))
-        ovr.fit(x, y.astype(int))
-        self._tick("logistic regression", 1, 1)
-        self._keep_coefficients(ovr, x.shape[1], y)
+        self._fit_one_vs_rest(x, y, LogisticRegression(C=p["C"], solver="liblinear",
+                                                       max_iter=p["max_iter"],
+                                                       random_state=p["seed"]))
 
-    def _keep_coefficients(self, ovr, n_features: int, y: np.ndarray) -> None:
-        """``coef_``/``intercept_`` from a fitted one-vs-rest model."""
-        coef = np.zeros((y.shape[1], n_features), np.float32)
-        intercept = np.zeros(y.shape[1], np.float32)
-        for j, est in enumerate(ovr.estimators_):
-            if hasattr(est, "coef_"):
-                coef[j], intercept[j] = est.coef_.ravel(), float(est.intercept_[0])
-            else:  # a label on every training record, or on none (a --label-set label
-                # without examples): sklearn keeps a constant predictor
+    def _fit_one_vs_rest(self, x, y: np.ndarray, estimator, threads: int = 1) -> None:
+        """``coef_``/``intercept_`` of one binary ``estimator`` per label, fitted on
+        ``x`` and that label's column of ``y`` (what scikit-learn's ``OneVsRestClassifier``
+        fits, the same models) in ``threads`` threads (liblinear releases the GIL). A label
+        at a time, so that the phase ``logistic regression`` counts labels: on all
+        training records it is the step of the text model that takes minutes. A label on
+        every training record, or on none (a --label-set label without examples), gets a
+        constant score, as the one-vs-rest model's constant predictor."""
+        from concurrent.futures import ThreadPoolExecutor, as_completed
+
+        from sklearn.base import clone
+
+        labels = y.shape[1]
+        coef = np.zeros((labels, x.shape[1]), np.float32)
+        intercept = np.zeros(labels, np.float32)
+        todo = []
+        for j in range(labels):
+            if y[:, j].min() == y[:, j].max():
                 intercept[j] = 20.0 if y[:, j].all() else -20.0
+            else:
+                todo.append(j)
+
+        def fit(j: int):
+            return clone(estimator).fit(x, y[:, j].astype(int))
+
+        done = labels - len(todo)
+        self._tick("logistic regression", done, labels)
+        with ThreadPoolExecutor(max(1, threads)) as pool:
+            futures = {pool.submit(fit, j): j for j in todo}
+            for future in as_completed(futures):
+                j, est = futures[future], future.result()
+                coef[j], intercept[j] = est.coef_.ravel(), float(est.intercept_[0])
+                done += 1
+                self._tick("logistic regression", done, labels)
         self.coef_, self.intercept_ = coef, intercept
 
     def predict_proba(self, examples: Sequence[Example]) -> np.ndarray:

@@ -88,8 +88,11 @@ class NgramLinearClassifier(LinearClassifier):
         spaces = [(WORDS, self._word_tokens)]
         if self.params["char_chars"]:
             spaces.append((CHARS, self._char_tokens))
-        for space, make in spaces:
+        steps = 2 * len(spaces)  # each space: its tokens, then its TF-IDF
+        for i, (space, make) in enumerate(spaces):
+            self._tick("features", 2 * i, steps)
             tokens = make(examples)
+            self._tick("features", 2 * i + 1, steps)
             if fit:
                 featurizer = TfidfFeaturizer([space], min_df=self.params["min_df"],
                                              max_df=self.params["max_df"])
@@ -103,28 +106,22 @@ class NgramLinearClassifier(LinearClassifier):
             parts.append(routed[space][1] if space in routed else
                          sp.csr_matrix((len(tokens), featurizer.n_features(space)),
                                        dtype=np.float32))
+        self._tick("features", steps, steps)
         x = sp.hstack(parts).tocsr()
         x.sum_duplicates()
         x.sort_indices()
         return x
 
     def _fit(self, train: Sequence[Example], y: np.ndarray) -> None:
-        from joblib import parallel_backend
         from sklearn.linear_model import LogisticRegression
-        from sklearn.multiclass import OneVsRestClassifier
 
         p = self.params
         train, y = limit_examples(train, y, p["limit_train"], p["seed"])
         x = self._stack(train, fit=True)
-        self._tick("logistic regression", 0, 1)
-        ovr = OneVsRestClassifier(LogisticRegression(
+        self._fit_one_vs_rest(x, y, LogisticRegression(
             C=p["C"], solver="liblinear", max_iter=p["max_iter"],
-            class_weight=p["class_weight"], random_state=p["seed"]))
-        # one binary problem per label, in threads (liblinear releases the GIL)
-        with parallel_backend("threading", n_jobs=self.runtime.threads_or(1)):
-            ovr.fit(x, y.astype(int))
-        self._tick("logistic regression", 1, 1)
-        self._keep_coefficients(ovr, x.shape[1], y)
+            class_weight=p["class_weight"], random_state=p["seed"]),
+            threads=self.runtime.threads_or(1))
 
     def _matrix(self, examples: Sequence[Example]):
         return self._stack(examples, fit=False)

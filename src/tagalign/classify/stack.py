@@ -269,7 +269,6 @@ class SubjectStackClassifier(Classifier):
         scored (see the module). ``own_subjects``: the scored records are themselves
         training records (no dev): their gold subjects, left out of their profiles."""
         p = self.params
-        self._tick("stacker", 0, 1)
         self.neighbours_ = None
         sources = sorted({src for found in neighbours or () for src in found})
         if p["neighbours"] and sources:
@@ -297,10 +296,10 @@ class SubjectStackClassifier(Classifier):
         make = DomainStacker(p["stacker"], rounds=p["rounds"], learning_rate=p["learning_rate"],
                        leaves=p["leaves"], C=p["C"], seed=p["seed"],
                        threads=self.runtime.threads, bag=p["bag"])
-        oof, self.tuning_folds_, self.stacker_ = cross_fit(make, X, y, p["folds"], p["seed"],
-                                                           extra)
+        oof, self.tuning_folds_, self.stacker_ = cross_fit(
+            make, X, y, p["folds"], p["seed"], extra,
+            tick=lambda done, total: self._tick("stacker", done, total))
         self.tuning_scores_, self.tuning_gold_ = oof, y
-        self._tick("stacker", 1, 1)
         return oof
 
     # -- scoring --------------------------------------------------------------------------

@@ -19,6 +19,7 @@ tuned on); then the stacker is learned again on all records.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -164,21 +165,28 @@ def fold_ids(n: int, folds: int, seed: int) -> np.ndarray:
 
 
 def cross_fit(make: DomainStacker, X: np.ndarray, y: np.ndarray, folds: int, seed: int,
-              extra: tuple[np.ndarray, np.ndarray] | None = None
+              extra: tuple[np.ndarray, np.ndarray] | None = None,
+              tick: Callable[[int, int], None] | None = None
               ) -> tuple[np.ndarray, np.ndarray, DomainStacker]:
     """``(out-of-fold scores, each record's fold, the stacker fit on all records)``; a
     record's out-of-fold score comes from the stacker learned on the other folds only.
     ``extra``: more (features, gold) every stacker learns from besides its folds (the
-    subject project's held-out training records); they are never scored here."""
+    subject project's held-out training records); they are never scored here.
+    ``tick(done, total)``: told after each of the ``folds`` + 1 stackers is learned."""
     fold = fold_ids(len(X), folds, seed)
     oof = np.zeros(y.shape, np.float32)
+    told = tick or (lambda done, total: None)
 
     def fit(Xs: np.ndarray, ys: np.ndarray) -> DomainStacker:
         if extra is not None and len(extra[0]):
             Xs, ys = np.concatenate([Xs, extra[0]]), np.concatenate([ys, extra[1]])
         return DomainStacker(**make.config(), threads=make.threads).fit(Xs, ys)
 
+    told(0, folds + 1)
     for f in range(folds):
         held = fold == f
         oof[held] = fit(X[~held], y[~held]).predict_proba(X[held])
-    return oof, fold, fit(X, y)
+        told(f + 1, folds + 1)
+    full = fit(X, y)
+    told(folds + 1, folds + 1)
+    return oof, fold, full

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import json
+import logging
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -21,10 +22,13 @@ from rich.progress import (
 from tagalign.batch import DEFAULT_MAX_ERRORS, BatchResult, get_engine, run_batch
 from tagalign.cli.app import console, refuse
 from tagalign.cli.report import print_summary
+from tagalign.encode.base import log_progress
 from tagalign.io import read_json_input
 from tagalign.records import InputReport, Record, read_records
 from tagalign.records.marc.provenance import Provenance
 from tagalign.runtime import CACHE_ENV, Runtime
+
+log = logging.getLogger("tagalign.cli")
 
 #: help of ``--compile-ranker`` (suggest, serve)
 COMPILE_HELP = ("Score with the ranker's trees compiled to native code (lleaves; the same "
@@ -172,15 +176,25 @@ def log_shards(res: BatchResult, out: Path, planned_workers: int) -> None:
 
 class PhaseBars:
     """The one CLI adapter of `tagalign.runtime.ProgressCallback`: a rich bar per phase,
-    fed ``(phase, done, total)``. ``remove_done``: a finished phase's bar goes (except the
-    phases named in ``keep``)."""
+    fed ``(phase, done, total)``, with the time left. ``remove_done``: a finished phase's
+    bar goes (except the phases named in ``keep``). On a console that is no terminal (a log
+    file), where rich draws the bars only when the command ends, each phase's progress is
+    also logged as the library logs its own (`tagalign.encode.base.log_progress`: every
+    ``every`` seconds, with the time left)."""
 
-    def __init__(self, bar: Progress, remove_done: bool = False, keep: tuple[str, ...] = ()):
+    def __init__(self, bar: Progress, remove_done: bool = False, keep: tuple[str, ...] = (),
+                 every: float = 10.0):
         self.bar, self.tasks = bar, {}
-        self.remove_done, self.keep = remove_done, keep
+        self.remove_done, self.keep, self.every = remove_done, keep, every
         self.t0 = time.perf_counter()
+        self.logged: dict[str, Callable[[int], None]] | None = (
+            None if bar.console.is_terminal else {})
 
     def __call__(self, phase: str, done: int, total: int) -> None:
+        if self.logged is not None:
+            if phase not in self.logged or done == 0:  # a phase (again): its clock starts
+                self.logged[phase] = log_progress(log, phase, total, self.every)
+            self.logged[phase](done)
         if phase not in self.tasks:
             self.tasks[phase] = self.bar.add_task(phase, total=total, rate="")
         self.bar.update(self.tasks[phase], completed=done, total=total,

@@ -38,7 +38,7 @@ def _parse_ks(raw: str) -> list[int]:
         refuse(f"--ks {raw!r}: expected positive integers like 5,10,15,20")
 
 
-@app.command("eval")
+@app.command("eval", short_help="Score predictions against gold subjects: P@k, R@k, F1@k, nDCG@k …")
 def eval_(
     gold: Path = typer.Argument(..., help="Records with gold subjects: JSONL(.gz), JSON-LD folder, Annif TSV, MARC 21 or MARC-XML."),
     pred: Path = typer.Argument(..., help="Predictions JSONL(.gz), one {\"id\", \"subjects\": [...]} per line, best first; or a submission folder {Type}/{lang}/{id}.json."),

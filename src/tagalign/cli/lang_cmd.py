@@ -11,7 +11,8 @@ from tagalign.cli.app import app, console
 from tagalign.text.language import detect_language
 
 
-@app.command("detect-language")
+@app.command("detect-language",
+             short_help="Detect the language of a text among candidates (simplemma, as Annif).")
 def detect_language_cmd(
     text: str = typer.Argument(..., help="Text to identify; '-' reads standard input."),
     languages: str = typer.Option("de,en", "--languages", "-l",

@@ -15,7 +15,9 @@ from tagalign.errors import MissingExtraError, MissingFileError
 from tagalign.records import InputReport
 
 pairs_app = typer.Typer(help="Ordinal pair scoring: two usages of a word → 1 (unrelated) … 4 "
-                        "(identical), XL-DURel recipe `ordinal-wic`.", no_args_is_help=True)
+                        "(identical), XL-DURel recipe `ordinal-wic`.",
+                        short_help="Score pairs of usages of a word 1 … 4 (XL-DURel).",
+                        no_args_is_help=True)
 app.add_typer(pairs_app, name="pairs")
 
 
@@ -31,7 +33,7 @@ def _load(path: Path, strict: bool, what: str):
     return pairs
 
 
-@pairs_app.command("train")
+@pairs_app.command("train", short_help="Fine-tune a bi-encoder on ordinal pairs and fit its cut points.")
 def train(
     model_dir: Path = typer.Argument(..., help="Folder to write the trained model to."),
     train_path: Path = typer.Option(..., "--train", help="CoMeDi split folder (<language>/{instances,labels,uses}.tsv) or WiC JSONL."),
@@ -194,7 +196,7 @@ def _cv_line(validation: dict) -> str:
             + (" · " + " · ".join(figures) if figures else ""))
 
 
-@pairs_app.command("predict")
+@pairs_app.command("predict", short_help="Score pairs and write the CoMeDi submission layout.")
 def predict(
     model_dir: Path = typer.Argument(..., help="A folder written by `tagalign pairs train`."),
     input_path: Path = typer.Option(..., "--input", help="CoMeDi split folder (labels not needed) or WiC JSONL."),
@@ -230,7 +232,7 @@ def predict(
             console.log(f"{path}: {len(mine)} pairs ({own} cut points)")
 
 
-@pairs_app.command("eval")
+@pairs_app.command("eval", short_help="Krippendorff's alpha, Spearman and confusion matrices per language.")
 def eval_(
     gold_dir: Path = typer.Argument(..., help="CoMeDi split folder with labels.tsv per language."),
     pred_dir: Path = typer.Argument(..., help="Folder of <language>.tsv predictions."),

@@ -54,7 +54,8 @@ def list_projects(
     Console().print(table)
 
 
-@app.command("show-project")
+@app.command("show-project",
+             short_help="Show a project's settings, vocabulary rules and training state.")
 def show_project(
     project_id: str = typer.Argument(..., help="A project id (a table of the projects file)."),
     projects_file: Path = typer.Option(Path("projects.toml"), "--projects", help=PROJECTS_HELP),
@@ -68,7 +69,7 @@ def show_project(
     print(json.dumps(info, ensure_ascii=False, indent=2))
 
 
-@app.command()
+@app.command(short_help="Pack a trained project into a verified archive at any fsspec URL.")
 def upload(
     project_dir: Path = typer.Argument(..., help="A trained project folder."),
     url: str = typer.Argument(..., help="Where to: an archive URL (….tar.gz / ….tar) or a "
@@ -90,7 +91,7 @@ def upload(
     print(target)
 
 
-@app.command()
+@app.command(short_help="Fetch a project archive, verify every file, then install it.")
 def download(
     url: str = typer.Argument(..., help="A project archive written by `tagalign upload`, "
                               "or the folder URL given to upload (its INTO.tar.gz, else "

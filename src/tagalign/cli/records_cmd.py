@@ -16,7 +16,7 @@ from tagalign.records.marc.provenance import KINDS, ProvenanceCounts
 from tagalign.vocab import load_vocabulary
 
 
-@records_app.command("stats")
+@records_app.command("stats", short_help="Count records by language and type, gold subjects, provenance.")
 def stats(
     source: Path = typer.Argument(..., help="Records (JSONL(.gz), JSON-LD directory, Annif TSV, MARC 21 or MARC-XML)."),
     vocab: Path = typer.Option(None, "--vocab", "-v", help="Check gold ids against a vocabulary."),

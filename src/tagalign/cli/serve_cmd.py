@@ -25,7 +25,7 @@ from tagalign.serve.tokens import TOKENS_ENV
 ALLOWED_HOSTS_ENV = "TAGALIGN_ALLOWED_HOSTS"
 
 
-@app.command()
+@app.command(short_help="Serve Annif's REST API, tagalign's own API and the librarians' page.")
 def serve(
     projects: list[Path] = typer.Argument(None, help="Trained project folders to serve (or --projects)."),
     projects_file: Path = typer.Option(None, "--projects", help="A projects.toml: serve its projects (see `tagalign list-projects`)."),
@@ -154,7 +154,7 @@ def serve(
     run(settings, host, port, graceful_timeout)
 
 
-@feedback_app.command("export")
+@feedback_app.command("export", short_help="Write the reviewed records as training JSONL or as MARC.")
 def export(
     source: Path = typer.Argument(..., help="A project folder, an SQLite file, or with --projects a project id."),
     out: Path = typer.Option(..., "--out", "-o", help="File to write: training JSONL, or MARC by --format or the name (.mrc, .xml); .gz ok."),

@@ -12,7 +12,8 @@ from tagalign.serve.tokens import TOKENS_ENV, TokenStore
 
 tokens_app = typer.Typer(help="API tokens for `tagalign serve --tokens-file`: with a tokens "
                          "file, learn, the review queue's decisions and every other write "
-                         "need one.", no_args_is_help=True)
+                         "need one.", short_help="API tokens for `tagalign serve --tokens-file`.",
+                         no_args_is_help=True)
 app.add_typer(tokens_app, name="tokens")
 
 FILE_HELP = "The tokens file (TOML of names and hashes; add creates it, mode 0600)."

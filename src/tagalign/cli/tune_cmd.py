@@ -52,7 +52,7 @@ def _grid_table(title: str, grid: GridResult) -> Table:
     return table
 
 
-@app.command()
+@app.command(short_help="Find the best limit and threshold on dev records (Annif's optimize).")
 def optimize(
     project_dir: Path = typer.Argument(..., help="A trained project folder."),
     input: Path = typer.Option(..., "--input", "-i", help="Records with gold subjects (dev)."),
@@ -104,7 +104,7 @@ def optimize(
                         f"threshold {best.threshold:.2f} (best {metric} {getattr(best, metric):.4f})")
 
 
-@app.command()
+@app.command(short_help="Tune the suggest-time parameters with Optuna (Annif's hyperopt).")
 def hyperopt(
     project_dir: Path = typer.Argument(..., help="A trained project folder."),
     input: Path = typer.Option(..., "--input", "-i", help="Records with gold subjects (dev)."),

@@ -9,6 +9,7 @@ import typer
 from rich.table import Table
 
 from tagalign.cli.app import console, out, refuse, vocab_app
+from tagalign.cli.common import PhaseBars, progress
 from tagalign.errors import NotFoundError
 from tagalign.records import InputReport
 from tagalign.vocab import (
@@ -18,15 +19,20 @@ from tagalign.vocab import (
     load_vocabulary,
     normalize_subject_id,
 )
+from tagalign.vocab.loaders import guess_format
 
 
 def _load(source: Path, fmt: str | None, strict: bool = False,
           entity_types: str | None = None) -> Vocabulary:
     """Malformed lines/entries are named (path:line) and skipped; --strict stops at the first."""
     report = InputReport(strict=strict)
-    with console.status(f"loading {source} …"):
+    # the GND authority dump takes minutes: a bar of the bytes read, the time left
+    dump = (fmt or (source.exists() and guess_format(source, "--format"))) == "gnd-marc"
+    bar = progress(transient=True)
+    with bar if dump else console.status(f"loading {source} …"):
         vocab = load_vocabulary(source, format=fmt, report=report, option="--format",
-                                entity_types=entity_types)
+                                entity_types=entity_types,
+                                progress=PhaseBars(bar) if dump else None)
     if report.n_skipped:
         console.print(f"[yellow]{report.n_skipped} malformed lines/entries skipped[/] "
                       f"({len(vocab)} subjects kept); --strict stops at the first")
@@ -37,7 +43,7 @@ def _load(source: Path, fmt: str | None, strict: bool = False,
 def load(
     source: Path = typer.Argument(..., help="Vocabulary file (TSV, GND JSON, GND MARC 21 authority dump, SKOS, Annif TSV, YAML)."),
     out: Path = typer.Option(..., "--out", "-o", help="Folder for the fast saved form."),
-    fmt: str = typer.Option(None, "--format", "-f", help=f"Force a format: {', '.join(sorted(VOCAB_FORMATS))}."),
+    fmt: str = typer.Option(None, "--format", "-f", help=f"Force a format: {', '.join(VOCAB_FORMATS.names())}."),
     strict: bool = typer.Option(False, "--strict", help="Stop at the first malformed line or entry."),
     entity_types: str = typer.Option(None, "--entity-types", help="GND authority dump: the entity types to keep, codes of 075 $b separated by commas (s subject headings, g places, p persons, b corporate bodies, f conferences, u works) or all. Default: s."),
 ) -> None:
@@ -83,7 +89,7 @@ def _relations(vocab: Vocabulary, s: Subject) -> str:
     return "\n".join(lines)
 
 
-@vocab_app.command("show")
+@vocab_app.command("show", short_help="Show subjects by id or label, or search their labels.")
 def show(
     source: Path = typer.Argument(..., help="Vocabulary (any format or a saved folder)."),
     ids: list[str] = typer.Argument(None, help="Subject ids (or URIs), or labels: a subject whose preferred or alternative label equals one is shown."),

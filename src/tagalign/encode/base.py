@@ -60,8 +60,10 @@ class Encoder(ABC):
 def log_progress(logger: logging.Logger, description: str, total: int,
                  every: float = 10.0) -> Callable[[int], None]:
     """``show_progress`` of the library: a function of the count done that logs
-    ``description: done/total (rate/s)`` at most every ``every`` seconds, and when all are
-    done (the library logs; the CLI shows the lines, there is no bar to wire through)."""
+    ``description: done/total (rate/s, H:MM:SS left)`` at most every ``every`` seconds, and
+    when all are done if that took ``every`` seconds or more (the library logs; the CLI
+    shows the lines, there is no bar to wire through). The time left is the rate so far
+    applied to what is left, as a progress bar's."""
     t0 = last = time.perf_counter()
 
     def report(done: int) -> None:
@@ -69,10 +71,18 @@ def log_progress(logger: logging.Logger, description: str, total: int,
         now = time.perf_counter()
         if now - last >= every or (done >= total and now - t0 >= every):
             last = now
-            logger.info(f"{description}: {done:,}/{total:,} "
-                        f"({done / max(now - t0, 1e-9):,.0f}/s)")
+            rate = done / max(now - t0, 1e-9)
+            left = f", {_clock((total - done) / rate)} left" if 0 < done < total else ""
+            shown = f"{rate:,.0f}" if rate >= 10 else f"{rate:.2g}"
+            logger.info(f"{description}: {done:,}/{total:,} ({shown}/s{left})")
 
     return report
+
+
+def _clock(seconds: float) -> str:
+    """``H:MM:SS``, as rich's time-remaining column shows it."""
+    s = int(round(seconds))
+    return f"{s // 3600}:{s % 3600 // 60:02d}:{s % 60:02d}"
 
 
 def encode_chunked(encode_chunk: Callable[[list[str]], np.ndarray], texts: Sequence[str],

@@ -19,7 +19,13 @@ from tagalign.registry import Registry
 from tagalign.vocab.subject import normalize_subject_id
 
 Reader = Callable[[Path, InputReport], Iterator[Record]]
-RECORD_FORMATS: Registry[Reader] = Registry("record format", choose="known:")
+#: Record formats by name; those in their own modules are imported on first lookup (the
+#: module registers its reader), as `tagalign.recipes.RECIPES` does for recipes.
+RECORD_FORMATS: Registry[Reader] = Registry("record format", choose="known:", lazy={
+    "annif-tsv": "tagalign.records.annif",
+    "jsonld": "tagalign.records.jsonld",
+    "marc": "tagalign.records.marc.reader",
+})
 register = RECORD_FORMATS.register_as  # @register("jsonl") def read_jsonl(path, report)
 
 
@@ -165,8 +171,3 @@ def read_records(
             rec.subjects = kept
         report.records_read += 1
         yield rec
-
-
-# Formats in their own modules register themselves on import.
-from tagalign.records import annif, jsonld  # noqa: E402,F401  isort: skip
-from tagalign.records.marc import reader  # noqa: E402,F401  isort: skip

@@ -44,6 +44,7 @@ from pathlib import Path
 from typing import IO, cast
 
 from tagalign.io import Reporter, iso2709, open_binary
+from tagalign.runtime import ProgressCallback
 from tagalign.vocab.loaders import default_report, register
 from tagalign.vocab.subject import Subject
 
@@ -333,18 +334,24 @@ def _is_xml(path: Path) -> bool:
 
 
 def read_authorities(path: Path, report: Reporter, counts: AuthorityCounts | None = None,
-                     language: str = "de",
-                     types: frozenset[str] | None = SUBJECT_HEADINGS) -> Iterator[Subject]:
+                     language: str = "de", types: frozenset[str] | None = SUBJECT_HEADINGS,
+                     progress: ProgressCallback | None = None) -> Iterator[Subject]:
     """Headings of a MARC 21 authority file (MARC-XML or binary, gzipped or not: told by the
     bytes) of the entity ``types`` (default: subject headings; None: all), in file order;
-    other records go to ``counts``, malformed ones and a file cut short to ``report``."""
+    other records go to ``counts``, malformed ones and a file cut short to ``report``;
+    ``progress``: told (phase, the file's bytes read, its size) every 5,000 records."""
     counts = counts if counts is not None else AuthorityCounts()
-    n = 0
+    n, phase, tick = 0, f"reading {path.name}", progress or (lambda *_: None)
     try:
-        xml = _is_xml(path)
+        xml = _is_xml(path)  # an unreadable file: the package's error naming it
+        size = path.stat().st_size
         with open_binary(path) as fh:
             records = _xml_records(fh) if xml else _binary_records(fh, path, report)
+            raw = getattr(fh, "fileobj", None) or fh  # gzip: the compressed file's offset
+            tick(phase, 0, size)
             for n, (leader, control, fields) in enumerate(records, 1):  # noqa: B007
+                if n % 5000 == 0:
+                    tick(phase, min(raw.tell(), size), size)
                 kinds = entity_types(fields)  # 075 read once: skip, heading tags, counts
                 reason = skip_reason(leader, kinds[0], types)
                 if reason is not None:
@@ -359,6 +366,7 @@ def read_authorities(path: Path, report: Reporter, counts: AuthorityCounts | Non
                 counts.subjects += 1
                 counts.kept[kinds[0] or "s"] += 1
                 yield subject
+        tick(phase, size, size)
     except ET.ParseError as exc:
         report.bad(str(path), f"not well-formed MARC-XML after {n} records ({exc})")
     except EOFError:
@@ -380,13 +388,13 @@ def with_narrower(subjects: list[Subject]) -> list[Subject]:
 
 @register("gnd-marc")
 def load_gnd_marc(path: Path, language: str = "de", report: Reporter | None = None,
-                  entity_types: frozenset[str] | None = SUBJECT_HEADINGS
-                  ) -> Iterator[Subject]:
+                  entity_types: frozenset[str] | None = SUBJECT_HEADINGS,
+                  progress: ProgressCallback | None = None) -> Iterator[Subject]:
     """The GND authority dump (see the module docstring), headings of ``entity_types``
     (`parse_entity_types`; None: all); logs how many records were kept and how many of
-    which kind were skipped."""
+    which kind were skipped; ``progress``: `read_authorities`'."""
     counts = AuthorityCounts()
-    subjects = with_narrower(list(read_authorities(Path(path), default_report(report),
-                                                   counts, language, entity_types)))
+    subjects = with_narrower(list(read_authorities(
+        Path(path), default_report(report), counts, language, entity_types, progress)))
     log.info("%s: %s", Path(path).name, counts.summary())
     return iter(subjects)

@@ -13,13 +13,22 @@ from typing import Any
 from tagalign.errors import InputError, MissingFileError, file_error
 from tagalign.io import InputReport, Reporter, open_binary, parse_lines
 from tagalign.registry import Registry
+from tagalign.runtime import ProgressCallback
 from tagalign.vocab.subject import Subject, normalize_subject_id
 from tagalign.vocab.vocabulary import SAVED_NAME, Vocabulary
 
 # ``loader(path, report=...)``: malformed lines/entries go to the report (path:line), the
 # rest of the file still loads (see `tagalign.io.parse_lines`).
 Loader = Callable[..., Iterator[Subject]]
-VOCAB_FORMATS: Registry[Loader] = Registry("vocabulary format", choose="known:")
+#: Vocabulary formats by name; those in their own modules are imported on first lookup
+#: (the module registers its loader), as `tagalign.recipes.RECIPES` does for recipes.
+VOCAB_FORMATS: Registry[Loader] = Registry("vocabulary format", choose="known:", lazy={
+    "annif-tsv": "tagalign.vocab.annif",
+    "gnd-json": "tagalign.vocab.gnd_json",
+    "gnd-marc": "tagalign.vocab.gnd_marc",
+    "invenio-yaml": "tagalign.vocab.invenio",
+    "skos": "tagalign.vocab.skos",
+})
 register = VOCAB_FORMATS.register_as  # @register("gnd-tsv") def load_gnd_tsv(path, report)
 
 
@@ -120,12 +129,14 @@ def _is_saved(path: Path) -> bool:
 
 def load_vocabulary(path: Path | str, format: str | None = None,
                     report: Reporter | None = None, option: str | None = None,
-                    entity_types: str | None = None) -> Vocabulary:
+                    entity_types: str | None = None,
+                    progress: ProgressCallback | None = None) -> Vocabulary:
     """Load a vocabulary from any supported source (see `VOCAB_FORMATS`) or a saved one.
 
     ``entity_types``: for the GND authority dump (``gnd-marc``), which entity types to keep
     (``"s,g,p"`` or ``"all"``; default subject headings only, `tagalign.vocab.gnd_marc`);
-    any other format refuses it.
+    any other format refuses it. ``progress``: told ``(phase, done, total)`` while the GND
+    authority dump, the one format that takes minutes, is read (the file's bytes).
 
     Malformed lines/entries are reported to ``report`` (a `tagalign.records.InputReport`;
     strict ones raise at the first) and skipped; the rest of the file still loads. A
@@ -142,7 +153,7 @@ def load_vocabulary(path: Path | str, format: str | None = None,
                          f"(format gnd-marc) only, not in format {fmt}")
     if loader is None:
         return Vocabulary.load(path)
-    options: dict[str, Any] = {}
+    options: dict[str, Any] = {"progress": progress} if fmt == "gnd-marc" else {}
     if entity_types is not None:
         from tagalign.vocab.gnd_marc import parse_entity_types
 
@@ -161,7 +172,3 @@ def load_invenio_gnd() -> Vocabulary:
     from tagalign.vocab.invenio import load_invenio_gnd as _load
 
     return _load()
-
-
-# Formats in their own modules register themselves on import.
-from tagalign.vocab import annif, gnd_json, gnd_marc, invenio, skos  # noqa: E402,F401  isort: skip
