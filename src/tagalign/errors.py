@@ -123,7 +123,7 @@ class NoSpaceError(TagalignError, OSError):
     http_status = 507
 
     def __init__(self, path: object, rerun: str = "rerun", detail: str | None = None,
-                 code: int = errno.ENOSPC):
+                 code: int | None = errno.ENOSPC):  # OSError.errno's type
         self.path, self.rerun, self.detail = path, rerun, detail
         more = f" ({detail})" if detail else ""
         super().__init__(f"no space left on device writing {path}{more}: free space and "

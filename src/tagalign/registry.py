@@ -70,7 +70,7 @@ class Registry(dict[str, T]):
     def __contains__(self, name: object) -> bool:
         return dict.__contains__(self, name) or name in self.lazy
 
-    def get(self, name: str, default: Any = None) -> Any:  # type: ignore[override]
+    def get(self, name: str, default: Any = None) -> Any:
         # not dict.get: that skips __missing__, so a lazy name would read as absent
         return self[name] if name in self else default  # noqa: SIM401
 
