@@ -340,8 +340,8 @@ def held_out_metrics(scorer: PairScorer, pairs: Sequence[Pair],
     were not fitted on."""
     labelled = [p for p in pairs if p.label is not None]
     labels, scores = scorer.predict(labelled, progress)
-    result = evaluate([p.label for p in pairs if p.label is not None], labels, [p.language for p in labelled],
-                      scores)
+    result = evaluate([p.label for p in pairs if p.label is not None], labels,
+                      [p.language for p in labelled], scores)
     return {"pairs": len(labelled), "mean_alpha": result["mean_alpha"],
             "spearman": result["spearman"],
             "alpha": {k: v["alpha"] for k, v in result["languages"].items()}}
