@@ -34,7 +34,7 @@ import scipy.sparse as sp
 from tagalign.classify.base import Classifier, LabelSetMismatch, get_classifier
 from tagalign.classify.data import Example
 from tagalign.classify.profiles import domain_matrix, subject_domain_counts
-from tagalign.errors import InputError, trained
+from tagalign.errors import InputError
 from tagalign.io import (
     load_csr,
     load_npy,
@@ -153,7 +153,7 @@ class DomainSource(Source):
     def _refresh(self) -> None:
         """Profiles = gold counts, plus for subjects without any a borrowed profile: the mean
         domain shares of the seen subjects sharing a GND classification notation."""
-        counts = trained(self.counts_, f"source {self.name!r}")
+        counts = self._trained(self.counts_)
         total = np.asarray(counts.sum(axis=1)).ravel()
         N = self._notations()
         if N is None:
@@ -179,8 +179,7 @@ class DomainSource(Source):
 
     def candidates(self, batch: Batch) -> Candidates:
         probs = self.record_domains(batch)
-        what = f"source {self.name!r}"
-        profile, overall = trained(self.profile_, what), trained(self.overall_, what)
+        profile, overall = self._trained(self.profile_), self._trained(self.overall_)
         alpha = self.config.smoothing
         top = probs.argmax(1) if len(probs) else np.zeros(0, np.int64)
         pnorm = np.linalg.norm(probs, axis=1)
@@ -207,9 +206,9 @@ class DomainSource(Source):
     # -- persistence -----------------------------------------------------------------------
     def save(self, path: Path) -> None:
         self.classifier_.save(path / "classifier")
-        counts = trained(self.counts_, f"source {self.name!r}")
+        counts = self._trained(self.counts_)
         save_csr_atomic(path, "counts", counts)
-        save_npy_atomic(path / "overall.npy", trained(self.overall_, f"source {self.name!r}"))
+        save_npy_atomic(path / "overall.npy", self._trained(self.overall_))
         write_json_atomic(path / "domains.json", {"labels": self.labels_,
                                                   "shape": list(counts.shape),
                                                   "params": self.config.values()})
