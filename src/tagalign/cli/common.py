@@ -13,6 +13,7 @@ from rich.progress import (
     MofNCompleteColumn,
     Progress,
     SpinnerColumn,
+    TaskID,
     TextColumn,
     TimeElapsedColumn,
     TimeRemainingColumn,
@@ -176,7 +177,8 @@ class PhaseBars:
     phases named in ``keep``)."""
 
     def __init__(self, bar: Progress, remove_done: bool = False, keep: tuple[str, ...] = ()):
-        self.bar, self.tasks = bar, {}
+        self.bar = bar
+        self.tasks: dict[str, TaskID] = {}
         self.remove_done, self.keep = remove_done, keep
         self.t0 = time.perf_counter()
 
