@@ -137,7 +137,8 @@ class VectorIndex:
             sample = _rows(parts, np.sort(rng.choice(n, min(n, want), replace=False)))
             self.index_.cp.seed = self.seed
             if self.kind == "ivfpq":
-                self.index_.pq.cp.seed = self.seed  # type: ignore[attr-defined] # an IndexIVFPQ
+                # faiss's stub: _ivf returns an IndexIVF; this kind's is an IndexIVFPQ, with pq
+                self.index_.pq.cp.seed = self.seed  # type: ignore[attr-defined]
             self.index_.train(sample)
             del sample
             self.index_.nprobe = self.nprobe
