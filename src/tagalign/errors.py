@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import errno
 from collections.abc import Iterator
+from typing import TypeVar
 
 
 class TagalignError(Exception):
@@ -123,7 +124,7 @@ class NoSpaceError(TagalignError, OSError):
     http_status = 507
 
     def __init__(self, path: object, rerun: str = "rerun", detail: str | None = None,
-                 code: int = errno.ENOSPC):
+                 code: int | None = errno.ENOSPC):  # OSError.errno's type
         self.path, self.rerun, self.detail = path, rerun, detail
         more = f" ({detail})" if detail else ""
         super().__init__(f"no space left on device writing {path}{more}: free space and "
@@ -161,6 +162,17 @@ class NotTrainedError(TagalignError):
 
     def __init__(self, what: object = "the project", hint: str = "run `tagalign train`"):
         super().__init__(f"{what} is not trained yet; {hint}")
+
+
+T = TypeVar("T")
+
+
+def trained(part: T | None, what: object, hint: str = "fit or load it first") -> T:
+    """``part``, what a model learns (set by its ``fit`` or ``load``), or `NotTrainedError`
+    naming ``what`` while it is None: the model is used before it was trained."""
+    if part is None:
+        raise NotTrainedError(what, hint)
+    return part
 
 
 class ModelFormatError(TagalignError, ValueError):

@@ -291,10 +291,10 @@ def project_for_training(spec: ProjectSpec, overwrite: bool = False, *,
     created from the table's vocab, recipe and params."""
     if spec.trained_folder and not overwrite:
         return open_project(spec, runtime=runtime)
-    if spec.vocab is None:
+    vocab = _vocabulary(spec)
+    if vocab is None:
         raise ProjectsFileError(f"{spec.where('vocab')}: needed to create the project at "
                                 f"{spec.path}")
-    vocab = _vocabulary(spec)
     try:
         project = Project.create(spec.path, vocab, spec.recipe or DEFAULT_RECIPE, spec.params,
                                  name=spec.serving.name or spec.id, overwrite=overwrite,

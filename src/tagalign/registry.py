@@ -41,6 +41,8 @@ class Registry(dict[str, T]):
 
     def register(self, obj: S) -> S:
         """Decorator: add ``obj`` (a class or object with a ``name``) under that name."""
+        # S is the decorated object's own type (a T, a subclass of T): a TypeVar cannot be
+        # bound to another, so mypy knows neither its ``name`` nor that it is a T
         name: Any = obj.name  # type: ignore[attr-defined]
         self[name] = obj  # type: ignore[assignment]
         return obj
@@ -49,7 +51,7 @@ class Registry(dict[str, T]):
         """Decorator: add the decorated object (e.g. a loader function) under ``name``."""
 
         def deco(obj: S) -> S:
-            self[name] = obj  # type: ignore[assignment]
+            self[name] = obj  # type: ignore[assignment]  # a T (see register)
             return obj
 
         return deco
@@ -70,7 +72,7 @@ class Registry(dict[str, T]):
     def __contains__(self, name: object) -> bool:
         return dict.__contains__(self, name) or name in self.lazy
 
-    def get(self, name: str, default: Any = None) -> Any:  # type: ignore[override]
+    def get(self, name: str, default: Any = None) -> Any:
         # not dict.get: that skips __missing__, so a lazy name would read as absent
         return self[name] if name in self else default  # noqa: SIM401
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -26,6 +26,7 @@ from tagalign.errors import (
     MissingFileError,
     ModelFormatError,
     file_error,
+    trained,
 )
 from tagalign.io import atomic_dir, json_object, read_json, register_kind
 from tagalign.model_files import ModelFamily
@@ -75,6 +76,9 @@ def holdout(train: list[Example], seed: int) -> tuple[list[Example], list[Exampl
             [ex for i, ex in enumerate(train) if i in out])
 
 
+T = TypeVar("T")
+
+
 class Classifier(ModelFamily, ABC):
     """A classify recipe: its ``defaults``, their ``ranges``, `check_params` and its
     manifest as every model family's (`ModelFamily`); ``retired`` (``threads``: the
@@ -99,6 +103,15 @@ class Classifier(ModelFamily, ABC):
         self.labels_: LabelSet | None = None
         self.thresholds_: dict[str, Any] = {}
         self.history_: dict[str, list[float]] = {}
+
+    @property
+    def label_set(self) -> LabelSet:
+        """The labels it learned (`NotTrainedError` before `fit` or `load`)."""
+        return self._trained(self.labels_)
+
+    def _trained(self, part: T | None) -> T:
+        """``part``, learned by `fit` or `load` (`NotTrainedError` before them)."""
+        return trained(part, f"classifier {self.name!r}")
 
     def _tick(self, what: str, done: int, total: int) -> None:
         if self.progress is not None:
@@ -176,7 +189,7 @@ class Classifier(ModelFamily, ABC):
         """Per example, its chosen labels with scores, best first."""
         probs = self.predict_proba(examples)
         chosen = self.decide(probs, decision)
-        labels = self.labels_.labels
+        labels = self.label_set.labels
         out = []
         for row, keep in zip(probs, chosen, strict=True):
             cols = np.flatnonzero(keep)
@@ -189,7 +202,7 @@ class Classifier(ModelFamily, ABC):
         folder = Path(folder)
         with atomic_dir(folder) as tmp:
             self._save_state(tmp)
-            self.write_manifest(tmp, self.params, labels=self.labels_.labels,
+            self.write_manifest(tmp, self.params, labels=self.label_set.labels,
                                 thresholds=self.thresholds_, history=self.history_,
                                 **(extra or {}))
 

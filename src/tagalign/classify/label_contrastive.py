@@ -103,7 +103,7 @@ class LabelContrastiveClassifier(Classifier):
         super().__init__(**params)
         self.prompt_ = ""
         self.models_: dict[str, tuple[Any, ClassifierHead]] = {}  # "*" and per language
-        self.device_ = None
+        self.device_: str | None = None
 
     # -- parts ------------------------------------------------------------------------
     def _base(self):
@@ -250,7 +250,7 @@ class LabelContrastiveClassifier(Classifier):
     def predict_proba(self, examples: Sequence[Example]) -> np.ndarray:
         import torch
 
-        out = np.zeros((len(examples), len(self.labels_)), np.float32)
+        out = np.zeros((len(examples), len(self.label_set)), np.float32)
         routed = np.array([ex.language if ex.language in self.models_ else "*"
                            for ex in examples], dtype=object)
         bodies = {id(body): body for body, _ in self.models_.values()}
@@ -259,7 +259,7 @@ class LabelContrastiveClassifier(Classifier):
             rows = np.flatnonzero(np.isin(routed, keys))
             if not len(rows):
                 continue
-            x = self._encode(body, [examples[i].text for i in rows], "scoring")
+            x = self._encode(body, [examples[int(i)].text for i in rows], "scoring")
             for key in keys:
                 mine = routed[rows] == key
                 if mine.any():
@@ -299,8 +299,8 @@ class LabelContrastiveClassifier(Classifier):
                 body.max_seq_length = self.params["max_seq_length"]
                 bodies[where["body"]] = body.eval()
             head = ClassifierHead.load(folder / where["head"], self.device_)
-            if head.config["n_classes"] != len(self.labels_):
+            if head.config["n_classes"] != len(self.label_set):
                 raise ModelFormatError(f"{folder}: head {where['head']} has "
                                        f"{head.config['n_classes']} outputs for "
-                                       f"{len(self.labels_)} labels")
+                                       f"{len(self.label_set)} labels")
             self.models_[key] = (bodies[where["body"]], head.eval())

@@ -39,7 +39,7 @@ class LinearClassifier(Classifier):
     def __init__(self, **params: Any):
         super().__init__(**params)
         self.analyzer = Analyzer()
-        self.tfidf_ = None
+        self.tfidf_: TfidfFeaturizer | None = None
         self.coef_: np.ndarray | None = None
         self.intercept_: np.ndarray | None = None
 
@@ -63,9 +63,10 @@ class LinearClassifier(Classifier):
         import scipy.sparse as sp
 
         tokens = self._features(examples)
-        routed = self.tfidf_.transform(tokens, [SPACE] * len(tokens))
+        routed = self._trained(self.tfidf_).transform(tokens, [SPACE] * len(tokens))
         if SPACE not in routed:
-            return sp.csr_matrix((len(tokens), self.coef_.shape[1]), dtype=np.float32)
+            return sp.csr_matrix((len(tokens), self._trained(self.coef_).shape[1]),
+                                 dtype=np.float32)
         return routed[SPACE][1]
 
     def _fit(self, train: Sequence[Example], y: np.ndarray) -> None:
@@ -119,19 +120,19 @@ class LinearClassifier(Classifier):
 
     def predict_proba(self, examples: Sequence[Example]) -> np.ndarray:
         if not examples:
-            return np.zeros((0, len(self.labels_)), np.float32)
-        logits = np.asarray(self._matrix(examples) @ self.coef_.T) + self.intercept_
+            return np.zeros((0, len(self.label_set)), np.float32)
+        logits = np.asarray(self._matrix(examples) @ self._trained(self.coef_).T) + self.intercept_
         return (1 / (1 + np.exp(-logits))).astype(np.float32)
 
     def _save_state(self, folder: Path) -> None:
-        self.tfidf_.save(folder / "tfidf")
-        save_npy_atomic(folder / "coef.npy", self.coef_)
-        save_npy_atomic(folder / "intercept.npy", self.intercept_)
+        self._trained(self.tfidf_).save(folder / "tfidf")
+        save_npy_atomic(folder / "coef.npy", self._trained(self.coef_))
+        save_npy_atomic(folder / "intercept.npy", self._trained(self.intercept_))
 
     def _load_state(self, folder: Path) -> None:
         self.tfidf_ = TfidfFeaturizer.load(folder / "tfidf")
         self.coef_ = load_npy(folder / "coef.npy")
         self.intercept_ = load_npy(folder / "intercept.npy")
-        if self.coef_.shape[0] != len(self.labels_):
+        if self.coef_.shape[0] != len(self.label_set):
             raise ModelFormatError(f"{folder}: coef.npy has {self.coef_.shape[0]} rows for "
-                                   f"{len(self.labels_)} labels")
+                                   f"{len(self.label_set)} labels")

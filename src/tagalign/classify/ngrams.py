@@ -65,7 +65,7 @@ class NgramLinearClassifier(LinearClassifier):
 
     def __init__(self, **params: Any):
         super().__init__(**params)
-        self.chars_ = None
+        self.chars_: TfidfFeaturizer | None = None
 
     def _char_tokens(self, examples: Sequence[Example]) -> list[list[str]]:
         from sklearn.feature_extraction.text import TfidfVectorizer
@@ -101,7 +101,7 @@ class NgramLinearClassifier(LinearClassifier):
                     self.tfidf_ = featurizer
                 else:
                     self.chars_ = featurizer
-            featurizer = self.tfidf_ if space == WORDS else self.chars_
+            featurizer = self._trained(self.tfidf_ if space == WORDS else self.chars_)
             routed = featurizer.transform(tokens, [space] * len(tokens))
             parts.append(routed[space][1] if space in routed else
                          sp.csr_matrix((len(tokens), featurizer.n_features(space)),

@@ -155,7 +155,7 @@ class SubjectEvidence:
         mass = w.sum(1)
         weighted = np.einsum("nk,nkd->nd", w, shares) / np.maximum(mass, 1e-9)[:, None]
         first = known.argmax(1)  # the best-ranked suggestion with a profile
-        top1 = np.where(known.any(1)[:, None], shares[np.arange(n), first], 0.0)
+        top1 = np.where(np.any(known, 1)[:, None], shares[np.arange(n), first], 0.0)
         out = np.empty((n, n_dom, len(FEATURES)), np.float32)
         out[..., 0] = text_probs
         out[..., 1] = _ranks(text_probs)

@@ -98,7 +98,7 @@ class DomainSource(Source):
     # -- learning --------------------------------------------------------------------------
     def fit(self, ctx: FitContext) -> None:
         records: Sequence[Record] = ctx.records
-        tokens = ctx.tokens or [None] * len(records)
+        tokens: Sequence[list[str] | None] = ctx.tokens or [None] * len(records)
         allowed = set(self.expected) if self.expected else None
         examples = [Example(r.id, r.text, [d for d in r.domains if allowed is None or d in allowed],
                             r.language, tok) for r, tok in zip(records, tokens, strict=True)]
@@ -112,10 +112,10 @@ class DomainSource(Source):
         clf = get_classifier("linear", C=cfg.C, limit_train=cfg.limit_train, seed=cfg.seed)
         clf.fit(labelled, tune_on)
         clf.thresholds_["tuned_on"] = f"a seeded sample of {len(tune_on)} training records"
-        if self.expected is not None and clf.labels_.labels != self.expected:
-            missing = sorted(set(self.expected) - set(clf.labels_.labels))
+        if self.expected is not None and clf.label_set.labels != self.expected:
+            missing = sorted(set(self.expected) - set(clf.label_set.labels))
             raise InputError(f"the training records carry no example of domains {missing}")
-        self.classifier_, self.labels_ = clf, clf.labels_.labels
+        self.classifier_, self.labels_ = clf, clf.label_set.labels
         D = domain_matrix(records, self.labels_)
         self.counts_ = subject_domain_counts(ctx.Y, D)
         freq = np.asarray(D.sum(axis=0)).ravel() + 1.0
@@ -153,7 +153,7 @@ class DomainSource(Source):
     def _refresh(self) -> None:
         """Profiles = gold counts, plus for subjects without any a borrowed profile: the mean
         domain shares of the seen subjects sharing a GND classification notation."""
-        counts = self.counts_
+        counts = self._trained(self.counts_)
         total = np.asarray(counts.sum(axis=1)).ravel()
         N = self._notations()
         if N is None:
@@ -172,14 +172,15 @@ class DomainSource(Source):
     def record_domains(self, batch: Batch) -> np.ndarray:
         """(records × domains) predicted probabilities, from the batch's tokens."""
 
-        tokens = batch.tokens or [None] * len(batch)
+        tokens: Sequence[list[str] | None] = batch.tokens or [None] * len(batch)
         examples = [Example(r.id, r.text, [], lang, tok) for r, lang, tok in
                     zip(batch.records, batch.languages, tokens, strict=True)]
         return self.classifier_.predict_proba(examples)
 
     def candidates(self, batch: Batch) -> Candidates:
         probs = self.record_domains(batch)
-        profile, overall, alpha = self.profile_, self.overall_, self.config.smoothing
+        profile, overall = self._trained(self.profile_), self._trained(self.overall_)
+        alpha = self.config.smoothing
         top = probs.argmax(1) if len(probs) else np.zeros(0, np.int64)
         pnorm = np.linalg.norm(probs, axis=1)
 
@@ -205,10 +206,11 @@ class DomainSource(Source):
     # -- persistence -----------------------------------------------------------------------
     def save(self, path: Path) -> None:
         self.classifier_.save(path / "classifier")
-        save_csr_atomic(path, "counts", self.counts_)
-        save_npy_atomic(path / "overall.npy", self.overall_)
+        counts = self._trained(self.counts_)
+        save_csr_atomic(path, "counts", counts)
+        save_npy_atomic(path / "overall.npy", self._trained(self.overall_))
         write_json_atomic(path / "domains.json", {"labels": self.labels_,
-                                                  "shape": list(self.counts_.shape),
+                                                  "shape": list(counts.shape),
                                                   "params": self.config.values()})
 
     def load_state(self, path: Path, ctx: FitContext) -> None:

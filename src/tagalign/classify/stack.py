@@ -168,7 +168,7 @@ class SubjectStackClassifier(Classifier):
                                   else str(Path(subjects_project).resolve()))
         self.text_ = text_model
         super().fit(train, dev, labels, progress=progress)
-        self.choose_decision(self.tuning_scores_, self.tuning_gold_)
+        self.choose_decision(self._trained(self.tuning_scores_), self._trained(self.tuning_gold_))
         return self
 
     def _tuning_records(self, train: list[Example], dev: Sequence[Example] | None
@@ -199,7 +199,7 @@ class SubjectStackClassifier(Classifier):
         (measured: docs/classify.md)."""
         from tagalign.classify.thresholds import choose_decision
 
-        chosen, means = choose_decision(oof, y, self.tuning_folds_)
+        chosen, means = choose_decision(oof, y, self._trained(self.tuning_folds_))
         self.thresholds_["default"] = chosen
         self.thresholds_["nested_micro_f1"] = {k: round(v, 4) for k, v in means.items()}
         return chosen
@@ -223,7 +223,8 @@ class SubjectStackClassifier(Classifier):
             raise InputError("recipe 'subjects-stack' counts subject → domain profiles on the "
                              "training records' gold subjects; none of them has any")
         self._tick("subject profiles", 0, 1)
-        self.evidence_ = SubjectEvidence.fit(vocab, [train[i].subjects for i in with_subjects],
+        self.evidence_ = SubjectEvidence.fit(vocab,
+                                             [train[i].subjects or [] for i in with_subjects],
                                              y[with_subjects], self.params["top_k"])
         self._tick("subject profiles", 1, 1)
         self.train_domains_ = ([ex.id for ex in train], sp.csr_matrix(y, dtype=np.float32))
@@ -233,19 +234,20 @@ class SubjectStackClassifier(Classifier):
         text model's own thresholds are tuned on its dev probabilities on the way."""
         from tagalign.classify.thresholds import tune
 
-        text_probs = self.text_.predict_proba(tune_on)
-        y = self.labels_.matrix(tune_on)
+        text = self._trained(self.text_)
+        text_probs = text.predict_proba(tune_on)
+        y = self.label_set.matrix(tune_on)
         where = "held_out" if self.tuned_on_held_out_ else "dev"
-        if not self.text_.thresholds_:
+        if not text.thresholds_:
             found = tune(text_probs, y)
-            self.text_.thresholds_ = {**found, "tuned_on": where,
+            text.thresholds_ = {**found, "tuned_on": where,
                                       "tuned_on_records": len(tune_on)}
         extra = own = None
         if self.tuned_on_held_out_:  # they are training records: their own counts left out
             own = [ex.subjects or [] for ex in tune_on]
         elif held := self._held_out():
-            extra = HeldOutRows(self.text_.predict_proba(held), _suggested(held),
-                                self.labels_.matrix(held),
+            extra = HeldOutRows(text.predict_proba(held), _suggested(held),
+                                self.label_set.matrix(held),
                                 [ex.neighbours or {} for ex in held],
                                 [ex.subjects or [] for ex in held])
         return self.fit_stacker(text_probs, _suggested(tune_on), y,
@@ -271,7 +273,7 @@ class SubjectStackClassifier(Classifier):
         p = self.params
         self.neighbours_ = None
         sources = sorted({src for found in neighbours or () for src in found})
-        if p["neighbours"] and sources:
+        if p["neighbours"] and neighbours is not None and sources:
             if self.train_domains_ is None:
                 raise UsageError("recipe 'subjects-stack': fit the text model and profiles "
                                  "on --train before the stacker")
@@ -283,14 +285,15 @@ class SubjectStackClassifier(Classifier):
                                  "neighbour records is a --train record; train the domain "
                                  "model on the records the project learned from, or set "
                                  "--param neighbours=false")
-        own = None if own_subjects is None else self.evidence_.own(own_subjects, y)
+        own = None if own_subjects is None else self._trained(self.evidence_).own(own_subjects, y)
         X = self._features(text_probs, suggested, neighbours, own)
         extra = None
         self.held_out_records_ = 0 if own_subjects is None else len(y)
         if held_out is not None and len(held_out.y):
             extra = (self._features(held_out.text_probs, held_out.suggested,
                                     held_out.neighbours,
-                                    self.evidence_.own(held_out.subjects, held_out.y)),
+                                    self._trained(self.evidence_).own(held_out.subjects,
+                                                                      held_out.y)),
                      held_out.y)
             self.held_out_records_ = len(held_out.y)
         make = DomainStacker(p["stacker"], rounds=p["rounds"], learning_rate=p["learning_rate"],
@@ -305,20 +308,21 @@ class SubjectStackClassifier(Classifier):
     # -- scoring --------------------------------------------------------------------------
     def predict_proba(self, examples: Sequence[Example]) -> np.ndarray:
         if not examples:
-            return np.zeros((0, len(self.labels_)), np.float32)
-        return self.stack_proba(self.text_.predict_proba(examples), _suggested(examples),
-                                [ex.neighbours or {} for ex in examples])
+            return np.zeros((0, len(self.label_set)), np.float32)
+        return self.stack_proba(self._trained(self.text_).predict_proba(examples),
+                                _suggested(examples), [ex.neighbours or {} for ex in examples])
 
     def stack_proba(self, text_probs: np.ndarray, suggested: Sequence[Any],
                     neighbours: Sequence[Found] | None = None) -> np.ndarray:
         """The stacked scores from the text probabilities, the suggestions and (when the
         stacker learned on them) the neighbour records."""
         self._vocab()
-        return self.stacker_.predict_proba(self._features(text_probs, suggested, neighbours))
+        stacker = self._trained(self.stacker_)
+        return stacker.predict_proba(self._features(text_probs, suggested, neighbours))
 
     def _features(self, text_probs: np.ndarray, suggested: Sequence[Any],
                   neighbours: Sequence[Found] | None, own: Own | None = None) -> np.ndarray:
-        X = self.evidence_.features(text_probs, suggested, own)
+        X = self._trained(self.evidence_).features(text_probs, suggested, own)
         if self.neighbours_ is None:
             return X
         if neighbours is None or len(neighbours) != len(suggested) or any(
@@ -331,13 +335,14 @@ class SubjectStackClassifier(Classifier):
 
     # -- persistence ----------------------------------------------------------------------
     def _save_state(self, folder: Path) -> None:
-        self.text_.save(folder / TEXT_DIR)
-        self.stacker_.save(folder / STACKER_DIR)
-        save_csr_atomic(folder, "profiles", self.evidence_.counts)
+        self._trained(self.text_).save(folder / TEXT_DIR)
+        self._trained(self.stacker_).save(folder / STACKER_DIR)
+        evidence = self._trained(self.evidence_)
+        save_csr_atomic(folder, "profiles", evidence.counts)
         write_json_atomic(folder / META, {
-            "vocabulary": self.vocabulary_, "shape": list(self.evidence_.counts.shape),
+            "vocabulary": self.vocabulary_, "shape": list(evidence.counts.shape),
             "subjects_project": self.subjects_project_,
-            "held_out_records": self.held_out_records_, **self.evidence_.describe()})
+            "held_out_records": self.held_out_records_, **evidence.describe()})
         if self.neighbours_ is not None:
             nb = self.neighbours_
             save_csr_atomic(folder, "neighbour-domains", nb.domains)
@@ -349,20 +354,20 @@ class SubjectStackClassifier(Classifier):
         self.subjects_project_ = meta.get("subjects_project")
         self.held_out_records_ = int(meta.get("held_out_records", 0))
         shape = tuple(meta["shape"])
-        if shape[1] != len(self.labels_):
+        if shape[1] != len(self.label_set):
             raise ModelFormatError(f"{folder}: profiles of {shape[1]} domains for "
-                                   f"{len(self.labels_)} labels")
-        self.text_ = Classifier.load(folder / TEXT_DIR, labels=self.labels_.labels,
+                                   f"{len(self.label_set)} labels")
+        self.text_ = Classifier.load(folder / TEXT_DIR, labels=self.label_set.labels,
                                      runtime=self.runtime)
         self.stacker_ = DomainStacker.load(folder / STACKER_DIR, threads=self.runtime.threads)
         self.counts_ = load_csr(folder, "profiles", shape)
         self.neighbours_ = None
         if (folder / NEIGHBOURS).exists():  # absent: a stacker that read no neighbours
             nb = read_json(folder / NEIGHBOURS)
-            if nb["domains"] != len(self.labels_):
+            if nb["domains"] != len(self.label_set):
                 raise ModelFormatError(f"{folder}: neighbour domains of {nb['domains']} "
-                                       f"labels for {len(self.labels_)} labels")
-            domains = load_csr(folder, "neighbour-domains", (len(nb["ids"]), len(self.labels_)))
+                                       f"labels for {len(self.label_set)} labels")
+            domains = load_csr(folder, "neighbour-domains", (len(nb["ids"]), len(self.label_set)))
             self.neighbours_ = NeighbourEvidence(nb["ids"], domains, nb["sources"], nb["k"],
                                                  nb["power"])
 
@@ -386,4 +391,4 @@ def _suggested(examples: Sequence[Example]) -> list[list[tuple[str, float]]]:
         raise UsageError(f"recipe 'subjects-stack': {missing} of {len(examples)} records "
                          "carry no subject suggestions (run them through the subject "
                          "project first: --subjects-project)")
-    return [list(ex.suggested) for ex in examples]
+    return [list(ex.suggested or ()) for ex in examples]  # none is None (refused above)

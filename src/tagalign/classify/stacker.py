@@ -25,11 +25,12 @@ from typing import Any
 
 import numpy as np
 
-from tagalign.errors import InputError, ModelFormatError
+from tagalign.errors import InputError, ModelFormatError, trained
 from tagalign.io import load_npy, read_json, save_npy_atomic, write_json_atomic
 from tagalign.io.atomic import write_bytes_atomic
 
 KINDS = ("lightgbm", "logistic")
+STACKER = "the domain stacker"  # what NotTrainedError names
 
 
 class DomainStacker:
@@ -110,7 +111,7 @@ class DomainStacker:
                          for b in self.boosters_], axis=0)
             return np.asarray(p, np.float32).reshape(n, d)
         Z = (X - self.mean_) / self.scale_
-        logits = np.einsum("ndf,df->nd", Z, self.coef_) + self.intercept_
+        logits = np.einsum("ndf,df->nd", Z, trained(self.coef_, STACKER)) + self.intercept_
         return (1.0 / (1.0 + np.exp(-logits))).astype(np.float32)
 
     # -- persistence ------------------------------------------------------------------
@@ -144,7 +145,7 @@ class DomainStacker:
         else:
             for name in ("mean_", "scale_", "coef_", "intercept_"):
                 setattr(self, name, load_npy(folder / f"{name.rstrip('_')}.npy"))
-            if self.coef_.shape[0] != len(self.intercept_):
+            if trained(self.coef_, STACKER).shape[0] != len(trained(self.intercept_, STACKER)):
                 raise ModelFormatError(f"{folder}: stacker coefficients do not match")
         return self
 

@@ -11,7 +11,6 @@ import threading
 from pathlib import Path
 from typing import Any, NoReturn
 
-import click
 import typer
 import typer.core
 import typer.rich_utils
@@ -36,7 +35,9 @@ class TagalignGroup(typer.core.TyperGroup):
     it: the library raises the package's errors with their message, and a command's own
     refusals go through `refuse` and `must_exist`."""
 
-    def invoke(self, ctx: click.Context) -> Any:
+    # typer vendors click (typer._click): the Context it declares has no public name, its
+    # subclass typer.Context does
+    def invoke(self, ctx: typer.Context) -> Any:  # type: ignore[override]
         log_to_console()
         try:
             return super().invoke(ctx)

@@ -14,6 +14,7 @@ from rich.progress import (
     MofNCompleteColumn,
     Progress,
     SpinnerColumn,
+    TaskID,
     TextColumn,
     TimeElapsedColumn,
     TimeRemainingColumn,
@@ -184,7 +185,8 @@ class PhaseBars:
 
     def __init__(self, bar: Progress, remove_done: bool = False, keep: tuple[str, ...] = (),
                  every: float = 10.0):
-        self.bar, self.tasks = bar, {}
+        self.bar = bar
+        self.tasks: dict[str, TaskID] = {}
         self.remove_done, self.keep, self.every = remove_done, keep, every
         self.t0 = time.perf_counter()
         self.logged: dict[str, Callable[[int], None]] | None = (

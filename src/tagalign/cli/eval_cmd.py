@@ -79,7 +79,7 @@ def eval_(
     if quality or plot:  # the same file again, for its estimates (bad lines: once)
         _, estimates = read_estimates(pred, InputReport(stream=io.StringIO(), max_shown=0))
     if pred.is_dir():
-        scored = {rid: [(sid, None) for sid in ids]
+        scored: dict[str, list[tuple[str, float | None]]] = {rid: [(sid, None) for sid in ids]
                   for rid, ids in read_submission(pred, report).items()}
     else:
         scored = read_scored_predictions(pred, report)

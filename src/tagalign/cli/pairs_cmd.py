@@ -11,7 +11,7 @@ import typer
 from tagalign.cli.app import app, console, must_exist, out, refuse
 from tagalign.cli.common import PhaseBars, make_runtime, parse_params, progress
 from tagalign.cli.report import print_summary
-from tagalign.errors import MissingExtraError, MissingFileError
+from tagalign.errors import MissingExtraError, MissingFileError, trained
 from tagalign.records import InputReport
 
 pairs_app = typer.Typer(help="Ordinal pair scoring: two usages of a word → 1 (unrelated) … 4 "
@@ -89,7 +89,7 @@ def train(
     train_pairs = _load(train_path, strict, "train")
     dev_pairs = _load(dev_path, strict, "dev")
     all_dev = dev_pairs
-    held_out = []
+    held_out: list[pm.Pair] = []
     if fit_split is not None:
         dev_pairs, held_out = pm.split_dev(dev_pairs, fit_split,
                                            int(params.get("seed", pm.DEFAULTS["seed"])))
@@ -131,7 +131,7 @@ def train(
         scorer.validation["lemma_cv"] = lemma_cv
         console.print(_cv_line(scorer.validation))
     scorer.save(model_dir)
-    th = scorer.thresholds
+    th = trained(scorer.thresholds, "the pair scorer's cut points")
     own = sorted(k for k in (th.stats_ if th.mode == "normalised" else th.cuts_) if k != "*")
     what = ("one set of cut points on cosines normalised for" if th.mode == "normalised"
             else "cut points for")
@@ -226,7 +226,7 @@ def predict(
             mine = [p for p in pairs if p.language == language]
             labels, scores = scorer.predict(mine, progress=bars)
             path = write_language(output, language, mine, labels, scores)
-            th = scorer.thresholds
+            th = trained(scorer.thresholds, "the pair scorer's cut points")
             own = ("own" if language in th.cuts_ else "pooled") if th.mode != "normalised" \
                 else "pooled, on normalised cosines"
             console.log(f"{path}: {len(mine)} pairs ({own} cut points)")

@@ -127,7 +127,7 @@ def hyperopt(
     from tagalign.evaluate.hyperopt import plan_study, run_study
 
     project = load_trained(project_dir)
-    plan = plan_study(project.recipe, load_records(input, vocab=project.vocab), metric,
+    plan = plan_study(project.trained_recipe(), load_records(input, vocab=project.vocab), metric,
                       where=input)
     space = plan.space
     console.log("search space: " + ", ".join(f"{k} {lo}–{hi} ({kind})"

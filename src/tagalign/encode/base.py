@@ -14,6 +14,7 @@ import logging
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any, ClassVar, Literal
 
 import numpy as np
@@ -55,6 +56,11 @@ class Encoder(ABC):
     def encode(self, texts: Sequence[str], *, kind: Kind = "passage", batch_size: int = 64,
                show_progress: bool = False) -> np.ndarray:
         ...
+
+    def save(self, path: Path) -> None:
+        """Write the encoder into the folder ``path`` (a hybrid saves its own beside the
+        model); only an encoder trained with the model has one to write."""
+        raise NotImplementedError(f"encoder {self.name!r} is not saved with a model")
 
 
 def log_progress(logger: logging.Logger, description: str, total: int,

@@ -92,9 +92,9 @@ def read_image(path: Path) -> tuple[dict, dict[str, np.ndarray]]:
               "eps": eps}
     shapes = {"emb.word": (VOC, H), "emb.pos": (MAXP, H), "emb.type": (TVS, H)}
     for layer in range(NL):
-        for name, shape in (("q.w", (H, H)), ("k.w", (H, H)), ("v.w", (H, H)),
-                            ("ao.w", (H, H)), ("fi.w", (FF, H)), ("fo.w", (H, FF))):
-            shapes[f"l{layer}.{name}"] = shape
+        for name, dims in (("q.w", (H, H)), ("k.w", (H, H)), ("v.w", (H, H)),
+                           ("ao.w", (H, H)), ("fi.w", (FF, H)), ("fo.w", (H, FF))):
+            shapes[f"l{layer}.{name}"] = dims
     tensors: dict[str, np.ndarray] = {}
     for _ in range(ndir):
         (nl,) = struct.unpack_from("<H", data, pos)

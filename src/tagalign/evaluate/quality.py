@@ -45,7 +45,7 @@ def quality_report(records: Sequence[Record], rankings: Mapping[str, Sequence[st
     have = [r for r in scored if estimates.get(r.id) is not None]
     if not have:
         raise InputError("no record with gold subjects has a quality estimate")
-    est = np.array([float(estimates[r.id]) for r in have])
+    est = np.array([estimates[r.id] for r in have], np.float64)  # none is None (have)
     gold = [set(r.subjects) for r in have]
     ranks = [list(rankings.get(r.id, ())) for r in have]
     truth = np.array([true_recall(g, rk) for g, rk in zip(gold, ranks, strict=True)])

@@ -211,6 +211,7 @@ def export_file(out: Path, items: Iterable[Reviewed], fmt: str, labels: Labels, 
     chunks = (export_chunks(items, fmt, labels, agency, done) if merge is None
               else merged_chunks(merge, items, fmt, labels, agency, done))
     with atomic_path(out) as tmp, open(tmp, "wb") as raw:
+        # typeshed: a GzipFile is a BufferedIOBase, which it does not declare an IO[bytes]
         fh: IO[bytes] = (gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0)  # type: ignore[assignment]
                          if out.suffix == ".gz" else raw)
         with fh:

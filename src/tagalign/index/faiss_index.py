@@ -9,6 +9,7 @@ from pathlib import Path
 import faiss
 import numpy as np
 
+from tagalign.errors import NotTrainedError
 from tagalign.io import atomic_dir, read_json, write_json_atomic
 
 KINDS = ("flat", "hnsw", "ivf", "ivfsq8", "ivfpq")
@@ -87,6 +88,13 @@ class VectorIndex:
         self.mmap = False  # loaded memory-mapped (read-only)
         self.index_: faiss.Index | None = None
 
+    @property
+    def _index(self) -> faiss.Index:
+        """The built or loaded faiss index; `NotTrainedError` before `build` or `load`."""
+        if self.index_ is None:
+            raise NotTrainedError("this vector index", "build or load it first")
+        return self.index_
+
     def _ivf(self, dim: int, nlist: int) -> faiss.IndexIVF:
         quantizer = faiss.IndexFlatIP(dim)
         ip = faiss.METRIC_INNER_PRODUCT
@@ -129,7 +137,8 @@ class VectorIndex:
             sample = _rows(parts, np.sort(rng.choice(n, min(n, want), replace=False)))
             self.index_.cp.seed = self.seed
             if self.kind == "ivfpq":
-                self.index_.pq.cp.seed = self.seed  # type: ignore[attr-defined] # an IndexIVFPQ
+                # faiss's stub: _ivf returns an IndexIVF; this kind's is an IndexIVFPQ, with pq
+                self.index_.pq.cp.seed = self.seed  # type: ignore[attr-defined]
             self.index_.train(sample)
             del sample
             self.index_.nprobe = self.nprobe
@@ -145,26 +154,26 @@ class VectorIndex:
         if self.mmap:
             raise ValueError("this index was loaded memory-mapped (read-only); load it "
                              "without mmap to add vectors")
-        self.index_.add(np.ascontiguousarray(vectors, dtype=np.float32))
+        self._index.add(np.ascontiguousarray(vectors, dtype=np.float32))
 
     def __len__(self) -> int:
         return 0 if self.index_ is None else self.index_.ntotal
 
     @property
     def dim(self) -> int:
-        return self.index_.d
+        return self._index.d
 
     def search(self, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
         """(scores, row positions), best first; positions are -1 where fewer than k exist."""
         q = np.ascontiguousarray(queries, dtype=np.float32)
-        return self.index_.search(q, min(k, len(self)))
+        return self._index.search(q, min(k, len(self)))
 
     def vectors(self) -> np.ndarray:
         """The indexed vectors, in row order (what the subject export writes); approximate
         (decoded) for the compressed kinds."""
         if isinstance(self.index_, faiss.IndexIVF):
             self.index_.make_direct_map()
-        return self.index_.reconstruct_n(0, len(self))
+        return self._index.reconstruct_n(0, len(self))
 
     def config(self) -> dict:
         return {"kind": self.kind, "hnsw_m": self.hnsw_m, "ef_search": self.ef_search,
@@ -175,7 +184,7 @@ class VectorIndex:
 
     def save(self, path: Path) -> None:
         with atomic_dir(Path(path)) as tmp:
-            faiss.write_index(self.index_, str(tmp / "index.faiss"))
+            faiss.write_index(self._index, str(tmp / "index.faiss"))
             write_json_atomic(tmp / "index.json", self.config())
 
     @classmethod
@@ -216,7 +225,8 @@ class VectorIndex:
             self.index_.hnsw.efSearch = self.ef_search
         if isinstance(self.index_, faiss.IndexIVF):
             self.index_.nprobe = self.nprobe
-            lists = faiss.downcast_InvertedLists(self.index_.invlists)
+            invlists = self.index_.invlists  # None only in faiss's annotation
+            lists = None if invlists is None else faiss.downcast_InvertedLists(invlists)
             if isinstance(lists, faiss.OnDiskInvertedLists):
                 # mapped lists: faiss starts 32 threads per search to prefetch the lists it
                 # will scan (meant for slow disks) — 10× the search time of a 90k-vector

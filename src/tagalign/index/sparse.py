@@ -335,7 +335,9 @@ class ImpactSearch(SparseSearch):
                 arrays["levels"].shape != (X.shape[1], len(level_depths(X.shape[0]))):
             raise ModelFormatError(f"{folder}: the index files do not match impact.json; "
                                    "retrain the project (tagalign train)")
-        return cls(X, config, arrays)  # type: ignore[arg-type]
+        if not isinstance(config, ImpactConfig):
+            raise TypeError(f"an impact index takes an ImpactConfig, not {type(config).__name__}")
+        return cls(X, config, arrays)
 
 
 def level_depths(records: int) -> np.ndarray:

@@ -49,7 +49,8 @@ def open_binary(path: Path) -> IO[bytes]:
     try:
         with open(path, "rb") as fh:
             magic = fh.read(2)
-        return gzip.open(path, "rb") if magic == b"\x1f\x8b" else open(path, "rb")
+        # typeshed: a GzipFile is a BufferedIOBase, which it does not declare an IO[bytes]
+        return gzip.open(path, "rb") if magic == b"\x1f\x8b" else open(path, "rb")  # type: ignore[return-value]
     except OSError as exc:
         raise file_error(path, exc) from exc
 

@@ -210,7 +210,7 @@ class PairScorer(PairScorerBase):
             cosine = self.ensemble.score(cosine, labelled_pairs, fit=True)
         labelled = list(zip(labelled_pairs, cosine, strict=True))
         self.thresholds = self.new_thresholds().fit(
-            [s for _, s in labelled], [p.label for p, _ in labelled],
+            [s for _, s in labelled], [p.label for p in pairs if p.label is not None],
             [p.language for p, _ in labelled], [p.lemma for p, _ in labelled])
         return self.thresholds
 
@@ -301,7 +301,7 @@ def dev_metrics(scorer: PairScorer, dev: Sequence[Pair], progress: ProgressCallb
     the same pairs (an optimistic figure, for watching training, not for reporting)."""
     labelled = [p for p in dev if p.label is not None]
     scores = scorer.cosine(labelled, progress)  # the tuned encoder's: what training changes
-    gold = [p.label for p in labelled]
+    gold = [p.label for p in dev if p.label is not None]
     langs = [p.language for p in labelled]
     cuts = scorer.new_thresholds().fit(scores, gold, langs, [p.lemma for p in labelled])
     result = evaluate(gold, cuts.predict(scores, langs), langs, scores)
@@ -340,8 +340,8 @@ def held_out_metrics(scorer: PairScorer, pairs: Sequence[Pair],
     were not fitted on."""
     labelled = [p for p in pairs if p.label is not None]
     labels, scores = scorer.predict(labelled, progress)
-    result = evaluate([p.label for p in labelled], labels, [p.language for p in labelled],
-                      scores)
+    result = evaluate([p.label for p in pairs if p.label is not None], labels,
+                      [p.language for p in labelled], scores)
     return {"pairs": len(labelled), "mean_alpha": result["mean_alpha"],
             "spearman": result["spearman"],
             "alpha": {k: v["alpha"] for k, v in result["languages"].items()}}

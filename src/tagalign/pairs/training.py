@@ -28,7 +28,9 @@ def training_columns(scorer: PairScorer, pairs: Sequence[Pair]) -> dict[str, lis
     loss = get_loss(scorer.params["loss"])
     cols: dict[str, list] = {"sentence1": [], "sentence2": [], "label": []}
     for p in pairs:
-        target = loss.target(float(p.label))  # type: ignore[arg-type]
+        if p.label is None:  # fit_scorer passes labelled pairs only
+            raise InputError(f"training pair {p.key} has no label")
+        target = loss.target(float(p.label))
         if target is None:
             continue
         cols["sentence1"].append(scorer.formatter(p.use1))

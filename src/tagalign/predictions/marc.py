@@ -89,7 +89,7 @@ class MarcPredictionStream(PredictionStream):
         self.merge = Path(merge) if merge is not None else None
         self._source: Iterator[tuple[MarcItem[MarcRecord], Record]] | None = None
 
-    def _open_text(self, path: Path) -> IO[bytes]:  # type: ignore[override]
+    def _open_text(self, path: Path) -> IO[bytes]:
         raw = open(path, "wb")  # noqa: SIM115 - closed in close()
         fh: IO[bytes] | gzip.GzipFile = raw
         if self.path.suffix == ".gz":
@@ -97,7 +97,7 @@ class MarcPredictionStream(PredictionStream):
             fh = gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0)
         if self.fmt == "marcxml":
             fh.write(XML_HEAD)
-        return fh  # type: ignore[return-value]
+        return fh  # type: ignore[return-value]  # typeshed: a GzipFile is no IO[bytes]
 
     def _copy_complete_lines(self, previous: Path) -> None:
         quiet = InputReport(stream=io.StringIO(), max_shown=0)
@@ -114,7 +114,7 @@ class MarcPredictionStream(PredictionStream):
         each linked to an 883 with its score as a subject's is); the quality estimate has
         no MARC field."""
         if self.merge is not None:
-            rec = self._input_record(rid)
+            rec = self._input_record(rid, self.merge)
         else:
             rec = MarcRecord(leader=SUGGESTIONS_LEADER, force_utf8=True)
             rec.add_field(*control_fields(rid))
@@ -138,9 +138,9 @@ class MarcPredictionStream(PredictionStream):
     def write_line(self, rid: str, line: str) -> None:
         raise TypeError("a MARC prediction stream writes records (write), not JSON lines")
 
-    def _input_record(self, rid: str) -> MarcRecord:
+    def _input_record(self, rid: str, merge: Path) -> MarcRecord:
         if self._source is None:  # bad input was reported by the first read: quiet here
-            self._source = iter_marc_records(self.merge, InputReport(stream=io.StringIO(),
+            self._source = iter_marc_records(merge, InputReport(stream=io.StringIO(),
                                                                      max_shown=0))
         for item, rec in self._source:
             if rec.id == rid:

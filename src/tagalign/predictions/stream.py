@@ -12,7 +12,7 @@ import io
 import os
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import IO, Any, TextIO
+from typing import IO, Any
 
 from tagalign.errors import ConflictError, NoSpaceError, is_no_space
 from tagalign.io import InputReport, parse_lines
@@ -62,6 +62,13 @@ class PredictionStream:
         self._fh: IO[Any] | None = None  # text here, bytes in `MarcPredictionStream`
         self._raw: IO[bytes] | None = None
 
+    def _file(self) -> IO[Any]:
+        """The partial file, between `open` and `close` (ValueError outside, as a closed
+        file's)."""
+        if self._fh is None:
+            raise ValueError(f"{self.partial}: the prediction stream is not open")
+        return self._fh
+
     def open(self) -> PredictionStream:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         previous = None
@@ -99,12 +106,12 @@ class PredictionStream:
     def _put(self, data: Any) -> None:
         """Write ``data`` (text, or bytes for MARC) to the partial file."""
         try:
-            self._fh.write(data)
+            self._file().write(data)
         except OSError as exc:
             self._raise_if_full(exc)
             raise
 
-    def _open_text(self, path: Path) -> TextIO:
+    def _open_text(self, path: Path) -> IO[Any]:  # text here, bytes in the MARC stream
         if self.path.suffix == ".gz":
             # no file name or time in the gzip header: the same predictions, the same bytes
             self._raw = open(path, "wb")  # noqa: SIM115 - closed in close()
@@ -143,7 +150,7 @@ class PredictionStream:
     def flush(self) -> None:
         """Make everything written so far durable in the partial file."""
         try:
-            self._fh.flush()  # for .gz a zlib sync point: readable up to here after a kill
+            self._file().flush()  # for .gz a zlib sync point: readable up to here after a kill
         except OSError as exc:
             self._raise_if_full(exc)
             raise
@@ -170,9 +177,9 @@ class PredictionStream:
         reached the file (a full disk raises `NoSpaceError` and leaves ``OUT.partial``)."""
         try:
             if self._raw is not None:  # gzip: the trailer is written when GzipFile closes
-                self._fh.close()
+                self._file().close()
                 self._fh = self._raw
-            self._fh.flush()
+            self._file().flush()
         except OSError as exc:
             self._raise_if_full(exc)
             raise

@@ -80,7 +80,7 @@ def tag_records(records: Iterable[Record], submit: SubmitBatch, stream: Predicti
         raise ValueError("give both review and release_above, or neither")
 
     def target(tagged: Tagged) -> PredictionStream:
-        if review is None:
+        if review is None or release_above is None:  # given both or neither (above)
             return stream
         released = tagged.quality is not None and tagged.quality.recall >= release_above
         counts.released += released

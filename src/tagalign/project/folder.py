@@ -345,7 +345,7 @@ class Project:
         if not self.is_trained:
             return False
         try:
-            self.recipe.learn(records)
+            self.trained_recipe().learn(records)
         except NotImplementedError:
             return False
         return True

@@ -162,8 +162,8 @@ class TaggingJobs:
         starts the next batch meanwhile). Without jobs the records are tagged here and
         now."""
         if self._pool is None or len(records) < 2:
-            answers = self.tagger.tag(records, request)
-            return lambda: answers
+            tagged = self.tagger.tag(records, request)
+            return lambda: tagged
         n = min(max(self.jobs, -(-len(records) // SLICE)), len(records))
         bounds = [len(records) * i // n for i in range(n + 1)]
         futures: list[Future] = [self._pool.submit(_tag, list(records[lo:hi]), request)

@@ -75,7 +75,7 @@ class Tagger:
                                       [t.neighbours or {} for t in answers])
                 for t, domains in zip(answers, found, strict=True):
                     t.domains = domains
-                    t.ranking = t.ranking[:request.depth] if request.depth else None
+                    t.ranking = (t.ranking or [])[:request.depth] if request.depth else None
                     t.neighbours = t.neighbours if request.neighbours else None
             for i, t in zip(idx, answers, strict=True):
                 t.warning = out[i].warning

@@ -39,7 +39,8 @@ class ModelVersion(TypedDict):
 def model_version(project_or_path: Project | Path | str) -> ModelVersion:
     """The `ModelVersion` of a `Project` (or a project folder's path), read from its
     manifest on disk (a few kilobytes): what a reload would load, or has loaded."""
-    folder = Path(getattr(project_or_path, "path", project_or_path)) / MODEL_DIR
+    path = project_or_path if isinstance(project_or_path, Path | str) else project_or_path.path
+    folder = Path(path) / MODEL_DIR
     try:
         raw = (folder / MANIFEST).read_bytes()
     except FileNotFoundError:

@@ -11,9 +11,9 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
-from tagalign.errors import ConflictError, InputError, ModelFormatError
+from tagalign.errors import ConflictError, InputError, ModelFormatError, trained
 from tagalign.io import atomic_dir, read_json
 from tagalign.model_files import ModelFamily, now
 from tagalign.records import Record
@@ -64,6 +64,9 @@ def read_only_message(what: str) -> str:
     return f"{what} was loaded with --mmap: read-only; reload without it to learn"
 
 
+T = TypeVar("T")
+
+
 class Recipe(ModelFamily, ABC):
     """A subject-tagging strategy, selectable by ``name`` in a project's config; its
     ``defaults``, their ``ranges``, `check_params` and its manifest (``recipe.json``,
@@ -88,6 +91,10 @@ class Recipe(ModelFamily, ABC):
         """Run with ``runtime`` from now on (`tagalign.project.Project` passes the one the
         CLI or server made); recipes with something to decide at load override it."""
         self.runtime = runtime
+
+    def _trained(self, part: T | None) -> T:
+        """``part``, learned by `fit` or read by `load` (`NotTrainedError` before them)."""
+        return trained(part, f"recipe {self.name}", "run `tagalign train`")
 
     @abstractmethod
     def fit(self, records: Sequence[Record], *, workdir: Path) -> None:

@@ -128,13 +128,13 @@ class DenseRecipe(Recipe):
         if self.index_ is None:
             raise NotTrainedError(f"recipe {self.name}")
         emb = self.transform_records(self.encode_records(records), records)
-        return self.search(self.index_, self.positions_, emb, limit,
+        return self.search(self.index_, self._trained(self.positions_), emb, limit,
                            [r.language for r in records])
 
     # -- persistence -----------------------------------------------------------------------
     def _save_state(self, path: Path) -> None:
-        save_npy_atomic(path / "positions.npy", self.positions_)
-        self.index_.save(path / "index")
+        save_npy_atomic(path / "positions.npy", self._trained(self.positions_))
+        self._trained(self.index_).save(path / "index")
         if self.losses_:
             save_npy_atomic(path / "losses.npy", np.asarray(self.losses_, np.float32))
 

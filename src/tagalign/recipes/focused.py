@@ -69,7 +69,7 @@ class FocusedRecipe(NBFRecipe):
         (records of another or no language go to the German model, as in the original)."""
         if self.params["mode"] == "bilingual":
             return {"all": list(range(len(records)))}
-        out = {lang: [] for lang in LANGUAGES}
+        out: dict[str, list[int]] = {lang: [] for lang in LANGUAGES}
         for i, r in enumerate(records):
             out[r.language if r.language in out else "de"].append(i)
         return {lang: idx for lang, idx in out.items() if idx}
@@ -83,12 +83,13 @@ class FocusedRecipe(NBFRecipe):
 
     def fit(self, records: Sequence[Record], *, workdir: Path) -> None:
         records = self._training_records(records)
+        positions = self._trained(self.positions_)  # set by _training_records
         emb = self.encode_records(records, progress=True)
         self.losses_ = []
         for key, idx in self.groups(records).items():
-            vectors = self.encode_subjects(self.positions_, "de" if key == "all" else key)
+            vectors = self.encode_subjects(positions, "de" if key == "all" else key)
             head, losses = self._train_on([records[i] for i in idx], emb[idx],
-                                          self.positions_, vectors, f"training {key} head",
+                                          positions, vectors, f"training {key} head",
                                           Path(workdir) / f"head-{key}-checkpoint")
             self.losses_ += losses
             index = VectorIndex(self.params["index"])
@@ -105,7 +106,7 @@ class FocusedRecipe(NBFRecipe):
         for key, (head, index) in self.models_.items():
             idx = [i for i, k in enumerate(routes) if k == key]
             if idx:
-                rows = self.search(index, self.positions_,
+                rows = self.search(index, self._trained(self.positions_),
                                    self._transform(head, emb[idx], "transforming records"),
                                    limit, [records[i].language for i in idx])
                 for i, row in zip(idx, rows, strict=True):
@@ -113,7 +114,7 @@ class FocusedRecipe(NBFRecipe):
         return out
 
     def _save_state(self, path: Path) -> None:
-        save_npy_atomic(path / "positions.npy", self.positions_)
+        save_npy_atomic(path / "positions.npy", self._trained(self.positions_))
         for key, (head, index) in self.models_.items():
             head.save(path / f"head-{key}")
             index.save(path / f"index-{key}")

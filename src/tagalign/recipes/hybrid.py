@@ -198,8 +198,9 @@ class HybridRecipe(Recipe):
         super().set_runtime(runtime)
         if self.pipeline_ is not None:
             self.pipeline_.runtime = runtime
-            if runtime.compile_ranker and self.pipeline_.ranker.compiled_ is None:
-                self.pipeline_.ranker.compile(runtime.cache_dir)
+            ranker = self.pipeline_.ranker
+            if runtime.compile_ranker and ranker is not None and ranker.compiled_ is None:
+                ranker.compile(runtime.cache_dir)
 
     @property
     def pipeline(self) -> HybridPipeline:
@@ -315,7 +316,7 @@ class HybridRecipe(Recipe):
         """New `blend` weights (`tagalign hyperopt --save`): the quality estimator learns
         the scores now served, from the data it keeps, and is saved (atomically)."""
         pipe = self.pipeline
-        if pipe.retune_quality():
+        if pipe.quality is not None and pipe.retune_quality():
             with atomic_dir(folder / "quality") as tmp:
                 pipe.quality.save(tmp)
             log.info("quality estimate learned again for the new score weights")

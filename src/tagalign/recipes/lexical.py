@@ -58,7 +58,8 @@ class LexicalRecipe(Recipe):
     def _suggest(self, records: Sequence[Record], limit: int) -> list[list[Suggestion]]:
         batch = Batch.tokenised(records, self.analyzer)
         langs = batch.languages
-        cands = self.matcher_.candidates(batch)
+        matcher = self._trained(self.matcher_)
+        cands = matcher.candidates(batch)
         scores = rule_score(cands) if len(cands.rows) else np.zeros(0)
         out: list[list[Suggestion]] = [[] for _ in records]
         for r, c, s in sorted(zip(cands.rows.tolist(), cands.cols.tolist(), scores.tolist(),
@@ -67,14 +68,14 @@ class LexicalRecipe(Recipe):
                 subj = self.vocab.subjects[c]
                 why: dict[str, Any] = {"sources": ["lexical"],
                                        "label_match": subj.label(langs[r])}
-                alt = self.matcher_.matched_alt(batch, r, c)
+                alt = matcher.matched_alt(batch, r, c)
                 if alt is not None:  # found through an alternative label
                     why["matched"] = alt
                 out[r].append(Suggestion(subj.id, s, subj.label(langs[r]), why))
         return out
 
     def _save_state(self, path: Path) -> None:
-        self.matcher_.save(path)
+        self._trained(self.matcher_).save(path)
 
     def _load_state(self, path: Path, *, mmap: bool = False) -> None:  # nothing to map
         self.matcher_ = LabelMatcher(max_ngram=self.params["max_ngram"])

@@ -134,19 +134,20 @@ class NBFRecipe(DenseRecipe):
 
     def fit(self, records: Sequence[Record], *, workdir: Path) -> None:
         records = self._training_records(records)
-        subject_vectors = self.encode_subjects(self.positions_)
+        positions = self._trained(self.positions_)  # set by _training_records
+        subject_vectors = self.encode_subjects(positions)
         emb = self.encode_records(records, progress=True)
-        self.head_, self.losses_ = self._train_on(records, emb, self.positions_,
+        self.head_, self.losses_ = self._train_on(records, emb, positions,
                                                   subject_vectors, "training NBF head",
                                                   Path(workdir) / "head-checkpoint")
         self.build_index(self.subject_index_vectors(self.head_, subject_vectors))
 
     def transform_records(self, emb: np.ndarray, records: Sequence[Record]) -> np.ndarray:
-        return self._transform(self.head_, emb, "transforming records")
+        return self._transform(self._trained(self.head_), emb, "transforming records")
 
     def _save_state(self, path: Path) -> None:
         super()._save_state(path)
-        self.head_.save(path / "head")
+        self._trained(self.head_).save(path / "head")
 
     def _load_state(self, path: Path, *, mmap: bool = False) -> None:
         super()._load_state(path, mmap=mmap)

@@ -150,7 +150,7 @@ class YNURecipe(DenseRecipe):
 
     def _save_state(self, path: Path) -> None:
         super()._save_state(path)
-        shutil.copytree(self.model_dir_, path / "model")
+        shutil.copytree(self._trained(self.model_dir_), path / "model")
 
         write_json_atomic(path / "ynu.json", {"prompts": self.prompts_,
                                               "temperature": self.temperature_})

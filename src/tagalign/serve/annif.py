@@ -254,7 +254,7 @@ def create_router(service: Service) -> APIRouter:
         answered, tagged = service.suggest(
             project_id, recs, SuggestRequest(limit=limit, threshold=threshold, quality=False),
             default_limit=ANNIF_DEFAULT_LIMIT)
-        return ((answered.model_version or {}).get("version"),
+        return (answered.model_version.get("version") if answered.model_version else None,
                 [results(proj, t.suggestions, language) for t in tagged])
 
     @router.get("/")

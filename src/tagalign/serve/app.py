@@ -165,7 +165,8 @@ def _json(body: BaseModel, project: Project | None = None) -> Response:
     plain ``def`` endpoint), which costs a single-record suggest more than the validation.
     The same bytes as FastAPI's own serialisation (`response_model` still documents it)."""
     # X-Model-Version: the model that answered (a reload may swap it for the next request)
-    version = (project.model_version or {}).get("version") if project is not None else None
+    mv = project.model_version if project is not None else None
+    version = mv.get("version") if mv else None
     return Response(body.model_dump_json(by_alias=True), media_type="application/json",
                     headers={"X-Model-Version": version} if version else None)
 
@@ -392,7 +393,7 @@ def create_app(projects: Mapping[str, Project], store: FeedbackStore | ServedSto
             app.openapi_schema = schema
         return app.openapi_schema
 
-    app.openapi = openapi
+    app.openapi = openapi  # type: ignore[method-assign]  # FastAPI's documented hook
     app.include_router(annif.create_router(svc))
 
     @app.get("/", include_in_schema=False)

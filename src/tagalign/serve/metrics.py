@@ -245,6 +245,9 @@ class NoMetrics:
 
     suggested = learned = learn_failed = model_loaded = model_load_failed = request
 
+    def exposition(self) -> bytes:
+        return b""
+
 
 __all__ = ["CONTENT_TYPE", "LEARN_FAILURES", "LEARN_OUTCOMES", "MULTIPROC_ENV", "Metrics",
            "NoMetrics", "WorkerRestarts", "multiprocess_dir", "prepare_multiprocess_dir",

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import hashlib
 import threading
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -67,8 +68,7 @@ class RecordQueue:
     def __init__(self, records: Sequence[Record], release_above: float | None = None,
                  estimate: Estimate | None = estimated_recall, name: str = "queue"):
         self.records = list(records)
-        seen: set[str] = set()
-        dupes = sorted({r.id for r in self.records if r.id in seen or seen.add(r.id)})
+        dupes = sorted(rid for rid, n in Counter(r.id for r in self.records).items() if n > 1)
         if dupes:
             raise ValueError(f"queue records need distinct ids (progress is kept by id); "
                              f"repeated: {', '.join(dupes[:5])}")
@@ -148,7 +148,8 @@ def create_router(service: Service, queue: RecordQueue | None, prefix: str) -> A
             finished=rec.id in store.finished(project_id, rq.name),
             record=s.RecordOut(id=rec.id, title=rec.title, abstract=rec.abstract,
                                language=rec.language, subjects=rec.subjects),
-            decisions=decided, labels={sid: vocab.label(sid, rec.language) for sid in decided},
+            decisions={sid: "accept" if d == "accept" else "reject" for sid, d in decided.items()},
+            labels={sid: vocab.label(sid, rec.language) for sid in decided},
             added=added)
 
     @router.post("/{position}/finish", response_model=s.QueueOut)

@@ -21,7 +21,7 @@ class RecordIn(BaseModel):
     language: Language | None = Field(None, description="de or en; guessed when omitted.")
 
 
-EXCLUDE = Field([], max_length=10_000,
+EXCLUDE: list[str] = Field([], max_length=10_000,
                 description="Subject ids or GND URIs never to return (on top of the "
                             "project's rules); the limit is filled from the others.")
 

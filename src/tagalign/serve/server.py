@@ -73,8 +73,9 @@ def run_server(app: Any, host: str, port: int, graceful: float,
     the app's answers read)."""
     import uvicorn
 
+    # uvicorn declares the graceful pause an int; it waits with asyncio.wait_for (a float)
     server = DrainingServer(uvicorn.Config(app, host=host, port=port, log_level="warning",
-                                           timeout_graceful_shutdown=graceful,
+                                           timeout_graceful_shutdown=graceful,  # type: ignore[arg-type]
                                            timeout_keep_alive=KEEP_ALIVE),
                             stopping or threading.Event())
     server.run()
@@ -108,7 +109,7 @@ def serve_workers(settings: ServerSettings, host: str, port: int, graceful: floa
 
     config = uvicorn.Config(FACTORY, factory=True, host=host, port=port,
                             workers=settings.workers, log_level="warning",
-                            timeout_graceful_shutdown=graceful,
+                            timeout_graceful_shutdown=graceful,  # type: ignore[arg-type]  # float: as above
                             timeout_keep_alive=KEEP_ALIVE,
                             # a worker loading GBs of model still answers the pings from a
                             # thread of its own, but give a busy machine time

@@ -23,6 +23,7 @@ from tagalign.errors import InputError
 from tagalign.project import Project, ServingSettings, feedback_location
 from tagalign.projects_file import read_projects, select
 from tagalign.serve import MAX_BODY
+from tagalign.serve.accesslog import LogFormat
 
 #: the environment variable that carries `ServerSettings` to the workers
 SETTINGS_ENV = "TAGALIGN_SERVE_SETTINGS"
@@ -52,7 +53,7 @@ class ServerSettings:
     tokens_file: str | None = None
     require_token_for_suggest: bool = False
     metrics: bool = True
-    log_format: str = "auto"
+    log_format: LogFormat = "auto"
     preload: bool = True
     # set by the supervisor for its workers (`tagalign.serve.workers.Workers`)
     state_dir: str | None = None

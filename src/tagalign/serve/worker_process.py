@@ -79,7 +79,8 @@ class WorkerProcess(Process):
         super().__init__(config, sockets)
         self.close_in_worker = close or []
         if fork:  # uvicorn spawns; forked, the worker starts with the supervisor's memory
-            self.process = FORK.Process(target=subprocess_started, kwargs={
+            # uvicorn declares its worker a SpawnProcess; a forked one is the same to it
+            self.process = FORK.Process(target=subprocess_started, kwargs={  # type: ignore[assignment]
                 "config": config, "target": self.target, "sockets": sockets,
                 "stdin_fileno": None})
 

@@ -14,7 +14,7 @@ import tarfile
 import zlib
 from collections.abc import Iterator
 from pathlib import Path, PurePosixPath
-from typing import IO, Any
+from typing import IO, Any, Literal
 
 import fsspec
 from fsspec.core import split_protocol, url_to_fs
@@ -163,7 +163,7 @@ def upload(project_dir: Path | str, url: str,
     partial = path + ".partial"
     with contextlib.suppress(OSError, NotImplementedError):  # object stores have no folders
         fs.makedirs(fs._parent(path), exist_ok=True)
-    mode = "w|gz" if target.endswith((".gz", ".tgz")) else "w|"
+    mode: Literal["w|gz", "w|"] = "w|gz" if target.endswith((".gz", ".tgz")) else "w|"
     try:
         with fs.open(partial, "wb") as out, tarfile.open(fileobj=out, mode=mode) as tar:
             _add_bytes(tar, MANIFEST, json.dumps(manifest, indent=1).encode("utf-8"))
@@ -190,7 +190,9 @@ def _extract(tar: tarfile.TarFile, member: tarfile.TarInfo, dest: Path, rel: str
     if member.size != limit:
         raise ShippingError(f"{url}: refused: {rel} is {member.size} bytes, {limit} in the "
                             "manifest")
-    src: IO[bytes] = tar.extractfile(member)
+    src: IO[bytes] | None = tar.extractfile(member)
+    if src is None:  # not a regular file: member_path refused it already
+        raise ShippingError(f"{url}: refused: {rel!r} is not a regular file")
     chunk = read_head(src, limit)
     if looks_pickled(rel, chunk):
         raise ShippingError(f"{url}: refused: {rel} looks like a pickle")

@@ -75,10 +75,11 @@ class Member(tarfile.TarInfo):
     stream, as long as it says; `upload` never writes one). `_proc_member` is tarfile's
     documented hook for subclasses."""
 
-    def _proc_member(self, tar: tarfile.TarFile) -> tarfile.TarInfo:  # type: ignore[override]
+    def _proc_member(self, tar: tarfile.TarFile) -> tarfile.TarInfo:
         if self.type in EXTENDED_HEADERS and self.size > MAX_HEADER_BYTES:
             raise HeaderRefused(f"an extended tar header of {self.size} bytes (at most "
                                 f"{MAX_HEADER_BYTES} read)")
+        # typeshed leaves out tarfile's private hook
         return super()._proc_member(tar)  # type: ignore[misc]
 
     def _refuse_sparse(self, *_: Any) -> None:
@@ -149,8 +150,11 @@ def read_manifest(tar: tarfile.TarFile, url: str) -> dict[str, Any]:
         raise ShippingError(f"{url}: not a tagalign archive ({MANIFEST} must come first)")
     if first.size > MAX_MANIFEST_BYTES:
         raise ShippingError(f"{url}: {MANIFEST} is implausibly large ({first.size} bytes)")
+    src = tar.extractfile(first)
+    if src is None:  # not a regular file: refused above already
+        raise ShippingError(f"{url}: not a tagalign archive ({MANIFEST} must come first)")
     try:
-        manifest = json.loads(tar.extractfile(first).read().decode("utf-8"))
+        manifest = json.loads(src.read().decode("utf-8"))
     except (UnicodeDecodeError, ValueError) as exc:
         raise ShippingError(f"{url}: unreadable {MANIFEST} ({exc})") from None
     if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:

@@ -22,6 +22,7 @@ from typing import Any, ClassVar
 import lightgbm as lgb
 import numpy as np
 
+from tagalign.errors import trained
 from tagalign.io import read_json, write_bytes_atomic, write_json_atomic
 from tagalign.params import PartConfig, Positive
 from tagalign.suggest.sources.base import Candidates
@@ -34,7 +35,7 @@ class PairFeatures(Candidates):
     """What a feature-only source returns: no candidates of its own, but ``fill(rows, cols)``
     computes its features (NaN where it has no evidence) for the union of the others'."""
 
-    fill: Callable[[np.ndarray, np.ndarray], np.ndarray] | None = None
+    fill: Callable[[np.ndarray, np.ndarray], np.ndarray]
 
     @classmethod
     def deferred(cls, names: list[str], fill: Callable[[np.ndarray, np.ndarray], np.ndarray]
@@ -254,11 +255,15 @@ class FusionRanker:
         #: within `COMPILED_TOLERANCE` for every batch, whatever its size
         self.compiled_: Any = None
 
+    @property
+    def _booster(self) -> lgb.Booster:
+        return trained(self.booster_, "the fusion ranker")
+
     def compile(self, cache_dir: Path) -> bool:
         """Score every later batch with the trees compiled to native code (`compile_trees`;
         decided once, at load, by `tagalign.runtime.Runtime.compile_ranker`). False when
         compiling failed and LightGBM goes on predicting."""
-        self.compiled_ = compile_trees(self.booster_.model_to_string(), cache_dir)
+        self.compiled_ = compile_trees(self._booster.model_to_string(), cache_dir)
         return self.compiled_ is not None
 
     def fit(self, X: np.ndarray, y: np.ndarray, rows: np.ndarray, names: list[str],
@@ -310,16 +315,16 @@ class FusionRanker:
         n = max(threads, 1) if len(X) >= SMALL_PREDICT else 1
         if self.compiled_ is not None:
             return self.compiled_.predict(np.asarray(X, np.float64), n_jobs=n)
-        return self.booster_.predict(X, num_iteration=self.booster_.best_iteration or None,
+        return self._booster.predict(X, num_iteration=self._booster.best_iteration or None,
                                      num_threads=n)
 
     def importance(self) -> dict[str, float]:
-        gain = self.booster_.feature_importance("gain")
+        gain = self._booster.feature_importance("gain")
         return dict(zip(self.feature_names_, (gain / gain.sum()).round(4).tolist(), strict=True))
 
     def save(self, path: Path) -> None:
         write_bytes_atomic(path / "ranker.txt",
-                           self.booster_.model_to_string().encode("utf-8"))
+                           self._booster.model_to_string().encode("utf-8"))
         write_json_atomic(path / "ranker.json", {"features": self.feature_names_,
                                                  "num_rounds": self.config.num_rounds})
 

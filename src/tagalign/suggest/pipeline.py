@@ -11,7 +11,7 @@ from typing import Any, TypeVar
 import numpy as np
 
 from tagalign.encode.static import StaticEmbeddingEncoder
-from tagalign.errors import ModelFormatError
+from tagalign.errors import ModelFormatError, trained
 from tagalign.io import load_npy, read_json, save_npy_atomic, write_json_atomic
 from tagalign.records import Record
 from tagalign.runtime import Runtime
@@ -152,7 +152,8 @@ class HybridPipeline:
         rows, cols, X, names, support = self.features(batch, cands)
         # the candidates' priors are the feature `features` already gathered (and the one
         # `QualityData` reads, so the estimator's scores are these)
-        scores = blend(self.ranker.predict(X, names, batch.threads), X[:, names.index("prior")],
+        ranker = trained(self.ranker, "the hybrid pipeline")
+        scores = blend(ranker.predict(X, names, batch.threads), X[:, names.index("prior")],
                        support.sum(1),
                        self.prior_weight if prior_weight is None else prior_weight,
                        self.support_weight if support_weight is None else support_weight)
@@ -289,7 +290,7 @@ class HybridPipeline:
         order (and holds ``meta``, e.g. the training's timings)."""
         self.featurizer.save(path / "tfidf")
         self.memory.save(path / "memory")
-        self.ranker.save(path / "ranker")
+        trained(self.ranker, "the hybrid pipeline").save(path / "ranker")
         if self.quality is not None:
             self.quality.save(path / "quality")
         save_npy_atomic(path / "prior.npy", self.prior)

@@ -302,7 +302,7 @@ def train_head(head: Head, records: np.ndarray, positives: np.ndarray,
         local = rng.permutation(n)
         order = train_rows[local]
         neg = epoch_negatives(rng, m, gold[order], cfg.negatives)
-        if k_hard:
+        if pool is not None:  # k_hard > 0
             hard = np.take_along_axis(
                 pool[local], rng.integers(0, pool.shape[1], size=(n, k_hard)), axis=1)
             neg[:, :k_hard] = np.where(hard >= 0, hard, neg[:, :k_hard])

@@ -19,6 +19,8 @@ import gc
 import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import partial
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -149,9 +151,9 @@ class HybridTrainer:
                                                   key=lambda kv: -kv[1])[:8]))
         self.held_out_ = None
         if p["held_out_evidence"]:  # before B joins the memory: A's neighbours only
-            self.held_out_ = runner.run(
+            self.held_out_ = runner.run(  # None only from load: a folder without evidence
                 "held-out evidence", lambda: self.held_out(pipe, table(), stage.ranker_records),
-                lambda h, d: h.save(d), HeldOutEvidence.load)
+                lambda h, d: None if h is None else h.save(d), HeldOutEvidence.load)
         runner.log("ranker feature importance (gain): " + ", ".join(
             f"{k}={v:.3f}" for k, v in sorted(pipe.ranker.importance().items(),
                                               key=lambda kv: -kv[1])[:12]))
@@ -194,9 +196,9 @@ class HybridTrainer:
                 "encoder", lambda: train_static_encoder(rec_a, self.vocab, self.encoder_config,
                                                         threads=self.threads),
                 lambda e, d: e.save(d), StaticEmbeddingEncoder.load)
+        memory = RecordMemory.from_records(rec_a, self.vocab, [langs[i] for i in idx_a])
         ctx = FitContext(
-            self.vocab, analyzer,
-            RecordMemory.from_records(rec_a, self.vocab, [langs[i] for i in idx_a]),
+            self.vocab, analyzer, memory,
             featurizer.transform([tokens[i] for i in idx_a], [langs[i] for i in idx_a]),
             Y=label_matrix(rec_a, self.vocab), encoder=encoder, records=rec_a,
             tokens=[tokens[i] for i in idx_a], threads=self.threads)
@@ -212,11 +214,11 @@ class HybridTrainer:
         for k, name in enumerate(self.source_names):
             src = self.new_source(name)
             sources.append(runner.run(
-                f"source-{name}", lambda s=src: (s.fit(ctx), s)[1], lambda s, d: s.save(d),
-                lambda d, s=src: (s.load_state(d, ctx), s)[1]))
+                f"source-{name}", partial(_fitted, src, ctx), lambda s, d: s.save(d),
+                partial(_loaded, src, ctx)))
             if k >= max(on_embeddings, default=-1):  # no source left to fit on them:
                 ctx.embeddings = None  # their index holds its own copy (1.5 GB at 1M)
-        pipe = HybridPipeline(self.vocab, analyzer, featurizer, ctx.memory, sources, encoder,
+        pipe = HybridPipeline(self.vocab, analyzer, featurizer, memory, sources, encoder,
                               prior=subject_prior(ctx.Y))
         if p["agreement"]:  # from split A only: the ranker's records are not in it
             pipe.co = CoAssignment.from_labels(ctx.Y, p["agreement_top_m"])
@@ -295,3 +297,13 @@ class HybridTrainer:
             {"split": "B", "holdout_fraction": p["holdout_fraction"], "seed": p["seed"],
              "ranker_folds": self.quality_config.folds,
              "memory_records": len(pipe.memory.ids)})
+
+
+def _fitted(src: Source, ctx: FitContext) -> Source:
+    src.fit(ctx)
+    return src
+
+
+def _loaded(src: Source, ctx: FitContext, folder: Path) -> Source:
+    src.load_state(folder, ctx)
+    return src

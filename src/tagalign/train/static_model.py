@@ -184,10 +184,11 @@ class TokenCache:
         import torch
 
         found = [self.ids.get(t) if isinstance(t, str) else None for t in inputs]
-        if prompt or not inputs or any(f is None for f in found):
+        ids = [f for f in found if f is not None]
+        if prompt or not inputs or len(ids) < len(found):
             return self.own(inputs, prompt=prompt, **kwargs)
-        offsets = np.cumsum([0] + [len(f) for f in found[:-1]])
-        return {"input_ids": torch.from_numpy(np.concatenate(found)),
+        offsets = np.cumsum([0] + [len(f) for f in ids[:-1]])
+        return {"input_ids": torch.from_numpy(np.concatenate(ids)),
                 "offsets": torch.from_numpy(offsets)}
 
     def attach(self) -> None:

@@ -20,7 +20,7 @@ from typing import Any
 from tagalign.classify import DEFAULT_RECIPE, Classifier, Example, get_classifier
 from tagalign.classify.metrics import report
 from tagalign.classify.stack import SubjectStackClassifier
-from tagalign.errors import UsageError
+from tagalign.errors import UsageError, trained
 from tagalign.project import Project
 from tagalign.project.domains import check_held_out, held_out_examples, suggest_into
 from tagalign.records import Record
@@ -71,7 +71,7 @@ def train_classifier(folder: Path | str, train: Sequence[Example],
                          "one, and no other recipe reads one")
     clf = get_classifier(recipe, runtime, **dict(params or {}))
     stack_args: dict[str, Any] = {}
-    if isinstance(clf, SubjectStackClassifier):
+    if isinstance(clf, SubjectStackClassifier) and subjects_project is not None:
         stack_args = _feed_stack(clf, subjects_project, train, dev, dev_records, progress)
     t0 = time.perf_counter()
     clf.fit(train, dev, labels=labels, progress=progress, **stack_args)
@@ -81,9 +81,9 @@ def train_classifier(folder: Path | str, train: Sequence[Example],
     if dev:
         # a stacker learned on dev is scored out of fold (each record by the stacker of the
         # other folds): its dev figures are not read off the records it learned
-        probs = clf.tuning_scores_ if isinstance(clf, SubjectStackClassifier) \
-            else clf.predict_proba(dev)
-        scores = report(clf.labels_.matrix(dev), clf.decide(probs), clf.labels_.labels,
+        probs = trained(clf.tuning_scores_, f"classifier {clf.name!r}") \
+            if isinstance(clf, SubjectStackClassifier) else clf.predict_proba(dev)
+        scores = report(clf.label_set.matrix(dev), clf.decide(probs), clf.label_set.labels,
                         [ex.language for ex in dev])
         extra["dev_scores"] = {k: scores[k] for k in ("n", "micro_f1", "macro_f1",
                                                       "by_language")}

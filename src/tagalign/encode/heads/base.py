@@ -112,4 +112,4 @@ class Head(nn.Module):
 
     @property
     def output_dim(self) -> int:
-        return int(self.dim)  # type: ignore[attr-defined]
+        return int(self.dim)

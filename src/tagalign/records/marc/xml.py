@@ -152,7 +152,9 @@ class XmlReader:
     def __iter__(self) -> Iterator[MarcItem]:
         while True:
             try:
-                block = self.fh.read1(BLOCK)  # what came before a cut too
+                # open_binary's file: a GzipFile or BufferedReader, both with read1 (typeshed's
+                # IO[bytes] has none)
+                block = self.fh.read1(BLOCK)  # type: ignore[attr-defined]  # what came before a cut too
             except EOFError:
                 self.report.bad(str(self.path), f"compressed data ends early after "
                                                 f"{self.good} records")
@@ -167,7 +169,8 @@ class XmlReader:
             self.lines_before += dropped.count(b"\n")
             self.window_at += len(dropped)
             self.window = self.window[len(dropped):] + block
-            yield from self._feed(block if self.searching is None else self._restart())
+            yield from self._feed(block if self.searching is None
+                                  else self._restart(self.searching))
         if self.searching is None:
             try:
                 self.parser.Parse(b"", True)
@@ -187,18 +190,18 @@ class XmlReader:
                 # the next record may start right where the error is (a tag left open just
                 # before it); a fresh parser cannot fail at its own start, so no loop
                 self.searching = at if at > self.origin else at + 1
-                data = self._restart()
+                data = self._restart(self.searching)
                 continue
             yield from self._drain()
             return
 
-    def _restart(self) -> bytes:
+    def _restart(self, searching: int) -> bytes:
         """A fresh parser at the next record's start tag after ``searching``, fed the open
         wrapper elements first; returns the bytes to feed it (b"": not in the window yet)."""
         outer = self.builder.outer
         pattern = re.compile(b"<" + re.escape(outer[1].encode()) + rb"[\s>/]") if outer \
             else _ANY_RECORD
-        m = pattern.search(self.window, max(self.searching - self.window_at, 0))
+        m = pattern.search(self.window, max(searching - self.window_at, 0))
         if m is None:
             return b""
         ancestors = outer[0] if outer else ()

@@ -14,12 +14,13 @@ from collections.abc import Mapping, Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar, Self
+from typing import Any, ClassVar, Self, TypeVar
 
 import numpy as np
 import scipy.sparse as sp
 
 from tagalign.encode.base import Encoder
+from tagalign.errors import trained
 from tagalign.params import PartConfig
 from tagalign.records import Record
 from tagalign.registry import Registry
@@ -27,6 +28,7 @@ from tagalign.suggest.sources.memory import RecordMemory
 from tagalign.text import Analyzer, guess_language
 from tagalign.vocab import Vocabulary
 
+T = TypeVar("T")
 SOURCES: Registry[type[Source]] = Registry("source")
 register_source = SOURCES.register
 
@@ -210,6 +212,16 @@ class Source(ABC):
         config = cls.config_class
         fixed = {"top_k": top_k} if "top_k" in config.field_names() else {}
         return cls(config.from_params(params, **fixed))
+
+    def _trained(self, part: T | None) -> T:
+        """``part``, set by `fit` or `load_state` (`NotTrainedError` before them)."""
+        return trained(part, f"source {self.name!r}")
+
+    def _embeddings(self, given: Batch | FitContext) -> np.ndarray:
+        """The records' embeddings, which the pipeline adds for a source that reads them."""
+        if given.embeddings is None:
+            raise ValueError(f"source {self.name!r} reads the records' embeddings: none given")
+        return given.embeddings
 
     @abstractmethod
     def fit(self, ctx: FitContext) -> None:

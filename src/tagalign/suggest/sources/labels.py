@@ -167,15 +167,15 @@ class LabelRetrieval(Source):
         ``top_k`` best subjects. With alternative-label rows several rows may name one
         subject: the search widens until each record has ``top_k`` distinct ones (so a
         narrower ``top_k`` is a prefix of a wider one, as `Candidates.truncate` needs)."""
-        top_k = self.config.top_k
+        top_k, index = self.config.top_k, self._trained(self.index_)
         if self.owner_ is None:
-            sims, pos = self.index_.search(q, top_k)
+            sims, pos = index.search(q, top_k)
             return sims, pos, None
         width = 2 * top_k
         while True:
-            sims, rows = self.index_.search(q, width)
+            sims, rows = index.search(q, width)
             out_s, out_p, out_r, complete = best_per_subject(sims, rows, self.owner_, top_k)
-            if complete or width >= len(self.index_):
+            if complete or width >= len(index):
                 return out_s, out_p, out_r
             width *= 2
 
@@ -205,7 +205,7 @@ class LabelRetrieval(Source):
         return {pos: {"matched": found[r][pos]} for pos in positions if pos in found[r]}
 
     def save(self, path: Path) -> None:
-        self.index_.save(path / "index")
+        self._trained(self.index_).save(path / "index")
         if self.owner_ is not None:  # only with alternative labels: else as before them
             save_npy_atomic(path / "alt-owners.npy", self.owner_[self.n_subjects_:])
             write_json_atomic(path / "alt-labels.json", self.alt_labels_)

@@ -30,6 +30,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 import orjson
+import scipy.sparse as sp
 
 from tagalign.io import load_npy, save_npy_atomic, write_bytes_atomic
 from tagalign.params import Fraction, NonNegative, Positive
@@ -42,6 +43,7 @@ from tagalign.suggest.sources.base import (
     SourceConfig,
     register_source,
 )
+from tagalign.suggest.sources.memory import RecordMemory
 from tagalign.suggest.sources.mined import mine_label_variants, record_grams
 from tagalign.text import Analyzer
 from tagalign.text.analyzer import _STOP
@@ -126,7 +128,7 @@ class LabelMatcher(Source):
                         seen.add(key)
                         table[key].append((pos, pref))
             if self.config.cross_language and "en" not in subj.labels:
-                for label in [subj.labels.get("de"), *subj.alt_labels.get("de", [])]:
+                for label in [subj.labels.get("de", ""), *subj.alt_labels.get("de", [])]:
                     toks = [t for t in analyzer.words(label or "") if t not in _STOP["en"]]
                     if not toks or len(toks) > self.config.max_ngram:
                         continue
@@ -155,25 +157,27 @@ class LabelMatcher(Source):
     def _count_sample(self, ctx: FitContext) -> tuple[Batch, Any]:
         """The training records ``lex_prec`` counts over and their gold rows: all, or a
         seeded sample of ``count_max_records``."""
-        n, langs = len(ctx.tokens), list(ctx.memory.languages)
+        tokens, memory, Y = _training(ctx)
+        n, langs = len(tokens), list(memory.languages)
         keep = sample_indices(n, self.config.count_max_records, self.config.seed)
         if len(keep) == n:
-            return Batch(ctx.records, langs, ctx.tokens, [[] for _ in ctx.tokens]), ctx.Y
+            return Batch(ctx.records, langs, tokens, [[] for _ in tokens]), Y
         log.info("lexical: label counts from a seeded sample of %d of %d records "
                  "(lexical_count_max_records)", len(keep), n)
         pick = keep.tolist()
         records = [ctx.records[i] for i in pick] if ctx.records else ctx.records
-        return Batch(records, [langs[i] for i in pick], [ctx.tokens[i] for i in pick],
-                     [[] for _ in pick]), ctx.Y[keep]
+        return Batch(records, [langs[i] for i in pick], [tokens[i] for i in pick],
+                     [[] for _ in pick]), Y[keep]
 
     def _add_mined(self, table: dict[str, list[tuple[int, int]]], ctx: FitContext) -> None:
         """Label variants mined from the English records of ``ctx`` into ``table``."""
-        english = [i for i, lg in enumerate(ctx.memory.languages) if lg == "en"]
+        tokens, memory, Y = _training(ctx)
+        english = [i for i, lg in enumerate(memory.languages) if lg == "en"]
         if not english:
             return
         mask = None if self.config.mine_all_subjects else np.array(
             ["en" not in s.labels for s in ctx.vocab.subjects])
-        mined = mine_label_variants([ctx.tokens[i] for i in english], ctx.Y[english],
+        mined = mine_label_variants([tokens[i] for i in english], Y[english],
                                     min_support=self.config.mine_min_support,
                                     min_precision=self.config.mine_min_precision, subjects=mask)
         for gram, hits in mined.items():
@@ -199,7 +203,7 @@ class LabelMatcher(Source):
         self._set_precision()
 
     def _set_precision(self) -> None:
-        if self.found_ is None:
+        if self.found_ is None or self.gold_ is None:  # set together
             self._prec = None
             return
         self._prec = np.where(self.found_ > 0, (self.gold_ + 1) / (self.found_ + 2),
@@ -272,15 +276,16 @@ class LabelMatcher(Source):
 
     def stem_key(self, label: str, lang: str) -> str:
         """A label's stemmed form as the table keys it in ``lang`` (without the prefix)."""
-        toks = [t for t in self.analyzer_.words(label) if t not in _STOP[lang]]
-        return " ".join(self.analyzer_.stem(toks, lang))
+        analyzer = self._trained(self.analyzer_)
+        toks = [t for t in analyzer.words(label) if t not in _STOP[lang]]
+        return " ".join(analyzer.stem(toks, lang))
 
     def matched_alt(self, batch: Batch, r: int, pos: int) -> str | None:
         """The alternative label of subject ``pos`` found in record ``r``'s text, or None
         when a preferred label was (or nothing). Only subjects with alternative labels
         cost a stemming of their labels."""
         matches = batch.evidence.get(self.name)
-        if not matches or pos not in matches[r] or self.analyzer_ is None:
+        if not matches or pos not in matches[r] or self.analyzer_ is None or self.vocab_ is None:
             return None
         subj = self.vocab_.subjects[pos]
         if not subj.alt_labels:
@@ -320,7 +325,7 @@ class LabelMatcher(Source):
             "counts": self.found_ is not None, "table": self.table_}))
         if self.found_ is not None:
             save_npy_atomic(path / "found.npy", self.found_)
-            save_npy_atomic(path / "gold.npy", self.gold_)
+            save_npy_atomic(path / "gold.npy", self._trained(self.gold_))
 
     def load_state(self, path: Path, ctx: FitContext) -> None:
         data = orjson.loads((path / "lexical.json").read_bytes())  # indented before: alike
@@ -338,3 +343,12 @@ class LabelMatcher(Source):
             self.found_ = load_npy(path / "found.npy")
             self.gold_ = load_npy(path / "gold.npy")
         self._set_precision()
+
+
+def _training(ctx: FitContext) -> tuple[list[list[str]], RecordMemory, sp.csr_matrix]:
+    """The training records' tokens, memory and gold rows, which the counts and the mining
+    read."""
+    if ctx.tokens is None or ctx.memory is None or ctx.Y is None:
+        raise ValueError("source 'lexical' counts on training records: give their tokens, "
+                         "the record memory and their gold subjects")
+    return ctx.tokens, ctx.memory, ctx.Y

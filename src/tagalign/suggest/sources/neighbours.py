@@ -271,8 +271,8 @@ class TfidfNeighbours(_Voting):
 
     def candidates(self, batch: Batch) -> Candidates:
         nbr, sims = self.neighbours(batch)
-        cands, _ = vote(nbr, sims, self.memory.Y, self.config.power, self.config.top_k,
-                        "tknn")
+        cands, _ = vote(nbr, sims, self._trained(self.memory).Y, self.config.power,
+                        self.config.top_k, "tknn")
         batch.evidence[self.name] = (nbr, sims)  # for reasons and `record_neighbours`
         return cands
 
@@ -357,35 +357,36 @@ class EmbeddingNeighbours(_Voting):
 
     def fit(self, ctx: FitContext) -> None:
         self.memory = ctx.memory
-        self.index_ = VectorIndex(self.config.index).build(ctx.embeddings)
+        self.index_ = VectorIndex(self.config.index).build(self._embeddings(ctx))
 
     def neighbours(self, batch: Batch) -> tuple[np.ndarray, np.ndarray]:
         """(n × k) memory rows (−1: none) and cosines of each record's nearest records."""
         with self._lock:
-            sims, nbr = self.index_.search(batch.embeddings, self.config.k)
+            sims, nbr = self._trained(self.index_).search(self._embeddings(batch), self.config.k)
         return nbr.astype(np.int64), sims
 
     def candidates(self, batch: Batch) -> Candidates:
         nbr, sims = self.neighbours(batch)
-        cands, _ = vote(nbr, sims, self.memory.Y, self.config.power, self.config.top_k,
-                        "eknn")
+        cands, _ = vote(nbr, sims, self._trained(self.memory).Y, self.config.power,
+                        self.config.top_k, "eknn")
         batch.evidence[self.name] = (nbr, sims)  # for reasons and `record_neighbours`
         return cands
 
     def learn(self, batch: Batch, rows: np.ndarray) -> None:
         with self._lock:
-            self.index_.add(batch.embeddings)
+            self._trained(self.index_).add(self._embeddings(batch))
 
     def save(self, path: Path) -> None:
-        self.index_.save(path / "index")
+        self._trained(self.index_).save(path / "index")
 
     def load_state(self, path: Path, ctx: FitContext) -> None:
         self.memory = ctx.memory
         dim = ctx.encoder.dim if ctx.encoder is not None else None
         self.index_ = VectorIndex.load(path / "index", dim=dim, mmap=ctx.mmap)
-        if len(self.index_) != len(self.memory):
+        memory = self._trained(self.memory)
+        if len(self.index_) != len(memory):
             # index rows are memory rows: another memory would vote with wrong labels
             raise ModelFormatError(f"{path / 'index'}: {len(self.index_)} record vectors, but "
-                                   f"the neighbour memory holds {len(self.memory)} records; "
+                                   f"the neighbour memory holds {len(memory)} records; "
                                    "the index belongs to another model: retrain the project "
                                    "(tagalign train)")
