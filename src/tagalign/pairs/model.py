@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 import numpy as np
 
@@ -117,15 +117,22 @@ class PairScorer(PairScorerBase):
         #: the `tagalign.pairs.presets` preset it was trained with (None: none, or before)
         self.preset: str | None = None
         self._formatter: UseFormatter | None = None
+        self._params_set()
+
+    def _params_set(self) -> None:
         #: untuned encoders whose cosines join the tuned model's (`tagalign.pairs.ensemble`)
         self.ensemble: Ensemble | None = (
             Ensemble(self.params["ensemble"], self.params["ensemble_weights"])
             if self.params["ensemble"] else None)
 
+    def _twin(self, params: dict[str, Any]) -> Self:
+        """The base model built again with ``params`` (`build`): untrained, untuned."""
+        return type(self).build(params)
+
     # -- building -----------------------------------------------------------------------
     @classmethod
     def build(cls, params: dict[str, Any] | None = None, device: str | None = None
-              ) -> PairScorer:
+              ) -> Self:
         """The base model with markers added (embeddings resized) and the chosen pooling."""
         import torch
         from sentence_transformers import SentenceTransformer

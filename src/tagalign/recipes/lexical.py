@@ -51,8 +51,13 @@ class LexicalRecipe(Recipe):
         """The vocabulary alone: this recipe learns from no records."""
         return FitContext(self.vocab, self.analyzer)
 
+    def _matcher(self) -> LabelMatcher:
+        """The label matcher of this recipe: each language's own labels only (the hybrid's
+        lexical source also looks for German labels in English texts)."""
+        return LabelMatcher(max_ngram=self.params["max_ngram"], cross_language=False)
+
     def fit(self, records: Sequence[Record], *, workdir: Path) -> None:
-        self.matcher_ = LabelMatcher(max_ngram=self.params["max_ngram"])
+        self.matcher_ = self._matcher()
         self.matcher_.fit(self._context())
 
     def _suggest(self, records: Sequence[Record], limit: int) -> list[list[Suggestion]]:
@@ -77,5 +82,5 @@ class LexicalRecipe(Recipe):
         self.matcher_.save(path)
 
     def _load_state(self, path: Path, *, mmap: bool = False) -> None:  # nothing to map
-        self.matcher_ = LabelMatcher(max_ngram=self.params["max_ngram"])
+        self.matcher_ = self._matcher()
         self.matcher_.load_state(path, self._context())
