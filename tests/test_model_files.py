@@ -105,7 +105,7 @@ def test_a_project_with_its_params_in_both_files_loads_with_the_models(tmp_path)
     assert Recipe.manifest_name == MODEL_MANIFEST  # spelled twice: config.py imports no recipe
     path = tmp_path / "p"
     project = Project.create(path, tiny_vocab(), "lexical", {"max_ngram": 3})
-    assert Project.read_config(path)["params"] == {"max_ngram": 3}  # untrained: asked for
+    assert Project.read_config(path).params == {"max_ngram": 3}  # untrained: asked for
     project.train(tiny_records(20))
     config = json.loads((path / "project.json").read_text())
     assert "params" not in config  # trained: the model's manifest holds them
@@ -123,13 +123,13 @@ def test_a_project_with_its_params_in_both_files_loads_with_the_models(tmp_path)
     (path / "project.json").write_text(json.dumps(old))
     loaded = Project.load(path)
     assert loaded.params["max_ngram"] == 3 and loaded.recipe.params["max_ngram"] == 3
-    assert "params" not in loaded.config
+    assert loaded.config.params is None
     assert [[(s.id, s.score) for s in t.suggestions] for t in
             Tagger(loaded).tag(records, request)] == before
     assert Project.read_params(path)["max_ngram"] == 3
     # a rerun of `tagalign train` with what the model was trained with continues it
     again = Project.create(path, tiny_vocab(), "lexical", {"max_ngram": 3})
-    assert again.params["max_ngram"] == 3 and "params" not in again.config
+    assert again.params["max_ngram"] == 3 and again.config.params is None
     loaded.set_scores({"f1@5": 0.5})  # the next write leaves the one copy
     config = json.loads((path / "project.json").read_text())
     assert "params" not in config and config["tuned_params"] == ["max_ngram"]
@@ -171,7 +171,8 @@ def test_overwrite_asks_for_new_params_until_the_new_model_is_written(tmp_path):
     again = Project.create(path, tiny_vocab(), "lexical", {"max_ngram": 2})
     assert again.new_recipe().params["max_ngram"] == 2
     again.train(tiny_records(20))
-    assert "params" not in Project.read_config(path)
+    assert Project.read_config(path).params is None
+    assert "params" not in json.loads((path / "project.json").read_text())
     assert Project.load(path).params["max_ngram"] == 2 == Project.read_params(path)["max_ngram"]
 
 

@@ -130,6 +130,16 @@ class ModelFamily:
         """Called once ``self.params`` holds a new set of parameters (made, or changed
         by `set_params`): a model with a typed config builds it here."""
 
+    @classmethod
+    def differing_params(cls, saved: dict[str, Any], asked: dict[str, Any],
+                         ignore: set[str] | frozenset[str] = frozenset()) -> dict[str, Any]:
+        """The ``saved`` values of the parameters where ``asked`` differs from them, both
+        taken over the defaults (a trained model's manifest holds every parameter, a request
+        the given ones), ``ignore`` left out: empty when ``asked`` makes the same model."""
+        old, new = cls.with_defaults(saved), cls.with_defaults(asked)
+        return {k: old.get(k) for k in sorted(set(old) | set(new))
+                if k not in ignore and old.get(k) != new.get(k)}
+
     # -- the manifest -----------------------------------------------------------------
     @classmethod
     def write_manifest(cls, folder: Path, params: dict[str, Any], **fields: Any) -> None:
