@@ -112,3 +112,19 @@ def test_the_python_api_pages_parameters_example_runs_as_written():
     assert twin.get_params() == {**recipe.get_params(), "knn_k": 20}
     assert (twin.config.tfidf_knn.k, twin.config.emb_knn.k) == (20, 20)
     assert twin.pipeline_ is None
+
+
+def test_a_family_with_a_config_class_derives_its_defaults_and_ranges_from_it():
+    """`ModelFamily.config_class`: the lexical recipe's defaults and ranges are its
+    `LexicalConfig`'s fields, and ``recipe.config`` follows its parameters."""
+    from tagalign.recipes.lexical import LexicalConfig, LexicalRecipe
+
+    assert LexicalRecipe.defaults == LexicalConfig().values() == {"max_ngram": 5}
+    assert LexicalRecipe.ranges["max_ngram"] is LexicalConfig.ranges()["max_ngram"]
+    recipe = LexicalRecipe(tiny_vocab(), max_ngram=2)
+    assert recipe.config == LexicalConfig(max_ngram=2)
+    assert recipe.set_params(max_ngram=4).config.max_ngram == 4
+    assert recipe._matcher().config.max_ngram == 4
+    assert recipe._matcher().config.cross_language is False  # the recipe's own choice
+    with pytest.raises(ParamError, match="recipe 'lexical': parameter max_ngram=0"):
+        LexicalRecipe(tiny_vocab(), max_ngram=0)

@@ -36,7 +36,7 @@ from typing import Any, ClassVar, Self, TypeVar
 
 from tagalign.errors import InputError, MissingFileError, ModelFormatError
 from tagalign.io import read_json, versions, write_json_atomic, wrong_model_message
-from tagalign.params import ParamSpec
+from tagalign.params import ParamSpec, PartConfig
 
 M = TypeVar("M", bound="ModelFamily")
 
@@ -67,6 +67,19 @@ class ModelFamily:
     retired: ClassVar[frozenset[str]] = frozenset()
     #: this model's parameters, every one (the defaults under the given ones)
     params: dict[str, Any]
+    #: the parameters as one typed config (a `tagalign.params.PartConfig` whose fields are
+    #: the parameters, in their saved order): when a class sets it, its ``defaults`` and
+    #: ``ranges`` are derived from the fields and ``self.config`` is built from
+    #: ``self.params`` (`_params_set`); the hybrid's config composes its parts' instead
+    #: (`tagalign.suggest.config.HybridConfig`)
+    config_class: ClassVar[type[PartConfig] | None] = None
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        own = cls.__dict__.get("config_class")
+        if own is not None:  # defaults written once, on the config's fields
+            cls.defaults = own().values()
+            cls.ranges = own.ranges()
 
     #: what the family's messages call a saved model, and how to make a new one
     kind: ClassVar[str] = "model"
@@ -126,9 +139,11 @@ class ModelFamily:
         """A new, untrained model of this class with ``params`` (each family's)."""
         raise NotImplementedError(f"{type(self).__name__} cannot be cloned")
 
-    def _params_set(self) -> None:  # noqa: B027 - optional hook
+    def _params_set(self) -> None:
         """Called once ``self.params`` holds a new set of parameters (made, or changed
         by `set_params`): a model with a typed config builds it here."""
+        if self.config_class is not None:
+            self.config = self.config_class(**self.params)
 
     @classmethod
     def differing_params(cls, saved: dict[str, Any], asked: dict[str, Any],

@@ -61,6 +61,7 @@ class HybridRecipe(Recipe):
     #: once, on its part's field; the names are those saved since before that config
     defaults: ClassVar[dict[str, Any]] = flat_defaults()
     ranges: ClassVar[dict[str, Any]] = flat_ranges()
+    config: HybridConfig
     #: threads are the runtime's (`tagalign.runtime.Runtime`), not a model parameter
     retired = frozenset({"threads"})
 
