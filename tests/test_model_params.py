@@ -83,8 +83,17 @@ def test_a_classifier_clone_is_untrained_with_the_same_params():
 def test_a_pair_scorer_clone_builds_the_base_model_again_with_its_params(monkeypatch):
     from tagalign.pairs.model import PairScorer
 
+    from tagalign.pairs.params import DEFAULTS, PairsConfig
+
     scorer = PairScorer(None, {"epochs": 2, "seed": 3})
     assert scorer.get_params()["epochs"] == 2 and scorer.ensemble is None
+    assert scorer.config == PairsConfig(epochs=2, seed=3)  # the typed config of the params
+    assert DEFAULTS == PairsConfig().values() and list(DEFAULTS)[:3] == ["base_model", "loss",
+                                                                      "pooling"]
+    assert scorer.set_params(cut_shrink=2.0).config.cut_shrink == 2.0
+    assert scorer.new_thresholds().shrink == 2.0
+    # a key an older version saved, not a parameter now, is kept but not a field
+    assert PairScorer(None, {"gone": 1}).config == PairsConfig()
     with pytest.raises(ParamError, match="pairs: parameter epochs=-1: must be >= 0"):
         scorer.set_params(epochs=-1)
     with pytest.raises(InputError, match="unknown parameter"):

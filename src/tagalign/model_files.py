@@ -142,8 +142,10 @@ class ModelFamily:
     def _params_set(self) -> None:
         """Called once ``self.params`` holds a new set of parameters (made, or changed
         by `set_params`): a model with a typed config builds it here."""
-        if self.config_class is not None:
-            self.config = self.config_class(**self.params)
+        if self.config_class is not None:  # a key an older version saved: not a field
+            fields = set(self.config_class.field_names())
+            self.config = self.config_class(**{k: v for k, v in self.params.items()
+                                               if k in fields})
 
     @classmethod
     def differing_params(cls, saved: dict[str, Any], asked: dict[str, Any],
