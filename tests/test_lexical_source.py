@@ -140,9 +140,11 @@ def test_german_labels_are_looked_for_in_english_texts_only_without_an_english_l
                         zip(c.cols, c.feats, strict=True)}
     assert found[False] == {"s2": 1.0}  # by its English label
     assert found[True] == {"s0": 1.0, "s2": 1.0, "s3": 2.0}  # + "neue medien", the alt label
-    # the recipe's default turns it on
+    # the hybrid's default turns it on, and so does the source's own (the same default)
     from tagalign.recipes.hybrid import HybridRecipe
-    assert LabelMatcher.from_params(HybridRecipe.defaults, 30).config.cross_language
+    from tagalign.suggest.config import HybridConfig
+    assert HybridConfig.from_params(HybridRecipe.defaults).lexical.cross_language
+    assert LabelMatcher().config.cross_language
 
 
 def test_the_table_saves_compact_and_an_indented_one_still_loads(tmp_path):

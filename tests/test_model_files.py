@@ -105,7 +105,7 @@ def test_a_project_with_its_params_in_both_files_loads_with_the_models(tmp_path)
     assert Recipe.manifest_name == MODEL_MANIFEST  # spelled twice: config.py imports no recipe
     path = tmp_path / "p"
     project = Project.create(path, tiny_vocab(), "lexical", {"max_ngram": 3})
-    assert Project.read_config(path)["params"] == {"max_ngram": 3}  # untrained: asked for
+    assert Project.read_config(path).params == {"max_ngram": 3}  # untrained: asked for
     project.train(tiny_records(20))
     config = json.loads((path / "project.json").read_text())
     assert "params" not in config  # trained: the model's manifest holds them
@@ -123,13 +123,13 @@ def test_a_project_with_its_params_in_both_files_loads_with_the_models(tmp_path)
     (path / "project.json").write_text(json.dumps(old))
     loaded = Project.load(path)
     assert loaded.params["max_ngram"] == 3 and loaded.recipe.params["max_ngram"] == 3
-    assert "params" not in loaded.config
+    assert loaded.config.params is None
     assert [[(s.id, s.score) for s in t.suggestions] for t in
             Tagger(loaded).tag(records, request)] == before
     assert Project.read_params(path)["max_ngram"] == 3
     # a rerun of `tagalign train` with what the model was trained with continues it
     again = Project.create(path, tiny_vocab(), "lexical", {"max_ngram": 3})
-    assert again.params["max_ngram"] == 3 and "params" not in again.config
+    assert again.params["max_ngram"] == 3 and again.config.params is None
     loaded.set_scores({"f1@5": 0.5})  # the next write leaves the one copy
     config = json.loads((path / "project.json").read_text())
     assert "params" not in config and config["tuned_params"] == ["max_ngram"]
@@ -171,38 +171,95 @@ def test_overwrite_asks_for_new_params_until_the_new_model_is_written(tmp_path):
     again = Project.create(path, tiny_vocab(), "lexical", {"max_ngram": 2})
     assert again.new_recipe().params["max_ngram"] == 2
     again.train(tiny_records(20))
-    assert "params" not in Project.read_config(path)
+    assert Project.read_config(path).params is None
+    assert "params" not in json.loads((path / "project.json").read_text())
     assert Project.load(path).params["max_ngram"] == 2 == Project.read_params(path)["max_ngram"]
 
 
-def test_each_source_reads_its_own_typed_config_built_from_the_recipes_params():
-    """Sources take one frozen config (fields, defaults, ranges beside them) made from the
-    hybrid's parameters in one place (`from_params`); the hybrid checks those parameters
-    against the ranges the configs declare."""
-    from dataclasses import FrozenInstanceError
+def test_each_source_is_built_from_its_part_of_the_hybrid_config():
+    """Sources take one frozen config (fields, defaults, ranges beside them), a part of the
+    hybrid's `HybridConfig`; its flat parameters become the parts' fields in one place
+    (`HybridConfig.from_params`), and a source's ``top_k`` is its candidate count."""
+    from dataclasses import FrozenInstanceError, replace
 
     from tagalign.recipes.hybrid import HybridRecipe
-    from tagalign.suggest.pipeline import candidate_count
+    from tagalign.suggest.config import SOURCE_PARTS, HybridConfig
     from tagalign.suggest.sources import SOURCES, SourceConfig
     from tagalign.suggest.sources.neighbours import TfidfNeighboursConfig
 
-    params = {**HybridRecipe.defaults, "knn_k": 7, "candidates_tfidf_knn": 12}
-    src = SOURCES.lookup("tfidf_knn").from_params(params, candidate_count(params, "tfidf_knn"))
+    config = HybridConfig.from_params({"knn_k": 7, "candidates_tfidf_knn": 12})
+    src = config.new_source("tfidf_knn")
     assert src.config == TfidfNeighboursConfig(k=7, power=2.0, top_k=12, prune_df=0.05,
                                                rescore=300)
+    assert config.emb_knn.k == 7 and config.new_source("emb_knn").config.top_k == 30
     with pytest.raises(FrozenInstanceError):
         src.config.k = 3  # type: ignore[misc]
-    for name in HybridRecipe.defaults["sources"]:
-        config = SOURCES.lookup(name).from_params(HybridRecipe.defaults, 30).config
-        assert isinstance(config, SourceConfig) and config.recipe_params, name
-        for field, key in config.recipe_params.items():
-            assert getattr(config, field) == HybridRecipe.defaults[key]
-        for key, kind in type(config).recipe_ranges().items():
-            assert HybridRecipe.ranges[key] is kind  # declared once, beside the field
+    recipe_config = HybridConfig.from_params(HybridRecipe.defaults)
+    assert recipe_config == HybridConfig()
+    for name in [*HybridRecipe.defaults["sources"], "domains"]:
+        cls = SOURCES.lookup(name)
+        made = recipe_config.source_config(name, cls.config_class)
+        assert isinstance(made, cls.config_class) and isinstance(made, SourceConfig)
+        part = getattr(recipe_config, SOURCE_PARTS[name])
+        assert made == replace(part, **({"top_k": 30} if "top_k" in part.field_names()
+                                        else {})), name
+        # a source built directly has the recipe's settings (all but its candidate count)
+        direct = cls().config
+        top_k = {"top_k": direct.top_k} if "top_k" in direct.field_names() else {}
+        assert replace(made, **top_k) == direct, name
     with pytest.raises(ParamError, match="parameter k=0: must be >= 1"):
         TfidfNeighboursConfig(k=0)
     with pytest.raises(ParamError, match="parameter knn_k=0: must be >= 1"):
         HybridRecipe.check_params({"knn_k": 0})
+
+
+def test_the_hybrid_defaults_ranges_and_names_are_derived_from_its_config():
+    """Each default is written once, on its part's field: the recipe's published
+    ``defaults`` and ``ranges`` are read off `HybridConfig` under the saved flat names,
+    which round-trip (the same names, the same order, as manifests list them); the six
+    parts that once had defaults of their own now have the recipe's."""
+    from tagalign.encode.static import StaticEncoderConfig
+    from tagalign.recipes.hybrid import HybridRecipe
+    from tagalign.suggest.config import FLAT_NAMES, HybridConfig
+    from tagalign.suggest.fusion import RankerConfig
+    from tagalign.suggest.quality import QualityConfig
+    from tagalign.suggest.sources.domain_config import DomainSourceConfig
+    from tagalign.suggest.sources.lexical import LabelMatcherConfig
+    from tagalign.suggest.sources.neighbours import TfidfNeighboursConfig
+    from tagalign.suggest.sources.omikuji import OmikujiConfig
+
+    assert list(HybridRecipe.defaults) == list(FLAT_NAMES) and len(FLAT_NAMES) == 45
+    assert HybridRecipe.defaults == HybridConfig().to_params()
+    assert (RankerConfig().num_rounds, OmikujiConfig().n_trees, OmikujiConfig().max_records,
+            TfidfNeighboursConfig().prune_df, LabelMatcherConfig().cross_language,
+            DomainSourceConfig().seed) == (500, 1, 100_000, 0.05, True, 13)
+    assert (HybridRecipe.defaults["ranker_rounds"], HybridRecipe.defaults["seed"],
+            HybridRecipe.defaults["knn_prune_df"]) == (500, 13, 0.05)
+    assert StaticEncoderConfig().seed == QualityConfig().seed == 13
+    config = HybridConfig()
+    for flat, paths in FLAT_NAMES.items():
+        for path in paths:
+            part, _, name = path.rpartition(".")
+            owner = getattr(config, part) if part else config
+            default = getattr(type(owner)(), name)
+            assert (list(default) if flat == "sources" else default) \
+                == HybridRecipe.defaults[flat], path
+        part, _, name = paths[0].rpartition(".")
+        owner_cls = type(getattr(config, part)) if part else HybridConfig
+        if name in owner_cls.ranges():  # declared once, beside the field
+            assert HybridRecipe.ranges[flat] is owner_cls.ranges()[name], flat
+    assert HybridRecipe.ranges["refit_full"] is HybridConfig.ranges()["refit_full"]
+    given = {"seed": 5, "knn_k": 9, "sources": ["omikuji"], "candidates_labels": 12,
+             "domain_labels": ["a", "b"], "refit_full": False}
+    back = HybridConfig.from_params(given)
+    assert (back.seed, back.omikuji.seed, back.encoder.seed, back.lexical.seed,
+            back.domain_source.seed, back.estimator.seed) == (5,) * 6
+    assert back.to_params() == {**HybridRecipe.defaults, **given}
+    assert list(back.to_params()) == list(FLAT_NAMES)
+    with pytest.raises(ParamError, match="seed is saved once for"):
+        HybridConfig(seed=5)  # the parts' seeds are 13: not one value of one name
+    with pytest.raises(ParamError, match="parameter refit_full='x'"):
+        HybridConfig.from_params({"refit_full": "x"})
 
 
 def hybrid_part_configs() -> list:
@@ -215,32 +272,34 @@ def hybrid_part_configs() -> list:
 
 
 @pytest.mark.parametrize("config_class", hybrid_part_configs(), ids=lambda c: c.__name__)
-def test_each_hybrid_part_reads_its_own_config_built_from_the_recipes_params(config_class):
+def test_each_hybrid_part_is_a_typed_part_of_the_hybrid_config(config_class):
     """The fusion ranker, quality estimate and encoder trainer take one frozen config, as
-    the sources do: made from the hybrid's parameters in one place (`from_params`), its
-    ranges declared beside its fields and checked by the hybrid under its own names; a bad
-    value is refused naming the hybrid's parameter."""
+    the sources do: a part of `HybridConfig`, its ranges declared beside its fields and
+    checked by the hybrid under the saved names; a bad value is refused naming them."""
     from dataclasses import FrozenInstanceError
 
     from tagalign.recipes.hybrid import HybridRecipe
+    from tagalign.suggest.config import FLAT_NAMES, HybridConfig
 
-    config = config_class.from_params(HybridRecipe.defaults)
-    assert config.recipe_params
-    for field, key in config.recipe_params.items():
-        assert getattr(config, field) == HybridRecipe.defaults[key]
+    config = HybridConfig()
+    part = next(name for name in ("ranker", "estimator", "encoder")
+                if isinstance(getattr(config, name), config_class))
+    assert getattr(config, part) == config_class()
     with pytest.raises(FrozenInstanceError):
-        setattr(config, next(iter(config.recipe_params)), 1)
-    assert config_class.recipe_ranges()
-    for key, kind in config_class.recipe_ranges().items():
-        assert HybridRecipe.ranges[key] is kind  # declared once, beside the field
+        setattr(getattr(config, part), config_class.field_names()[0], 1)
+    flat = {key: path.split(".")[1] for key, paths in FLAT_NAMES.items() for path in paths
+            if path.startswith(f"{part}.")}
+    ranged = [key for key, name in flat.items() if name in config_class.ranges()]
+    assert ranged
+    for key in ranged:
         bad = {**HybridRecipe.defaults, key: -1}
         with pytest.raises(ParamError, match=f"parameter {key}=-1: must be"):
-            config_class.from_params(bad)
+            HybridConfig.from_params(bad)
         with pytest.raises(ParamError, match=f"parameter {key}=-1: must be"):
             HybridRecipe.check_params({key: -1})
 
 
-def test_the_hybrid_trainer_builds_its_parts_configs_once_from_the_params():
+def test_the_hybrid_trainer_builds_its_parts_from_the_typed_config():
     from tagalign.encode.static import StaticEncoderConfig
     from tagalign.recipes.hybrid import HybridRecipe
     from tagalign.suggest.fusion import FusionRanker, RankerConfig
@@ -248,13 +307,14 @@ def test_the_hybrid_trainer_builds_its_parts_configs_once_from_the_params():
 
     recipe = HybridRecipe(tiny_vocab(), ranker_rounds=7, seed=5, quality_folds=4)
     trainer = recipe.trainer()
-    assert trainer.ranker_config == RankerConfig(num_rounds=7)
-    assert trainer.quality_config == QualityConfig(seed=5, folds=4)
-    assert trainer.encoder_config == StaticEncoderConfig(seed=5)
-    assert QualityEstimator(trainer.quality_config).config.seed == 5
+    assert trainer.config is recipe.config
+    assert trainer.config.ranker == RankerConfig(num_rounds=7)
+    assert trainer.config.estimator == QualityConfig(seed=5, folds=4)
+    assert trainer.config.encoder == StaticEncoderConfig(seed=5)
+    assert QualityEstimator(trainer.config.estimator).config.seed == 5
     with pytest.raises(ParamError, match="parameter seed=-2: must be >= 0"):
         QualityEstimator(seed=-2)
-    assert FusionRanker(trainer.ranker_config, num_threads=1).config.num_rounds == 7
+    assert FusionRanker(trainer.config.ranker, num_threads=1).config.num_rounds == 7
     assert FusionRanker(num_rounds=9).config == RankerConfig(num_rounds=9)
     with pytest.raises(ParamError, match="parameter num_rounds=0: must be >= 1"):
         FusionRanker(num_rounds=0)

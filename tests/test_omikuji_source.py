@@ -135,26 +135,30 @@ def test_the_hybrid_caps_omikuji_at_100000_records_by_default() -> None:
     import pytest
 
     from tagalign.recipes.hybrid import HybridRecipe
+    from tagalign.suggest.config import HybridConfig
 
-    assert om.OmikujiConfig.from_params(HybridRecipe.defaults).max_records == 100_000
+    assert HybridConfig.from_params(HybridRecipe.defaults).omikuji.max_records == 100_000
+    assert om.OmikujiConfig().max_records == 100_000  # the source's own default: the same
     given = {**HybridRecipe.defaults, "omikuji_max_records": 250, "seed": 4}
-    config = om.OmikujiConfig.from_params(given)
+    config = HybridConfig.from_params(given).omikuji
     assert (config.max_records, config.seed) == (250, 4)
-    assert om.OmikujiConfig.from_params({**given, "omikuji_max_records": None}
-                                        ).max_records is None
+    assert HybridConfig.from_params({**given, "omikuji_max_records": None}
+                                    ).omikuji.max_records is None
     with pytest.raises(ValueError, match="omikuji_max_records"):
-        om.OmikujiConfig.from_params({**given, "omikuji_max_records": 0})
+        HybridConfig.from_params({**given, "omikuji_max_records": 0})
 
 
 def test_n_trees_sets_how_many_trees_each_language_grows(tmp_path) -> None:
-    """``n_trees`` (the hybrid's ``omikuji_n_trees``, default 1; the source's own default 3
-    as Omikuji's) is the number of trees each language's model saves; one tree predicts."""
+    """``n_trees`` (the hybrid's ``omikuji_n_trees``, default 1, the source's own default
+    too; Omikuji's is 3) is the number of trees each language's model saves; one tree predicts."""
     from tagalign.recipes.hybrid import HybridRecipe
+    from tagalign.suggest.config import HybridConfig
     from tagalign.suggest.sources.base import FitContext
 
-    assert om.OmikujiConfig.from_params(HybridRecipe.defaults).n_trees == 1
-    assert om.OmikujiConfig.from_params({**HybridRecipe.defaults, "omikuji_n_trees": 3}
-                                        ).n_trees == 3
+    assert HybridConfig.from_params(HybridRecipe.defaults).omikuji.n_trees == 1
+    assert om.OmikujiConfig().n_trees == 1
+    assert HybridConfig.from_params({**HybridRecipe.defaults, "omikuji_n_trees": 3}
+                                    ).omikuji.n_trees == 3
     X, Y = _data(1)
     half = X.shape[0] // 2
     parts = {"de": np.arange(half), "en": np.arange(half, X.shape[0])}
@@ -176,9 +180,10 @@ def test_beam_size_is_the_search_width_the_source_predicts_with() -> None:
     what the source's candidates are searched with: a beam of 1 gives the library's beam-1
     lists, which differ from its beam-10 lists on this data."""
     from tagalign.recipes.hybrid import HybridRecipe
+    from tagalign.suggest.config import HybridConfig
     from tagalign.suggest.sources.base import Batch, FitContext
 
-    assert om.OmikujiConfig.from_params(HybridRecipe.defaults).beam_size == 10
+    assert HybridConfig.from_params(HybridRecipe.defaults).omikuji.beam_size == 10
     X, Y = _data(2)
     idx = np.arange(X.shape[0])
     got = {}

@@ -78,4 +78,4 @@ feedback_db = "fb.sqlite"
         rules=SubjectRules((EPOS,)), feedback_db=f"sqlite:///{(tmp_path / 'fb.sqlite').resolve()}")
     project = open_project(spec)
     assert project.serving == spec.serving
-    assert project.config["name"] == "toy"  # the folder's config is not changed
+    assert project.config.name == "toy"  # the folder's config is not changed

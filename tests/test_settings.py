@@ -21,7 +21,7 @@ from tagalign import runtime as runtime_module
 from tagalign.classify import Classifier, Example, get_classifier
 from tagalign.cli import app
 from tagalign.project import DEFAULT_LIMIT as PROJECT_LIMIT
-from tagalign.project.config import config_defaults
+from tagalign.project.config import ProjectConfig
 from tagalign.runtime import DEFAULT_LIMIT, Environment, Runtime
 from tagalign.serve.service import OWN_DEFAULT_LIMIT
 from tiny_models import TOPICS, tiny_records, tiny_vocab
@@ -70,7 +70,7 @@ def test_the_default_limit_has_one_definition():
     spelled = [hit for path in sorted(SRC.rglob("*.py")) for hit in _literal_limits(path)]
     assert spelled == []
     assert PROJECT_LIMIT is DEFAULT_LIMIT and OWN_DEFAULT_LIMIT is DEFAULT_LIMIT
-    assert config_defaults({}) == (DEFAULT_LIMIT, 0.0)
+    assert ProjectConfig().defaults() == (DEFAULT_LIMIT, 0.0)
     assert DEFAULT_LIMIT == 20  # the default itself is unchanged
     res = runner.invoke(app, ["suggest", "--help"], env={"COLUMNS": "300"})
     assert f"else {DEFAULT_LIMIT})" in " ".join(res.output.split())

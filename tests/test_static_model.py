@@ -159,11 +159,12 @@ def test_the_encoder_learns_from_a_seeded_sample_of_max_records(records, gnd_voc
     np.testing.assert_array_equal(a, b)
     assert np.abs(a - everything).max() > 1e-3
     from tagalign.recipes.hybrid import HybridRecipe
+    from tagalign.suggest.config import HybridConfig
 
     given = {**HybridRecipe.defaults, "embed_max_records": 250}
-    assert StaticEncoderConfig.from_params(given).max_records == 250
+    assert HybridConfig.from_params(given).encoder.max_records == 250
     with pytest.raises(ValueError, match="embed_max_records"):
-        StaticEncoderConfig.from_params({**given, "embed_max_records": 0})
+        HybridConfig.from_params({**given, "embed_max_records": 0})
 
 
 def test_text_dataset_in_pieces_has_the_rows_and_shuffle_of_one_conversion():

@@ -66,7 +66,7 @@ def test_optimize_save_changes_cli_suggest(trained, tmp_path):
     assert res.exit_code == 0, res.output
     best = json.loads(res.stdout)["all"]["best"]["f1"]
     config = Project.read_config(project.path)
-    assert (config["limit"], config["threshold"]) == (best["limit"], best["threshold"])
+    assert (config.limit, config.threshold) == (best["limit"], best["threshold"])
     assert best["limit"] <= 3  # every record has 2 gold subjects
     assert (tmp_path / "p.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     after = tmp_path / "after.jsonl"
@@ -141,8 +141,8 @@ def test_trials_match_suggest_and_saved_params(trained):
         assert served(p) == tuned
     assert again.params["candidates_omikuji"] == 2
     # the model's manifest holds the one copy of the parameters; the config their names
-    assert "params" not in Project.read_config(project.path)
-    assert Project.read_config(project.path)["tuned_params"] == sorted(TRIAL)
+    assert Project.read_config(project.path).params is None
+    assert Project.read_config(project.path).tuned_params == sorted(TRIAL)
 
 
 def test_hyperopt_resumes_from_storage_and_saves(trained, tmp_path):

@@ -72,6 +72,6 @@ def test_train_project_learns_the_confirmed_records_and_keeps_the_dev_scores(tmp
     assert (done.records, done.confirmed) == (21, 1) and len(records) == 20  # not changed
     learned = json.loads((project.path / "model/records.json").read_text())
     assert {row["id"]: row for row in learned}["fb-1"]["subjects"] == ["4046076-9"]
-    assert Project.read_config(project.path)["dev_scores"] == done.dev_scores["overall"]
+    assert Project.read_config(project.path).dev_scores == done.dev_scores["overall"]
     again = train_project(Project.load(project.path), records, feedback=False)
     assert (again.records, again.confirmed, again.dev_scores) == (20, 0, None)

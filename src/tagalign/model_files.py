@@ -4,7 +4,13 @@ classifiers (`tagalign.classify`) and pair scorers (`tagalign.pairs`).
 A model class derives from `ModelFamily` and declares, side by side, its ``name``, its
 published ``defaults`` and the ``ranges`` of the parameters that need more than their
 default's type (`tagalign.params`); `ModelFamily.check_params` refuses unknown names and bad
-values before anything is loaded.
+values before anything is loaded. As scikit-learn's estimators, every model has
+`ModelFamily.get_params`, `ModelFamily.set_params` and `ModelFamily.clone` (and the module's
+`clone`): an untrained twin with the same parameters::
+
+    recipe = get_recipe("lexical")(vocab, max_ngram=3)
+    twin = clone(recipe)            # untrained; twin.get_params() == recipe.get_params()
+    twin.set_params(max_ngram=0)    # ParamError: recipe 'lexical': parameter max_ngram=0: ...
 
 A saved model is a folder: the model's own files and one JSON manifest, written atomically,
 the same keys for every family (then what the family adds)::
@@ -26,11 +32,19 @@ from __future__ import annotations
 
 import datetime as _dt
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Self, TypeVar
 
 from tagalign.errors import InputError, MissingFileError, ModelFormatError
 from tagalign.io import read_json, versions, write_json_atomic, wrong_model_message
-from tagalign.params import ParamSpec
+from tagalign.params import ParamSpec, PartConfig
+
+M = TypeVar("M", bound="ModelFamily")
+
+
+def clone(model: M) -> M:
+    """An untrained twin of ``model`` with the same parameters (scikit-learn's
+    ``sklearn.base.clone``): `ModelFamily.clone`."""
+    return model.clone()
 
 
 def now() -> str:
@@ -51,6 +65,21 @@ class ModelFamily:
     #: Parameters no longer read, still accepted (a saved model's manifest, an old
     #: ``--param``) and dropped.
     retired: ClassVar[frozenset[str]] = frozenset()
+    #: this model's parameters, every one (the defaults under the given ones)
+    params: dict[str, Any]
+    #: the parameters as one typed config (a `tagalign.params.PartConfig` whose fields are
+    #: the parameters, in their saved order): when a class sets it, its ``defaults`` and
+    #: ``ranges`` are derived from the fields and ``self.config`` is built from
+    #: ``self.params`` (`_params_set`); the hybrid's config composes its parts' instead
+    #: (`tagalign.suggest.config.HybridConfig`)
+    config_class: ClassVar[type[PartConfig] | None] = None
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        own = cls.__dict__.get("config_class")
+        if own is not None:  # defaults written once, on the config's fields
+            cls.defaults = own().values()
+            cls.ranges = own.ranges()
 
     #: what the family's messages call a saved model, and how to make a new one
     kind: ClassVar[str] = "model"
@@ -87,6 +116,46 @@ class ModelFamily:
     def with_defaults(cls, params: dict[str, Any]) -> dict[str, Any]:
         """``params`` over the defaults, retired names dropped."""
         return {**cls.defaults, **{k: v for k, v in params.items() if k not in cls.retired}}
+
+    def get_params(self) -> dict[str, Any]:
+        """Every parameter of this model (a copy), as `clone` gives them to its twin."""
+        return dict(self.params)
+
+    def set_params(self, **params: Any) -> Self:
+        """Change some parameters, refused as when the model is made (unknown names:
+        `InputError`; bad values: `ParamError`); returns the model. What a trained model
+        learned stays as it is: parameters that need no retraining reach it when it is
+        saved and loaded again (`tagalign.project.Project.set_params`)."""
+        self.check_params(params)
+        self.params = self.with_defaults({**self.params, **params})
+        self._params_set()
+        return self
+
+    def clone(self) -> Self:
+        """An untrained model of the same class with the same parameters."""
+        return self._twin(self.get_params())
+
+    def _twin(self, params: dict[str, Any]) -> Self:
+        """A new, untrained model of this class with ``params`` (each family's)."""
+        raise NotImplementedError(f"{type(self).__name__} cannot be cloned")
+
+    def _params_set(self) -> None:
+        """Called once ``self.params`` holds a new set of parameters (made, or changed
+        by `set_params`): a model with a typed config builds it here."""
+        if self.config_class is not None:  # a key an older version saved: not a field
+            fields = set(self.config_class.field_names())
+            self.config = self.config_class(**{k: v for k, v in self.params.items()
+                                               if k in fields})
+
+    @classmethod
+    def differing_params(cls, saved: dict[str, Any], asked: dict[str, Any],
+                         ignore: set[str] | frozenset[str] = frozenset()) -> dict[str, Any]:
+        """The ``saved`` values of the parameters where ``asked`` differs from them, both
+        taken over the defaults (a trained model's manifest holds every parameter, a request
+        the given ones), ``ignore`` left out: empty when ``asked`` makes the same model."""
+        old, new = cls.with_defaults(saved), cls.with_defaults(asked)
+        return {k: old.get(k) for k in sorted(set(old) | set(new))
+                if k not in ignore and old.get(k) != new.get(k)}
 
     # -- the manifest -----------------------------------------------------------------
     @classmethod

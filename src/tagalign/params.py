@@ -20,7 +20,7 @@ import functools
 from collections.abc import Mapping
 from dataclasses import dataclass
 from types import UnionType
-from typing import Annotated, Any, ClassVar, Self, Union, get_args, get_origin, get_type_hints
+from typing import Annotated, Any, ClassVar, Union, get_args, get_origin, get_type_hints
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
@@ -110,17 +110,16 @@ class ParamSpec:
 
 @dataclass(frozen=True)
 class PartConfig:
-    """The settings of one part of a recipe (a source, the fusion ranker, the quality
+    """The settings of one part of a model (a source, the fusion ranker, the quality
     estimate, the encoder trainer ...), as scikit-learn estimators take theirs: one field
     each, with its default and, where its type is not check enough, its range as an
     `Annotated` type (`Positive` ...), checked when the config is made (`ParamError`).
 
-    ``recipe_params`` names the recipe parameter each field is read from (`from_params`,
-    the one place a recipe's parameters become the part's settings); the recipe checks
-    those parameters against the same ranges (`recipe_ranges`)."""
+    A part is built from its config only; the recipe's config composes its parts'
+    (`tagalign.suggest.config.HybridConfig`), and only that config knows the flat names a
+    recipe's parameters are saved under. A field without a plain default (a part config
+    inside another, ``default_factory``) is checked by its own class."""
 
-    #: field → the recipe parameter it is read from
-    recipe_params: ClassVar[Mapping[str, str]] = {}
     #: what errors call a config of this kind
     kind: ClassVar[str] = "config"
 
@@ -132,23 +131,26 @@ class PartConfig:
         return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
 
     @classmethod
-    def from_params(cls, params: Mapping[str, Any], **fixed: Any) -> Self:
-        """The settings a recipe's ``params`` give (a bad value is refused under the
-        recipe's parameter name); ``fixed``: fields set otherwise (a source's ``top_k``)."""
-        given = {name: params[key] for name, key in cls.recipe_params.items()}
-        cls._recipe_spec().check({cls.recipe_params[name]: value
-                                  for name, value in given.items()})
-        return cls(**given, **fixed)
-
-    @classmethod
     def field_names(cls) -> list[str]:
         return [f.name for f in dataclasses.fields(cls)]
 
     @classmethod
+    def field_default(cls, name: str) -> Any:
+        """The default of field ``name`` (a nested config's: a new one)."""
+        f = next(f for f in dataclasses.fields(cls) if f.name == name)
+        if f.default is not dataclasses.MISSING:
+            return f.default
+        factory = f.default_factory
+        if not callable(factory):
+            raise TypeError(f"{cls.__name__}.{name} has no default")
+        return factory()
+
+    @classmethod
     @functools.cache
     def ranges(cls) -> dict[str, Any]:
-        """Field → its `Annotated` range, for the fields that declare one (made once per
-        class: a recipe's ranges are these same objects)."""
+        """Field → its range, for the fields that declare one (an `Annotated` type, or a
+        union without None such as ``bool | Literal["auto"]``); made once per class: a
+        recipe's ranges are these same objects."""
         hints = get_type_hints(cls, include_extras=True)
         out = {}
         for name in cls.field_names():
@@ -158,27 +160,16 @@ class PartConfig:
                 ranged = next((a for a in args if get_origin(a) is Annotated), None)
                 if ranged is not None:
                     hint = _or_none(ranged) if type(None) in args else ranged
+                elif type(None) not in args:
+                    out[name] = hint
             if get_origin(hint) is Annotated:
                 out[name] = hint
         return out
 
     @classmethod
-    def recipe_ranges(cls) -> dict[str, Any]:
-        """The ranges under the recipe's parameter names (e.g. `HybridRecipe.ranges`)."""
-        return {cls.recipe_params[name]: kind for name, kind in cls.ranges().items()
-                if name in cls.recipe_params}
-
-    @classmethod
     @functools.cache
     def _spec(cls) -> ParamSpec:
-        return ParamSpec(f"{cls.kind} {cls.__name__}",
-                         {f.name: f.default for f in dataclasses.fields(cls)}, **cls.ranges())
-
-    @classmethod
-    @functools.cache
-    def _recipe_spec(cls) -> ParamSpec:
-        """The fields' types and ranges under the recipe's parameter names."""
-        defaults = {f.name: f.default for f in dataclasses.fields(cls)}
-        return ParamSpec(f"{cls.kind} {cls.__name__}",
-                         {key: defaults[name] for name, key in cls.recipe_params.items()},
-                         **cls.recipe_ranges())
+        plain = [f for f in dataclasses.fields(cls) if f.default is not dataclasses.MISSING]
+        own = cls.ranges()
+        return ParamSpec(f"{cls.kind} {cls.__name__}", {f.name: f.default for f in plain},
+                         **{f.name: own[f.name] for f in plain if f.name in own})

@@ -41,9 +41,8 @@ from typing import Any
 from tagalign.errors import InputError, NotFoundError, TagalignError
 from tagalign.project import CONFIG_NAME, DEFAULT_RECIPE, Project, ProjectError
 from tagalign.project.config import saved_params
-from tagalign.project.folder import differing_params
 from tagalign.project.serving import ServingSettingError, ServingSettings
-from tagalign.recipes import recipe_names
+from tagalign.recipes import get_recipe, recipe_names
 from tagalign.runtime import Runtime
 from tagalign.vocab import Vocabulary, VocabularyMismatchError, load_vocabulary
 from tagalign.vocab.rules import ALL, SubjectRules, read_id_file
@@ -238,12 +237,13 @@ def _vocabulary(spec: ProjectSpec) -> Vocabulary | None:
 def check_saved(spec: ProjectSpec) -> None:
     """Refuse a folder saved with another recipe or other parameters than the table's."""
     saved = Project.read_config(spec.path)
-    if spec.recipe is not None and saved.get("recipe") != spec.recipe:
+    if spec.recipe is not None and saved.recipe != spec.recipe:
         raise ProjectsFileError(
             f"{spec.where('recipe')}: {spec.recipe!r}, but the project at {spec.path} was "
-            f"created with {saved.get('recipe')!r}; fix the file or retrain into another path")
+            f"created with {saved.recipe!r}; fix the file or retrain into another path")
     if spec.params is not None:
-        other = differing_params(saved["recipe"], saved_params(spec.path, saved), spec.params)
+        other = get_recipe(str(saved.recipe)).differing_params(saved_params(spec.path, saved),
+                                                               spec.params)
         if other:
             raise ProjectsFileError(
                 f"{spec.where('params')}: {spec.params}, but the project at {spec.path} was "
@@ -316,7 +316,7 @@ def describe(spec: ProjectSpec, project: Project | None) -> dict[str, Any]:
         "trained": bool(project and project.is_trained)}
     if project is not None:
         out["excluded"] = len(project.excluded)
-        out["trained_at"] = project.config.get("trained_at")
+        out["trained_at"] = project.config.trained_at
         out["vocabulary_size"] = len(project.vocab)
-        out["dev_scores"] = project.config.get("dev_scores")
+        out["dev_scores"] = project.config.dev_scores
     return out

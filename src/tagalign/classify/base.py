@@ -14,7 +14,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Self, TypeVar
 
 import numpy as np
 
@@ -96,6 +96,7 @@ class Classifier(ModelFamily, ABC):
     def __init__(self, **params: Any):
         self.check_params(params)
         self.params = self.with_defaults(params)
+        self._params_set()
         #: threads (`Runtime.threads_or`); `get_classifier`/`load_classifier` pass the
         #: caller's, else the defaults
         self.runtime = Runtime()
@@ -198,6 +199,9 @@ class Classifier(ModelFamily, ABC):
         return out
 
     # -- persistence ----------------------------------------------------------------
+    def _twin(self, params: dict[str, Any]) -> Self:
+        return type(self)(**params)
+
     def save(self, folder: Path | str, extra: dict[str, Any] | None = None) -> None:
         folder = Path(folder)
         with atomic_dir(folder) as tmp:

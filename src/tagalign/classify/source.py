@@ -23,10 +23,9 @@ is refused.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
@@ -43,7 +42,6 @@ from tagalign.io import (
     save_npy_atomic,
     write_json_atomic,
 )
-from tagalign.params import NonNegative, NonNegativeFloat, Positive, PositiveFloat
 from tagalign.records import Record
 from tagalign.suggest.fusion import PairFeatures
 from tagalign.suggest.sources.base import (
@@ -51,29 +49,13 @@ from tagalign.suggest.sources.base import (
     Candidates,
     FitContext,
     Source,
-    SourceConfig,
     register_source,
 )
+from tagalign.suggest.sources.domain_config import DomainSourceConfig
 from tagalign.suggest.sources.memory import label_matrix
 from tagalign.vocab import VocabularyMismatchError
 
 TUNE_SAMPLE = 2000  # thresholds are not used here; tuning them on a sample keeps fit cheap
-
-
-@dataclass(frozen=True)
-class DomainSourceConfig(SourceConfig):
-    """The domains to predict (``labels``; None: those the training records carry), the
-    linear classifier's ``C``, records it trains on (``limit_train``; None: all) and
-    ``seed``; ``smoothing``: the profiles' additive smoothing."""
-
-    labels: Sequence[str] | None = None
-    limit_train: Positive | None = None
-    C: PositiveFloat = 4.0
-    smoothing: NonNegativeFloat = 1.0
-    seed: NonNegative = 0
-
-    recipe_params: ClassVar[Mapping[str, str]] = {
-        "labels": "domain_labels", "limit_train": "domain_limit_train", "seed": "seed"}
 
 
 @register_source

@@ -26,7 +26,7 @@ from tagalign.predictions import (
     read_submission,
     write_submission,
 )
-from tagalign.project import Project, config_defaults
+from tagalign.project import Project, ProjectConfig
 from tagalign.records import InputReport, Record
 from tagalign.vocab import Vocabulary
 
@@ -132,17 +132,17 @@ def eval_(
         console.log(f"per-subject results written to {results_file}")
 
 
-def _project_config(project_dir: Path | None) -> dict | None:
+def _project_config(project_dir: Path | None) -> ProjectConfig | None:
     if project_dir is None:
         return None
     return Project.read_config(project_dir)
 
 
-def _cuts(records: list[Record], config: dict | None, limit: int | None,
+def _cuts(records: list[Record], config: ProjectConfig | None, limit: int | None,
           threshold: float | None) -> tuple[np.ndarray, np.ndarray]:
     """Per record: the limit/threshold given, else the project's for its language, else
     no cut (every predicted subject) and 0."""
-    saved = [config_defaults(config, r.language) if config is not None else
+    saved = [config.defaults(r.language) if config is not None else
              (np.iinfo(np.int32).max, 0.0) for r in records]
     limits = np.array([limit if limit is not None else n for n, _ in saved], np.int64)
     thresholds = np.array([threshold if threshold is not None else t for _, t in saved])

@@ -45,7 +45,7 @@ def list_projects(
         trained = "yes" if proj is not None and proj.is_trained else "not trained"
         excluded = str(len(proj.excluded)) if proj is not None else "?"
         serving = spec.serving
-        table.add_row(pid, serving.name or pid, spec.recipe or (proj and proj.config["recipe"])
+        table.add_row(pid, serving.name or pid, spec.recipe or (proj and proj.config.recipe)
                       or "?", serving.language or "", trained,
                       "allowed" if serving.allow_learn else "no", excluded, str(spec.path))
     # the table is the command's result: stdout

@@ -108,7 +108,7 @@ def train(
     # the project is saved: the process may end without freeing the training's records and
     # models object by object (`skip_teardown`)
     skip_teardown()
-    console.log(f"[bold green]trained[/] {project.config['recipe']} in "
+    console.log(f"[bold green]trained[/] {project.config.recipe} in "
                 f"{done.seconds:.0f} s → {project_dir}")
     if done.dev_scores is not None:
         out.print(report_tables(done.dev_scores))

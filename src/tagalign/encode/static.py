@@ -8,7 +8,7 @@ the batch to a GPU.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import chain
 from pathlib import Path
@@ -43,11 +43,6 @@ class StaticEncoderConfig(PartConfig):
     max_records: Positive | None = 100_000
     seed: NonNegative = 13
 
-    recipe_params: ClassVar[Mapping[str, str]] = {
-        "dim": "embed_dim", "vocab_size": "embed_vocab_size", "epochs": "embed_epochs",
-        "batch_size": "embed_batch_size", "lr": "embed_lr", "label_pairs": "embed_label_pairs",
-        "hard_negatives": "embed_hard_negatives", "max_records": "embed_max_records",
-        "seed": "seed"}
     kind: ClassVar[str] = "encoder config"
 
 

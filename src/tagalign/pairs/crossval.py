@@ -95,8 +95,8 @@ def out_of_fold(params: dict[str, Any], pairs: Sequence[Pair], folds: Folds,
         else:
             scorer = PairScorer.build(params)
             train_pairs = [pairs[i] for i in folds.train_index(k) if pairs[i].label is not None]
-            train_pairs = sample_pairs(train_pairs, scorer.params["limit_pairs"],
-                                       scorer.params["seed"])
+            train_pairs = sample_pairs(train_pairs, scorer.config.limit_pairs,
+                                       scorer.config.seed)
             if log:
                 log(f"fold {k + 1}/{folds.k}: training on {len(train_pairs)} pairs")
             fit_model(scorer, train_pairs, [], Path(workdir) / f"fold-{k}", progress)

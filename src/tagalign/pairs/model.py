@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 import numpy as np
 
@@ -30,6 +30,7 @@ from tagalign.pairs.params import (  # noqa: F401 - re-exported
     DEFAULTS,
     POOLINGS,
     RECIPE,
+    PairsConfig,
     PairScorerBase,
     check_params,
 )
@@ -117,15 +118,23 @@ class PairScorer(PairScorerBase):
         #: the `tagalign.pairs.presets` preset it was trained with (None: none, or before)
         self.preset: str | None = None
         self._formatter: UseFormatter | None = None
+        self._params_set()
+
+    def _params_set(self) -> None:
+        super()._params_set()
         #: untuned encoders whose cosines join the tuned model's (`tagalign.pairs.ensemble`)
         self.ensemble: Ensemble | None = (
-            Ensemble(self.params["ensemble"], self.params["ensemble_weights"])
-            if self.params["ensemble"] else None)
+            Ensemble(self.config.ensemble, self.config.ensemble_weights)
+            if self.config.ensemble else None)
+
+    def _twin(self, params: dict[str, Any]) -> Self:
+        """The base model built again with ``params`` (`build`): untrained, untuned."""
+        return type(self).build(params)
 
     # -- building -----------------------------------------------------------------------
     @classmethod
     def build(cls, params: dict[str, Any] | None = None, device: str | None = None
-              ) -> PairScorer:
+              ) -> Self:
         """The base model with markers added (embeddings resized) and the chosen pooling."""
         import torch
         from sentence_transformers import SentenceTransformer
@@ -133,32 +142,33 @@ class PairScorer(PairScorerBase):
 
         p = cls.with_defaults(params or {})
         cls.check_params(p)
+        cfg = PairsConfig(**p)
         quiet_libraries()
-        torch.manual_seed(p["seed"])
-        base, prompts = base_model_path(p["base_model"])
+        torch.manual_seed(cfg.seed)
+        base, prompts = base_model_path(cfg.base_model)
         try:
             model = SentenceTransformer(base, device=device or default_device(),
                                         local_files_only=Path(base).is_dir())
         except OSError as exc:  # a base model that cannot be fetched or read
             raise NotFoundError(str(exc)) from exc
-        model.max_seq_length = p["max_seq_length"]
+        model.max_seq_length = cfg.max_seq_length
         tok = model.tokenizer
         tok.add_tokens(list(MARKERS), special_tokens=True)
         model[0].auto_model.resize_token_embeddings(len(tok))
-        if p["pooling"] == "target":
+        if cfg.pooling == "target":
             ids = tok.convert_tokens_to_ids(list(MARKERS))
             dim = model.get_embedding_dimension()
             model = SentenceTransformer(
                 modules=[model[0], TargetPooling(dim, ids[0], ids[1]),
                          *list(model)[2:]], device=device or default_device())
-            model.max_seq_length = p["max_seq_length"]
+            model.max_seq_length = cfg.max_seq_length
         return cls(model, p, prompts)
 
     @property
     def formatter(self) -> UseFormatter:
         if self._formatter is None:
             # e5 marks symmetric tasks with "query: " on both sides
-            self._formatter = UseFormatter(self.model.tokenizer, self.params["max_seq_length"],
+            self._formatter = UseFormatter(self.model.tokenizer, self.config.max_seq_length,
                                            self.prompts.get("query", ""))
         return self._formatter
 
@@ -168,11 +178,11 @@ class PairScorer(PairScorerBase):
         """Each distinct usage encoded once (L2-normalised rows)."""
         distinct = list(dict.fromkeys(uses))
         texts = [self.formatter(u) for u in distinct]
-        step = max(1, self.params["encode_batch_size"]) * 8
+        step = max(1, self.config.encode_batch_size) * 8
         rows: list[np.ndarray] = []
         for i in range(0, len(texts), step):
             rows.append(self.model.encode(texts[i:i + step], convert_to_numpy=True,
-                                          batch_size=self.params["encode_batch_size"],
+                                          batch_size=self.config.encode_batch_size,
                                           show_progress_bar=False))
             if progress:
                 progress("encoding usages", min(i + step, len(texts)), len(texts))
@@ -216,7 +226,7 @@ class PairScorer(PairScorerBase):
 
     def new_thresholds(self) -> Thresholds:
         """Unfitted cut points of this scorer's ``cut_mode``."""
-        return Thresholds(mode=self.params["cut_mode"], shrink=float(self.params["cut_shrink"]))
+        return Thresholds(mode=self.config.cut_mode, shrink=float(self.config.cut_shrink))
 
     def predict(self, pairs: Sequence[Pair], progress: ProgressCallback | None = None
                 ) -> tuple[np.ndarray, np.ndarray]:
@@ -356,16 +366,16 @@ def train(scorer: PairScorer, train_pairs: Sequence[Pair], dev_pairs: Sequence[P
     ``on_estimate``: told once the expected training time (`tagalign.pairs.training`)."""
     from tagalign.pairs.training import fit_model
 
-    p = scorer.params
+    p = scorer.config
     labelled = [x for x in train_pairs if x.label is not None]
     dev = [x for x in dev_pairs if x.label is not None]
     if not dev:
         raise InputError("dev pairs need labels (cut points and checkpoint choice use them)")
     dev_scores = None
-    if p["epochs"] > 0:
+    if p.epochs > 0:
         if not labelled:
             raise InputError("no labelled training pairs")
-        dev_scores = fit_model(scorer, sample_pairs(labelled, p["limit_pairs"], p["seed"]),
+        dev_scores = fit_model(scorer, sample_pairs(labelled, p.limit_pairs, p.seed),
                                dev, workdir, progress, on_epoch, on_estimate)
     scorer.fit_thresholds(dev, dev_scores)
     return scorer

@@ -3,33 +3,47 @@ without torch (so `tagalign pairs train` refuses a bad value before loading anyt
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from tagalign.errors import InputError
 from tagalign.model_files import ModelFamily
 from tagalign.pairs.losses import get_loss
-from tagalign.params import NonNegative, NonNegativeFloat, Positive, PositiveFloat
+from tagalign.params import NonNegative, NonNegativeFloat, PartConfig, Positive, PositiveFloat
 
 RECIPE = "ordinal-wic"
 
-DEFAULTS: dict[str, Any] = {"base_model": "e5-small", "loss": "angle", "pooling": "mean",
-                            "lr": 1e-5, "batch_size": 32, "epochs": 10, "max_seq_length": 128,
-                            "train_layers": None, "train_markers": True,
-                            "limit_pairs": None, "seed": 0,
-                            "warmup": 0.1, "encode_batch_size": 64,
-                            # normalised: ahead of per-language cut points for mean
-                            # pooling (the default) and its ensembles in the lemma-grouped
-                            # CV, even with target pooling (docs/pairs.md, issue 35)
-                            "cut_mode": "normalised", "cut_shrink": 8.0,
-                            # untuned encoders beside the tuned one, the tuned one's weight
-                            # per language ("*": others): `tagalign.pairs.ensemble`
-                            "ensemble": [], "ensemble_weights": {}}
-#: epochs=0: the untuned encoder with fitted cut points (the benchmark's floor row)
-RANGES: dict[str, Any] = {
-    "lr": PositiveFloat, "epochs": NonNegative, "train_layers": NonNegative,
-    "seed": NonNegative, "warmup": NonNegativeFloat,
-    **dict.fromkeys(("batch_size", "max_seq_length", "limit_pairs", "encode_batch_size"),
-                    Positive)}
+
+
+@dataclass(frozen=True)
+class PairsConfig(PartConfig):
+    """The pair scorer's parameters, in their saved order (`PairScorerBase.config_class`:
+    its ``defaults`` and ``ranges`` are these fields')."""
+
+    base_model: str = "e5-small"
+    loss: str = "angle"
+    pooling: str = "mean"
+    lr: PositiveFloat = 1e-5
+    batch_size: Positive = 32
+    #: 0: the untuned encoder with fitted cut points (the benchmark's floor row)
+    epochs: NonNegative = 10
+    max_seq_length: Positive = 128
+    train_layers: NonNegative | None = None
+    train_markers: bool = True
+    limit_pairs: Positive | None = None
+    seed: NonNegative = 0
+    warmup: NonNegativeFloat = 0.1
+    encode_batch_size: Positive = 64
+    #: normalised: ahead of per-language cut points for mean pooling (the default) and its
+    #: ensembles in the lemma-grouped CV, even with target pooling (docs/pairs.md, issue 35)
+    cut_mode: str = "normalised"
+    cut_shrink: float = 8.0
+    #: untuned encoders beside the tuned one, the tuned one's weight per language ("*":
+    #: others): `tagalign.pairs.ensemble`
+    ensemble: list[Any] = field(default_factory=list)
+    ensemble_weights: dict[str, Any] = field(default_factory=dict)
+
+    kind: ClassVar[str] = "pairs config"
 POOLINGS = ("mean", "target")
 #: how `tagalign.pairs.thresholds.Thresholds` chooses a language's cut points
 CUT_MODES = ("language", "pooled", "shrunk", "normalised")
@@ -40,8 +54,8 @@ class PairScorerBase(ModelFamily):
     (`tagalign.pairs.model.PairScorer` is the model)."""
 
     name = RECIPE
-    defaults = DEFAULTS
-    ranges: ClassVar[dict[str, Any]] = RANGES
+    config_class = PairsConfig
+    config: PairsConfig
     kind = "pairs model"
     retrain = "the pairs model (tagalign pairs train)"
     # saved without the key before the families shared one manifest: format 1
@@ -79,3 +93,5 @@ class PairScorerBase(ModelFamily):
 
 
 check_params = PairScorerBase.check_params
+#: the published defaults (`PairsConfig`'s)
+DEFAULTS = PairScorerBase.defaults

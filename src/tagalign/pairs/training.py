@@ -25,7 +25,7 @@ ESTIMATE_STEPS = 6
 
 def training_columns(scorer: PairScorer, pairs: Sequence[Pair]) -> dict[str, list]:
     """sentence1/sentence2 texts and the loss's target (``label`` for contrastive)."""
-    loss = get_loss(scorer.params["loss"])
+    loss = get_loss(scorer.config.loss)
     cols: dict[str, list] = {"sentence1": [], "sentence2": [], "label": []}
     for p in pairs:
         if p.label is None:  # fit_scorer passes labelled pairs only
@@ -54,14 +54,14 @@ def fit_model(scorer: PairScorer, train_pairs: Sequence[Pair], dev: Sequence[Pai
 
     from tagalign.pairs.model import dev_metrics
 
-    p, model = scorer.params, scorer.model
-    torch.manual_seed(p["seed"])
+    p, model = scorer.config, scorer.model
+    torch.manual_seed(p.seed)
     markers = None
-    if p["train_layers"] is not None:
-        freeze_lower_layers(model, int(p["train_layers"]))
-        if p["train_markers"]:  # the markers learn even so (False: the old, faster way)
+    if p.train_layers is not None:
+        freeze_lower_layers(model, int(p.train_layers))
+        if p.train_markers:  # the markers learn even so (False: the old, faster way)
             markers = MarkerRows.attach(scorer)
-    data = Dataset.from_dict(training_columns(scorer, train_pairs)).shuffle(seed=p["seed"])
+    data = Dataset.from_dict(training_columns(scorer, train_pairs)).shuffle(seed=p.seed)
     if len(data) == 0:
         raise InputError("no training pairs left after mapping labels to the loss's targets")
     best: dict[str, Any] = {"spearman": float("-inf"), "state": None}
@@ -80,7 +80,7 @@ def fit_model(scorer: PairScorer, train_pairs: Sequence[Pair], dev: Sequence[Pai
                 if step == min(ESTIMATE_STEPS, state.max_steps):
                     first = 1 if step > 1 else 0  # the warm-up step, when there are others
                     per_step = (clock[step] - clock[first]) / (step - first)
-                    on_estimate(state.max_steps, p["batch_size"], p["batch_size"] / per_step,
+                    on_estimate(state.max_steps, p.batch_size, p.batch_size / per_step,
                                 per_step * (state.max_steps - step), step)
 
         def on_epoch_end(self, args, state, control, **kw):
@@ -102,14 +102,14 @@ def fit_model(scorer: PairScorer, train_pairs: Sequence[Pair], dev: Sequence[Pai
                 on_epoch(entry)
 
     args = SentenceTransformerTrainingArguments(
-        output_dir=str(Path(workdir) / "pairs-checkpoints"), num_train_epochs=p["epochs"],
-        per_device_train_batch_size=p["batch_size"], learning_rate=p["lr"],
-        warmup_steps=float(p["warmup"]), save_strategy="no", eval_strategy="no",
-        report_to="none", logging_steps=max(1, len(data) // p["batch_size"] // 20),
-        seed=p["seed"], data_seed=p["seed"], use_cpu=not torch.cuda.is_available(),
+        output_dir=str(Path(workdir) / "pairs-checkpoints"), num_train_epochs=p.epochs,
+        per_device_train_batch_size=p.batch_size, learning_rate=p.lr,
+        warmup_steps=float(p.warmup), save_strategy="no", eval_strategy="no",
+        report_to="none", logging_steps=max(1, len(data) // p.batch_size // 20),
+        seed=p.seed, data_seed=p.seed, use_cpu=not torch.cuda.is_available(),
         dataloader_num_workers=0, disable_tqdm=True)
     trainer = quiet_trainer_class()(model=model, args=args, train_dataset=data,
-                                    loss=get_loss(p["loss"]).build(model), callbacks=[Watch()])
+                                    loss=get_loss(p.loss).build(model), callbacks=[Watch()])
     quiet_trainer(trainer)  # progress goes through `progress`, the caller's display
     try:
         trainer.train()

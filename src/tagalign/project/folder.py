@@ -30,21 +30,19 @@ from tagalign.errors import (
 )
 from tagalign.io import versions, write_json_atomic
 from tagalign.project.config import (
-    BY_LANGUAGE,
     CONFIG_NAME,
     DEFAULT_LIMIT,
     DEFAULT_RECIPE,
     MODEL_DIR,
-    PARAMS,
-    TUNED,
     WORK_DIR,
     LearningNotAllowedError,
-    NotAProjectError,
+    ProjectConfig,
     ProjectExistsError,
-    config_defaults,
     read_project_config,
+    require_project,
     saved_params,
 )
+from tagalign.project.info import project_info
 from tagalign.project.serving import ServingSettingError, ServingSettings
 from tagalign.project.version import ModelVersion, model_version
 from tagalign.recipes import ReadOnlyError, Recipe, get_recipe, read_only_message
@@ -58,17 +56,6 @@ if TYPE_CHECKING:  # loading one imports the classifiers (and torch): only when 
     from tagalign.project.domains import DomainModel
 
 
-def differing_params(recipe: str, saved: dict[str, Any], asked: dict[str, Any],
-                     ignore: set[str] | frozenset[str] = frozenset()) -> dict[str, Any]:
-    """The ``saved`` values of the parameters where ``asked`` differs from them, both taken
-    over the recipe's defaults (a trained model's manifest holds every parameter, a request
-    the given ones), ``ignore`` left out: empty when ``asked`` makes the same model."""
-    cls = get_recipe(recipe)
-    old, new = cls.with_defaults(saved), cls.with_defaults(asked)
-    return {k: old.get(k) for k in sorted(set(old) | set(new))
-            if k not in ignore and old.get(k) != new.get(k)}
-
-
 class Project:
     """A project folder with its trained model, served with fixed `ServingSettings`.
 
@@ -78,7 +65,7 @@ class Project:
     which is subject evidence inside the recipe). Neither changes once the project is made: a
     project served otherwise is another `Project` (`with_serving`)."""
 
-    def __init__(self, path: Path, config: dict[str, Any], vocab: Vocabulary,
+    def __init__(self, path: Path, config: ProjectConfig, vocab: Vocabulary,
                  recipe: Recipe | None = None, mmap: bool = False,
                  runtime: Runtime | None = None):
         self.path = Path(path)
@@ -136,7 +123,7 @@ class Project:
     @property
     def name(self) -> str | None:
         """The name clients see: the serving settings', else the one saved."""
-        return self._serving.name or self.config.get("name")
+        return self._serving.name or self.config.name
 
     def with_serving(self, serving: ServingSettings,
                      domain_model: DomainModel | None = None) -> Project:
@@ -173,16 +160,12 @@ class Project:
         recipe_cls(vocab, **(params or {}))  # validates parameter names now, not after hours
         if (path / CONFIG_NAME).exists() and not overwrite:
             old = read_project_config(path)
-            # parameters tuned after training (`set_params`) are the project's own: a rerun
-            # of `tagalign train` without them continues the same project
-            tuned = set(old.get(TUNED, []))
-            if old.get("recipe") == recipe and not differing_params(
-                    recipe, saved_params(path, old), params or {}, ignore=tuned):
-                vocab.check(old["vocabulary"]["fingerprint"], old["vocabulary"]["size"],
+            if old.makes_same_model(path, recipe_cls, params or {}):
+                vocab.check(old.vocabulary["fingerprint"], old.vocabulary["size"],
                             f"project {path}")
                 return cls(path, old, vocab, runtime=runtime)._served(serving)
             raise ProjectExistsError(f"{path} already holds a project with recipe "
-                               f"{old.get('recipe')!r}; use --overwrite to replace it")
+                               f"{old.recipe!r}; use --overwrite to replace it")
         path.mkdir(parents=True, exist_ok=True)
         vocab.save(path)
         project = cls.draft(path, vocab, recipe, params, name, runtime=runtime)
@@ -198,17 +181,17 @@ class Project:
         projects file's table whose folder holds no project is served untrained; its
         recipe may be unknown yet: None)."""
         path = Path(path)
-        config = {
+        config = ProjectConfig.from_json({
             "format": "tagalign-project",
             "name": name or path.name,
             "recipe": recipe,
-            PARAMS: params or {},  # until training writes the model (`save_model`)
+            "params": params or {},  # until training writes the model (`save_model`)
             "vocabulary": {"size": len(vocab), "fingerprint": vocab.fingerprint,
                            "languages": vocab.languages},
             "created": _now(),
             "trained_at": None,
             "versions": versions(),
-        }
+        })
         return cls(path, config, vocab, runtime=runtime)._served(serving)
 
     def _served(self, serving: ServingSettings | None) -> Project:
@@ -230,14 +213,10 @@ class Project:
         (`ModelFormatError`, saying to retrain)."""
         start = time.perf_counter()
         path = Path(path)
-        cfg_path = path / CONFIG_NAME
-        if not cfg_path.exists():
-            raise NotAProjectError(f"{path} is not a tagalign project (no {CONFIG_NAME}); "
-                               "create one with `tagalign train`")
-        config = read_project_config(path)
+        config = read_project_config(path, "; create one with `tagalign train`")
         if vocab is None:
             vocab = Vocabulary.load(path)
-        vocab.check(config["vocabulary"]["fingerprint"], config["vocabulary"]["size"],
+        vocab.check(config.vocabulary["fingerprint"], config.vocabulary["size"],
                     f"project {path}")
         project = cls(path, config, vocab, mmap=mmap, runtime=runtime)
         if (path / MODEL_DIR).exists():
@@ -270,8 +249,7 @@ class Project:
         """`trained_recipe`'s check for a folder not loaded here (a batch run loads the
         project in its workers): `NotAProjectError` or `NotTrainedError`."""
         path = Path(path)
-        if not (path / CONFIG_NAME).exists():
-            raise NotAProjectError(f"{path} is not a tagalign project (no {CONFIG_NAME})")
+        require_project(path)
         if not (path / MODEL_DIR).exists():
             raise NotTrainedError(f"project {path}")
 
@@ -280,14 +258,22 @@ class Project:
         """The recipe's parameters: those asked for and not trained yet (the given ones:
         `create`, `draft`), else the trained model's (its manifest holds the one copy; every
         parameter)."""
-        if PARAMS not in self.config and self.recipe is not None:
+        if self.config.params is None and self.recipe is not None:
             return dict(self.recipe.params)
         return saved_params(self.path, self.config)
 
     def new_recipe(self) -> Recipe:
         """An untrained recipe with the project's `params` (a retrained model keeps the
         values ``set_params`` tuned)."""
-        return get_recipe(self.config["recipe"])(self.vocab, **self.params)
+        return get_recipe(self.recipe_name)(self.vocab, **self.params)
+
+    @property
+    def recipe_name(self) -> str:
+        """The recipe the project trains (`InputError` for a projects file's draft that
+        names none yet: served untrained, never trained)."""
+        if self.config.recipe is None:
+            raise InputError(f"project {self.path} names no recipe")
+        return self.config.recipe
 
     def train(self, records: Sequence[Record], resume: bool = True) -> Recipe:
         """Fit the configured recipe and save it atomically into ``model/``.
@@ -315,14 +301,14 @@ class Project:
         recipe.save(self.path / MODEL_DIR)  # the project's vocabulary: `new_recipe`
         self.recipe = recipe
         self.model_version = model_version(self.path)
-        self.config.pop(PARAMS, None)
-        self.config["trained_at"] = _now()
-        self.config["versions"] = versions()
+        self.config.drop_params()
+        self.config.trained_at = _now()
+        self.config.versions = versions()
         self._write_config()
 
     def _write_config(self) -> None:
         """``project.json``, atomically (every change of the config goes through here)."""
-        write_json_atomic(self.path / CONFIG_NAME, self.config)
+        write_json_atomic(self.path / CONFIG_NAME, self.config.to_json())
 
     def check_learn_allowed(self) -> None:
         """Raise `LearningNotAllowedError` unless ``allow_learn`` is set (the REST APIs ask
@@ -352,7 +338,7 @@ class Project:
 
     def set_scores(self, scores: dict[str, Any]) -> None:
         """Record dev scores (shown by `tagalign serve` and `GET /v1/projects/{id}`)."""
-        self.config["dev_scores"] = scores
+        self.config.dev_scores = scores
         self._write_config()
 
     # -- tuning ------------------------------------------------------------------------
@@ -361,17 +347,14 @@ class Project:
         """``(limit, threshold)`` a request without them gets: the projects file's
         (`tagalign.projects_file`), else the language's saved values (``optimize
         --per-language --save``), else the project's, else ``fallback_limit`` and 0.0."""
-        limit, threshold = config_defaults(self.config, language, fallback_limit)
+        limit, threshold = self.config.defaults(language, fallback_limit)
         return (self.limit if self.limit is not None else limit,
                 self.threshold if self.threshold is not None else threshold)
 
     @staticmethod
-    def read_config(path: Path | str) -> dict[str, Any]:
+    def read_config(path: Path | str) -> ProjectConfig:
         """A project's ``project.json`` alone (no vocabulary, no model: cheap), migrated
         (`read_project_config`); its parameters: `read_params`."""
-        cfg_path = Path(path) / CONFIG_NAME
-        if not cfg_path.exists():
-            raise NotAProjectError(f"{path} is not a tagalign project (no {CONFIG_NAME})")
         return read_project_config(path)
 
     @staticmethod
@@ -382,26 +365,19 @@ class Project:
     def set_defaults(self, limit: int, threshold: float, language: str | None = None) -> None:
         """Save the limit/threshold that `suggest` and both REST APIs use when a request
         gives none (for one language only with ``language``); written atomically."""
-        if limit < 1 or not 0.0 <= threshold <= 1.0:
-            raise InputError(f"limit must be ≥ 1 and threshold in [0, 1], got {limit}, "
-                             f"{threshold}")
-        values = {"limit": int(limit), "threshold": round(float(threshold), 6)}
-        if language is None:
-            self.config.update(values)
-        else:
-            self.config.setdefault(BY_LANGUAGE, {})[language] = values
+        self.config.set_defaults(limit, threshold, language)
         self._write_config()
 
     def set_params(self, updates: dict[str, Any]) -> None:
         """Change recipe parameters of a trained project that need no retraining (tuned by
         ``tagalign hyperopt --save``): written into the model's manifest (their one copy,
-        atomically), their names into the config (`TUNED`), then the model is reloaded so
+        atomically), their names into the config (``tuned_params``), then the model is reloaded so
         it uses them."""
         recipe = self.trained_recipe()
         self.check_learnable()
         type(recipe)(self.vocab, **{**recipe.params, **updates})  # checked before a write
         recipe.update_params(self.path / MODEL_DIR, updates)
-        self.config[TUNED] = sorted(set(self.config.get(TUNED, [])) | set(updates))
+        self.config.tuned_params = sorted(set(self.config.tuned_params) | set(updates))
         self._write_config()
         self.recipe = self._load_model()
         self.recipe.params_saved(self.path / MODEL_DIR)
@@ -415,25 +391,5 @@ class Project:
         return self._excluded[1]
 
     def info(self) -> dict[str, Any]:
-        c = self.config
-        return {
-            "id": self.path.name,
-            "name": self.name,
-            "recipe": c.get("recipe"),
-            "vocabulary_size": c["vocabulary"]["size"],
-            "languages": c["vocabulary"].get("languages", []),
-            "language": self.language or (c["vocabulary"].get("languages") or [None])[0],
-            "trained": self.is_trained,
-            "trained_at": c.get("trained_at"),
-            "model_version": dict(self.model_version)
-            if self.model_version and self.model_version["version"] else None,
-            "dev_scores": c.get("dev_scores"),
-            # what a request without them gets (projects file, else saved; per-language
-            # values, if any, override these)
-            "limit": self.limit if self.limit is not None else c.get("limit"),
-            "threshold": self.threshold if self.threshold is not None else c.get("threshold"),
-            "read_only": self.mmap,
-            "allow_learn": self.allow_learn,
-            "rules": self.rules.describe(),
-            "excluded": len(self.excluded),
-        }
+        """The project as the REST APIs and ``tagalign projects`` describe it."""
+        return project_info(self)

@@ -15,7 +15,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from tagalign.errors import UsageError
-from tagalign.project.config import BY_LANGUAGE, DEFAULT_LIMIT
+from tagalign.project.config import DEFAULT_LIMIT
 from tagalign.records import EMPTY_WARNING, Checked, Record, check_record
 from tagalign.suggest import SuggestRequest, Tagged
 from tagalign.text import guess_language
@@ -90,8 +90,9 @@ class Tagger:
         if limit is not None and threshold is not None:
             return limit, threshold
         project, lang = self.project, None
-        if project.config.get(BY_LANGUAGE):  # guessing costs time: only when it matters
-            lang = record.language if record.language in project.config[BY_LANGUAGE] \
+        by_language = project.config.defaults_by_language
+        if by_language:  # guessing costs time: only when it matters
+            lang = record.language if record.language in by_language \
                 else guess_language(record.text)
         saved_limit, saved_threshold = project.defaults(lang, self.default_limit)
         return (saved_limit if limit is None else limit,

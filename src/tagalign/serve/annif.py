@@ -226,10 +226,10 @@ def create_router(service: Service) -> APIRouter:
         language = label_language(proj)
         return {"project_id": pid, "name": proj.name or pid,
                 "language": language or "de",
-                "backend": {"backend_id": proj.config.get("recipe") or "unknown"},
+                "backend": {"backend_id": proj.config.recipe or "unknown"},
                 "vocab": vocab_dump(proj), "vocab_language": language,
                 "is_trained": proj.is_trained,
-                "modification_time": proj.config.get("trained_at")}
+                "modification_time": proj.config.trained_at}
 
     def results(proj: Project, rows: list[Suggestion], language: str | None
                 ) -> dict[str, list[dict[str, Any]]]:

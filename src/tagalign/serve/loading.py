@@ -28,7 +28,7 @@ def _describe(pid: str, proj: Project, mmap: bool) -> None:
     state = "" if proj.is_trained else " (not trained yet: suggest answers 503)"
     version = (f", model {proj.model_version['version']}"
                if proj.model_version and proj.model_version["version"] else "")
-    log.info("project %s: %s, %d subjects%s%s%s%s%s", pid, proj.config["recipe"],
+    log.info("project %s: %s, %d subjects%s%s%s%s%s", pid, proj.config.recipe,
              len(proj.vocab), version, " (memory-mapped, read-only)" if mmap else "",
              ", learning allowed" if proj.allow_learn else "",
              f", {len(proj.excluded)} excluded" if proj.rules else "", state)

@@ -173,8 +173,8 @@ class LiveProjects(Mapping[str, Project]):
     def _load(self, old: Project) -> Project:
         """The folder's project beside ``old``, with ``old``'s serving settings, checked."""
         config = Project.read_config(old.path)
-        vocab = old.vocab if (config["vocabulary"]["fingerprint"] == old.vocab.fingerprint
-                              and config["vocabulary"]["size"] == len(old.vocab)) else None
+        vocab = old.vocab if (config.vocabulary["fingerprint"] == old.vocab.fingerprint
+                              and config.vocabulary["size"] == len(old.vocab)) else None
         new = Project.load(old.path, vocab, mmap=old.mmap, runtime=old.runtime
                            ).with_serving(old.serving, old.domain_model)
         if not new.is_trained:  # model/ vanished between the version check and the load

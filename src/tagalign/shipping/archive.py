@@ -117,9 +117,9 @@ def build_manifest(project: Project, files: list[tuple[str, Path]]) -> dict[str,
     c = project.config
     return {
         "format": FORMAT, "format_version": FORMAT_VERSION,
-        "project": project.path.name, "name": c.get("name"), "recipe": c.get("recipe"),
-        "params": project.params, "vocabulary": c["vocabulary"],
-        "trained_at": c.get("trained_at"), "versions": versions(),
+        "project": project.path.name, "name": c.name, "recipe": c.recipe,
+        "params": project.params, "vocabulary": c.vocabulary,
+        "trained_at": c.trained_at, "versions": versions(),
         "packed": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
         "files": {rel: {"sha256": _sha256(p), "size": p.stat().st_size} for rel, p in files},
     }

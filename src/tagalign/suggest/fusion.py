@@ -14,7 +14,7 @@ import logging
 import os
 import tempfile
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
@@ -230,10 +230,9 @@ class RankerConfig(PartConfig):
     """The ranker's settings: at most ``num_rounds`` boosting rounds, stopping after
     ``early_stopping`` rounds without gain on the held-out records."""
 
-    num_rounds: Positive = 400
+    num_rounds: Positive = 500
     early_stopping: Positive = 30
 
-    recipe_params: ClassVar[Mapping[str, str]] = {"num_rounds": "ranker_rounds"}
     kind: ClassVar[str] = "ranker config"
 
 

@@ -16,12 +16,12 @@ from tagalign.io import load_npy, read_json, save_npy_atomic, write_json_atomic
 from tagalign.records import Record
 from tagalign.runtime import Runtime
 from tagalign.suggest.agreement import AGREEMENT_FEATURES, CoAssignment, rrf
+from tagalign.suggest.config import HybridConfig
 from tagalign.suggest.fusion import FusionRanker, blend, merge, top_k
 from tagalign.suggest.quality import CandidateProfile, QualityEstimator
 from tagalign.suggest.request import SuggestRequest
 from tagalign.suggest.sources.base import (
     MAX_REASON_ITEMS,
-    SOURCES,
     Batch,
     Candidates,
     Encoder,
@@ -305,13 +305,12 @@ class HybridPipeline:
                                                  **(meta or {})})
 
     @classmethod
-    def load(cls, path: Path, vocab: Vocabulary, params: dict[str, Any], *,
-             encoder: bool, quality: bool, agreement: bool,
+    def load(cls, path: Path, vocab: Vocabulary, config: HybridConfig, *,
              runtime: Runtime, mmap: bool = False) -> HybridPipeline:
-        """What `save` wrote; the sources are built from the recipe's ``params``
-        (`Source.from_params`: candidate counts may have been tuned since training).
-        ``encoder``, ``quality``, ``agreement``: the parts the recipe's parameters say the
-        model has (a part missing from ``path`` is refused: `ModelFormatError`).
+        """What `save` wrote; the sources are built from the recipe's ``config``
+        (`HybridConfig.new_source`: candidate counts may have been tuned since training),
+        which also says which parts the model has (the encoder, the quality estimate, the
+        co-assignments: one missing from ``path`` is refused, `ModelFormatError`).
         ``mmap``: the record memory's label lists, the TF-IDF neighbours' record matrices,
         the vector indexes and the co-assignments are mapped from their files."""
         def part(name: str) -> Path:
@@ -325,11 +324,11 @@ class HybridPipeline:
         meta = read_json(part("hybrid.json"))
         memory = RecordMemory.load(part("memory"), mmap=mmap)
         ctx = FitContext(vocab, Analyzer(), memory, Y=memory.Y, mmap=mmap,
-                         encoder=StaticEmbeddingEncoder.load(part("encoder")) if encoder
-                         else None)
+                         encoder=StaticEmbeddingEncoder.load(part("encoder"))
+                         if config.uses_embeddings else None)
         sources = []
         for name in meta["sources"]:
-            src = SOURCES.lookup(name).from_params(params, candidate_count(params, name))
+            src = config.new_source(name)
             src.load_state(part(f"sources/{name}"), ctx)
             sources.append(src)
         ranker = FusionRanker.load(part("ranker"))
@@ -337,11 +336,7 @@ class HybridPipeline:
             ranker.compile(runtime.cache_dir)
         return cls(vocab, ctx.analyzer, TfidfFeaturizer.load(part("tfidf")), memory, sources,
                    ctx.encoder, ranker, load_npy(part("prior.npy")),
-                   QualityEstimator.load(part("quality")) if quality else None,
-                   params["prior_weight"], params["support_weight"],
-                   CoAssignment.load(part("co"), mmap=mmap) if agreement else None, runtime)
-
-
-def candidate_count(params: dict[str, Any], name: str) -> int:
-    """Source ``name``'s candidate count: its own tuned one, else ``candidates_per_source``."""
-    return params.get(f"candidates_{name}") or params["candidates_per_source"]
+                   QualityEstimator.load(part("quality")) if config.quality else None,
+                   config.prior_weight, config.support_weight,
+                   CoAssignment.load(part("co"), mmap=mmap) if config.agreement else None,
+                   runtime)

@@ -31,7 +31,7 @@ LightGBM's text format plus JSON, never pickle.
 from __future__ import annotations
 
 import warnings
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
@@ -252,7 +252,6 @@ class QualityConfig(PartConfig):
     seed: NonNegative = 13
     folds: int = 3
 
-    recipe_params: ClassVar[Mapping[str, str]] = {"seed": "seed", "folds": "quality_folds"}
     kind: ClassVar[str] = "quality config"
 
 

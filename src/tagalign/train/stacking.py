@@ -21,26 +21,25 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
 
-from tagalign.encode.static import StaticEmbeddingEncoder, StaticEncoderConfig
+from tagalign.encode.static import StaticEmbeddingEncoder
 from tagalign.encode.texts import RecordTexts
 from tagalign.records import Record
 from tagalign.suggest.agreement import CoAssignment
-from tagalign.suggest.fusion import FusionRanker, RankerConfig, blend, top_k
+from tagalign.suggest.config import HybridConfig
+from tagalign.suggest.fusion import FusionRanker, blend, top_k
 from tagalign.suggest.held_out import HeldOutEvidence
-from tagalign.suggest.pipeline import HybridPipeline, candidate_count
+from tagalign.suggest.pipeline import HybridPipeline
 from tagalign.suggest.quality import (
-    QualityConfig,
     QualityData,
     QualityEstimator,
     cross_fitted_scores,
 )
-from tagalign.suggest.sources import SOURCES, Source
-from tagalign.suggest.sources.base import FitContext, record_languages
+from tagalign.suggest.sources import SOURCES
+from tagalign.suggest.sources.base import FitContext, Source, record_languages
 from tagalign.suggest.sources.memory import RecordMemory, label_matrix
 from tagalign.suggest.suggestion import Neighbours
 from tagalign.text import Analyzer
@@ -110,26 +109,18 @@ def subject_prior(Y: sp.csr_matrix) -> np.ndarray:
 
 
 class HybridTrainer:
-    """Fits a `HybridPipeline` from training records by the recipe's parameters ``p``, by
+    """Fits a `HybridPipeline` from training records by the recipe's ``config``, by
     stacking (the module); ``threads``: what training's libraries may use (0: their
     defaults). Not the domain models' `tagalign.classify.stacker.DomainStacker`."""
 
-    def __init__(self, vocab: Vocabulary, p: dict[str, Any], source_names: list[str],
-                 uses_embeddings: bool, threads: int = 0):
-        self.vocab, self.p, self.source_names = vocab, p, source_names
-        self.uses_embeddings, self.threads = uses_embeddings, threads
-        #: the parts' settings, as the recipe's parameters give them
-        self.ranker_config = RankerConfig.from_params(p)
-        self.quality_config = QualityConfig.from_params(p)
-        self.encoder_config = StaticEncoderConfig.from_params(p)
+    def __init__(self, vocab: Vocabulary, config: HybridConfig, threads: int = 0):
+        self.vocab, self.config, self.threads = vocab, config, threads
+        self.source_names = config.source_names
         #: B's held-out evidence of the last `fit` (``held_out_evidence``; None: not kept)
         self.held_out_: HeldOutEvidence | None = None
 
-    def new_source(self, name: str) -> Source:
-        return SOURCES.lookup(name).from_params(self.p, candidate_count(self.p, name))
-
     def fit(self, records: Sequence[Record], runner: PhaseRunner) -> HybridPipeline:
-        p = self.p
+        p = self.config
         stage = self.stack(records, runner)
         pipe = stage.pipeline
         tables: list[FeatureTable] = []  # split B's table, built once when a phase needs it
@@ -137,12 +128,12 @@ class HybridTrainer:
         def table() -> FeatureTable:
             if not tables:
                 tables.append(feature_table(pipe, stage.ranker_records,
-                                            neighbours=p["held_out_evidence"]))
+                                            neighbours=p.held_out_evidence))
             return tables[0]
 
         pipe.ranker = runner.run("ranker", lambda: self.fit_ranker(table()),
                                  lambda r, d: r.save(d), FusionRanker.load)
-        if p["quality"]:  # before B joins the memory: B's features stay held-out
+        if p.quality:  # before B joins the memory: B's features stay held-out
             pipe.quality = runner.run(
                 "quality", lambda: self.fit_quality(table(), stage.ranker_records),
                 lambda q, d: q.save(d), QualityEstimator.load)
@@ -150,7 +141,7 @@ class HybridTrainer:
                 f"{k}={v:.3f}" for k, v in sorted(pipe.quality.importance().items(),
                                                   key=lambda kv: -kv[1])[:8]))
         self.held_out_ = None
-        if p["held_out_evidence"]:  # before B joins the memory: A's neighbours only
+        if p.held_out_evidence:  # before B joins the memory: A's neighbours only
             self.held_out_ = runner.run(  # None only from load: a folder without evidence
                 "held-out evidence", lambda: self.held_out(pipe, table(), stage.ranker_records),
                 lambda h, d: None if h is None else h.save(d), HeldOutEvidence.load)
@@ -158,25 +149,25 @@ class HybridTrainer:
             f"{k}={v:.3f}" for k, v in sorted(pipe.ranker.importance().items(),
                                               key=lambda kv: -kv[1])[:12]))
         runner.step("add held-out records to memory",
-                    lambda: pipe.learn(stage.ranker_records, p["batch_size"]))
+                    lambda: pipe.learn(stage.ranker_records, p.batch_size))
         tables.clear()  # split B's candidate table: the refit below peaks without it
-        if "omikuji" in p["sources"] and self.refits(len(stage.records)
+        if "omikuji" in p.sources and self.refits(len(stage.records)
                                                      - len(stage.ranker_records), runner):
             self.refit_omikuji(pipe, runner, stage)
         pipe.prior = subject_prior(pipe.memory.Y)
         if pipe.co is not None:  # suggesting: co-assignments of all training records
-            pipe.co = CoAssignment.from_labels(pipe.memory.Y, p["agreement_top_m"])
-        pipe.prior_weight, pipe.support_weight = p["prior_weight"], p["support_weight"]
+            pipe.co = CoAssignment.from_labels(pipe.memory.Y, p.agreement_top_m)
+        pipe.prior_weight, pipe.support_weight = p.prior_weight, p.support_weight
         return pipe
 
     def stack(self, records: Sequence[Record], runner: PhaseRunner) -> Stage:
         """Split train into A/B and fit every source on A (the first half of stacking)."""
-        p = self.p
+        p = self.config
         analyzer = Analyzer()
         records = [r for r in records if r.subjects]
         langs = record_languages(records)
-        hold = np.array([in_holdout(r.id, p["holdout_fraction"], p["seed"]) for r in records])
-        idx_b = np.flatnonzero(hold)[: p["max_ranker_records"]]
+        hold = np.array([in_holdout(r.id, p.holdout_fraction, p.seed) for r in records])
+        idx_b = np.flatnonzero(hold)[: p.max_ranker_records]
         idx_a = np.setdiff1d(np.arange(len(records)), idx_b)
         if len(idx_b) < 20 or len(idx_a) < 20:
             raise ValueError(f"hybrid needs more training records (got {len(records)})")
@@ -189,11 +180,11 @@ class HybridTrainer:
                                                    [langs[i] for i in idx_a]),
             lambda f, d: f.save(d), TfidfFeaturizer.load)
         encoder = None
-        if self.uses_embeddings:
+        if p.uses_embeddings:
             from tagalign.train.static_model import train_static_encoder
 
             encoder = runner.run(
-                "encoder", lambda: train_static_encoder(rec_a, self.vocab, self.encoder_config,
+                "encoder", lambda: train_static_encoder(rec_a, self.vocab, p.encoder,
                                                         threads=self.threads),
                 lambda e, d: e.save(d), StaticEmbeddingEncoder.load)
         memory = RecordMemory.from_records(rec_a, self.vocab, [langs[i] for i in idx_a])
@@ -212,7 +203,7 @@ class HybridTrainer:
                 RecordTexts(rec_a), show_progress=True))
         sources = []
         for k, name in enumerate(self.source_names):
-            src = self.new_source(name)
+            src = p.new_source(name)
             sources.append(runner.run(
                 f"source-{name}", partial(_fitted, src, ctx), lambda s, d: s.save(d),
                 partial(_loaded, src, ctx)))
@@ -220,14 +211,14 @@ class HybridTrainer:
                 ctx.embeddings = None  # their index holds its own copy (1.5 GB at 1M)
         pipe = HybridPipeline(self.vocab, analyzer, featurizer, memory, sources, encoder,
                               prior=subject_prior(ctx.Y))
-        if p["agreement"]:  # from split A only: the ranker's records are not in it
-            pipe.co = CoAssignment.from_labels(ctx.Y, p["agreement_top_m"])
+        if p.agreement:  # from split A only: the ranker's records are not in it
+            pipe.co = CoAssignment.from_labels(ctx.Y, p.agreement_top_m)
         return Stage(pipe, [records[i] for i in idx_b], records, tokens, langs)
 
     def refits(self, n_split_a: int, runner: PhaseRunner) -> bool:
         """Whether Omikuji's trees are refit on all records (``refit_full``; "auto": unless
-        split A's ``n_split_a`` records already fill ``omikuji_max_records``)."""
-        how, cap = self.p["refit_full"], self.p["omikuji_max_records"]
+        split A's ``n_split_a`` records already fill the trees' ``max_records``)."""
+        how, cap = self.config.refit_full, self.config.omikuji.max_records
         if how != "auto":
             return bool(how)
         if cap is not None and n_split_a >= cap:
@@ -245,7 +236,7 @@ class HybridTrainer:
         at = [s.name for s in pipe.sources].index("omikuji")
         pipe.sources = [s for s in pipe.sources if s.name != "omikuji"]
         gc.collect()
-        src = self.new_source("omikuji")
+        src = self.config.new_source("omikuji")
         src = runner.run("source-omikuji-full", lambda: (src.fit(ctx), src)[1],
                          lambda s, d: s.save(d), lambda d: (src.load_state(d, ctx), src)[1])
         pipe.sources.insert(at, src)
@@ -253,7 +244,7 @@ class HybridTrainer:
     def fit_ranker(self, table: FeatureTable, keep: np.ndarray | None = None) -> FusionRanker:
         """The ranker on the table's candidates (those of ``keep`` only, when given)."""
         sel = slice(None) if keep is None else keep
-        return FusionRanker(self.ranker_config, num_threads=self.threads).fit(
+        return FusionRanker(self.config.ranker, num_threads=self.threads).fit(
             table.X[sel], table.y[sel], table.rows[sel], table.names)
 
     def fit_quality(self, table: FeatureTable, records: Sequence[Record]) -> QualityEstimator:
@@ -263,8 +254,8 @@ class HybridTrainer:
         data = QualityData.build(table.rows, raw, table.X, table.names, table.support,
                                  table.y, n_gold)
         # the scores it learns from are those served: `blend` with the recipe's weights
-        return QualityEstimator(self.quality_config, num_threads=self.threads).fit_data(
-            data, (self.p["prior_weight"], self.p["support_weight"]))
+        return QualityEstimator(self.config.estimator, num_threads=self.threads).fit_data(
+            data, (self.config.prior_weight, self.config.support_weight))
 
     def out_of_fold(self, table: FeatureTable) -> np.ndarray:
         """The candidates' ranker scores, each from a ranker fitted on the other
@@ -275,27 +266,27 @@ class HybridTrainer:
             def fit_predict(train: np.ndarray, test: np.ndarray) -> np.ndarray:
                 return self.fit_ranker(table, train).predict(table.X[test])
 
-            table.oof = cross_fitted_scores(table.rows, self.quality_config.folds,
-                                            self.quality_config.seed, fit_predict)
+            table.oof = cross_fitted_scores(table.rows, self.config.estimator.folds,
+                                            self.config.estimator.seed, fit_predict)
         return table.oof
 
     def held_out(self, pipe: HybridPipeline, table: FeatureTable, records: Sequence[Record]
                  ) -> HeldOutEvidence:
         """B's records: their out-of-fold lists (blended as served), ``held_out_depth``
         deep, and the neighbour records A's memory gave them (`tagalign.suggest.held_out`)."""
-        p = self.p
+        p = self.config
         if table.neighbours is None:
             raise ValueError("held-out evidence needs the table's neighbour records")
         scores = blend(self.out_of_fold(table), table.X[:, table.names.index("prior")],
-                       table.support.sum(1), p["prior_weight"], p["support_weight"])
-        top = top_k(table.rows, table.cols, scores, len(records), p["held_out_depth"])
+                       table.support.sum(1), p.prior_weight, p.support_weight)
+        top = top_k(table.rows, table.cols, scores, len(records), p.held_out_depth)
         subjects = pipe.vocab.subjects
         return HeldOutEvidence(
             [r.id for r in records],
             [[(subjects[c].id, float(sc)) for c, sc, _ in row] for row in top],
-            table.neighbours, int(p["held_out_depth"]),
-            {"split": "B", "holdout_fraction": p["holdout_fraction"], "seed": p["seed"],
-             "ranker_folds": self.quality_config.folds,
+            table.neighbours, int(p.held_out_depth),
+            {"split": "B", "holdout_fraction": p.holdout_fraction, "seed": p.seed,
+             "ranker_folds": p.estimator.folds,
              "memory_records": len(pipe.memory.ids)})
 
 

@@ -3,18 +3,18 @@
 Each source proposes subjects for a batch of records with a few numeric features per
 (record, subject) pair. The fusion ranker (`tagalign.suggest.fusion`) merges the pairs of
 all sources and scores them. Sources are small classes behind the `SOURCES` registry; each
-takes its settings as one typed `SourceConfig`, built from the hybrid recipe's parameters
-in one place (`PartConfig.from_params`).
+takes its settings as one typed `SourceConfig`, a part of the hybrid's config
+(`tagalign.suggest.config.HybridConfig.new_source` builds a source from it).
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar, Self, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 import numpy as np
 import scipy.sparse as sp
@@ -169,10 +169,9 @@ class FitContext:
 
 @dataclass(frozen=True)
 class SourceConfig(PartConfig):
-    """A source's settings (`tagalign.params.PartConfig`: fields with defaults and ranges,
-    ``recipe_params`` naming the hybrid recipe's parameter each is read from). A field
-    ``top_k`` is the source's candidate count, which the recipe works out per source
-    (`tagalign.suggest.pipeline.candidate_count`)."""
+    """A source's settings (`tagalign.params.PartConfig`: fields with defaults and
+    ranges). A field ``top_k`` is the source's candidate count, which the hybrid's config
+    works out per source (`tagalign.suggest.config.HybridConfig.candidate_count`)."""
 
     kind: ClassVar[str] = "source config"
 
@@ -187,7 +186,7 @@ class Source(ABC):
     it returns; the ranker reads them by name, never by position.
 
     A source takes its settings as one `SourceConfig` (``config``; or its fields as
-    keywords), built from the recipe's parameters by `from_params`, learns from a
+    keywords; the hybrid's: `HybridConfig.source_config`), learns from a
     `FitContext` (`fit`) or reloads what `save` wrote into its own folder (`load_state`),
     proposes candidates for a `Batch`, may learn confirmed records at once (`learn`) and
     says why it proposed a subject (`reasons`)."""
@@ -204,14 +203,6 @@ class Source(ABC):
         if config is not None and settings:
             raise TypeError(f"source {self.name!r}: a config or settings, not both")
         self.config = config if config is not None else self.config_class(**settings)
-
-    @classmethod
-    def from_params(cls, params: Mapping[str, Any], top_k: int) -> Self:
-        """The source as a recipe's parameters configure it (`PartConfig.from_params`);
-        ``top_k``: its candidate count."""
-        config = cls.config_class
-        fixed = {"top_k": top_k} if "top_k" in config.field_names() else {}
-        return cls(config.from_params(params, **fixed))
 
     def _trained(self, part: T | None) -> T:
         """``part``, set by `fit` or `load_state` (`NotTrainedError` before them)."""

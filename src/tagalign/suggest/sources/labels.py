@@ -11,10 +11,10 @@ an index of one row per subject, searched as before they were indexed.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
 import numpy as np
 
@@ -119,8 +119,6 @@ class LabelRetrievalConfig(SourceConfig):
     #: same dev avg R (0.5212 against 0.5211) and twice the queries/s; the 205k subject
     #: headings' ~283,000 rows stay ``ivf``
     compress_rows: Positive | None = 1_000_000
-
-    recipe_params: ClassVar[Mapping[str, str]] = {"index": "ann_index"}
 
 
 @register_source

@@ -23,10 +23,10 @@ from __future__ import annotations
 
 import logging
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
 import numpy as np
 import orjson
@@ -64,7 +64,7 @@ class LabelMatcherConfig(SourceConfig):
     #: subjects without an English label are also looked for in English texts under
     #: their German labels, stemmed as English (names of places, people, bodies and many
     #: technical terms are written alike); such matches have ``lex_pref`` -1
-    cross_language: bool = False
+    cross_language: bool = True
     #: English label variants mined from English training records (0: none;
     #: `tagalign.suggest.sources.mined`); by default only for subjects without an English
     #: label
@@ -82,10 +82,6 @@ class LabelMatcherConfig(SourceConfig):
     #: key names 167 ("Dampflokomotive Baureihe …" without its numbers), so every model of
     #: the subject headings is unchanged
     max_key_subjects: Positive | None = 200
-
-    recipe_params: ClassVar[Mapping[str, str]] = {
-        "cross_language": "lexical_cross_language",
-        "count_max_records": "lexical_count_max_records", "seed": "seed"}
 
 
 @register_source
