@@ -1,4 +1,5 @@
-"""How good are per-record quality estimates? (`tagalign eval --quality`, benchmarks/quality.py)
+"""How good are per-record quality estimates? (`tagalign eval --quality`,
+benchmarks/quality/quality.py)
 
 For each gold record with subjects G, a ranking L (its whole returned list) and an estimate
 q of its recall:

@@ -223,7 +223,7 @@ class ImpactSearch(SparseSearch):
     budget of at least the query's postings every score is exact, so with ``rescore`` ≥ the
     records it is the exact search. Cost per query: the budget plus ``rescore`` rows, not
     the records (figures at 90k and 1M records: docs/scaling.md, from
-    `benchmarks/tfidf_search.py --sizes`)."""
+    `benchmarks/speed/tfidf_search.py --sizes`)."""
 
     name = "impact"
     config_class = ImpactConfig

@@ -5,7 +5,7 @@ without torch.
   layer, lr 1e-5, batch 32): the recipe's `DEFAULTS`. Sized for a GPU: at the ~4.6 pairs/s
   measured on 2 CPU cores, 10 epochs over ~47,600 pairs take more than a day.
 - ``cpu``: the best setting the lemma-grouped cross-validation measured within 20 minutes
-  of training on 2 cores (issue 49, `benchmarks/ordinal_wic_cv.py --levers`: CoSENT, 8,000
+  of training on 2 cores (issue 49, `benchmarks/pairs/ordinal_wic_cv.py --levers`: CoSENT, 8,000
   seeded pairs, 1 epoch, 96 tokens, the top 3 layers trained, lr 5e-5, batch 16, markers
   not trained, normalised cut points: lemma-CV mean alpha 0.325 [0.255, 0.375], no
   language below 0.23; 4,000 pairs, the preset before, 0.311, and 2,000 0.277; an ensemble

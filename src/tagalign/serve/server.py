@@ -62,7 +62,7 @@ def serve_one(settings: ServerSettings, host: str, port: int, graceful: float,
 #: clients and proxies keep an idle pooled connection (httpx 5 s, nginx's upstream
 #: keepalive_timeout and AWS load balancers 60 s), so the server is not the side that
 #: closes a connection a client is about to reuse: that race lost 2 of 101,493 requests
-#: in an hour's soak at 5 s (`benchmarks/faults.py --only soak`, issue 46).
+#: in an hour's soak at 5 s (`python -m benchmarks.faults --only soak`, issue 46).
 KEEP_ALIVE = 75
 
 

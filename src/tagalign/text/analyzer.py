@@ -31,7 +31,7 @@ def guess_language(text: str, default: str = "de") -> str:
 
     simplemma alone is right for 90.6% of dev titles (stop words alone: 88.4%); with stop
     words breaking its ties (titles whose words both dictionaries know) 94.4%, and 98.3%
-    on title + abstract (`benchmarks/language_id.py`).
+    on title + abstract (`benchmarks/quality/language_id.py`).
     """
 
     ranked = dict(detect_language(text, ("de", "en")))

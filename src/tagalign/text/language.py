@@ -4,7 +4,7 @@ simplemma's `LanguageDetector` — the library Annif itself uses for this endpoi
 each candidate the share of the text's words it recognises as that language (dictionary
 lookup after lemmatisation, so it works on a title of three words), plus ``unk`` for the
 rest. `tagalign.text.guess_language` (records without a language code) uses it, with
-the old stop-word count breaking ties; `benchmarks/language_id.py` compares them.
+the old stop-word count breaking ties; `benchmarks/quality/language_id.py` compares them.
 """
 
 from __future__ import annotations
