@@ -23,7 +23,10 @@ them at ``http://HOST:PORT/v1/``. Differences from tagalign's own API
 - a project not trained yet is listed (``is_trained: false``) and suggest answers 503,
   as Annif does;
 - a request without ``limit`` gets the project's (`Project.defaults`), else Annif's
-  documented 10 (`service.ANNIF_DEFAULT_LIMIT`), not tagalign's `DEFAULT_LIMIT`.
+  documented 10 (`service.ANNIF_DEFAULT_LIMIT`), not tagalign's `DEFAULT_LIMIT`; a
+  ``limit`` and ``threshold`` are checked against the request's bounds with their one
+  message (`tagalign.suggest.LIMIT`, ``THRESHOLD``), except that Annif's document sets the
+  limit no maximum: one over `tagalign.suggest.MAX_LIMIT` is cut to it, not refused.
 
 What a request does is the `tagalign.serve.service.Service`'s, as for tagalign's own API;
 this module only translates Annif's shapes. Bodies are parsed and validated here rather
@@ -62,7 +65,7 @@ from tagalign.serve.service import (
     subject_id,
     subject_uri,
 )
-from tagalign.suggest import Suggestion, SuggestRequest
+from tagalign.suggest import LIMIT, THRESHOLD, Bound, Suggestion, SuggestRequest
 from tagalign.text.language import detect_language
 
 PREFIX = "/v1"
@@ -174,15 +177,19 @@ async def _form(request: Request) -> dict[str, str]:
     return out
 
 
-def _number(value: Any, name: str, kind: type, low: float, high: float | None) -> Any:
+def _number(value: Any, bound: Bound, kind: type, *, cap: bool = False) -> Any:
+    """A form or query value within ``bound`` (`tagalign.suggest`, with its one message);
+    ``cap``: Annif's document sets no maximum, so a larger value gets the bound's rather
+    than a 400."""
     try:
         x = kind(value)
     except (TypeError, ValueError):
-        raise InputError(f"{name}: not {'an integer' if kind is int else 'a number'}: "
+        raise InputError(f"{bound.name}: not {'an integer' if kind is int else 'a number'}: "
                           f"{str(value)[:40]!r}") from None
-    if not (x >= low and (high is None or x <= high)):  # also refuses NaN
-        bounds = f"between {low} and {high}" if high is not None else f"at least {low}"
-        raise InputError(f"{name}: must be {bounds}")
+    if cap and bound.high is not None and x > bound.high:
+        return kind(bound.high)
+    if not bound.holds(x):  # also refuses NaN
+        raise InputError(f"{bound.name}: {bound.message}")
     return x
 
 
@@ -192,13 +199,14 @@ def _versioned(response: Response, version: str | None) -> None:
 
 
 def _options(values: Mapping[str, Any]) -> tuple[int | None, float | None, str | None]:
-    """limit, threshold (None when not given: the project's saved ones), language."""
+    """limit, threshold (None when not given: the project's saved ones), language. Annif's
+    document gives the limit no maximum: one over `tagalign.suggest.MAX_LIMIT` gets that."""
     limit = values.get("limit")
     threshold = values.get("threshold")
     if limit is not None:
-        limit = _number(limit, "limit", int, 0, None)
+        limit = _number(limit, LIMIT, int, cap=True)
     if threshold is not None:
-        threshold = _number(threshold, "threshold", float, 0.0, 1.0)
+        threshold = _number(threshold, THRESHOLD, float)
     language = values.get("language")
     if language is not None and not isinstance(language, str):
         raise InputError("language: not a string")

@@ -171,7 +171,7 @@ def _json(body: BaseModel, project: Project | None = None) -> Response:
                     headers={"X-Model-Version": version} if version else None)
 
 
-def _request(body: s.SuggestRequest | s.BatchRequest) -> SuggestRequest:
+def _request(body: s.SuggestBody | s.BatchRequest) -> SuggestRequest:
     """A body's options; domains whenever the project has a domain model."""
     return SuggestRequest(limit=body.limit, threshold=body.threshold,
                           exclude=frozenset(body.exclude), domains=True)
@@ -304,7 +304,7 @@ def create_app(projects: Mapping[str, Project], store: FeedbackStore | ServedSto
         return s.ProjectOut(**svc.info(project_id))
 
     @api.post("/projects/{project_id}/suggest", response_model=s.SuggestResponse)
-    def suggest(project_id: str, body: s.SuggestRequest) -> Response:
+    def suggest(project_id: str, body: s.SuggestBody) -> Response:
         rec = Record(id="request", title=body.title, abstract=body.abstract,
                      language=body.language)
         proj, tagged = svc.suggest(project_id, [rec], _request(body))

@@ -47,7 +47,6 @@ OWN_DEFAULT_LIMIT = DEFAULT_LIMIT
 #: the same on Annif's ``/v1``: Annif's OpenAPI document gives ``limit`` a default of 10 and
 #: Annif clients rely on it, so this API keeps Annif's (a project's own limit still wins)
 ANNIF_DEFAULT_LIMIT = 10
-MAX_LIMIT = 1000  # Annif has no upper bound; more than this many results are never useful
 
 #: the errors the APIs map to a status (`http_status`): every error raised on purpose
 ERRORS: tuple[type[Exception], ...] = (TagalignError,)
@@ -181,8 +180,8 @@ class Service:
         keeps the one it started with).
 
         ``limit``/``threshold`` None: the project's (`Project.defaults`), else
-        ``default_limit`` and 0; a ``limit`` of 0 asks for nothing (Annif allows it); more
-        than `MAX_LIMIT` get `MAX_LIMIT`. Blank text gets no suggestions and a warning.
+        ``default_limit`` and 0; a ``limit`` of 0 asks for nothing (the request's bounds:
+        `tagalign.suggest.LIMIT`). Blank text gets no suggestions and a warning.
         ``domains``: each record's domains when the project has a domain model (None
         otherwise)."""
         proj = self.require_trained(project_id)
@@ -194,8 +193,6 @@ class Service:
         if request.limit == 0:
             tagged = [Tagged([]) for _ in records]
         else:
-            if request.limit is not None and request.limit > MAX_LIMIT:
-                request = replace(request, limit=MAX_LIMIT)
             if request.domains and proj.domain_model is None:
                 request = replace(request, domains=False)
             tagged = Tagger(proj, default_limit).tag(records, request)
@@ -272,7 +269,7 @@ class Service:
             self.observer.learned(project_id, records, outcome)
 
 
-__all__ = ["ANNIF_DEFAULT_LIMIT", "ERRORS", "GND_URI", "MAX_LIMIT", "OWN_DEFAULT_LIMIT",
+__all__ = ["ANNIF_DEFAULT_LIMIT", "ERRORS", "GND_URI", "OWN_DEFAULT_LIMIT",
            "Observer", "Service", "UnknownProjectError", "UnknownSubjectsError", "http_status",
            "public_error",
            "subject_id", "subject_uri"]
