@@ -26,7 +26,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any, NoReturn, Protocol
+from typing import Any, Literal, NoReturn, Protocol
 
 from tagalign.errors import ConflictError, TagalignError
 from tagalign.project import ModelVersion, NotTrainedError, Project, Tagger, model_version
@@ -50,7 +50,7 @@ class Reloaded:
     and the one before; seconds taken; records learned since the start taught to it."""
 
     project_id: str
-    status: str
+    status: Literal["reloaded", "unchanged"]
     version: ModelVersion | None
     previous: ModelVersion | None
     seconds: float
