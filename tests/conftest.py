@@ -41,6 +41,7 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 SLOW_FILES = {
     "test_batch.py": "Ray, subprocesses, training on the shared data",
     "test_batch_checks.py": "Ray and CLI subprocesses",
+    "test_benchmarks_smoke.py": "runs the benchmark scripts: live servers, subprocesses (40 s)",
     "test_cli_train.py": "CLI subprocesses training on the shared data",
     "test_deploy.py": "a live server",
     "test_disk_full.py": "mounts a size-limited tmpfs (root) and trains, suggests and ships "

@@ -192,8 +192,8 @@ def toy_app(root: Path, online: bool = True, allow_learn: bool = True,
     """The serve tests' toy project (tiny vocabulary, `test-overlap` recipe) as an app;
     learning allowed (the tests learn through it) and a 1 MB body limit unless told."""
     import serve_recipe  # noqa: F401 - registers the "test-overlap" recipe
+    from tagalign.feedback import FeedbackStore
     from tagalign.serve.app import create_app
-    from tagalign.serve.feedback import FeedbackStore
     from tiny_models import tiny_records, tiny_vocab
 
     train = tiny_records(40)

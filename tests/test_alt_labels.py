@@ -16,11 +16,11 @@ from marc_authority import small_dump, write_xml
 from serving import LiveServer
 from tagalign.encode.static import StaticEmbeddingEncoder
 from tagalign.errors import ModelFormatError
+from tagalign.feedback import FeedbackStore
 from tagalign.io import InputReport
 from tagalign.project import Project
 from tagalign.records import Record
 from tagalign.serve.app import create_app
-from tagalign.serve.feedback import FeedbackStore
 from tagalign.suggest.sources.base import Batch, FitContext
 from tagalign.suggest.sources.labels import LabelRetrieval
 from tagalign.suggest.sources.lexical import LabelMatcher

@@ -271,9 +271,9 @@ def served(stack):
     """The tiny project served from a projects file whose table names the domain model."""
 
     from serving import LiveServer
+    from tagalign.feedback import FeedbackStore
     from tagalign.projects_file import open_project, read_projects
     from tagalign.serve.app import create_app
-    from tagalign.serve.feedback import FeedbackStore
 
     root, project, model, _ = stack
     toml = root / "projects.toml"

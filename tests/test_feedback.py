@@ -14,8 +14,9 @@ from sqlalchemy import func, select
 from typer.testing import CliRunner
 
 from tagalign.cli import app
+from tagalign.feedback import Decision, FeedbackStore, sqlite_url
+from tagalign.feedback.schema import decisions
 from tagalign.records import Record
-from tagalign.serve.feedback import Decision, FeedbackStore, decisions, sqlite_url
 
 
 def _writer(url: str) -> None:

@@ -70,6 +70,16 @@ def test_contract_catches_serve_importing_a_recipe(tmp_path: Path) -> None:
     assert "tagalign.serve.service -> tagalign.recipes" in result.stdout
 
 
+def test_contract_keeps_the_feedback_store_below_the_service(tmp_path: Path) -> None:
+    """The feedback store is the library's (training and export read it without a server):
+    a `feedback` module importing `tagalign.serve` is refused."""
+    result = _lint_with(tmp_path, "tagalign/feedback/store.py",
+                        "\n\ndef _serve():\n    from tagalign.serve import MAX_BODY"
+                        "\n    return MAX_BODY\n")
+    assert result.returncode != 0
+    assert "tagalign.feedback.store -> tagalign.serve" in result.stdout
+
+
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory, shared_data, gnd_vocab) -> tuple[Path, Path]:
     train = seeded_sample(shared_data / "llms4subjects/train.jsonl.gz", gnd_vocab, 300, 20000, 5)

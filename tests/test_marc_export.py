@@ -22,10 +22,11 @@ from typer.testing import CliRunner
 import serve_recipe  # noqa: F401 - registers the "test-overlap" recipe
 from marc_fixtures import binary, dnb_record, plain_record, write
 from tagalign.cli import app
+from tagalign.feedback import ADDED, SUGGESTED, Decision, FeedbackStore, sqlite_url
+from tagalign.feedback.schema import decisions
 from tagalign.project import Project, ServingSettings
 from tagalign.records import Record
 from tagalign.serve.app import create_app
-from tagalign.serve.feedback import ADDED, SUGGESTED, Decision, FeedbackStore, decisions, sqlite_url
 from tagalign.serve.tokens import TokenStore
 from tiny_models import tiny_records, tiny_vocab
 

@@ -21,10 +21,10 @@ from samples import small_hybrid_case
 from serving import LiveServer
 from suggesting import suggestions
 from tagalign.batch.tasks import SuggestTask
+from tagalign.feedback import FeedbackStore
 from tagalign.index import VectorIndex
 from tagalign.project import Project, ReadOnlyError, ServingSettings
 from tagalign.serve.app import create_app
-from tagalign.serve.feedback import FeedbackStore
 from tiny_models import SAMPLE_HYBRID
 
 READ_ONLY = "was loaded with --mmap: read-only; reload without it to learn"

@@ -24,13 +24,13 @@ from suggesting import tag
 from tagalign.cli import app
 from tagalign.errors import ModelFormatError
 from tagalign.evaluate.quality import quality_report
+from tagalign.feedback import FeedbackStore
 from tagalign.io import read_json, write_json_atomic
 from tagalign.predictions import review_path
 from tagalign.project import Project
 from tagalign.recipes.saved import MODEL_FORMAT
 from tagalign.records import Record
 from tagalign.serve.app import create_app
-from tagalign.serve.feedback import FeedbackStore
 from tagalign.suggest.quality import QualityEstimator
 from tiny_models import TOPICS, tiny_records, tiny_vocab
 

@@ -5,18 +5,15 @@ through the CLI is in test_cli_train.py)."""
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
+from benchmarks import run_tagging
 from tagalign.cli import app
 from tagalign.records.convert import write_jsonl
 from tiny_models import static_model, tiny_bert, tiny_records, tiny_vocab
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
-import run_tagging  # noqa: E402
 
 runner = CliRunner()
 

@@ -27,10 +27,10 @@ from schemathesis.checks import not_a_server_error, positive_data_acceptance
 
 import serve_recipe  # noqa: F401 - registers the "test-overlap" recipe
 from serving import LiveServer, annif_openapi, fuzz
+from tagalign.feedback import FeedbackStore
 from tagalign.project import Project, ServingSettings
 from tagalign.serve.app import create_app
 from tagalign.serve.auth import needs_token
-from tagalign.serve.feedback import FeedbackStore
 from tagalign.serve.queue import RecordQueue
 from tagalign.serve.tokens import TokenStore
 from test_subject_queue import QUEUE

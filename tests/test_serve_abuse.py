@@ -11,7 +11,7 @@ from schemathesis.checks import not_a_server_error, positive_data_acceptance
 
 from loadtest import run_load
 from serving import LiveServer, fuzz, toy_app
-from tagalign.serve.feedback import FeedbackStore
+from tagalign.feedback import FeedbackStore
 from tiny_models import tiny_records
 
 EXAMPLES = 30  # per operation and mode

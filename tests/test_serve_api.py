@@ -10,10 +10,10 @@ import httpx
 import pytest
 
 from serving import LiveServer, MetricSamples, train_small_project
+from tagalign.feedback import FeedbackStore
 from tagalign.project import ServingSettings
 from tagalign.records import read_records
 from tagalign.serve.app import create_app
-from tagalign.serve.feedback import FeedbackStore
 
 
 @pytest.fixture(scope="module")

@@ -16,10 +16,10 @@ from pathlib import Path
 import pytest
 
 from serving import LiveServer, train_small_project
+from tagalign.feedback import FeedbackStore
 from tagalign.project import ServingSettings
 from tagalign.records import read_records
 from tagalign.serve.app import create_app
-from tagalign.serve.feedback import FeedbackStore
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 ARTIFACTS = Path(__file__).resolve().parents[1] / "test-artifacts"

@@ -18,9 +18,9 @@ import pytest
 import serve_recipe  # noqa: F401 - registers the "test-overlap" recipe
 from serving import LiveServer
 from suggesting import suggestions
+from tagalign.feedback import FeedbackStore
 from tagalign.project import Project, ServingSettings
 from tagalign.serve.app import create_app
-from tagalign.serve.feedback import FeedbackStore
 from tagalign.serve.queue import RecordQueue
 from test_serve_browser import ARTIFACTS, CHROMIUM, chromium_page
 from test_subject_queue import QUEUE

@@ -11,9 +11,9 @@ import pytest
 
 import serve_recipe  # noqa: F401 - registers the "test-overlap" recipe
 from serving import LiveServer
+from tagalign.feedback import FeedbackStore
 from tagalign.project import Project, ServingSettings
 from tagalign.serve.app import create_app
-from tagalign.serve.feedback import FeedbackStore
 from tagalign.serve.tokens import TokenStore
 from test_serve_browser import ARTIFACTS, CHROMIUM, chromium_page
 from tiny_models import tiny_records, tiny_vocab

@@ -12,10 +12,10 @@ import pytest
 
 import serve_recipe  # noqa: F401 - registers the "test-overlap" recipe
 from serving import LiveServer, toy_app
+from tagalign.feedback import FeedbackStore
 from tagalign.project import Project, ServingSettings
 from tagalign.records import Record
 from tagalign.serve.app import create_app
-from tagalign.serve.feedback import FeedbackStore
 from tagalign.serve.queue import RecordQueue
 from tagalign.text.language import MAX_TEXT, detect_language
 from tiny_models import tiny_records, tiny_vocab

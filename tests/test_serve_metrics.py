@@ -20,12 +20,12 @@ from typer.testing import CliRunner
 
 from serve_recipe import OverlapRecipe
 from serving import LOG_FIELDS, LiveServer, MetricSamples
+from tagalign.feedback import FeedbackStore
 from tagalign.project import Project, ServingSettings, model_version
 from tagalign.recipes import register_recipe
 from tagalign.records import Record
 from tagalign.serve import accesslog
 from tagalign.serve.app import create_app
-from tagalign.serve.feedback import FeedbackStore
 from tagalign.suggest import Quality, SuggestRequest, Tagged
 from tiny_models import tiny_records, tiny_vocab
 

@@ -101,8 +101,8 @@ def test_the_supervisor_builds_the_subject_search_index_the_workers_share(tiny_h
     reference counts: each worker would copy the vocabulary's pages it shares. `preload`
     builds it before the fork, and a model swap's reload (`refresh_preloaded`) again."""
     from tagalign.serve import factory
+    from tagalign.serve.process import ServingProcess
     from tagalign.serve.settings import ServerSettings
-    from tagalign.serve.supervisor import ServingProcess
 
     shutil.copytree(tiny_hybrids[0], tmp_path / "tiny")
     settings = ServerSettings(projects=[str(tmp_path / "tiny")], compile_ranker=False)

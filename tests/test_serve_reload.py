@@ -241,8 +241,8 @@ def test_concurrent_reloads_of_one_project_load_it_once(tmp_path, monkeypatch):
 
     import serve_recipe  # noqa: F401 - registers the "test-overlap" recipe
     from serving import LiveServer
+    from tagalign.feedback import FeedbackStore
     from tagalign.serve.app import create_app
-    from tagalign.serve.feedback import FeedbackStore
     from tagalign.serve.reload import LiveProjects
     from tiny_models import tiny_records, tiny_vocab
 

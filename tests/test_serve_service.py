@@ -13,11 +13,11 @@ import pytest
 from fastapi.testclient import TestClient
 
 from tagalign.errors import ConflictError, InputError
+from tagalign.feedback import FeedbackStore
 from tagalign.project import DEFAULT_LIMIT, Project, ServingSettings, Tagger
 from tagalign.recipes import Recipe, register_recipe
 from tagalign.records import Record
 from tagalign.serve.app import create_app
-from tagalign.serve.feedback import FeedbackStore
 from tagalign.serve.service import ANNIF_DEFAULT_LIMIT, OWN_DEFAULT_LIMIT, http_status
 from tagalign.suggest import Suggestion
 from tagalign.vocab import GND_URI, Subject, Vocabulary

@@ -26,10 +26,10 @@ from serving import LiveServer, free_port
 from tagalign.cli import app as cli
 from tagalign.cli.tokens_cmd import serving_tokens
 from tagalign.errors import NotFoundError
+from tagalign.feedback import FeedbackStore
 from tagalign.project import Project, ServingSettings
 from tagalign.projects_file import ProjectsFileError, read_projects, read_server_keys
 from tagalign.serve.app import create_app
-from tagalign.serve.feedback import FeedbackStore
 from tagalign.serve.queue import RecordQueue
 from tagalign.serve.tokens import TOKENS_ENV, TokensFileError, TokenStore, token_hash
 from test_subject_queue import QUEUE

@@ -15,10 +15,10 @@ import pytest
 
 import serve_recipe  # noqa: F401 - registers the "test-overlap" recipe
 from serving import LiveServer
+from tagalign.feedback import FeedbackStore
 from tagalign.project import Project, ServingSettings
 from tagalign.records import EMPTY_WARNING, MAX_TEXT_CHARS
 from tagalign.serve.app import create_app
-from tagalign.serve.feedback import FeedbackStore
 from tiny_models import tiny_records, tiny_vocab
 
 JSON = {"content-type": "application/json"}

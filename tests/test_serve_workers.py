@@ -310,7 +310,7 @@ def test_a_worker_killed_for_memory_is_replaced_and_nothing_learned_is_lost(serv
     restarts = "tagalign_worker_restarts_total"
     assert after(restarts, cause="SIGKILL") == before(restarts, cause="SIGKILL") + 1
     assert load.acked and load.failed <= 3  # at most the requests the killed worker had
-    from tagalign.serve.feedback import FeedbackStore
+    from tagalign.feedback import FeedbackStore
 
     store = FeedbackStore.for_project(folder)
     try:
@@ -375,7 +375,7 @@ def test_the_workers_socket_sends_small_answers_at_once():
 
     from uvicorn import Config
 
-    from tagalign.serve.supervisor import tcp_socket
+    from tagalign.serve.sockets import tcp_socket
 
     sock = tcp_socket(Config("x:y", host="127.0.0.1", port=free_port()))
     nodelay: list[int] = []
@@ -406,7 +406,7 @@ def test_each_worker_has_a_socket_of_its_own_on_one_port():
 
     from uvicorn import Config
 
-    from tagalign.serve.supervisor import worker_sockets
+    from tagalign.serve.sockets import worker_sockets
 
     port = free_port()
     config = Config("x:y", host="127.0.0.1", port=port)
@@ -446,7 +446,7 @@ def test_each_worker_has_a_socket_of_its_own_on_one_port():
 
 
 def test_a_dead_workers_cause_is_named_for_the_log_and_the_metric():
-    from tagalign.serve.supervisor import WorkerDeath
+    from tagalign.serve.worker_process import WorkerDeath
 
     oom = WorkerDeath(2, 4711, -signal.SIGKILL)
     assert (oom.cause, oom.describe()) == (

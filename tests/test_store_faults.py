@@ -27,7 +27,7 @@ from sqlalchemy import create_engine, text
 
 from faultkit import MixedLoad, SmallDisk, Unavailable
 from serving import LiveServer, MetricSamples, ServeProcess
-from tagalign.serve.storefaults import RETRY_AFTER
+from tagalign.feedback import RETRY_AFTER
 
 API = "/tagalign/v1/projects/tiny"
 T = 60  # seconds to wait for an answer or a condition (a loaded machine is slow)
@@ -77,14 +77,14 @@ class Lines(logging.Handler):
 def test_a_full_disk_fails_learns_with_507_and_they_work_again_once_space_is_freed(
         tiny_hybrid, tmp_path):
     from tagalign.serve import factory
+    from tagalign.serve.process import ServingProcess
     from tagalign.serve.settings import ServerSettings
-    from tagalign.serve.supervisor import ServingProcess
 
     try:
         disk = SmallDisk(tmp_path / "small", 512 * 1024)
     except Unavailable as exc:
         pytest.skip(str(exc))
-    with disk, Lines("tagalign.serve.storefaults") as logged:
+    with disk, Lines("tagalign.feedback.health") as logged:
         db = disk.path / "feedback.sqlite"
         project = shutil.copytree(tiny_hybrid, tmp_path / "tiny")
         settings = ServerSettings(projects=[str(project)], allow_learn=True,

@@ -1,7 +1,7 @@
-"""A feedback store's faults without a server (`tagalign.serve.storefaults`): an SQLite file
-that may not grow raises `StoreFullError` and works again once it may; database errors are
-told apart; writes are tried again only while that is safe; an outage is logged once.
-(With a server, a full tmpfs and a stopped PostgreSQL: tests/test_store_faults.py.)"""
+"""A feedback store's faults without a server (`tagalign.feedback.faults` and `.health`): an
+SQLite file that may not grow raises `StoreFullError` and works again once it may; database
+errors are told apart; writes are tried again only while that is safe; an outage is logged
+once. (With a server, a full tmpfs and a stopped PostgreSQL: tests/test_store_faults.py.)"""
 
 from __future__ import annotations
 
@@ -12,20 +12,20 @@ import psycopg
 import pytest
 from sqlalchemy import event
 
-from tagalign.records import Record
-from tagalign.serve.feedback import Decision, FeedbackStore, sqlite_url
-from tagalign.serve.storefaults import (
+from tagalign.feedback import Decision, FeedbackStore, sqlite_url
+from tagalign.feedback.faults import (
     NO_SPACE,
     UNAVAILABLE,
     StoreFullError,
-    StoreHealth,
     StoreUnavailableError,
     classify,
 )
+from tagalign.feedback.health import StoreHealth
+from tagalign.records import Record
 
 
 class Logged(logging.Handler):
-    """The records of `tagalign.serve.storefaults` (the CLI's handlers may keep them from
+    """The records of `tagalign.feedback.health` (the CLI's handlers may keep them from
     the root logger, and so from caplog)."""
 
     def __init__(self):
@@ -41,7 +41,7 @@ class Logged(logging.Handler):
 
 @pytest.fixture
 def logged():
-    logger = logging.getLogger("tagalign.serve.storefaults")
+    logger = logging.getLogger("tagalign.feedback.health")
     handler, level = Logged(), logger.level
     logger.addHandler(handler)
     logger.setLevel(logging.INFO)

@@ -11,10 +11,10 @@ import pytest
 
 import serve_recipe  # noqa: F401 - registers the "test-overlap" recipe
 from serving import LiveServer
+from tagalign.feedback import FeedbackStore
 from tagalign.project import Project, ServingSettings, Tagger
 from tagalign.records import Record
 from tagalign.serve.app import create_app
-from tagalign.serve.feedback import FeedbackStore
 from tagalign.serve.queue import RecordQueue
 from tagalign.suggest import Quality, Tagged
 from tagalign.vocab import Subject, Vocabulary

@@ -24,10 +24,10 @@ from serving import LiveServer
 from suggesting import suggestions, tag
 from tagalign.encode.static import StaticEmbeddingEncoder
 from tagalign.encode.transformer import STEncoder
+from tagalign.feedback import FeedbackStore
 from tagalign.project import Project
 from tagalign.runtime import Runtime
 from tagalign.serve.app import create_app
-from tagalign.serve.feedback import FeedbackStore
 from tagalign.suggest.fusion import COMPILED_TOLERANCE, SMALL_PREDICT, FusionRanker
 from tiny_models import SAMPLE_HYBRID, static_model, tiny_records
 

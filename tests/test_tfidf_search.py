@@ -80,7 +80,7 @@ def test_a_larger_rescoring_pool_finds_more_of_the_exact_neighbours() -> None:
     the neighbours found hold more of the exact search's vote weight (sim² summed) the more
     candidates are rescored: the best k of more candidates by their exact cosines.
     (This synthetic corpus is dominated by a few terms; on real records a 5 % cut and 300
-    rescored keep 99.4-99.9 %: `benchmarks/tfidf_search.py`.)"""
+    rescored keep 99.4-99.9 %: `benchmarks/speed/tfidf_search.py`.)"""
     for seed in range(5):
         X, Q = _corpus(seed)
         S = (Q @ X.T).toarray()

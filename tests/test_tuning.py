@@ -13,10 +13,10 @@ from typer.testing import CliRunner
 from serving import LiveServer
 from suggesting import suggestions
 from tagalign.cli import app
+from tagalign.feedback import FeedbackStore
 from tagalign.project import Project
 from tagalign.records import Record
 from tagalign.serve.app import create_app
-from tagalign.serve.feedback import FeedbackStore
 from tiny_models import tiny_records, tiny_vocab
 
 TINY = {"sources": ["omikuji", "tfidf_knn", "lexical"], "ranker_rounds": 40,

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import serve_recipe  # noqa: F401 - registers the "test-overlap" recipe
 from tagalign.classify import Classifier
+from tagalign.feedback import Decision, FeedbackStore
 from tagalign.project import Project
 from tagalign.records import Record
-from tagalign.serve.feedback import Decision, FeedbackStore
 from tagalign.workflows import train_project
 from test_domains_stack import with_domains, write
 from tiny_models import TOPICS, tiny_records, tiny_vocab

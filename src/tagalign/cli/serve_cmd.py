@@ -177,9 +177,15 @@ def export(
     The day's decisions for the catalogue, into its own records:
     tagalign feedback export gnd-hybrid --out reviewed.xml --since 2026-11-27 --merge catalogue.xml
     """
+    from tagalign.feedback import FeedbackStore, sqlite_file, sqlite_url
+    from tagalign.feedback.export import (
+        Labels,
+        export_file,
+        no_labels,
+        parse_since,
+        vocabulary_labels,
+    )
     from tagalign.predictions.marc import output_format as format_of
-    from tagalign.serve.export import Labels, export_file, no_labels, parse_since, vocabulary_labels
-    from tagalign.serve.feedback import FeedbackStore, sqlite_file, sqlite_url
     from tagalign.vocab import Vocabulary
 
     fmt = format_of(out, output_format)

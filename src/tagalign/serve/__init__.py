@@ -1,4 +1,5 @@
-"""`tagalign serve`: REST API, web page and feedback store."""
+"""`tagalign serve`: REST API and web page (the feedback store they write to:
+`tagalign.feedback`)."""
 
 #: Largest request body (Annif's default, its ANNIF_MAX_CONTENT_LENGTH); here for the CLI
 #: to read without importing the web framework

@@ -53,10 +53,10 @@ from pydantic import BaseModel, ConfigDict, Field, StrictStr, TypeAdapter, Valid
 from starlette.datastructures import UploadFile
 
 from tagalign.errors import InputError
+from tagalign.feedback import Decision
 from tagalign.project import LearningNotAllowedError, Project, ReadOnlyError
 from tagalign.records import Record
 from tagalign.serve.depends import ProjectDep, ServiceDep
-from tagalign.serve.feedback import Decision
 from tagalign.serve.service import (
     ANNIF_DEFAULT_LIMIT,
     GND_URI,

@@ -39,6 +39,7 @@ from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from tagalign.errors import UsageError
+from tagalign.feedback import FeedbackStore, ServedStores, StoreFault
 from tagalign.project import Project
 from tagalign.records import Record
 from tagalign.serve import (
@@ -56,11 +57,9 @@ from tagalign.serve import (
     updates,
 )
 from tagalign.serve import schemas as s
-from tagalign.serve.feedback import FeedbackStore, ServedStores
 from tagalign.serve.guard import Guard
 from tagalign.serve.observe import Telemetry
 from tagalign.serve.service import Service
-from tagalign.serve.storefaults import StoreFault
 from tagalign.serve.tokens import TokenStore
 from tagalign.serve.workers import Workers
 
@@ -117,7 +116,7 @@ class BodyLimit:
 class WorkerHeader:
     """ASGI middleware: every answer names the worker process that gave it (``X-Worker``:
     its pid), so clients and load tests can tell the workers of one port apart; once the
-    process stops serving (``stopping`` is set: `tagalign.serve.supervisor.ServingProcess`),
+    process stops serving (``stopping`` is set: `tagalign.serve.process.ServingProcess`),
     it also says ``Connection: close`` (uvicorn then closes the connection after the
     answer, and the client opens a new one elsewhere)."""
 

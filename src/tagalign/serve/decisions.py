@@ -2,7 +2,7 @@
 
 ``GET /tagalign/v1/projects/{id}/decisions?since=2026-11-27&format=marcxml``
 
-The records librarians reviewed (of each, its latest decision), as `tagalign.serve.export`
+The records librarians reviewed (of each, its latest decision), as `tagalign.feedback.export`
 writes them: MARC-XML (the default), binary MARC 21, or training JSONL. Streamed: each
 record is read from the feedback store, written and sent before the next, so the answer
 starts at once and a year of decisions costs no more memory than a day's. With a tokens
@@ -18,7 +18,8 @@ from typing import Literal
 from fastapi import APIRouter, Query
 from fastapi.responses import StreamingResponse
 
-from tagalign.serve import API, export
+from tagalign.feedback import export
+from tagalign.serve import API
 from tagalign.serve import schemas as s
 from tagalign.serve.depends import ProjectDep, ServiceDep
 

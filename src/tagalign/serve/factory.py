@@ -9,7 +9,7 @@ its import string (`FACTORY`), from the settings in `SETTINGS_ENV`.
 The models load when the app is built, before the port is bound, not in the app's
 lifespan: a supervisor preloads them before it forks its workers (`preload`; no app exists
 there), and a model that cannot load must stop the start with its one-line error.
-Preloaded projects live in `tagalign.serve.supervisor.ServingProcess`, the one object of a
+Preloaded projects live in `tagalign.serve.process.ServingProcess`, the one object of a
 process's serving state, handed to every function here (default: this process's).
 """
 
@@ -24,15 +24,15 @@ from fastapi import FastAPI
 from rich.console import Console
 
 from tagalign.errors import TagalignError
+from tagalign.feedback import ServedStores
 from tagalign.project import Project
 from tagalign.runtime import Runtime, cap_malloc_arenas, show_log
 from tagalign.serve import accesslog
 from tagalign.serve.app import create_app
-from tagalign.serve.feedback import ServedStores
 from tagalign.serve.loading import load_records, load_served, load_some, review_queue, share
+from tagalign.serve.process import PROCESS, ServingProcess
 from tagalign.serve.reload import warm
 from tagalign.serve.settings import SETTINGS_ENV, ServerSettings
-from tagalign.serve.supervisor import PROCESS, ServingProcess
 from tagalign.serve.tokens import TokenStore
 from tagalign.serve.workers import Workers
 from tagalign.shipping import swap

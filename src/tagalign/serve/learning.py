@@ -16,7 +16,7 @@ before were either in the training data of the model or, as before workers exist
 wait for the next ``tagalign train --feedback``. A worker that starts again after a crash
 replays from the same row, so it serves what its siblings serve.
 
-A store that fails (a full disk, a database gone: `tagalign.serve.storefaults`) fails the
+A store that fails (a full disk, a database gone: `tagalign.feedback.faults`) fails the
 learn requests that write to it; a suggest does not wait for it.
 
 Row ids become visible in their order (SQLite has one writer; on PostgreSQL,
@@ -30,9 +30,9 @@ import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Protocol
 
+from tagalign.feedback import StoreFault
 from tagalign.project import Project
 from tagalign.records import Record
-from tagalign.serve.storefaults import StoreFault
 
 
 class LearnedRows(Protocol):

@@ -45,7 +45,7 @@ from tagalign.project import Project, model_version
 from tagalign.suggest import Tagged
 
 if TYPE_CHECKING:
-    from tagalign.serve.supervisor import WorkerDeath
+    from tagalign.serve.worker_process import WorkerDeath
 
 #: the environment variable of prometheus_client's multiprocess mode (its directory)
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
@@ -59,7 +59,7 @@ SHARE_BUCKETS = tuple(round(0.1 * i, 1) for i in range(1, 11))
 #: not allowed or read-only), invalid (subject ids outside the vocabulary)
 LEARN_OUTCOMES = ("learned", "stored", "refused", "invalid")
 #: why a learn request stored nothing although it was valid: its feedback store's disk is
-#: full, or its database unavailable (`tagalign.serve.storefaults`)
+#: full, or its database unavailable (`tagalign.feedback.faults`)
 LEARN_FAILURES = ("no_space", "unavailable")
 
 
@@ -89,7 +89,7 @@ def worker_exited(pid: int, path: Path | str | None = None) -> None:
 
 class WorkerRestarts:
     """The supervisor's own metric: workers that ended unasked and were started again, by
-    ``cause`` (`tagalign.serve.supervisor.WorkerDeath.cause`: a signal's name such as
+    ``cause`` (`tagalign.serve.worker_process.WorkerDeath.cause`: a signal's name such as
     ``SIGKILL``, ``exit N``, ``unresponsive``). It lives in the supervisor process and is
     written to the multiprocess directory as the workers' metrics are, so every worker's
     ``/metrics`` shows it; the counter is made at the first restart, once the supervisor

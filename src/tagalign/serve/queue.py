@@ -3,7 +3,7 @@
 ``tagalign serve PROJECT --queue records.jsonl.gz [--release-above X]`` serves the records
 of a file in order: JSONL, or the catalogue's MARC 21 or MARC-XML (read as any records
 file, `tagalign.records.read_records`; a record's id is its control number, ``(003)001``,
-which the decisions keep through to the catalogue export, `tagalign.serve.export`). With
+which the decisions keep through to the catalogue export, `tagalign.feedback.export`). With
 a release cut-off and quality estimates, records whose estimated recall is at least X are
 released as they are and left out; records without an estimate always stay. Which records
 are finished is kept in the feedback store (`FeedbackStore.finish`), per project, queue
@@ -27,12 +27,12 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends, HTTPException, Request
 
+from tagalign.feedback import ADDED, FeedbackStore, ServedStores
 from tagalign.project import Project, Tagger
 from tagalign.records import Record
 from tagalign.serve import API
 from tagalign.serve import schemas as s
 from tagalign.serve.depends import Lookup, ProjectDep, ServiceDep
-from tagalign.serve.feedback import ADDED, FeedbackStore, ServedStores
 from tagalign.serve.service import Served
 from tagalign.suggest import SuggestRequest
 

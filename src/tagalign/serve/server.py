@@ -14,14 +14,9 @@ from typing import Any
 
 from tagalign.errors import TagalignError
 from tagalign.serve.factory import FACTORY, build_app, preload, refresh_preloaded
+from tagalign.serve.process import PROCESS, DrainingServer, ServingProcess, exit_quietly
 from tagalign.serve.settings import SETTINGS_ENV, ServerSettings
-from tagalign.serve.supervisor import (
-    PROCESS,
-    DrainingServer,
-    ServingProcess,
-    exit_quietly,
-    run_workers,
-)
+from tagalign.serve.supervisor import run_workers
 
 
 class ServerStartError(TagalignError):

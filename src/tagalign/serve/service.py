@@ -25,6 +25,7 @@ from tagalign.errors import (
     NotTrainedError,
     TagalignError,
 )
+from tagalign.feedback import Decision, FeedbackStore, ServedStores, StoreFault
 from tagalign.project import (
     DEFAULT_LIMIT,
     LearningNotAllowedError,
@@ -33,10 +34,8 @@ from tagalign.project import (
     Tagger,
 )
 from tagalign.records import Record
-from tagalign.serve.feedback import Decision, FeedbackStore, ServedStores
 from tagalign.serve.learning import Learning
 from tagalign.serve.reload import LiveProjects, Reloaded
-from tagalign.serve.storefaults import StoreFault
 from tagalign.serve.workers import Workers
 from tagalign.suggest import SuggestRequest, Tagged
 from tagalign.vocab import GND_URI, normalize_subject_id
@@ -63,7 +62,7 @@ def public_error(exc: Exception, project_id: str | None) -> Exception:
     """The error as a client may read it: a 503 (a project not trained, or a model it
     cannot load) names the project by id, never by its folder; the server log keeps the
     full message. A feedback store's fault is told as it is (its message names no folder;
-    the log has said what happened, once per outage: `tagalign.serve.storefaults`)."""
+    the log has said what happened, once per outage: `tagalign.feedback.faults`)."""
     if http_status(exc) != 503 or isinstance(exc, StoreFault):
         return exc
     log.warning("%s", exc)
@@ -121,7 +120,7 @@ class Observer(Protocol):
 
     def learn_failed(self, project_id: str, records: int, reason: str) -> None:
         """A learn request of ``records`` decisions stored nothing: its feedback store
-        failed (``reason``: `tagalign.serve.storefaults.NO_SPACE` or ``UNAVAILABLE``)."""
+        failed (``reason``: `tagalign.feedback.faults.NO_SPACE` or ``UNAVAILABLE``)."""
 
     def model_loaded(self, project_id: str, seconds: float, version: str,
                      trained_at: str | None) -> None:
@@ -258,7 +257,7 @@ class Service:
             return 0, False
         try:
             stored = self.store.add(project_id, items)
-        except StoreFault as exc:  # 507 or 503: nothing stored (`tagalign.serve.storefaults`)
+        except StoreFault as exc:  # 507 or 503: nothing stored (`tagalign.feedback.faults`)
             if self.observer is not None:
                 self.observer.learn_failed(project_id, len(items), exc.reason)
             raise

@@ -104,7 +104,7 @@ class ServerSettings:
         """Per project id, the last row of its feedback store now: what was stored after
         it reaches every worker (`tagalign.serve.learning`). Opens each store once,
         creating its tables before the workers open it."""
-        from tagalign.serve.feedback import prepare
+        from tagalign.feedback import prepare
 
         return {pid: prepare(feedback_location(path, db, self.feedback_db)[0])
                 for pid, (path, db) in self.served().items()}

@@ -11,12 +11,12 @@ import os
 
 from fastapi import APIRouter
 
+from tagalign.feedback import Decision
 from tagalign.project import ModelVersion
 from tagalign.records import Record
 from tagalign.serve import API
 from tagalign.serve import schemas as s
 from tagalign.serve.depends import ProjectDep, ServiceDep
-from tagalign.serve.feedback import Decision
 
 router = APIRouter(prefix=API)
 

@@ -12,8 +12,8 @@ the CLI and for Python (docs/python-api.md).
   folder of shards on Ray) as `tagalign suggest --input --output` does, resumable, with the
   option combinations checked by `TagFileOptions`.
 
-This layer sits above `tagalign.serve` (the feedback store), `tagalign.batch` (the shards)
-and `tagalign.project`, below `tagalign.cli`.
+This layer sits above `tagalign.feedback` (the feedback store), `tagalign.batch` (the
+shards) and `tagalign.project`, below `tagalign.cli`.
 """
 
 from typing import Any

@@ -11,10 +11,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from tagalign.evaluate import DEFAULT_KS, evaluate
+from tagalign.feedback import FeedbackStore, sqlite_file
 from tagalign.project import Project, Tagger, feedback_location
 from tagalign.recipes import Recipe
 from tagalign.records import Record
-from tagalign.serve.feedback import FeedbackStore, sqlite_file
 from tagalign.suggest import SuggestRequest
 
 logger = logging.getLogger(__name__)

@@ -1,0 +1,2 @@
+"""Same answers: a saved project suggests the same across a change; Ray gives the local run's
+lines."""

@@ -1,0 +1,2 @@
+"""Record domains (`classify`): the text classifiers, subjects-stack, the hybrid's domains
+source."""

@@ -1,0 +1,1 @@
+"""Reading records and vocabularies: JSONL per line, MARC 21, the GND formats."""

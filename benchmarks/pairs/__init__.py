@@ -1,0 +1,1 @@
+"""Graded word-in-context (CoMeDi): the pair scorer, its lemma-grouped cross-validation."""

@@ -1,0 +1,1 @@
+"""`tagalign serve`: latency, throughput, workers, reloads, load with feedback, subject search."""

@@ -1,0 +1,1 @@
+"""Batch suggest and encoding speed of a saved project, stage by stage."""

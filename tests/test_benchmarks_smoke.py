@@ -1,0 +1,142 @@
+"""Every benchmark script runs on today's code (issue 63; the index is benchmarks/README.md).
+
+Each script (a module of the `benchmarks` package that runs as ``__main__``, found by
+walking the package: a new script is covered without a line here) answers ``--help`` in
+this process: it imports and its parser builds. The scripts that fit in seconds then run
+on tiny data, through their ``main`` as ``python -m benchmarks.FOLDER.NAME`` calls it: the
+shared ``tiny_hybrid`` and tiny records (tests/tiny_models.py), and the figure each prints
+is checked. The others train on the shared data, need Ray, root or hours: the index's
+"smoke" column says which and why. `benchmarks/run_tagging.py` runs on tiny data in
+test_recipes_entrypoints.py."""
+
+from __future__ import annotations
+
+import importlib
+import re
+import sys
+from pathlib import Path
+
+import pytest
+
+from tagalign.records.convert import write_jsonl
+from tiny_models import tiny_records, write_tiny_vocab
+
+BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
+
+
+def scripts() -> list[str]:
+    """The package's scripts, as module names (``benchmarks.faults.__main__`` for a
+    package run with ``-m``)."""
+    names = []
+    for path in sorted(BENCHMARKS.rglob("*.py")):
+        if 'if __name__ == "__main__":' in path.read_text(encoding="utf-8"):
+            parts = path.relative_to(BENCHMARKS.parent).with_suffix("").parts
+            names.append(".".join(parts))
+    return names
+
+
+def run_main(module: str, argv: list[str], monkeypatch) -> None:
+    """``module``'s ``main`` with ``argv`` as its command line."""
+    monkeypatch.setattr(sys, "argv", [module, *argv])
+    importlib.import_module(module).main()
+
+
+@pytest.mark.parametrize("module", scripts())
+def test_every_script_answers_help(module, monkeypatch, capsys):
+    with pytest.raises(SystemExit) as exit_:
+        run_main(module, ["--help"], monkeypatch)
+    assert exit_.value.code == 0
+    assert capsys.readouterr().out.startswith("usage:")
+
+
+def test_the_walk_finds_the_scripts_of_every_folder():
+    found = scripts()
+    assert "benchmarks.faults.__main__" in found and "benchmarks.run_tagging" in found
+    assert {m.split(".")[1] for m in found} >= {
+        "quality", "checks", "speed", "input", "scale", "serve", "pairs", "domains", "faults"}
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory) -> dict[str, str]:
+    """The tiny vocabulary as a GND TSV, 120 tiny training records and 30 dev records
+    (another seed), gzipped JSONL as the shared data's."""
+    root = tmp_path_factory.mktemp("bench")
+    write_jsonl(root / "train.jsonl.gz", tiny_records(120, seed=0))
+    write_jsonl(root / "dev.jsonl.gz", tiny_records(30, seed=7))
+    return {"vocab": str(write_tiny_vocab(root / "vocab.tsv")),
+            "train": str(root / "train.jsonl.gz"), "dev": str(root / "dev.jsonl.gz"),
+            "root": str(root)}
+
+
+#: scripts on a saved project: (module, arguments after --project P, what the output holds)
+ON_PROJECT = [
+    ("benchmarks.speed.suggest_speed", ["--dev", "{dev}", "--jobs", "1"],
+     [r"suggest --jobs 1 \(1 processes\): 30 records in", r'"avg_recall": 1\.0,']),
+    ("benchmarks.speed.suggest_batch_profile", ["--dev", "{dev}", "--limit-dev", "20",
+                                                "--batch", "10"],
+     [r"serial path, batches of 10: \d+ records/s", r"source omikuji ",
+      r"Tagger\.tag \(parts on threads\): 20 records in"]),
+    ("benchmarks.speed.tfidf_search", ["--dev", "{dev}", "--limit-dev", "20",
+                                       "--settings", "0.05:10"],
+     [r"exact\s+[\d.]+\s+1\.000\s+[\d.]+\s+1\.000", r"prune 0\.05, rescore 10 "]),
+    ("benchmarks.quality.hybrid", ["--dev", "{dev}"],
+     [r"project .*, dev 30 records", r"hybrid\s+1\.0000 1\.0000"]),
+    ("benchmarks.serve.suggest_profile", ["--records", "{dev}", "--requests", "10",
+                                          "--warmup", "2"],
+     [r"10 single-record requests", r"fusion: ranker predict\s+[\d.]+", r"total \(client\)"]),
+    ("benchmarks.serve.serve_latency", ["--records", "{dev}", "--requests", "10", "--warmup",
+                                        "2", "--clients", "2"],
+     [r"sequential: 10 requests, p50 .* errors 0", r"2 concurrent clients: .* errors 0"]),
+]
+
+
+@pytest.mark.parametrize(("module", "argv", "printed"), ON_PROJECT,
+                         ids=[m.rsplit(".", 1)[1] for m, _, _ in ON_PROJECT])
+def test_script_on_the_tiny_project(module, argv, printed, tiny, tiny_hybrid, monkeypatch,
+                                    capsys):
+    run_main(module, ["--project", str(tiny_hybrid), *[a.format(**tiny) for a in argv]],
+             monkeypatch)
+    out = capsys.readouterr().out
+    for pattern in printed:
+        assert re.search(pattern, out), (pattern, out)
+
+
+#: scripts on tiny files: (module, arguments, what the output holds)
+ON_FILES = [
+    ("benchmarks.input.bad_input", ["--dev", "{dev}", "--vocab", "{vocab}", "--repeat", "1",
+                                    "--bad", "5"],
+     [r"speed: dev\.jsonl\.gz, 30 records \(old reader 30\)",
+      r"same ids in the same order: True", r"vocab\.tsv per-line loader .* 8 subjects"]),
+    ("benchmarks.input.marc", ["--train", "{train}", "--dev", "{dev}", "--vocab", "{vocab}",
+                               "--repeat", "1", "--rss-records", "100"],
+     [r'marc \{.*"differs_from_jsonl": \{"count": 0,',
+      r'marcxml \{.*"differs_from_jsonl": \{"count": 0,', r'"records": 120,']),
+    ("benchmarks.quality.language_id", ["--dev", "{dev}", "--sample", "20"],
+     [r"sample: 20 dev records \(seed 0\)",
+      r"\| guess_language: simplemma, stop words on ties \(new\) \| [01]\.\d{4} \|"]),
+    ("benchmarks.serve.subject_search", ["--vocab", "{vocab}", "--queries", "5"],
+     [r"8 subjects; 5 prefixes \(seed 0\)", r"GET …/subjects \(HTTP, localhost\) .*\(n=5\)"]),
+]
+
+
+@pytest.mark.parametrize(("module", "argv", "printed"), ON_FILES,
+                         ids=[m.rsplit(".", 1)[1] for m, _, _ in ON_FILES])
+def test_script_on_tiny_files(module, argv, printed, tiny, monkeypatch, capsys):
+    run_main(module, [a.format(**tiny) for a in argv], monkeypatch)
+    out = capsys.readouterr().out
+    for pattern in printed:
+        assert re.search(pattern, out), (pattern, out)
+
+
+def test_behaviour_check_records_then_compares_same(tiny, tiny_hybrid, monkeypatch, capsys):
+    ref = Path(tiny["root"]) / "ref.json"
+    common = ["--project", str(tiny_hybrid), "--dev", tiny["dev"], "--limit-dev", "20"]
+    run_main("benchmarks.checks.behaviour_check", ["record", *common, "--out", str(ref)],
+             monkeypatch)
+    assert "recorded 20 records" in capsys.readouterr().out
+    with pytest.raises(SystemExit) as exit_:
+        run_main("benchmarks.checks.behaviour_check", ["compare", *common, "--ref", str(ref)],
+                 monkeypatch)
+    assert exit_.value.code == 0
+    out = capsys.readouterr().out
+    assert "records compared: 20" in out and out.rstrip().endswith("SAME")
