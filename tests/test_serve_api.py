@@ -61,7 +61,7 @@ def test_suggest_and_batch(server):
 
 @pytest.mark.parametrize("body, field", [
     ({"abstract": "no title"}, "title"),
-    ({"title": "x", "limit": 0}, "limit"),
+    ({"title": "x", "limit": -1}, "limit"),
     ({"title": "x", "language": "fr"}, "language"),
     ({"title": "x", "extra": 1}, "extra"),
 ])

@@ -121,3 +121,48 @@ def test_one_status_per_error_in_each_apis_shape(served, monkeypatch):
     assert (missing.status_code, missing.json()["title"]) == (404, "Project not found")
     assert client.get("/tagalign/v1/projects/nope").json() == {
         "detail": "project 'nope' not found; known: p"}
+
+
+#: every route that names a project, with a request it answers (some refuse it: learn is
+#: not allowed here, there is no review queue); Annif's suggest was 4 lookups before
+PROJECT_ROUTES = [
+    ("get", "/tagalign/v1/projects/p", {}),
+    ("post", "/tagalign/v1/projects/p/suggest", {"json": TEXT}),
+    ("post", "/tagalign/v1/projects/p/suggest-batch", {"json": {"records": [TEXT, TEXT]}}),
+    ("post", "/tagalign/v1/projects/p/learn",
+     {"json": {"records": [{"id": "r", "title": "t", "subjects": []}]}}),
+    ("post", "/tagalign/v1/projects/p/reload", {"json": {}}),
+    ("get", "/tagalign/v1/projects/p/subjects", {"params": {"prefix": "Thema"}}),
+    ("get", "/tagalign/v1/projects/p/decisions", {}),
+    ("get", "/tagalign/v1/projects/p/queue/0", {}),
+    ("get", "/v1/projects/p", {}),
+    ("post", "/v1/projects/p/suggest", {"data": {"text": ANNIF_TEXT}}),
+    ("post", "/v1/projects/p/suggest-batch", {"json": {"documents": [{"text": ANNIF_TEXT}]}}),
+    ("post", "/v1/projects/p/learn", {"json": [{"text": ANNIF_TEXT, "subjects": []}]}),
+]
+
+
+@pytest.mark.parametrize("method, path, kwargs", PROJECT_ROUTES)
+def test_a_request_looks_its_project_up_once(served, monkeypatch, method, path, kwargs):
+    from tagalign.serve.service import Service
+
+    _, client = served
+    found: list[str] = []
+    lookup = Service.served
+    monkeypatch.setattr(Service, "served", lambda self, pid: found.append(pid) or lookup(
+        self, pid))
+    res = getattr(client, method)(path, **kwargs)
+    assert res.status_code < 500, res.text
+    assert found == ["p"], (res.status_code, found)
+
+
+def test_a_bad_request_for_an_unknown_project_is_answered_as_bad(served):
+    """The project is looked up after the body and parameters are read (as before the
+    routers took it as a dependency): a malformed request is 422 (Annif's 400), not 404."""
+    _, client = served
+    assert client.post("/tagalign/v1/projects/nope/suggest", json={"limit": 3}
+                       ).status_code == 422
+    assert client.get("/tagalign/v1/projects/nope/subjects").status_code == 422
+    assert client.post("/v1/projects/nope/suggest", data={"limit": "3"}).status_code == 400
+    assert client.post("/tagalign/v1/projects/nope/suggest", json=TEXT).status_code == 404
+    assert client.post("/v1/projects/nope/suggest", data={"text": "x"}).status_code == 404

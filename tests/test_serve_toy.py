@@ -107,7 +107,7 @@ def test_a_body_not_declared_json_is_415(toy):
     (LEARN, {"json": {"records": [{"id": "r", "title": "  ", "subjects": []}]}},
      "records.0.title"),
     (SUGGEST, {"json": {"title": None}}, "title"),
-    (SUGGEST, {"json": {"title": "x", "limit": 0}}, "limit"),
+    (SUGGEST, {"json": {"title": "x", "limit": -1}}, "limit"),
     (SUGGEST, {"json": {"title": "x", "limit": 10**30}}, "limit"),
     (SUGGEST, {"json": {"title": "x", "language": "fr"}}, "language"),
     (SUGGEST, {"json": {"title": "x", "extra": 1}}, "extra"),

@@ -50,7 +50,7 @@ def timed(name: str, fn: Callable) -> Callable:
 
 def instrument(project: Project) -> None:
     """Wrap the stages of the project's hybrid pipeline (and the REST layer's) with timers."""
-    import tagalign.serve.app as app_module
+    import tagalign.serve.suggestions as suggestions_module
     import tagalign.suggest.pipeline as pipeline_module
 
     pipe = project.recipe.pipeline
@@ -69,7 +69,7 @@ def instrument(project: Project) -> None:
     project.recipe.suggest = timed("recipe (pipeline)", project.recipe.suggest)
     # the service makes a tagger per request: its class is timed
     Tagger.tag = timed("Tagger.tag", Tagger.tag)
-    app_module._out = timed("response objects (_out)", app_module._out)
+    suggestions_module._out = timed("response objects (_out)", suggestions_module._out)
 
 
 def main() -> None:

@@ -5,6 +5,7 @@ continues), one record given on the command line, or a folder of shards on Ray."
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -30,7 +31,7 @@ from tagalign.project import Project, Tagger
 from tagalign.project.jobs import DEFAULT_JOBS
 from tagalign.records import Record
 from tagalign.runtime import DEFAULT_LIMIT, Runtime
-from tagalign.suggest import SuggestRequest
+from tagalign.suggest import LIMIT, THRESHOLD, Bound, SuggestRequest
 from tagalign.vocab.rules import read_id_file
 from tagalign.workflows.tagging import (
     TagFileOptions,
@@ -45,6 +46,15 @@ from tagalign.workflows.tagging import (
 MAX_WARNINGS_SHOWN = 10
 
 
+def within(bound: Bound) -> Callable[[float | None], float | None]:
+    """An option's check against a request bound: its one message, as every channel's."""
+    def check(value: float | None) -> float | None:
+        if value is not None and not bound.holds(value):
+            raise typer.BadParameter(bound.message)
+        return value
+    return check
+
+
 @app.command()
 def suggest(
     project_dir: Path = typer.Argument(..., help="A trained project folder."),
@@ -53,8 +63,8 @@ def suggest(
     title: str = typer.Option(None, "--title", help="Tag one record given on the command line."),
     abstract: str = typer.Option("", "--abstract", help="Abstract of the --title record."),
     language: str = typer.Option(None, "--language", "-l", help="de or en (guessed if omitted)."),
-    limit: int = typer.Option(None, "--limit", "-n", min=1, max=1000, help=f"Subjects per record (default: the project's, saved by `tagalign optimize --save`, else {DEFAULT_LIMIT})."),
-    threshold: float = typer.Option(None, "--threshold", help="Drop suggestions scoring below this (default: the project's, else 0)."),
+    limit: int = typer.Option(None, "--limit", "-n", callback=within(LIMIT), help=f"Subjects per record, {LIMIT.span} (default: the project's, saved by `tagalign optimize --save`, else {DEFAULT_LIMIT})."),
+    threshold: float = typer.Option(None, "--threshold", callback=within(THRESHOLD), help=f"Drop suggestions scoring below this, {THRESHOLD.span} (default: the project's, else 0)."),
     batch_size: int = typer.Option(512, "--batch-size", min=1, help="Records per batch."),
     strict: bool = typer.Option(False, "--strict", help="Stop at the first malformed record (exit status 1)."),
     resume: bool = typer.Option(False, "--resume", help="Continue an interrupted run: keep what OUT.partial holds, tag the rest."),

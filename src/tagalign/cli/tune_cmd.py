@@ -31,7 +31,7 @@ out = Console()  # results on stdout; progress and logs go to `console` (stderr)
 def _scored(project: Project, records: list[Record]) -> ScoredHits:
     start = time.perf_counter()
     rows = [t.suggestions for t in Tagger(project).tag(
-        records, SuggestRequest(limit=DEPTH, threshold=0.0, quality=False))]
+        records, SuggestRequest.ranking(DEPTH))]
     console.log(f"suggested for {len(records)} records in {time.perf_counter() - start:.1f} s "
                 f"(one pass, limit {DEPTH})")
     return ScoredHits.build([set(r.subjects) for r in records],

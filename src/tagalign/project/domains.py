@@ -137,8 +137,8 @@ def suggest_into(project: Project, examples: Sequence[Example], depth: int,
                 for ex in chunk]
         todo = [i for i, (_, warning) in enumerate(recs) if warning != EMPTY_WARNING]
         # no cut and no quality estimate: the plain lists, with their neighbour records
-        rows = recipe.suggest([recs[i][0] for i in todo], SuggestRequest(
-            limit=depth, threshold=0.0, quality=False, neighbours=True)) if todo else []
+        rows = recipe.suggest([recs[i][0] for i in todo], SuggestRequest.ranking(
+            depth, neighbours=True)) if todo else []
         for ex in chunk:
             ex.suggested, ex.neighbours = [], {}
         for i, tagged in zip(todo, rows, strict=True):

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 from tagalign.errors import UsageError
 from tagalign.project.config import DEFAULT_LIMIT
 from tagalign.records import EMPTY_WARNING, Checked, Record, check_record
-from tagalign.suggest import SuggestRequest, Tagged
+from tagalign.suggest import PROJECT_DEFAULTS, SuggestRequest, Tagged
 from tagalign.text import guess_language
 from tagalign.vocab import normalize_subject_id
 
@@ -36,7 +36,7 @@ class Tagger:
         self.default_limit = default_limit
 
     def tag(self, records: Sequence[Record | Checked],
-            request: SuggestRequest = SuggestRequest()) -> list[Tagged]:
+            request: SuggestRequest = PROJECT_DEFAULTS) -> list[Tagged]:
         """Suggestions, warning and what else ``request`` asks for, per record.
 
         Degenerate records never reach the recipe as they are: empty text gets no

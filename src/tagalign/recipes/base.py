@@ -107,7 +107,7 @@ class Recipe(ModelFamily, ABC):
     def suggest(self, records: Sequence[Record], request: SuggestRequest) -> list[Tagged]:
         """The one way a recipe suggests: for each record (checked already:
         `tagalign.records.check_record`), its top ``request.limit`` subjects scoring at
-        least ``request.threshold`` (None: 0), without ``request.exclude``, and what else
+        least ``request.floor`` (its threshold, None: 0), without ``request.exclude``, and what else
         the request asks for (`SuggestRequest`). ``request.domains`` is the project's
         matter (`tagalign.project.Tagger`), not the recipe's.
 
@@ -118,7 +118,7 @@ class Recipe(ModelFamily, ABC):
         again (`_excluding`)."""
         if request.limit is None:
             raise ValueError("a recipe suggests for a request with a limit")
-        threshold = request.threshold or 0.0
+        threshold = request.floor
         banned = request.exclude
         if banned and not (request.quality or request.depth or request.neighbours):
             # nothing but the lists wanted: the excluding run alone
@@ -140,7 +140,7 @@ class Recipe(ModelFamily, ABC):
     def _answer(self, records: Sequence[Record], request: SuggestRequest) -> list[Tagged]:
         """`suggest` without exclusions; here from one `_suggest` run deep enough for
         ``depth``: no quality estimate (this recipe has no estimator), no neighbours."""
-        limit, threshold, depth = request.limit or 0, request.threshold or 0.0, request.depth
+        limit, threshold, depth = request.limit or 0, request.floor, request.depth
         return [Tagged(keep_above(row[:limit], threshold),
                        ranking=row[:depth] if depth else None,
                        neighbours={} if request.neighbours else None)

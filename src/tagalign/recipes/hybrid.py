@@ -136,8 +136,7 @@ class HybridRecipe(Recipe):
 
     # -- suggesting ------------------------------------------------------------------------
     def _suggest(self, records: Sequence[Record], limit: int) -> list[list[Suggestion]]:
-        return [t.suggestions for t in self._answer(
-            records, SuggestRequest(limit=limit, threshold=0.0, quality=False))]
+        return [row for rows in self._batches(records) for row in self.pipeline.rank(rows, limit)]
 
     def _answer(self, records: Sequence[Record], request: SuggestRequest) -> list[Tagged]:
         """The pipeline's answers (`HybridPipeline.suggest`: the quality estimate, with

@@ -5,3 +5,6 @@
 #: to read without importing the web framework
 MAX_BODY = 20_000_000
 MAX_BODY_ENV = "TAGALIGN_MAX_CONTENT_LENGTH"
+#: where tagalign's own API lives (each of its routers' prefix); Annif's is at /v1
+#: (`tagalign.serve.annif.PREFIX`)
+API = "/tagalign/v1"

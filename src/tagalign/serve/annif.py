@@ -23,7 +23,10 @@ them at ``http://HOST:PORT/v1/``. Differences from tagalign's own API
 - a project not trained yet is listed (``is_trained: false``) and suggest answers 503,
   as Annif does;
 - a request without ``limit`` gets the project's (`Project.defaults`), else Annif's
-  documented 10 (`service.ANNIF_DEFAULT_LIMIT`), not tagalign's `DEFAULT_LIMIT`.
+  documented 10 (`service.ANNIF_DEFAULT_LIMIT`), not tagalign's `DEFAULT_LIMIT`; a
+  ``limit`` and ``threshold`` are checked against the request's bounds with their one
+  message (`tagalign.suggest.LIMIT`, ``THRESHOLD``), except that Annif's document sets the
+  limit no maximum: one over `tagalign.suggest.MAX_LIMIT` is cut to it, not refused.
 
 What a request does is the `tagalign.serve.service.Service`'s, as for tagalign's own API;
 this module only translates Annif's shapes. Bodies are parsed and validated here rather
@@ -53,16 +56,18 @@ from tagalign.errors import InputError
 from tagalign.feedback import Decision
 from tagalign.project import LearningNotAllowedError, Project, ReadOnlyError
 from tagalign.records import Record
+from tagalign.serve.depends import ProjectDep, ServiceDep
 from tagalign.serve.service import (
     ANNIF_DEFAULT_LIMIT,
     GND_URI,
+    Served,
     Service,
     UnknownProjectError,
     http_status,
     subject_id,
     subject_uri,
 )
-from tagalign.suggest import Suggestion, SuggestRequest
+from tagalign.suggest import LIMIT, THRESHOLD, Bound, Suggestion, SuggestRequest
 from tagalign.text.language import detect_language
 
 PREFIX = "/v1"
@@ -174,15 +179,19 @@ async def _form(request: Request) -> dict[str, str]:
     return out
 
 
-def _number(value: Any, name: str, kind: type, low: float, high: float | None) -> Any:
+def _number(value: Any, bound: Bound, kind: type, *, cap: bool = False) -> Any:
+    """A form or query value within ``bound`` (`tagalign.suggest`, with its one message);
+    ``cap``: Annif's document sets no maximum, so a larger value gets the bound's rather
+    than a 400."""
     try:
         x = kind(value)
     except (TypeError, ValueError):
-        raise InputError(f"{name}: not {'an integer' if kind is int else 'a number'}: "
+        raise InputError(f"{bound.name}: not {'an integer' if kind is int else 'a number'}: "
                           f"{str(value)[:40]!r}") from None
-    if not (x >= low and (high is None or x <= high)):  # also refuses NaN
-        bounds = f"between {low} and {high}" if high is not None else f"at least {low}"
-        raise InputError(f"{name}: must be {bounds}")
+    if cap and bound.high is not None and x > bound.high:
+        return kind(bound.high)
+    if not bound.holds(x):  # also refuses NaN
+        raise InputError(f"{bound.name}: {bound.message}")
     return x
 
 
@@ -192,140 +201,149 @@ def _versioned(response: Response, version: str | None) -> None:
 
 
 def _options(values: Mapping[str, Any]) -> tuple[int | None, float | None, str | None]:
-    """limit, threshold (None when not given: the project's saved ones), language."""
+    """limit, threshold (None when not given: the project's saved ones), language. Annif's
+    document gives the limit no maximum: one over `tagalign.suggest.MAX_LIMIT` gets that."""
     limit = values.get("limit")
     threshold = values.get("threshold")
     if limit is not None:
-        limit = _number(limit, "limit", int, 0, None)
+        limit = _number(limit, LIMIT, int, cap=True)
     if threshold is not None:
-        threshold = _number(threshold, "threshold", float, 0.0, 1.0)
+        threshold = _number(threshold, THRESHOLD, float)
     language = values.get("language")
     if language is not None and not isinstance(language, str):
         raise InputError("language: not a string")
     return limit, threshold, language or None
 
 
-def create_router(service: Service) -> APIRouter:
-    """The Annif routes over ``service``."""
-    router = APIRouter(prefix=PREFIX, include_in_schema=False)
-    projects = service.projects
+router = APIRouter(prefix=PREFIX, include_in_schema=False)
 
-    def vocab_id(proj: Project) -> str:
-        fingerprints = sorted({p.vocab.fingerprint for p in projects.values()})
-        return "gnd" if len(fingerprints) == 1 else f"gnd-{proj.vocab.fingerprint[:8]}"
 
-    def vocab_dump(proj: Project) -> dict[str, Any]:
-        return {"vocab_id": vocab_id(proj), "languages": proj.vocab.languages,
-                "size": len(proj.vocab), "loaded": True}
+@router.get("/")
+def show_info() -> dict[str, str]:
+    try:
+        ours = version("tagalign")
+    except PackageNotFoundError:
+        ours = "dev"
+    # "version" is the Annif API version this follows: clients compare it with Annif's
+    return {"title": f"Annif REST API (tagalign {ours})", "version": ANNIF_API_VERSION}
 
-    def label_language(proj: Project) -> str | None:
-        langs = proj.vocab.languages
-        return proj.language or (langs[0] if langs else None)
 
-    def project_dump(pid: str, proj: Project) -> dict[str, Any]:
-        language = label_language(proj)
-        return {"project_id": pid, "name": proj.name or pid,
-                "language": language or "de",
-                "backend": {"backend_id": proj.config.recipe or "unknown"},
-                "vocab": vocab_dump(proj), "vocab_language": language,
-                "is_trained": proj.is_trained,
-                "modification_time": proj.config.trained_at}
+@router.get("/vocabs")
+def list_vocabs(svc: ServiceDep) -> dict[str, list[dict[str, Any]]]:
+    seen: dict[str, dict[str, Any]] = {}
+    for proj in svc.projects.values():
+        seen.setdefault(_vocab_id(svc, proj), _vocab_dump(svc, proj))
+    return {"vocabs": list(seen.values())}
 
-    def results(proj: Project, rows: list[Suggestion], language: str | None
-                ) -> dict[str, list[dict[str, Any]]]:
-        # labels in the requested language, else the project's (vocab_language), as in Annif
-        language = language or label_language(proj) or "de"
-        return {"results": [{"uri": subject_uri(s.id), "label": proj.vocab.label(s.id, language),
-                             "notation": None, "score": round(float(s.score), 6)}
-                            for s in rows]}  # limit and threshold: cut by the service
 
-    def suggest_texts(project_id: str, texts: list[str], limit: int | None,
-                      threshold: float | None, language: str | None
-                      ) -> tuple[str | None, list[dict[str, list[dict[str, Any]]]]]:
-        """The answers, and the version of the model that gave them (X-Model-Version, as
-        on tagalign's API: a header, so Annif's bodies stay Annif's)."""
-        proj = service.project(project_id)
-        if language is not None and language not in proj.vocab.languages:
-            raise InputError(f'language "{language}" not supported by vocabulary')
-        service.require_trained(project_id)  # Annif: 503 for a project without a model
-        # no language: the recipes identify it (`tagalign.text.guess_language`)
-        recs = [Record(id=str(i), title=t, abstract=a)
-                for i, (t, a) in enumerate(map(split_text, texts))]
-        answered, tagged = service.suggest(
-            project_id, recs, SuggestRequest(limit=limit, threshold=threshold, quality=False),
-            default_limit=ANNIF_DEFAULT_LIMIT)
-        return (answered.model_version.get("version") if answered.model_version else None,
-                [results(proj, t.suggestions, language) for t in tagged])
+@router.get("/projects")
+def list_projects(svc: ServiceDep) -> dict[str, list[dict[str, Any]]]:
+    return {"projects": [_project_dump(svc, served) for served in svc.all_served()]}
 
-    @router.get("/")
-    def show_info() -> dict[str, str]:
-        try:
-            ours = version("tagalign")
-        except PackageNotFoundError:
-            ours = "dev"
-        # "version" is the Annif API version this follows: clients compare it with Annif's
-        return {"title": f"Annif REST API (tagalign {ours})", "version": ANNIF_API_VERSION}
 
-    @router.get("/vocabs")
-    def list_vocabs() -> dict[str, list[dict[str, Any]]]:
-        seen: dict[str, dict[str, Any]] = {}
-        for proj in projects.values():
-            seen.setdefault(vocab_id(proj), vocab_dump(proj))
-        return {"vocabs": list(seen.values())}
+@router.get("/projects/{project_id}")
+def show_project(project: ProjectDep, svc: ServiceDep) -> dict[str, Any]:
+    return _project_dump(svc, project.served)
 
-    @router.get("/projects")
-    def list_projects() -> dict[str, list[dict[str, Any]]]:
-        return {"projects": [project_dump(pid, p) for pid, p in projects.items()]}
 
-    @router.get("/projects/{project_id}")
-    def show_project(project_id: str) -> dict[str, Any]:
-        return project_dump(project_id, service.project(project_id))
+@router.post("/projects/{project_id}/suggest")
+async def suggest(project: ProjectDep, svc: ServiceDep, request: Request, response: Response
+                  ) -> dict[str, Any]:
+    form = await _form(request)
+    if "text" not in form:
+        raise InputError("text: field required")
+    limit, threshold, language = _options(form)
+    version, out = await run_in_threadpool(_suggest_texts, svc, project.served,
+                                           [form["text"]], limit, threshold, language)
+    _versioned(response, version)
+    return out[0]
 
-    @router.post("/projects/{project_id}/suggest")
-    async def suggest(project_id: str, request: Request, response: Response
-                      ) -> dict[str, Any]:
-        form = await _form(request)
-        if "text" not in form:
-            raise InputError("text: field required")
-        limit, threshold, language = _options(form)
-        service.project(project_id)
-        version, out = await run_in_threadpool(suggest_texts, project_id, [form["text"]],
-                                               limit, threshold, language)
-        _versioned(response, version)
-        return out[0]
 
-    @router.post("/projects/{project_id}/suggest-batch")
-    async def suggest_batch(project_id: str, request: Request, response: Response
-                            ) -> list[dict[str, Any]]:
-        limit, threshold, language = _options(request.query_params)
-        body = _parse(BatchBody.model_validate, await _json(request))
-        service.project(project_id)
-        version, out = await run_in_threadpool(suggest_texts, project_id,
-                                               [d.text for d in body.documents], limit,
-                                               threshold, language)
-        _versioned(response, version)
-        return [{**r, "document_id": d.document_id}
-                for r, d in zip(out, body.documents, strict=True)]
+@router.post("/projects/{project_id}/suggest-batch")
+async def suggest_batch(project: ProjectDep, svc: ServiceDep, request: Request,
+                        response: Response) -> list[dict[str, Any]]:
+    limit, threshold, language = _options(request.query_params)
+    body = _parse(BatchBody.model_validate, await _json(request))
+    version, out = await run_in_threadpool(_suggest_texts, svc, project.served,
+                                           [d.text for d in body.documents], limit,
+                                           threshold, language)
+    _versioned(response, version)
+    return [{**r, "document_id": d.document_id}
+            for r, d in zip(out, body.documents, strict=True)]
 
-    @router.post("/projects/{project_id}/learn", status_code=204)
-    async def learn(project_id: str, request: Request) -> Response:
-        docs = _parse(LEARN_BODY.validate_python, await _json(request))
-        items = decisions(service.learnable(project_id), docs)
-        await run_in_threadpool(service.learn, project_id, items)
-        return Response(status_code=204, headers={"content-type": "application/json"})
 
-    @router.post("/detect-language")
-    async def detect(request: Request) -> dict[str, Any]:
-        body = _parse(DetectBody.model_validate, await _json(request))
-        if any(not 2 <= len(lang) <= 3 for lang in body.languages):
-            raise InputError("languages: each must be a 2 or 3 letter code")
-        try:  # off the event loop: simplemma is pure Python (text cut at MAX_TEXT)
-            ranked = await run_in_threadpool(detect_language, body.text, body.languages)
-        except ValueError as exc:
-            raise InputError(str(exc)) from None
-        return {"results": [{"language": lang, "score": score} for lang, score in ranked]}
+@router.post("/projects/{project_id}/learn", status_code=204)
+async def learn(project: ProjectDep, svc: ServiceDep, request: Request) -> Response:
+    docs = _parse(LEARN_BODY.validate_python, await _json(request))
+    items = decisions(svc.learnable(project.served), docs)
+    await run_in_threadpool(svc.learn, project.served, items)
+    return Response(status_code=204, headers={"content-type": "application/json"})
 
-    return router
+
+@router.post("/detect-language")
+async def detect(request: Request) -> dict[str, Any]:
+    body = _parse(DetectBody.model_validate, await _json(request))
+    if any(not 2 <= len(lang) <= 3 for lang in body.languages):
+        raise InputError("languages: each must be a 2 or 3 letter code")
+    try:  # off the event loop: simplemma is pure Python (text cut at MAX_TEXT)
+        ranked = await run_in_threadpool(detect_language, body.text, body.languages)
+    except ValueError as exc:
+        raise InputError(str(exc)) from None
+    return {"results": [{"language": lang, "score": score} for lang, score in ranked]}
+
+
+def _suggest_texts(svc: Service, served: Served, texts: list[str], limit: int | None,
+                   threshold: float | None, language: str | None
+                   ) -> tuple[str | None, list[dict[str, list[dict[str, Any]]]]]:
+    """The answers, and the version of the model that gave them (X-Model-Version, as
+    on tagalign's API: a header, so Annif's bodies stay Annif's)."""
+    proj = served.project
+    if language is not None and language not in proj.vocab.languages:
+        raise InputError(f'language "{language}" not supported by vocabulary')
+    svc.require_trained(served)  # Annif: 503 for a project without a model
+    # no language: the recipes identify it (`tagalign.text.guess_language`)
+    recs = [Record(id=str(i), title=t, abstract=a)
+            for i, (t, a) in enumerate(map(split_text, texts))]
+    answered, tagged = svc.suggest(
+        served, recs, SuggestRequest(limit=limit, threshold=threshold, quality=False),
+        default_limit=ANNIF_DEFAULT_LIMIT)
+    version = answered.model_version.get("version") if answered.model_version else None
+    return version, [_results(proj, t.suggestions, language) for t in tagged]
+
+
+def _vocab_id(svc: Service, proj: Project) -> str:
+    fingerprints = sorted({p.vocab.fingerprint for p in svc.projects.values()})
+    return "gnd" if len(fingerprints) == 1 else f"gnd-{proj.vocab.fingerprint[:8]}"
+
+
+def _vocab_dump(svc: Service, proj: Project) -> dict[str, Any]:
+    return {"vocab_id": _vocab_id(svc, proj), "languages": proj.vocab.languages,
+            "size": len(proj.vocab), "loaded": True}
+
+
+def _label_language(proj: Project) -> str | None:
+    langs = proj.vocab.languages
+    return proj.language or (langs[0] if langs else None)
+
+
+def _project_dump(svc: Service, served: Served) -> dict[str, Any]:
+    proj = served.project
+    language = _label_language(proj)
+    return {"project_id": served.id, "name": proj.name or served.id,
+            "language": language or "de",
+            "backend": {"backend_id": proj.config.recipe or "unknown"},
+            "vocab": _vocab_dump(svc, proj), "vocab_language": language,
+            "is_trained": proj.is_trained,
+            "modification_time": proj.config.trained_at}
+
+
+def _results(proj: Project, rows: list[Suggestion], language: str | None
+             ) -> dict[str, list[dict[str, Any]]]:
+    # labels in the requested language, else the project's (vocab_language), as in Annif
+    language = language or _label_language(proj) or "de"
+    return {"results": [{"uri": subject_uri(s.id), "label": proj.vocab.label(s.id, language),
+                         "notation": None, "score": round(float(s.score), 6)}
+                        for s in rows]}  # limit and threshold: cut by the service
 
 
 def decisions(proj: Project, docs: list[IndexedDocument]) -> list[Decision]:
@@ -351,5 +369,5 @@ def is_annif_path(path: str) -> bool:
     return path == PREFIX or path.startswith(PREFIX + "/")
 
 
-__all__ = ["ANNIF_API_VERSION", "GND_URI", "MAX_BATCH", "PREFIX", "create_router",
-           "error_response", "is_annif_path", "problem", "split_text"]
+__all__ = ["ANNIF_API_VERSION", "GND_URI", "MAX_BATCH", "PREFIX", "error_response",
+           "is_annif_path", "problem", "router", "split_text"]

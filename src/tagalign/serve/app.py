@@ -12,9 +12,12 @@ Two APIs side by side on one server:
 
 Both are thin adapters over one `tagalign.serve.service.Service` (suggest, learn, project
 info) and answer its errors through one handler, each in its own shape; models are loaded
-once by the caller. Endpoints are plain ``def`` functions, so FastAPI runs them in its
-thread pool and requests are served concurrently (the heavy parts — numpy, faiss,
-omikuji, LightGBM — release the GIL).
+once by the caller. This module only assembles the app: the service, the middleware, the
+error handlers and the module-level routers, by resource (`OWN_ROUTERS`, `PAGE_ROUTERS`,
+`tagalign.serve.annif.router`), whose handlers get the service and their project through
+`tagalign.serve.depends`. tagalign's endpoints are plain ``def`` functions, so FastAPI
+runs them in its thread pool and requests are served concurrently (the heavy parts —
+numpy, faiss, omikuji, LightGBM — release the GIL).
 """
 
 from __future__ import annotations
@@ -23,37 +26,54 @@ import os
 import threading
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
+from functools import partial
 from pathlib import Path
 from typing import Any
 
-from fastapi import APIRouter, FastAPI, HTTPException, Request
+from fastapi import FastAPI, HTTPException, Request
 from fastapi.exception_handlers import http_exception_handler
 from fastapi.exceptions import RequestValidationError
 from fastapi.openapi.utils import get_openapi
-from fastapi.responses import FileResponse, JSONResponse, PlainTextResponse, Response
+from fastapi.responses import FileResponse, JSONResponse, PlainTextResponse
 from fastapi.staticfiles import StaticFiles
-from pydantic import BaseModel
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from tagalign.errors import UsageError
-from tagalign.feedback import Decision, FeedbackStore, ServedStores, StoreFault
+from tagalign.feedback import FeedbackStore, ServedStores, StoreFault
 from tagalign.project import Project
 from tagalign.records import Record
-from tagalign.serve import MAX_BODY, annif, auth, decisions, queue, service, subjects
+from tagalign.serve import (
+    API,
+    MAX_BODY,
+    annif,
+    auth,
+    decisions,
+    projects,
+    queue,
+    records,
+    service,
+    subjects,
+    suggestions,
+    updates,
+)
 from tagalign.serve import schemas as s
 from tagalign.serve.guard import Guard
 from tagalign.serve.observe import Telemetry
 from tagalign.serve.service import Service
 from tagalign.serve.tokens import TokenStore
 from tagalign.serve.workers import Workers
-from tagalign.suggest import Quality, Suggestion, SuggestRequest
 
 STATIC = Path(__file__).parent / "static"
-API = "/tagalign/v1"  # tagalign's own API; Annif's is at /v1 (annif.PREFIX)
 #: the documented body of a POST that reads none (reload, the queue's finish)
 EMPTY_JSON_BODY = {"required": True, "description": "None is read; send {} as JSON (every "
                    "POST must say Content-Type: application/json)", "content": {
                        "application/json": {"schema": {"type": "object"}}}}
+
+#: tagalign's own API (each router's module says what it serves), in its document's order
+OWN_ROUTERS = (projects.router, suggestions.router, updates.router, records.router)
+#: beside it: the web page's subject search and review queue, the catalogue's pull of the
+#: decisions
+PAGE_ROUTERS = (subjects.router, queue.router, decisions.router)
 
 
 def _too_large(path: str, max_body: int):
@@ -136,60 +156,6 @@ def _error(e: dict[str, Any]) -> dict[str, str]:
             "msg": str(e.get("msg", ""))}
 
 
-def _with_titles(reasons: dict[str, Any], titles: Mapping[str, str]) -> dict[str, Any]:
-    """Neighbours as ``{"id", "title"?, …}`` dicts, titles filled from ``titles``.
-
-    Recipes may name neighbour records by id only (a string) or as dicts; clients get one
-    shape, and a title whenever the recipe, the records file or a learned record has one.
-    """
-    nbrs = reasons.get("neighbours")
-    if not isinstance(nbrs, list):
-        return reasons
-    out = []
-    for n in nbrs:
-        n = {"id": n} if isinstance(n, str) else dict(n) if isinstance(n, dict) else n
-        if isinstance(n, dict) and not n.get("title") and n.get("id") in titles:
-            n["title"] = titles[n["id"]]
-        out.append(n)
-    return {**reasons, "neighbours": out}
-
-
-def _out(rows: list[Suggestion], titles: Mapping[str, str]) -> list[s.SuggestionOut]:
-    return [s.SuggestionOut(id=x.id, label=x.label, score=round(float(x.score), 6),
-                            reasons=_with_titles(x.reasons, titles)) for x in rows]
-
-
-def _json(body: BaseModel, project: Project | None = None) -> Response:
-    """The response model as JSON, built here in the endpoint's worker thread: returned
-    as a model, FastAPI validates it again in a second trip through its thread pool (for a
-    plain ``def`` endpoint), which costs a single-record suggest more than the validation.
-    The same bytes as FastAPI's own serialisation (`response_model` still documents it)."""
-    # X-Model-Version: the model that answered (a reload may swap it for the next request)
-    mv = project.model_version if project is not None else None
-    version = mv.get("version") if mv else None
-    return Response(body.model_dump_json(by_alias=True), media_type="application/json",
-                    headers={"X-Model-Version": version} if version else None)
-
-
-def _request(body: s.SuggestRequest | s.BatchRequest) -> SuggestRequest:
-    """A body's options; domains whenever the project has a domain model."""
-    return SuggestRequest(limit=body.limit, threshold=body.threshold,
-                          exclude=frozenset(body.exclude), domains=True)
-
-
-def _quality(q: Quality | None) -> s.QualityOut | None:
-    return None if q is None else s.QualityOut(**q.to_json())
-
-
-def _domains(found: list[tuple[str, float]] | None) -> list[s.DomainOut] | None:
-    return None if found is None else [s.DomainOut(label=lab, score=round(float(sc), 4))
-                                       for lab, sc in found]
-
-
-def _version(v) -> s.ModelVersionOut | None:
-    return None if not v or v.get("version") is None else s.ModelVersionOut(**v)
-
-
 def own_error(exc: Exception) -> JSONResponse:
     """tagalign's error body for an error of the service (`service.http_status`)."""
     return JSONResponse({"detail": str(exc)}, service.http_status(exc))
@@ -207,6 +173,58 @@ def error_response(path: str, exc: Exception, project_id: str | None = None) -> 
     if isinstance(exc, StoreFault):
         response.headers.update(exc.headers)
     return response
+
+
+def _answer_errors(app: FastAPI, max_body: int) -> None:
+    """The app's error handlers: a body FastAPI refuses (422 with our body), the service's
+    errors (each API's shape, `error_response`) and Starlette's HTTP errors (Annif's
+    problems on its paths)."""
+    @app.exception_handler(RequestValidationError)
+    async def validation_error(_request: Request, exc: RequestValidationError):
+        # the offending input is not echoed: it may be bytes, NaN or a megabyte of text,
+        # none of which belongs in (or always fits into) a JSON error body
+        errors = [_error(e) for e in exc.errors()]
+        return JSONResponse({"detail": "; ".join(f"{e['field']}: {e['msg']}" for e in errors),
+                             "errors": errors}, 422)
+
+    async def service_error(request: Request, exc: Exception):
+        # one handler, each API's own error shape (Annif's: problem+json)
+        return error_response(request.url.path, exc, request.path_params.get("project_id"))
+
+    for kind in service.ERRORS:
+        app.add_exception_handler(kind, service_error)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(request: Request, exc: StarletteHTTPException):
+        if annif.is_annif_path(request.url.path):
+            if exc.status_code == 413:
+                return _too_large(request.url.path, max_body)
+            return annif.problem(exc.status_code, "Error", str(exc.detail))
+        if exc.status_code == 400 and "parsing the body" in str(exc.detail):
+            # undecodable bytes are bad JSON too: same status as any other bad JSON
+            return JSONResponse({"detail": "body: not valid UTF-8 JSON", "errors": [
+                {"field": "body", "type": "json_invalid", "msg": "not valid UTF-8 JSON"}]}, 422)
+        return await http_exception_handler(request, exc)
+
+
+def _document(app: FastAPI, tokens: TokenStore | None, require_token_for_suggest: bool
+              ) -> dict[str, Any]:
+    """tagalign's OpenAPI document, made once: our 422 body (see `_answer_errors`) instead
+    of FastAPI's default description, a JSON body on every POST, the tokens' security."""
+    if app.openapi_schema is None:
+        schema = get_openapi(title=app.title, version=app.version,
+                             description=app.description, routes=app.routes)
+        schema["components"]["schemas"]["HTTPValidationError"] = (
+            s.ValidationErrorOut.model_json_schema())
+        for operations in schema["paths"].values():
+            # the guard wants the JSON type on a POST without a body too (else 415): a
+            # client made from the document sends it with an empty object
+            if "post" in operations and "requestBody" not in operations["post"]:
+                operations["post"]["requestBody"] = EMPTY_JSON_BODY
+        if tokens is not None:
+            auth.document(schema, require_token_for_suggest)
+        app.openapi_schema = schema
+    return app.openapi_schema
 
 
 def create_app(projects: Mapping[str, Project], store: FeedbackStore | ServedStores,
@@ -247,7 +265,8 @@ def create_app(projects: Mapping[str, Project], store: FeedbackStore | ServedSto
                             "host this server answers for (--allowed-host)"}})
     telemetry = Telemetry(projects, metrics=metrics)
     svc = Service(projects, store, records, workers, observer=telemetry)
-    projects, records, titles = svc.projects, svc.records, svc.titles
+    app.state.service = svc  # what the routers' handlers get (`tagalign.serve.depends`)
+    app.state.review = review
     app.state.projects = svc.projects  # the live projects: SIGHUP reloads them (`factory`)
     app.add_middleware(BodyLimit, max_body=max_body)
     app.state.tokens = tokens
@@ -259,142 +278,21 @@ def create_app(projects: Mapping[str, Project], store: FeedbackStore | ServedSto
     app.add_middleware(WorkerHeader, stopping=stopping or threading.Event())
     telemetry.install(app)  # the outermost middleware, and GET /metrics
 
-    @app.exception_handler(RequestValidationError)
-    async def validation_error(_request: Request, exc: RequestValidationError):
-        # the offending input is not echoed: it may be bytes, NaN or a megabyte of text,
-        # none of which belongs in (or always fits into) a JSON error body
-        errors = [_error(e) for e in exc.errors()]
-        return JSONResponse({"detail": "; ".join(f"{e['field']}: {e['msg']}" for e in errors),
-                             "errors": errors}, 422)
+    _answer_errors(app, max_body)
 
-    async def service_error(request: Request, exc: Exception):
-        # one handler, each API's own error shape (Annif's: problem+json)
-        return error_response(request.url.path, exc, request.path_params.get("project_id"))
-
-    for kind in service.ERRORS:
-        app.add_exception_handler(kind, service_error)
-
-    @app.exception_handler(StarletteHTTPException)
-    async def http_error(request: Request, exc: StarletteHTTPException):
-        if annif.is_annif_path(request.url.path):
-            if exc.status_code == 413:
-                return _too_large(request.url.path, max_body)
-            return annif.problem(exc.status_code, "Error", str(exc.detail))
-        if exc.status_code == 400 and "parsing the body" in str(exc.detail):
-            # undecodable bytes are bad JSON too: same status as any other bad JSON
-            return JSONResponse({"detail": "body: not valid UTF-8 JSON", "errors": [
-                {"field": "body", "type": "json_invalid", "msg": "not valid UTF-8 JSON"}]}, 422)
-        return await http_exception_handler(request, exc)
-
-    api = APIRouter(prefix=API, responses={
+    own: dict[int | str, dict[str, Any]] = {
         404: {"model": s.ErrorOut, "description": "Unknown project or record"},
         413: {"model": s.ErrorOut, "description": f"Body over {max_body} bytes"},
-        503: {"model": s.ErrorOut, "description": "Project not trained yet"}})
+        503: {"model": s.ErrorOut, "description": "Project not trained yet"}}
+    for router in OWN_ROUTERS:
+        app.include_router(router, responses=own)
+    for router in PAGE_ROUTERS:
+        app.include_router(router)
+    subjects.warm(svc.projects)
 
-    @api.get("/health")
-    def health() -> dict:
-        return {"status": "ok", "projects": len(projects)}
-
-    @api.get("/projects")
-    def list_projects() -> dict[str, list[s.ProjectOut]]:
-        return {"projects": [s.ProjectOut(**svc.info(pid)) for pid in projects]}
-
-    @api.get("/projects/{project_id}", response_model=s.ProjectOut)
-    def get_project(project_id: str) -> s.ProjectOut:
-        return s.ProjectOut(**svc.info(project_id))
-
-    @api.post("/projects/{project_id}/suggest", response_model=s.SuggestResponse)
-    def suggest(project_id: str, body: s.SuggestRequest) -> Response:
-        rec = Record(id="request", title=body.title, abstract=body.abstract,
-                     language=body.language)
-        proj, tagged = svc.suggest(project_id, [rec], _request(body))
-        return _json(s.SuggestResponse(results=_out(tagged[0].suggestions, titles),
-                                       warning=tagged[0].warning,
-                                       quality=_quality(tagged[0].quality),
-                                       domains=_domains(tagged[0].domains)), proj)
-
-    @api.post("/projects/{project_id}/suggest-batch", response_model=s.BatchResponse)
-    def suggest_batch(project_id: str, body: s.BatchRequest) -> Response:
-        recs = [Record(id=r.id or str(i), title=r.title, abstract=r.abstract,
-                       language=r.language) for i, r in enumerate(body.records)]
-        proj, tagged = svc.suggest(project_id, recs, _request(body))
-        return _json(s.BatchResponse(results=[_out(t.suggestions, titles) for t in tagged],
-                                     warnings=[t.warning for t in tagged],
-                                     qualities=[_quality(t.quality) for t in tagged],
-                                     domains=[_domains(t.domains) for t in tagged]
-                                     if proj.domain_model is not None else None), proj)
-
-    @api.post("/projects/{project_id}/learn", response_model=s.LearnResponse, responses={
-        403: {"model": s.ErrorOut,
-              "description": "Learning not allowed for this project (allow_learn is off)"},
-        409: {"model": s.ErrorOut,
-              "description": "Project served read-only (`tagalign serve --mmap`): nothing "
-                             "was stored or learned"},
-        503: {"model": s.ErrorOut,
-              "description": "Project not trained yet, or its feedback store's database "
-                             "unavailable (with Retry-After): nothing was stored"},
-        507: {"model": s.ErrorOut,
-              "description": "No space left on the feedback store's disk: nothing was "
-                             "stored"}})
-    def learn(project_id: str, body: s.LearnRequest) -> s.LearnResponse:
-        items = [Decision(Record(id=r.id, title=r.title, abstract=r.abstract,
-                                 language=r.language, subjects=list(r.subjects)),
-                          r.subjects, r.rejected, r.added) for r in body.records]
-        stored, learned = svc.learn(project_id, items)
-        return s.LearnResponse(stored=stored, learned=learned)
-
-    @api.post("/projects/{project_id}/reload", response_model=s.ReloadOut, responses={
-        409: {"model": s.ErrorOut, "description": "The folder's model could not be loaded "
-                                                  "or does not suggest: the model loaded "
-                                                  "before keeps serving (the detail says "
-                                                  "why)"}})
-    def reload(project_id: str) -> s.ReloadOut:
-        """Load the project's folder again if its model changed (a new training or
-        download) and serve it without downtime: requests in flight finish on the old
-        model. Answers once this worker serves the new model; the other workers are asked
-        to reload too (GET the project: each worker's version)."""
-        done, asked = svc.reload(project_id)
-        return s.ReloadOut(project=project_id, status=done.status,
-                           model_version=_version(done.version),
-                           previous_version=_version(done.previous),
-                           seconds=round(done.seconds, 3), learned=done.learned,
-                           worker=os.getpid(), others_asked=asked)
-
-    @api.get("/records/{record_id}", response_model=s.RecordOut)
-    def get_record(record_id: str) -> s.RecordOut:
-        rec = records.get(record_id)
-        if rec is None:
-            raise HTTPException(404, f"record {record_id!r} not found"
-                                + ("" if records else " (no records file loaded)"))
-        return s.RecordOut(id=rec.id, title=rec.title, abstract=rec.abstract,
-                           language=rec.language, subjects=rec.subjects)
-
-    app.include_router(api)
-    # the page's subject search and review queue (`serve/subjects.py`, `serve/queue.py`)
-    app.include_router(subjects.create_router(svc, API))
-    app.include_router(queue.create_router(svc, review, API))
-    app.include_router(decisions.create_router(svc, API))  # the catalogue's pull
-    subjects.warm(projects)
-
-    def openapi() -> dict[str, Any]:
-        # our 422 body (see validation_error) instead of FastAPI's default description
-        if app.openapi_schema is None:
-            schema = get_openapi(title=app.title, version=app.version,
-                                 description=app.description, routes=app.routes)
-            schema["components"]["schemas"]["HTTPValidationError"] = (
-                s.ValidationErrorOut.model_json_schema())
-            for operations in schema["paths"].values():
-                # the guard wants the JSON type on a POST without a body too (else 415): a
-                # client made from the document sends it with an empty object
-                if "post" in operations and "requestBody" not in operations["post"]:
-                    operations["post"]["requestBody"] = EMPTY_JSON_BODY
-            if tokens is not None:
-                auth.document(schema, require_token_for_suggest)
-            app.openapi_schema = schema
-        return app.openapi_schema
-
-    app.openapi = openapi  # type: ignore[method-assign]  # FastAPI's documented hook
-    app.include_router(annif.create_router(svc))
+    # FastAPI's documented hook for a custom document
+    app.openapi = partial(_document, app, tokens, require_token_for_suggest)  # type: ignore[method-assign]
+    app.include_router(annif.router)
 
     @app.get("/", include_in_schema=False)
     def index() -> FileResponse:

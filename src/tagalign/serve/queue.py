@@ -24,14 +24,17 @@ import threading
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Annotated
 
-from fastapi import APIRouter, HTTPException
+from fastapi import APIRouter, Depends, HTTPException, Request
 
-from tagalign.feedback import ADDED
+from tagalign.feedback import ADDED, FeedbackStore, ServedStores
 from tagalign.project import Project, Tagger
 from tagalign.records import Record
+from tagalign.serve import API
 from tagalign.serve import schemas as s
-from tagalign.serve.service import Service
+from tagalign.serve.depends import Lookup, ProjectDep, ServiceDep
+from tagalign.serve.service import Served
 from tagalign.suggest import SuggestRequest
 
 # estimated recall of each record's suggestions (None: no estimate for that record)
@@ -101,65 +104,86 @@ class RecordQueue:
         return Selection(keep, estimated=True, skipped=len(self.records) - len(keep))
 
 
-def create_router(service: Service, queue: RecordQueue | None, prefix: str) -> APIRouter:
-    router = APIRouter(prefix=prefix + "/projects/{project_id}/queue", responses={
-        404: {"model": s.ErrorOut, "description": "Unknown project or position, or the "
-                                                  "server runs without --queue"}})
-
-    def served(project_id: str) -> tuple[RecordQueue, Selection]:
-        project = service.project(project_id)
-        if queue is None:
-            raise HTTPException(404, "no review queue: start the server with "
-                                     "`tagalign serve PROJECT --queue RECORDS`")
-        return queue, queue.select(project_id, project)
-
-    store = service.store
-
-    def status(project_id: str, rq: RecordQueue, sel: Selection) -> s.QueueOut:
-        done = store.finished(project_id, rq.name)
-        position = next((i for i, r in enumerate(sel.records) if r.id not in done), None)
-        return s.QueueOut(name=rq.name, size=len(sel.records),
-                          finished=sum(r.id in done for r in sel.records), position=position,
-                          release_above=rq.release_above, estimated=sel.estimated,
-                          skipped=sel.skipped)
-
-    def record_at(sel: Selection, position: int) -> Record:
-        if not 0 <= position < len(sel.records):
-            raise HTTPException(404, f"no record at position {position}; the queue holds "
-                                     f"{len(sel.records)}")
-        return sel.records[position]
-
-    @router.get("", response_model=s.QueueOut)
-    def get_queue(project_id: str) -> s.QueueOut:
-        """Size, progress and the first record not finished yet (where the page resumes)."""
-        return status(project_id, *served(project_id))
-
-    @router.get("/{position}", response_model=s.QueueItemOut)
-    def get_item(project_id: str, position: int) -> s.QueueItemOut:
-        """The record at ``position`` with the decisions stored for it so far."""
-        rq, sel = served(project_id)
-        rec = record_at(sel, position)
-        decided = store.latest_decisions(project_id, rec.id)
-        added = [sid for r in store.reviewed(project_id, record_id=rec.id)
-                 for sid, origin in r.origins.items() if origin == ADDED]
-        vocab = service.project(project_id).vocab
-        return s.QueueItemOut(
-            position=position, size=len(sel.records),
-            finished=rec.id in store.finished(project_id, rq.name),
-            record=s.RecordOut(id=rec.id, title=rec.title, abstract=rec.abstract,
-                               language=rec.language, subjects=rec.subjects),
-            decisions={sid: "accept" if d == "accept" else "reject" for sid, d in decided.items()},
-            labels={sid: vocab.label(sid, rec.language) for sid in decided},
-            added=added)
-
-    @router.post("/{position}/finish", response_model=s.QueueOut)
-    def finish(project_id: str, position: int) -> s.QueueOut:
-        """Mark the record at ``position`` finished; the answer names the next one."""
-        rq, sel = served(project_id)
-        store.finish(project_id, rq.name, record_at(sel, position).id)
-        return status(project_id, rq, sel)
-
-    return router
+async def review_queue(request: Request) -> RecordQueue | None:
+    """The app's review queue (None: the server runs without ``--queue``)."""
+    return request.app.state.review
 
 
-__all__ = ["Estimate", "RecordQueue", "Selection", "create_router", "estimated_recall"]
+async def _position(position: int) -> int:
+    return position
+
+
+QueueDep = Annotated[RecordQueue | None, Depends(review_queue)]
+#: the path's ``{position}``, read after the project's ``{project_id}`` (the order the
+#: document lists them in: a handler's own parameters would come first)
+PositionDep = Annotated[int, Depends(_position)]
+
+router = APIRouter(prefix=API + "/projects/{project_id}/queue", responses={
+    404: {"model": s.ErrorOut, "description": "Unknown project or position, or the "
+                                              "server runs without --queue"}})
+
+
+@router.get("", response_model=s.QueueOut)
+def get_queue(project: ProjectDep, review: QueueDep, svc: ServiceDep) -> s.QueueOut:
+    """Size, progress and the first record not finished yet (where the page resumes)."""
+    return _status(svc.store, *_selected(project, review))
+
+
+@router.get("/{position}", response_model=s.QueueItemOut)
+def get_item(project: ProjectDep, position: PositionDep, review: QueueDep, svc: ServiceDep
+             ) -> s.QueueItemOut:
+    """The record at ``position`` with the decisions stored for it so far."""
+    served, rq, sel = _selected(project, review)
+    rec, store = _record_at(sel, position), svc.store
+    decided = store.latest_decisions(served.id, rec.id)
+    added = [sid for r in store.reviewed(served.id, record_id=rec.id)
+             for sid, origin in r.origins.items() if origin == ADDED]
+    vocab = served.project.vocab
+    return s.QueueItemOut(
+        position=position, size=len(sel.records),
+        finished=rec.id in store.finished(served.id, rq.name),
+        record=s.RecordOut(id=rec.id, title=rec.title, abstract=rec.abstract,
+                           language=rec.language, subjects=rec.subjects),
+        decisions={sid: "accept" if d == "accept" else "reject" for sid, d in decided.items()},
+        labels={sid: vocab.label(sid, rec.language) for sid in decided},
+        added=added)
+
+
+@router.post("/{position}/finish", response_model=s.QueueOut)
+def finish(project: ProjectDep, position: PositionDep, review: QueueDep, svc: ServiceDep
+           ) -> s.QueueOut:
+    """Mark the record at ``position`` finished; the answer names the next one."""
+    served, rq, sel = _selected(project, review)
+    svc.store.finish(served.id, rq.name, _record_at(sel, position).id)
+    return _status(svc.store, served, rq, sel)
+
+
+def _selected(project: Lookup, review: RecordQueue | None
+              ) -> tuple[Served, RecordQueue, Selection]:
+    """The project, the queue and the records it holds for the project (404: an unknown
+    project, then no queue)."""
+    served = project.served
+    if review is None:
+        raise HTTPException(404, "no review queue: start the server with "
+                                 "`tagalign serve PROJECT --queue RECORDS`")
+    return served, review, review.select(served.id, served.project)
+
+
+def _status(store: FeedbackStore | ServedStores, served: Served, rq: RecordQueue,
+            sel: Selection) -> s.QueueOut:
+    done = store.finished(served.id, rq.name)
+    position = next((i for i, r in enumerate(sel.records) if r.id not in done), None)
+    return s.QueueOut(name=rq.name, size=len(sel.records),
+                      finished=sum(r.id in done for r in sel.records), position=position,
+                      release_above=rq.release_above, estimated=sel.estimated,
+                      skipped=sel.skipped)
+
+
+def _record_at(sel: Selection, position: int) -> Record:
+    if not 0 <= position < len(sel.records):
+        raise HTTPException(404, f"no record at position {position}; the queue holds "
+                                 f"{len(sel.records)}")
+    return sel.records[position]
+
+
+__all__ = ["Estimate", "QueueDep", "RecordQueue", "Selection", "estimated_recall", "router"]

@@ -2,13 +2,46 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    WithJsonSchema,
+    field_validator,
+    model_validator,
+)
+from pydantic_core import PydanticCustomError
 
 from tagalign.project import DEFAULT_LIMIT
+from tagalign.suggest import LIMIT, THRESHOLD, Bound
 
 Language = Literal["de", "en"]
+
+
+def _check(bound: Bound) -> AfterValidator:
+    """A request bound's check (`tagalign.suggest`), with its one message: ``limit: must
+    be between 0 and 1000`` in a 422's detail."""
+    def check(value: float) -> float:
+        if not bound.holds(value):
+            raise PydanticCustomError("out_of_range", bound.message)
+        return value
+    return AfterValidator(check)
+
+
+def _schema(bound: Bound, kind: str) -> WithJsonSchema:
+    """The bound's range in the OpenAPI document, on a value of JSON type ``kind``."""
+    schema: dict[str, Any] = {"type": kind, "minimum": bound.low}
+    if bound.high is not None:
+        schema["maximum"] = bound.high
+    return WithJsonSchema(schema)
+
+
+#: a request's limit and threshold as both bodies take them (None: the project's)
+Limit = Annotated[int, _check(LIMIT), _schema(LIMIT, "integer")]
+Threshold = Annotated[float, _check(THRESHOLD), _schema(THRESHOLD, "number")]
 
 
 class RecordIn(BaseModel):
@@ -26,13 +59,13 @@ EXCLUDE: list[str] = Field([], max_length=10_000,
                             "project's rules); the limit is filled from the others.")
 
 
-class SuggestRequest(RecordIn):
-    limit: int | None = Field(None, ge=1, le=100,
-                              description="Most subjects to return (default: the project's "
-                                          f"limit, else {DEFAULT_LIMIT}).")
-    threshold: float | None = Field(None, ge=0.0, le=1.0,
-                                    description="Drop scores below this (default: the "
-                                                "project's threshold, else 0).")
+class SuggestBody(RecordIn):
+    """One record and the options of its request (`tagalign.suggest.SuggestRequest`)."""
+
+    limit: Limit | None = Field(None, description="Most subjects to return (default: the "
+                                                  f"project's limit, else {DEFAULT_LIMIT}).")
+    threshold: Threshold | None = Field(None, description="Drop scores below this (default: "
+                                                          "the project's threshold, else 0).")
     exclude: list[str] = EXCLUDE
 
 
@@ -44,8 +77,8 @@ class BatchRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     records: list[BatchRecord] = Field(..., min_length=1, max_length=256)
-    limit: int | None = Field(None, ge=1, le=100)
-    threshold: float | None = Field(None, ge=0.0, le=1.0)
+    limit: Limit | None = None
+    threshold: Threshold | None = None
     exclude: list[str] = EXCLUDE
 
 

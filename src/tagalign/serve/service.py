@@ -3,7 +3,9 @@
 tagalign's own API (`tagalign.serve.app`, ``/tagalign/v1``) and Annif's (`tagalign.serve.annif`,
 ``/v1``) are adapters over one `Service`: they parse their request shapes, call it and
 shape its answers; everything a served project does happens here (as Annif's ``rest.py``
-over its project objects). Errors are `tagalign.errors.TagalignError` subclasses; each
+over its project objects). A request finds its project once (`Service.served`, by the
+routers' `tagalign.serve.depends.ProjectDep`) and hands the `Served` it got to each
+method it calls. Errors are `tagalign.errors.TagalignError` subclasses; each
 API's single exception handler turns them into its error body with the status
 `http_status` gives (the class's own).
 """
@@ -13,7 +15,7 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 from tagalign.errors import (
@@ -46,7 +48,6 @@ OWN_DEFAULT_LIMIT = DEFAULT_LIMIT
 #: the same on Annif's ``/v1``: Annif's OpenAPI document gives ``limit`` a default of 10 and
 #: Annif clients rely on it, so this API keeps Annif's (a project's own limit still wins)
 ANNIF_DEFAULT_LIMIT = 10
-MAX_LIMIT = 1000  # Annif has no upper bound; more than this many results are never useful
 
 #: the errors the APIs map to a status (`http_status`): every error raised on purpose
 ERRORS: tuple[type[Exception], ...] = (TagalignError,)
@@ -94,6 +95,15 @@ def subject_id(uri: str) -> str:
 
 def subject_uri(sid: str) -> str:
     return GND_URI + sid
+
+
+@dataclass(frozen=True, slots=True)
+class Served:
+    """A served project as one request found it (`Service.served`): the id it is served
+    under and the project then live (a reload may swap in another for later requests)."""
+
+    id: str
+    project: Project
 
 
 class Observer(Protocol):
@@ -148,16 +158,22 @@ class Service:
         """This worker's state file (what `info` shows of it to the others' clients)."""
         self.workers.write_state(self.projects.state())
 
-    def project(self, project_id: str) -> Project:
+    def served(self, project_id: str) -> Served:
+        """The project served as ``project_id`` (`UnknownProjectError` if none): a request's
+        one lookup."""
         if project_id not in self.projects:
             raise UnknownProjectError(project_id, self.projects)
-        return self.projects[project_id]
+        return Served(project_id, self.projects[project_id])
 
-    def info(self, project_id: str) -> dict[str, Any]:
+    def all_served(self) -> list[Served]:
+        """Every served project, in the order served."""
+        return [Served(pid, proj) for pid, proj in self.projects.items()]
+
+    def info(self, served: Served) -> dict[str, Any]:
         """`Project.info` under the id it is served as, with the pid of the worker answering
         and the model version each worker serves (they differ while a reload goes through
         them)."""
-        proj = self.project(project_id)
+        proj, project_id = served.project, served.id
         states = self.workers.states() or [{"pid": os.getpid(),
                                              "projects": self.projects.state()}]
         return proj.info() | {"id": project_id, "worker": os.getpid(), "workers": [
@@ -165,26 +181,25 @@ class Service:
             if project_id in st.get("projects", {})]}
 
     # -- reload ------------------------------------------------------------------------
-    def reload(self, project_id: str) -> tuple[Reloaded, bool]:
+    def reload(self, served: Served) -> tuple[Reloaded, bool]:
         """Reload a project's model in this process (`LiveProjects.reload`), then ask every
         other worker to reload too; ``(what was done here, whether others were asked)``."""
-        self.project(project_id)
-        done = self.projects.reload(project_id)
+        done = self.projects.reload(served.id)
         return done, self.workers.reload_siblings()
 
     # -- suggest -----------------------------------------------------------------------
-    def suggest(self, project_id: str, records: Sequence[Record], request: SuggestRequest, *,
+    def suggest(self, served: Served, records: Sequence[Record], request: SuggestRequest, *,
                 default_limit: int = OWN_DEFAULT_LIMIT) -> tuple[Project, list[Tagged]]:
         """`Tagger.tag` of the served project: one `Tagged` per record (cut there once),
         and the project that answered (the model a reload may have replaced since: a request
         keeps the one it started with).
 
         ``limit``/``threshold`` None: the project's (`Project.defaults`), else
-        ``default_limit`` and 0; a ``limit`` of 0 asks for nothing (Annif allows it); more
-        than `MAX_LIMIT` get `MAX_LIMIT`. Blank text gets no suggestions and a warning.
+        ``default_limit`` and 0; a ``limit`` of 0 asks for nothing (the request's bounds:
+        `tagalign.suggest.LIMIT`). Blank text gets no suggestions and a warning.
         ``domains``: each record's domains when the project has a domain model (None
         otherwise)."""
-        proj = self.require_trained(project_id)
+        proj, project_id = self.require_trained(served), served.id
         learned = self.learning.before_suggest(project_id, proj,
                                                lambda: self.projects[project_id])
         if learned:  # other workers' records: now in this one's model
@@ -193,8 +208,6 @@ class Service:
         if request.limit == 0:
             tagged = [Tagged([]) for _ in records]
         else:
-            if request.limit is not None and request.limit > MAX_LIMIT:
-                request = replace(request, limit=MAX_LIMIT)
             if request.domains and proj.domain_model is None:
                 request = replace(request, domains=False)
             tagged = Tagger(proj, default_limit).tag(records, request)
@@ -202,29 +215,28 @@ class Service:
             self.observer.suggested(project_id, tagged)
         return proj, tagged
 
-    def require_trained(self, project_id: str) -> Project:
+    def require_trained(self, served: Served) -> Project:
         """The project, or `NotTrainedError` when it has no trained model yet (Annif asks
         this before looking at the texts)."""
-        proj = self.project(project_id)
-        if not proj.is_trained:
-            raise NotTrainedError(f"project {project_id!r}")
-        return proj
+        if not served.project.is_trained:
+            raise NotTrainedError(f"project {served.id!r}")
+        return served.project
 
     # -- learn -------------------------------------------------------------------------
-    def learnable(self, project_id: str) -> Project:
+    def learnable(self, served: Served) -> Project:
         """The project, if a learn request may change it: learning allowed
         (`LearningNotAllowedError`) and not read-only (`ReadOnlyError`). Asked before
         anything is stored, so a refused request leaves no trace."""
-        proj = self.project(project_id)
+        proj = served.project
         try:
             proj.check_learn_allowed()
             proj.check_learnable()
         except (LearningNotAllowedError, ReadOnlyError):
-            self._learned(project_id, 0, "refused")
+            self._learned(served.id, 0, "refused")
             raise
         return proj
 
-    def learn(self, project_id: str, items: Sequence[Decision]) -> tuple[int, bool]:
+    def learn(self, served: Served, items: Sequence[Decision]) -> tuple[int, bool]:
         """Store the decisions, teach the project each record's latest decision (its
         accepted subjects replace what it learned of the record before) and keep their
         titles for reasons; ``(rows stored, learned online)``. A recipe without online
@@ -233,7 +245,7 @@ class Service:
         store out of space or unreachable: `StoreFullError` or `StoreUnavailableError`,
         nothing stored (decisions stored but not yet taught, as the store fails between
         the two, are taught at the next catch-up)."""
-        proj = self.learnable(project_id)
+        proj, project_id = self.learnable(served), served.id
         unknown = sorted({sid for d in items for sid in [*d.accepted, *d.rejected]
                           if sid not in proj.vocab})
         if unknown:
@@ -271,7 +283,6 @@ class Service:
             self.observer.learned(project_id, records, outcome)
 
 
-__all__ = ["ANNIF_DEFAULT_LIMIT", "ERRORS", "GND_URI", "MAX_LIMIT", "OWN_DEFAULT_LIMIT",
-           "Observer", "Service", "UnknownProjectError", "UnknownSubjectsError", "http_status",
-           "public_error",
-           "subject_id", "subject_uri"]
+__all__ = ["ANNIF_DEFAULT_LIMIT", "ERRORS", "GND_URI", "OWN_DEFAULT_LIMIT", "Observer",
+           "Served", "Service", "UnknownProjectError", "UnknownSubjectsError", "http_status",
+           "public_error", "subject_id", "subject_uri"]

@@ -12,8 +12,10 @@ from collections.abc import Mapping
 from fastapi import APIRouter, Query
 
 from tagalign.project import Project
+from tagalign.serve import API
 from tagalign.serve import schemas as s
-from tagalign.serve.service import Service, subject_uri
+from tagalign.serve.depends import ProjectDep
+from tagalign.serve.service import subject_uri
 
 
 def warm(projects: Mapping[str, Project]) -> threading.Thread:
@@ -25,27 +27,25 @@ def warm(projects: Mapping[str, Project]) -> threading.Thread:
     return thread
 
 
-def create_router(service: Service, prefix: str) -> APIRouter:
-    router = APIRouter(prefix=prefix)
-
-    @router.get("/projects/{project_id}/subjects", response_model=s.SubjectsOut,
-                responses={404: {"model": s.ErrorOut, "description": "Unknown project"}})
-    def subjects(project_id: str,
-                 prefix: str = Query(..., min_length=1, max_length=200,
-                                     description="Start of a label, any case, either "
-                                                 "language (preferred or alternate)."),
-                 limit: int = Query(10, ge=1, le=100, description="Most subjects to return."),
-                 ) -> s.SubjectsOut:
-        """Subjects of the project's vocabulary whose label starts with ``prefix``: an exact
-        match first, then longer labels alphabetically; each subject once."""
-        vocab = service.project(project_id).vocab
-        return s.SubjectsOut(subjects=[
-            s.SubjectOut(id=m.subject.id, label=m.subject.label(m.language),
-                         matched=m.label, language=m.language,
-                         labels=dict(m.subject.labels), uri=subject_uri(m.subject.id))
-            for m in vocab.prefix_index.search(prefix, limit)])
-
-    return router
+router = APIRouter(prefix=API)
 
 
-__all__ = ["create_router", "warm"]
+@router.get("/projects/{project_id}/subjects", response_model=s.SubjectsOut,
+            responses={404: {"model": s.ErrorOut, "description": "Unknown project"}})
+def subjects(project: ProjectDep,
+             prefix: str = Query(..., min_length=1, max_length=200,
+                                 description="Start of a label, any case, either "
+                                             "language (preferred or alternate)."),
+             limit: int = Query(10, ge=1, le=100, description="Most subjects to return."),
+             ) -> s.SubjectsOut:
+    """Subjects of the project's vocabulary whose label starts with ``prefix``: an exact
+    match first, then longer labels alphabetically; each subject once."""
+    vocab = project.served.project.vocab
+    return s.SubjectsOut(subjects=[
+        s.SubjectOut(id=m.subject.id, label=m.subject.label(m.language),
+                     matched=m.label, language=m.language,
+                     labels=dict(m.subject.labels), uri=subject_uri(m.subject.id))
+        for m in vocab.prefix_index.search(prefix, limit)])
+
+
+__all__ = ["router", "warm"]

@@ -47,6 +47,8 @@ SMALL_BATCH = 8
 #: (Omikuji, the TF-IDF product and top-k, faiss, LightGBM), but much of it runs on one
 #: thread (scipy's product, NumPy) and the rest starts its own thread team per call
 MIN_PART = 64
+#: what `HybridPipeline.rank` asks (its limit given apart)
+PLAIN = SuggestRequest.ranking(0)
 
 
 @dataclass
@@ -205,18 +207,29 @@ class HybridPipeline:
         part's libraries on one thread), results in order."""
         if request.limit is None or request.exclude:
             raise ValueError("the pipeline takes a request with a limit and no exclusions")
+        return self._in_parts(records, request, request.limit)
+
+    def rank(self, records: Sequence[Record], limit: int) -> list[list[Suggestion]]:
+        """Each record's plain ranking (as `SuggestRequest.ranking` asks) of any
+        ``limit``: a recipe's exclusions may ask past a request's bound
+        (`tagalign.recipes.Recipe._excluding`)."""
+        return [t.suggestions for t in self._in_parts(records, PLAIN, limit)]
+
+    def _in_parts(self, records: Sequence[Record], request: SuggestRequest, limit: int
+                  ) -> list[Tagged]:
         n = min(self.runtime.n_threads, len(records) // MIN_PART)
         pool = self.runtime.parts_pool() if n >= 2 else None
         if pool is None:
-            return self._tag(records, request, None)
+            return self._tag(records, request, limit, None)
         bounds = np.linspace(0, len(records), n + 1).astype(int)
-        futures = [pool.submit(self._tag, records[a:b], request, 1)
+        futures = [pool.submit(self._tag, records[a:b], request, limit, 1)
                    for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
         return [row for f in futures for row in f.result()]
 
-    def _tag(self, records: Sequence[Record], request: SuggestRequest, threads: int | None
-             ) -> list[Tagged]:
-        limit, threshold, depth = request.limit or 0, request.threshold or 0.0, request.depth
+    def _tag(self, records: Sequence[Record], request: SuggestRequest, limit: int,
+             threads: int | None) -> list[Tagged]:
+        """``limit`` instead of the request's (`rank`)."""
+        threshold, depth = request.floor, request.depth
         batch = self.prepare(records, threads)
         ranked, qualities = self._rank(batch, limit, threshold if request.quality else None,
                                        depth)

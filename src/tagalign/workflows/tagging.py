@@ -39,7 +39,7 @@ from tagalign.records import read_records
 from tagalign.records.loaders import guess_format
 from tagalign.records.marc.reader import iter_marc_records
 from tagalign.runtime import Runtime
-from tagalign.suggest import SuggestRequest
+from tagalign.suggest import PROJECT_DEFAULTS, SuggestRequest
 
 #: the output formats: JSONL or MARC of a local run, JSONL or Parquet shards of a sharded one
 OUTPUT_FORMATS = ("jsonl", "parquet", "marc", "marcxml")
@@ -215,7 +215,7 @@ def tag_file(project: Project | Path | str, input: Path | str, output: Path | st
     before it completes, with what it finished; the package's errors for bad options
     (`InputError`), missing files (`MissingFileError`), an untrained project."""
     options = options or TagFileOptions()
-    request = request or SuggestRequest()
+    request = request or PROJECT_DEFAULTS
     progress = progress or TagFileProgress()
     input, output = Path(input), Path(output)
     if options.domains is not None and not options.domains.exists():
