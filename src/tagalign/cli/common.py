@@ -28,6 +28,8 @@ from tagalign.io import read_json_input
 from tagalign.records import InputReport, Record, read_records
 from tagalign.records.marc.provenance import Provenance
 from tagalign.runtime import CACHE_ENV, Runtime
+from tagalign.vocab import Vocabulary, load_vocabulary
+from tagalign.vocab.loaders import guess_format
 
 log = logging.getLogger("tagalign.cli")
 
@@ -58,6 +60,21 @@ def progress(transient: bool = False) -> Progress:
                     MofNCompleteColumn(), TextColumn("{task.fields[rate]}"),
                     TimeElapsedColumn(), TextColumn("left"), TimeRemainingColumn(),
                     console=console, transient=transient)
+
+
+def read_vocabulary(source: Path, report: InputReport, fmt: str | None = None,
+                    option: str | None = None, entity_types: str | None = None
+                    ) -> Vocabulary:
+    """`load_vocabulary` of ``source`` as every command shows it (`vocab load`, `vocab
+    show`, `train --vocab`): the GND authority dump, which takes minutes, under a bar of
+    the file's bytes read with the time left; any other format under a spinner.
+    ``option``: the option that names a format (`guess_format`'s, `load_vocabulary`'s)."""
+    dump = (fmt or (source.exists() and guess_format(source, option))) == "gnd-marc"
+    bar = progress(transient=True)
+    with bar if dump else console.status(f"loading {source} …"):
+        return load_vocabulary(source, format=fmt, report=report, option=option,
+                               entity_types=entity_types,
+                               progress=PhaseBars(bar) if dump else None)
 
 
 #: help of ``--subjects`` (train; eval adds ``machine``)
