@@ -67,12 +67,12 @@ def test_hybrid_training_reports_each_long_step(tmp_path, caplog):
     phases = _by_phase(events)
     folds = config.estimator.folds
     assert set(phases) == {
-        "candidates", "ranker", *(f"quality fold {k}/{folds}" for k in range(1, folds + 1)),
-        "quality recall", "quality precision", "lexical: labels", "lexical: label counts",
-        "omikuji: languages"}
+        "split B's candidates", "ranker",
+        *(f"quality fold {k}/{folds}" for k in range(1, folds + 1)), "quality recall",
+        "quality precision", "lexical: labels", "lexical: label counts", "omikuji: languages"}
     for phase, seen in phases.items():
         # each run of a phase goes from 0 to its total, never back within the run
-        runs = [[]]  # type: list[list[tuple[int, int]]]
+        runs: list[list[tuple[int, int]]] = [[]]
         for done, total in seen:
             if done == 0 and runs[-1]:
                 runs.append([])

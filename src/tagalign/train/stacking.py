@@ -86,12 +86,12 @@ def feature_table(pipe: HybridPipeline, records: Sequence[Record], batch_size: i
                   ) -> FeatureTable:
     """Every candidate of ``records`` with features and gold; ``neighbours``: also each
     record's neighbour records of the same searches (`Source.record_neighbours`);
-    ``progress``: the records done, a batch at a time, as phase ``candidates``."""
+    ``progress``: the records done, a batch at a time, as phase ``split B's candidates``."""
     parts = []
     names: list[str] = []
     found: list[Neighbours] = []
     if progress is not None:
-        progress("candidates", 0, len(records))
+        progress("split B's candidates", 0, len(records))
     for start in range(0, len(records), batch_size):
         chunk = records[start:start + batch_size]
         batch = pipe.prepare(chunk)
@@ -101,7 +101,7 @@ def feature_table(pipe: HybridPipeline, records: Sequence[Record], batch_size: i
         if neighbours:
             found.extend(pipe.record_neighbours(batch))
         if progress is not None:
-            progress("candidates", start + len(chunk), len(records))
+            progress("split B's candidates", start + len(chunk), len(records))
     if not parts:
         raise ValueError("no records to build features from")
     rows, cols, X, y, support = (np.concatenate([p[i] for p in parts]) for i in range(5))
@@ -125,7 +125,7 @@ class HybridTrainer:
     defaults). Not the domain models' `tagalign.classify.stacker.DomainStacker`.
 
     ``progress`` hears the long steps by phase (a `ProgressCallback`; by default logged
-    with the time left, `ProgressLog`): ``candidates`` (split B's, a batch of records at a
+    with the time left, `ProgressLog`): ``split B's candidates`` (a batch of records at a
     time), ``ranker`` and ``quality fold k/n`` (boosting rounds), ``quality recall`` and
     ``quality precision`` (the estimate's rounds), and the sources' own (`FitContext`:
     ``lexical: labels``, ``lexical: label counts``, ``omikuji: languages``)."""

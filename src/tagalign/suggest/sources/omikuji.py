@@ -223,10 +223,11 @@ class OmikujiSource(Source):
         records, assigned = sum(X.shape[0] for _, X, _ in parts), sum(Y.nnz for *_, Y in parts)
         subjects = len(np.unique(np.concatenate([Y.indices for *_, Y in parts]))) if parts \
             else 0
-        log.info("omikuji: %d records (%d subject assignments, %d subjects) in %d "
-                 "language(s), %d tree(s); the library reports no progress: roughly %s "
-                 "on 2 cores (docs/recipes.md)", records, assigned, subjects, len(parts),
-                 self.config.n_trees, _roughly(omikuji_seconds(assigned, self.config.n_trees)))
+        log.info(f"omikuji: {records:,} records ({assigned:,} subject assignments, "
+                 f"{subjects:,} subjects) in {len(parts)} language(s), {self.config.n_trees} "
+                 "tree(s); the library reports no progress: roughly "
+                 f"{_roughly(omikuji_seconds(assigned, self.config.n_trees))} on 2 cores "
+                 "(docs/recipes.md)")
         for k, (lang, X, Y) in enumerate(parts):
             if ctx.progress is not None:
                 ctx.progress("omikuji: languages", k, len(parts))
