@@ -341,20 +341,31 @@ def test_reading_a_dump_reports_the_bytes_read_for_a_time_left(tmp_path, writer,
     assert done[0] == 0 and done[-1] == size and 0 < done[1] < done[2] < size
 
 
-def test_vocab_load_of_a_dump_shows_the_bytes_read(tmp_path, monkeypatch):
-    from tagalign.cli import vocab_cmd
+@pytest.mark.parametrize("command", ["vocab load", "train --vocab"])
+def test_loading_a_dump_shows_the_bytes_read(tmp_path, monkeypatch, command):
+    """`vocab load` and `train --vocab` of a dump: the same bar of the bytes read."""
+    from tagalign.cli import common
 
     seen: list[tuple[str, int, int]] = []
-    real = vocab_cmd.PhaseBars
+    real = common.PhaseBars
 
     class Spy(real):  # type: ignore[misc, valid-type]
         def __call__(self, phase: str, done: int, total: int) -> None:
             seen.append((phase, done, total))
             super().__call__(phase, done, total)
 
-    monkeypatch.setattr(vocab_cmd, "PhaseBars", Spy)
+    monkeypatch.setattr(common, "PhaseBars", Spy)
     dump = write_xml(tmp_path / "auth.mrc.xml", small_dump())
-    res = CliRunner().invoke(app, ["vocab", "load", str(dump), "--out", str(tmp_path / "v")])
+    if command == "vocab load":
+        args = ["vocab", "load", str(dump), "--out", str(tmp_path / "v")]
+    else:
+        train = tmp_path / "train.jsonl"
+        train.write_text("".join(json.dumps({
+            "id": f"r{i}", "title": "Holzschutz für Möbel", "language": "de",
+            "subjects": ["4000002-2", "4000003-3"]}) + "\n" for i in range(5)), "utf-8")
+        args = ["train", str(tmp_path / "p"), "--vocab", str(dump), "--train", str(train),
+                "--recipe", "lexical"]
+    res = CliRunner().invoke(app, args)
     assert res.exit_code == 0, res.output
     size = dump.stat().st_size
     assert seen == [("reading auth.mrc.xml", 0, size), ("reading auth.mrc.xml", size, size)]

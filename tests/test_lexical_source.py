@@ -75,10 +75,13 @@ def test_lex_prec_counts_found_and_gold_training_texts(tmp_path):
     m.fit(FitContext(vocab, an, RecordMemory.from_records(recs, vocab, ["de"] * 4),
                      records=recs, Y=Y, tokens=[an.tokens(t, "de") for t in texts]))
     assert m.found_.tolist() == [3.0, 2.0, 0.0] and m.gold_.tolist() == [1.0, 2.0, 0.0]
-    # scanned a record at a time (chunks bound the scan's memory): the same counts
+    # scanned a record at a time (chunks bound the scan's memory): the same counts, and
+    # the progress of the scan a chunk at a time (issue 63)
+    events: list[tuple[str, int, int]] = []
     m._count_found(Batch(recs, ["de"] * 4, [an.tokens(t, "de") for t in texts], [[]] * 4),
-                   Y, 3, chunk=1)
+                   Y, 3, chunk=1, progress=lambda *e: events.append(e))
     assert m.found_.tolist() == [3.0, 2.0, 0.0] and m.gold_.tolist() == [1.0, 2.0, 0.0]
+    assert events == [("lexical: label counts", k, 4) for k in range(5)]
     rec = Record(id="q", title="Epos und Geschichte", language="de")
     c = m.candidates(Batch([rec], ["de"], [an.tokens(rec.title, "de")],
                            [an.tokens(rec.title, "de")]))

@@ -277,3 +277,21 @@ def test_new_score_weights_retrain_the_estimate_on_the_scores_served(projects, t
         **json.loads((folder / "model/quality/quality.json").read_text()),
         "weights": [0.0, 0.0], "data": False}))
     assert all(t.quality is None for t in tag(Project.load(folder), dev, limit=5))
+
+
+def test_estimate_reports_its_rounds_and_is_the_same_model_with_progress(projects):
+    """Issue 63: each regressor's boosting rounds are reported (`boost`'s read-only
+    callback), from 0 to the round count, and the trees are those fitted without it."""
+    data = Project.load(projects / "hybrid").recipe.pipeline.quality.data_
+    events: list[tuple[str, int, int]] = []
+    plain = QualityEstimator(num_threads=1).fit_data(data, (0.0, 0.0))
+    heard = QualityEstimator(num_threads=1).fit_data(data, (0.0, 0.0),
+                                                     progress=lambda *e: events.append(e))
+    for name in ("recall", "precision"):
+        assert (heard.boosters_[name].model_to_string()
+                == plain.boosters_[name].model_to_string())
+        done = [d for phase, d, total in events if phase == f"quality {name}"
+                and total == heard.config.num_rounds]
+        assert done[0] == 0 and done[-1] == heard.config.num_rounds
+        assert done[:-1] == list(range(done[-2] + 1))
+    assert {phase for phase, _, _ in events} == {"quality recall", "quality precision"}

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -23,11 +23,13 @@ from rich.progress import (
 from tagalign.batch import DEFAULT_MAX_ERRORS, BatchResult, get_engine, run_batch
 from tagalign.cli.app import console, refuse
 from tagalign.cli.report import print_summary
-from tagalign.encode.base import log_progress
+from tagalign.encode.base import ProgressLog
 from tagalign.io import read_json_input
 from tagalign.records import InputReport, Record, read_records
 from tagalign.records.marc.provenance import Provenance
 from tagalign.runtime import CACHE_ENV, Runtime
+from tagalign.vocab import Vocabulary, load_vocabulary
+from tagalign.vocab.loaders import guess_format
 
 log = logging.getLogger("tagalign.cli")
 
@@ -58,6 +60,21 @@ def progress(transient: bool = False) -> Progress:
                     MofNCompleteColumn(), TextColumn("{task.fields[rate]}"),
                     TimeElapsedColumn(), TextColumn("left"), TimeRemainingColumn(),
                     console=console, transient=transient)
+
+
+def read_vocabulary(source: Path, report: InputReport, fmt: str | None = None,
+                    option: str | None = None, entity_types: str | None = None
+                    ) -> Vocabulary:
+    """`load_vocabulary` of ``source`` as every command shows it (`vocab load`, `vocab
+    show`, `train --vocab`): the GND authority dump, which takes minutes, under a bar of
+    the file's bytes read with the time left; any other format under a spinner.
+    ``option``: the option that names a format (`guess_format`'s, `load_vocabulary`'s)."""
+    dump = (fmt or (source.exists() and guess_format(source, option))) == "gnd-marc"
+    bar = progress(transient=True)
+    with bar if dump else console.status(f"loading {source} …"):
+        return load_vocabulary(source, format=fmt, report=report, option=option,
+                               entity_types=entity_types,
+                               progress=PhaseBars(bar) if dump else None)
 
 
 #: help of ``--subjects`` (train; eval adds ``machine``)
@@ -187,16 +204,13 @@ class PhaseBars:
                  every: float = 10.0):
         self.bar = bar
         self.tasks: dict[str, TaskID] = {}
-        self.remove_done, self.keep, self.every = remove_done, keep, every
+        self.remove_done, self.keep = remove_done, keep
         self.t0 = time.perf_counter()
-        self.logged: dict[str, Callable[[int], None]] | None = (
-            None if bar.console.is_terminal else {})
+        self.logged = None if bar.console.is_terminal else ProgressLog(log, every)
 
     def __call__(self, phase: str, done: int, total: int) -> None:
         if self.logged is not None:
-            if phase not in self.logged or done == 0:  # a phase (again): its clock starts
-                self.logged[phase] = log_progress(log, phase, total, self.every)
-            self.logged[phase](done)
+            self.logged(phase, done, total)
         if phase not in self.tasks:
             self.tasks[phase] = self.bar.add_task(phase, total=total, rate="")
         self.bar.update(self.tasks[phase], completed=done, total=total,

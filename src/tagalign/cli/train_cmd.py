@@ -14,13 +14,13 @@ from tagalign.cli.common import (
     load_records,
     make_runtime,
     parse_params,
+    read_vocabulary,
 )
 from tagalign.evaluate import report_tables
 from tagalign.project import DEFAULT_RECIPE, Project
 from tagalign.recipes import get_recipe, recipe_names
 from tagalign.records import InputReport
 from tagalign.runtime import Runtime
-from tagalign.vocab import load_vocabulary
 
 
 def _from_projects_file(source: Path, project_id: str, overwrite: bool,
@@ -92,7 +92,7 @@ def train(
         if vocab is None:
             refuse("--vocab is needed to create a new project")
         t0 = time.perf_counter()
-        voc = load_vocabulary(vocab, report=InputReport(strict=strict))
+        voc = read_vocabulary(vocab, InputReport(strict=strict))
         console.log(f"vocabulary: {len(voc)} subjects in {time.perf_counter() - t0:.1f} s")
         project = Project.create(project_dir, voc, recipe, params, overwrite=overwrite,
                                  runtime=runtime)

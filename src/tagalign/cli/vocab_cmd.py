@@ -9,30 +9,17 @@ import typer
 from rich.table import Table
 
 from tagalign.cli.app import console, out, refuse, vocab_app
-from tagalign.cli.common import PhaseBars, progress
+from tagalign.cli.common import read_vocabulary
 from tagalign.errors import NotFoundError
 from tagalign.records import InputReport
-from tagalign.vocab import (
-    VOCAB_FORMATS,
-    Subject,
-    Vocabulary,
-    load_vocabulary,
-    normalize_subject_id,
-)
-from tagalign.vocab.loaders import guess_format
+from tagalign.vocab import VOCAB_FORMATS, Subject, Vocabulary, normalize_subject_id
 
 
 def _load(source: Path, fmt: str | None, strict: bool = False,
           entity_types: str | None = None) -> Vocabulary:
     """Malformed lines/entries are named (path:line) and skipped; --strict stops at the first."""
     report = InputReport(strict=strict)
-    # the GND authority dump takes minutes: a bar of the bytes read, the time left
-    dump = (fmt or (source.exists() and guess_format(source, "--format"))) == "gnd-marc"
-    bar = progress(transient=True)
-    with bar if dump else console.status(f"loading {source} …"):
-        vocab = load_vocabulary(source, format=fmt, report=report, option="--format",
-                                entity_types=entity_types,
-                                progress=PhaseBars(bar) if dump else None)
+    vocab = read_vocabulary(source, report, fmt, "--format", entity_types)
     if report.n_skipped:
         console.print(f"[yellow]{report.n_skipped} malformed lines/entries skipped[/] "
                       f"({len(vocab)} subjects kept); --strict stops at the first")

@@ -25,8 +25,8 @@ Kind = Literal["query", "passage"]
 ENCODERS: Registry[type[Encoder]] = Registry(
     "encoder", hint=" (st:<model> and static:<folder> take an argument)")
 
-__all__ = ["ENCODERS", "Encoder", "Kind", "fingerprint_of", "get_encoder", "log_progress",
-           "normalise", "register_encoder"]
+__all__ = ["ENCODERS", "Encoder", "Kind", "ProgressLog", "fingerprint_of", "get_encoder",
+           "log_progress", "normalise", "register_encoder"]
 log = logging.getLogger(__name__)
 
 
@@ -83,6 +83,23 @@ def log_progress(logger: logging.Logger, description: str, total: int,
             logger.info(f"{description}: {done:,}/{total:,} ({shown}/s{left})")
 
     return report
+
+
+class ProgressLog:
+    """A `tagalign.runtime.ProgressCallback` that logs: each phase's ``(phase, done,
+    total)`` through its own `log_progress` (``description``: the phase), whose clock
+    starts at the phase's first call or at a call with ``done`` 0 (the phase again). What
+    a training that draws no bars reports with (`tagalign.train.stacking.HybridTrainer`);
+    the CLI's bars log through it off a terminal (`tagalign.cli.common.PhaseBars`)."""
+
+    def __init__(self, logger: logging.Logger, every: float = 10.0):
+        self.logger, self.every = logger, every
+        self.phases: dict[str, Callable[[int], None]] = {}
+
+    def __call__(self, phase: str, done: int, total: int) -> None:
+        if phase not in self.phases or done == 0:
+            self.phases[phase] = log_progress(self.logger, phase, total, self.every)
+        self.phases[phase](done)
 
 
 def _clock(seconds: float) -> str:

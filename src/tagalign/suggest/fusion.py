@@ -25,6 +25,7 @@ import numpy as np
 from tagalign.errors import trained
 from tagalign.io import read_json, write_bytes_atomic, write_json_atomic
 from tagalign.params import PartConfig, Positive
+from tagalign.runtime import ProgressCallback
 from tagalign.suggest.sources.base import Candidates
 
 log = logging.getLogger(__name__)
@@ -124,6 +125,40 @@ def _groups(rows: np.ndarray) -> np.ndarray:
     if len(rows) == 0:
         return np.zeros(0, np.int64)
     return np.diff(np.r_[0, np.flatnonzero(np.diff(rows)) + 1, len(rows)])
+
+
+class BoostingProgress:
+    """A LightGBM callback that only reads: after each round, ``progress(phase, rounds
+    done, rounds)`` (``env.iteration`` counts from ``env.begin_iteration``); it returns
+    nothing and touches neither the booster nor the data, so the trees are the same with
+    it or without (tests/test_hybrid.py)."""
+
+    order = 40  # after early stopping (30): a round that stops training reports nothing
+    before_iteration = False
+
+    def __init__(self, progress: ProgressCallback, phase: str, rounds: int):
+        self.progress, self.phase, self.rounds = progress, phase, rounds
+
+    def __call__(self, env: lgb.callback.CallbackEnv) -> None:
+        self.progress(self.phase, env.iteration - env.begin_iteration + 1, self.rounds)
+
+
+def boost(params: dict[str, Any], dtrain: lgb.Dataset, dval: lgb.Dataset, rounds: int,
+          early_stopping: int, progress: ProgressCallback | None = None,
+          phase: str = "ranker") -> lgb.Booster:
+    """``lgb.train`` for at most ``rounds`` rounds, stopping after ``early_stopping`` rounds
+    without gain on ``dval`` (the ranker's and the quality estimate's boosting).
+    ``progress``: ``(phase, 0, rounds)`` first, each round done (`BoostingProgress`), and
+    ``(phase, rounds, rounds)`` at the end, also when early stopping ended it sooner."""
+    callbacks: list[Callable[..., None]] = [lgb.early_stopping(early_stopping, verbose=False)]
+    if progress is not None:
+        progress(phase, 0, rounds)
+        callbacks.append(BoostingProgress(progress, phase, rounds))
+    booster = lgb.train(params, dtrain, num_boost_round=rounds, valid_sets=[dval],
+                        callbacks=callbacks)
+    if progress is not None:
+        progress(phase, rounds, rounds)
+    return booster
 
 
 _COMPILE_LOCK = threading.Lock()
@@ -266,8 +301,10 @@ class FusionRanker:
         return self.compiled_ is not None
 
     def fit(self, X: np.ndarray, y: np.ndarray, rows: np.ndarray, names: list[str],
-            valid_fraction: float = 0.1, seed: int = 13) -> FusionRanker:
-        """Train with early stopping on a held-out fraction of the records (not of pairs)."""
+            valid_fraction: float = 0.1, seed: int = 13,
+            progress: ProgressCallback | None = None, phase: str = "ranker") -> FusionRanker:
+        """Train with early stopping on a held-out fraction of the records (not of pairs);
+        ``progress``: the boosting rounds as ``phase`` (`boost`)."""
         self.feature_names_ = list(names)
         rng = np.random.default_rng(seed)
         uniq = np.unique(rows)
@@ -279,10 +316,8 @@ class FusionRanker:
                              free_raw_data=True)
         dval = lgb.Dataset(X[is_val], y[is_val], reference=dtrain,
                            group=_groups(rows[is_val]) if ranking else None)
-        self.booster_ = lgb.train(
-            self.lgb_params, dtrain, num_boost_round=self.config.num_rounds, valid_sets=[dval],
-            callbacks=[lgb.early_stopping(self.config.early_stopping, verbose=False)],
-        )
+        self.booster_ = boost(self.lgb_params, dtrain, dval, self.config.num_rounds,
+                              self.config.early_stopping, progress, phase)
         return self
 
     def columns(self, names: list[str]) -> np.ndarray | None:

@@ -41,7 +41,8 @@ import numpy as np
 
 from tagalign.io import load_npy, read_json, save_npy_atomic, write_bytes_atomic, write_json_atomic
 from tagalign.params import NonNegative, PartConfig, Positive
-from tagalign.suggest.fusion import blend
+from tagalign.runtime import ProgressCallback
+from tagalign.suggest.fusion import blend, boost
 from tagalign.suggest.sources.base import ranks_of
 from tagalign.suggest.suggestion import Quality
 
@@ -223,12 +224,13 @@ class QualityData:
 
 
 def cross_fitted_scores(rows: np.ndarray, folds: int, seed: int,
-                        fit_predict: Callable[[np.ndarray, np.ndarray], np.ndarray]
+                        fit_predict: Callable[[np.ndarray, np.ndarray, int], np.ndarray]
                         ) -> np.ndarray:
     """Out-of-fold ranker scores: records are split into ``folds`` folds (seeded), and each
-    fold's candidates are scored by ``fit_predict(train_mask, test_mask)`` — a ranker fitted
-    on the other folds only. So every score is one the ranker gives a record it never saw,
-    as at suggest time, and an estimator fitted on them learns honest errors."""
+    fold's candidates are scored by ``fit_predict(train_mask, test_mask, k)`` — a ranker
+    fitted on the other folds only (``k``: the fold's number, from 0). So every score is
+    one the ranker gives a record it never saw, as at suggest time, and an estimator
+    fitted on them learns honest errors."""
     uniq = np.unique(rows)
     fold_of = dict(zip(uniq.tolist(), np.random.default_rng(seed).permutation(len(uniq))
                        % folds, strict=True))
@@ -236,7 +238,7 @@ def cross_fitted_scores(rows: np.ndarray, folds: int, seed: int,
     scores = np.zeros(len(rows), np.float64)
     for k in range(folds):
         test = fold == k
-        scores[test] = fit_predict(~test, test)
+        scores[test] = fit_predict(~test, test, k)
     return scores
 
 
@@ -273,17 +275,21 @@ class QualityEstimator:
         #: what it learned from (`refit` learns again from it); None: saved without
         self.data_: QualityData | None = None
 
-    def fit_data(self, data: QualityData, weights: Weights) -> QualityEstimator:
-        """Learn from ``data`` with the scores served under ``weights``; keeps the data."""
-        self.fit(*data.profile(weights))
+    def fit_data(self, data: QualityData, weights: Weights,
+                 progress: ProgressCallback | None = None) -> QualityEstimator:
+        """Learn from ``data`` with the scores served under ``weights``; keeps the data.
+        ``progress``: as `fit`'s."""
+        self.fit(*data.profile(weights), progress=progress)
         self.weights_, self.data_ = (float(weights[0]), float(weights[1])), data
         return self
 
-    def fit(self, profile: CandidateProfile, gold: np.ndarray, n_gold: np.ndarray
-            ) -> QualityEstimator:
+    def fit(self, profile: CandidateProfile, gold: np.ndarray, n_gold: np.ndarray,
+            progress: ProgressCallback | None = None) -> QualityEstimator:
         """``profile`` from out-of-fold scores (`cross_fitted_scores`), ``gold`` 0/1 per
         candidate, ``n_gold`` gold subjects per record. Early stopping on 10 % of the
-        records (all their limit/threshold rows held out together)."""
+        records (all their limit/threshold rows held out together). ``progress``: each
+        regressor's boosting rounds, as phase ``quality recall`` / ``quality precision``
+        (`tagalign.suggest.fusion.boost`)."""
         self.feature_names_ = profile.feature_names()
         Xs, recall, precision = [], [], []
         for limit in LIMITS:
@@ -302,9 +308,9 @@ class QualityEstimator:
                         ("precision", np.concatenate(precision))):
             dtrain = lgb.Dataset(X[~val], y[~val], feature_name=self.feature_names_)
             dval = lgb.Dataset(X[val], y[val], reference=dtrain)
-            self.boosters_[name] = lgb.train(
-                params, dtrain, num_boost_round=self.config.num_rounds, valid_sets=[dval],
-                callbacks=[lgb.early_stopping(self.config.early_stopping, verbose=False)])
+            self.boosters_[name] = boost(params, dtrain, dval, self.config.num_rounds,
+                                         self.config.early_stopping, progress,
+                                         f"quality {name}")
         return self
 
     def predict(self, profile: CandidateProfile, limit: int, threshold: float,

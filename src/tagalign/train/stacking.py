@@ -16,6 +16,7 @@ neighbour records A's memory gave each B record are kept as the model's held-out
 from __future__ import annotations
 
 import gc
+import logging
 import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -25,9 +26,11 @@ from pathlib import Path
 import numpy as np
 import scipy.sparse as sp
 
+from tagalign.encode.base import ProgressLog
 from tagalign.encode.static import StaticEmbeddingEncoder
 from tagalign.encode.texts import RecordTexts
 from tagalign.records import Record
+from tagalign.runtime import ProgressCallback
 from tagalign.suggest.agreement import CoAssignment
 from tagalign.suggest.config import HybridConfig
 from tagalign.suggest.fusion import FusionRanker, blend, top_k
@@ -46,6 +49,8 @@ from tagalign.text import Analyzer
 from tagalign.text.tfidf import TfidfFeaturizer
 from tagalign.train.phases import PhaseRunner
 from tagalign.vocab import Vocabulary
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -77,12 +82,16 @@ class FeatureTable:
 
 
 def feature_table(pipe: HybridPipeline, records: Sequence[Record], batch_size: int = 512,
-                  neighbours: bool = False) -> FeatureTable:
+                  neighbours: bool = False, progress: ProgressCallback | None = None
+                  ) -> FeatureTable:
     """Every candidate of ``records`` with features and gold; ``neighbours``: also each
-    record's neighbour records of the same searches (`Source.record_neighbours`)."""
+    record's neighbour records of the same searches (`Source.record_neighbours`);
+    ``progress``: the records done, a batch at a time, as phase ``split B's candidates``."""
     parts = []
     names: list[str] = []
     found: list[Neighbours] = []
+    if progress is not None:
+        progress("split B's candidates", 0, len(records))
     for start in range(0, len(records), batch_size):
         chunk = records[start:start + batch_size]
         batch = pipe.prepare(chunk)
@@ -91,6 +100,8 @@ def feature_table(pipe: HybridPipeline, records: Sequence[Record], batch_size: i
         parts.append((rows + start, cols, X, np.asarray(gold[rows, cols]).ravel(), support))
         if neighbours:
             found.extend(pipe.record_neighbours(batch))
+        if progress is not None:
+            progress("split B's candidates", start + len(chunk), len(records))
     if not parts:
         raise ValueError("no records to build features from")
     rows, cols, X, y, support = (np.concatenate([p[i] for p in parts]) for i in range(5))
@@ -111,10 +122,18 @@ def subject_prior(Y: sp.csr_matrix) -> np.ndarray:
 class HybridTrainer:
     """Fits a `HybridPipeline` from training records by the recipe's ``config``, by
     stacking (the module); ``threads``: what training's libraries may use (0: their
-    defaults). Not the domain models' `tagalign.classify.stacker.DomainStacker`."""
+    defaults). Not the domain models' `tagalign.classify.stacker.DomainStacker`.
 
-    def __init__(self, vocab: Vocabulary, config: HybridConfig, threads: int = 0):
+    ``progress`` hears the long steps by phase (a `ProgressCallback`; by default logged
+    with the time left, `ProgressLog`): ``split B's candidates`` (a batch of records at a
+    time), ``ranker`` and ``quality fold k/n`` (boosting rounds), ``quality recall`` and
+    ``quality precision`` (the estimate's rounds), and the sources' own (`FitContext`:
+    ``lexical: labels``, ``lexical: label counts``, ``omikuji: languages``)."""
+
+    def __init__(self, vocab: Vocabulary, config: HybridConfig, threads: int = 0,
+                 progress: ProgressCallback | None = None):
         self.vocab, self.config, self.threads = vocab, config, threads
+        self.progress: ProgressCallback = progress or ProgressLog(log)
         self.source_names = config.source_names
         #: B's held-out evidence of the last `fit` (``held_out_evidence``; None: not kept)
         self.held_out_: HeldOutEvidence | None = None
@@ -128,7 +147,8 @@ class HybridTrainer:
         def table() -> FeatureTable:
             if not tables:
                 tables.append(feature_table(pipe, stage.ranker_records,
-                                            neighbours=p.held_out_evidence))
+                                            neighbours=p.held_out_evidence,
+                                            progress=self.progress))
             return tables[0]
 
         pipe.ranker = runner.run("ranker", lambda: self.fit_ranker(table()),
@@ -192,7 +212,7 @@ class HybridTrainer:
             self.vocab, analyzer, memory,
             featurizer.transform([tokens[i] for i in idx_a], [langs[i] for i in idx_a]),
             Y=label_matrix(rec_a, self.vocab), encoder=encoder, records=rec_a,
-            tokens=[tokens[i] for i in idx_a], threads=self.threads)
+            tokens=[tokens[i] for i in idx_a], threads=self.threads, progress=self.progress)
         # the records' embeddings only for a source still to fit on them (resuming after
         # the sources, a 1M training skipped 258 s of embedding)
         on_embeddings = [k for k, name in enumerate(self.source_names)
@@ -230,7 +250,8 @@ class HybridTrainer:
     def refit_omikuji(self, pipe: HybridPipeline, runner: PhaseRunner, stage: Stage) -> None:
         ctx = FitContext(self.vocab, pipe.analyzer, pipe.memory,
                          pipe.featurizer.transform(stage.tokens, stage.languages),
-                         label_matrix(stage.records, self.vocab), threads=self.threads)
+                         label_matrix(stage.records, self.vocab), threads=self.threads,
+                         progress=self.progress)
         # the split-A trees go first: the refit peaks (about 0.5 GB of trees in full
         # training) without them (issue 18: training peak RSS)
         at = [s.name for s in pipe.sources].index("omikuji")
@@ -241,11 +262,14 @@ class HybridTrainer:
                          lambda s, d: s.save(d), lambda d: (src.load_state(d, ctx), src)[1])
         pipe.sources.insert(at, src)
 
-    def fit_ranker(self, table: FeatureTable, keep: np.ndarray | None = None) -> FusionRanker:
-        """The ranker on the table's candidates (those of ``keep`` only, when given)."""
+    def fit_ranker(self, table: FeatureTable, keep: np.ndarray | None = None,
+                   phase: str = "ranker") -> FusionRanker:
+        """The ranker on the table's candidates (those of ``keep`` only, when given), its
+        rounds reported as ``phase``."""
         sel = slice(None) if keep is None else keep
         return FusionRanker(self.config.ranker, num_threads=self.threads).fit(
-            table.X[sel], table.y[sel], table.rows[sel], table.names)
+            table.X[sel], table.y[sel], table.rows[sel], table.names,
+            progress=self.progress, phase=phase)
 
     def fit_quality(self, table: FeatureTable, records: Sequence[Record]) -> QualityEstimator:
         """Cross-fitted: out-of-fold ranker scores on B, then the estimator on all of B."""
@@ -255,18 +279,20 @@ class HybridTrainer:
                                  table.y, n_gold)
         # the scores it learns from are those served: `blend` with the recipe's weights
         return QualityEstimator(self.config.estimator, num_threads=self.threads).fit_data(
-            data, (self.config.prior_weight, self.config.support_weight))
+            data, (self.config.prior_weight, self.config.support_weight), self.progress)
 
     def out_of_fold(self, table: FeatureTable) -> np.ndarray:
         """The candidates' ranker scores, each from a ranker fitted on the other
         ``quality_folds`` folds of B's records (made once per table: the quality estimate
         and the held-out evidence read the same)."""
         if table.oof is None:
+            folds = self.config.estimator.folds
 
-            def fit_predict(train: np.ndarray, test: np.ndarray) -> np.ndarray:
-                return self.fit_ranker(table, train).predict(table.X[test])
+            def fit_predict(train: np.ndarray, test: np.ndarray, k: int) -> np.ndarray:
+                return self.fit_ranker(table, train, f"quality fold {k + 1}/{folds}"
+                                       ).predict(table.X[test])
 
-            table.oof = cross_fitted_scores(table.rows, self.config.estimator.folds,
+            table.oof = cross_fitted_scores(table.rows, folds,
                                             self.config.estimator.seed, fit_predict)
         return table.oof
 

@@ -24,6 +24,7 @@ from tagalign.errors import trained
 from tagalign.params import PartConfig
 from tagalign.records import Record
 from tagalign.registry import Registry
+from tagalign.runtime import ProgressCallback
 from tagalign.suggest.sources.memory import RecordMemory
 from tagalign.text import Analyzer, guess_language
 from tagalign.vocab import Vocabulary
@@ -165,6 +166,9 @@ class FitContext:
     mmap: bool = False
     #: threads fitting may use (0: the libraries' defaults; suggesting takes the batch's)
     threads: int = 0
+    #: fitting's long steps by phase (the trainer's, `tagalign.train.stacking.HybridTrainer`;
+    #: None: silent)
+    progress: ProgressCallback | None = None
 
 
 @dataclass(frozen=True)

@@ -34,6 +34,7 @@ import scipy.sparse as sp
 
 from tagalign.io import load_npy, save_npy_atomic, write_bytes_atomic
 from tagalign.params import Fraction, NonNegative, Positive
+from tagalign.runtime import ProgressCallback
 from tagalign.sampling import sample_indices
 from tagalign.suggest.sources.base import (
     Batch,
@@ -54,6 +55,8 @@ log = logging.getLogger(__name__)
 #: ``lex_pref`` of a match by a mined label variant (1 preferred, 0 alternative, -1 German
 #: label in an English text)
 MINED = -2
+#: the label table's progress is reported every this many subjects
+LABELS_CHUNK = 10_000
 
 
 @dataclass(frozen=True)
@@ -109,7 +112,10 @@ class LabelMatcher(Source):
         analyzer, vocab = ctx.analyzer, ctx.vocab
         self.vocab_, self.analyzer_ = vocab, analyzer
         table: dict[str, list[tuple[int, int]]] = defaultdict(list)
+        n_subjects = len(vocab.subjects)
         for pos, subj in enumerate(vocab.subjects):
+            if ctx.progress is not None and pos % LABELS_CHUNK == 0:
+                ctx.progress("lexical: labels", pos, n_subjects)
             seen = set()
             for lang in ("de", "en"):
                 labels = [(subj.labels[lang], 1)] if lang in subj.labels else []
@@ -132,13 +138,15 @@ class LabelMatcher(Source):
                     if key not in seen:
                         seen.add(key)
                         table[key].append((pos, -1))
+        if ctx.progress is not None:
+            ctx.progress("lexical: labels", n_subjects, n_subjects)
         if self.config.mine_min_support and ctx.tokens is not None:
             self._add_mined(table, ctx)
         self.table_ = self._narrow(table)
         self._index_prefixes()
         if ctx.tokens is not None:  # training records given: count (a seeded sample)
             batch, Y = self._count_sample(ctx)
-            self._count_found(batch, Y, len(vocab))
+            self._count_found(batch, Y, len(vocab), progress=ctx.progress)
 
     def _narrow(self, table: dict[str, list[tuple[int, int]]]
                 ) -> dict[str, list[tuple[int, int]]]:
@@ -181,10 +189,14 @@ class LabelMatcher(Source):
             have = {pos for pos, _ in entry}
             entry.extend((pos, MINED) for pos, _ in hits if pos not in have)
 
-    def _count_found(self, batch: Batch, Y: Any, n_subjects: int, chunk: int = 2000) -> None:
+    def _count_found(self, batch: Batch, Y: Any, n_subjects: int, chunk: int = 2000,
+                     progress: ProgressCallback | None = None) -> None:
         """`found_` / `gold_` over the training records of ``batch`` (gold: rows of ``Y``),
         scanned ``chunk`` records at a time: the scan's Python lists for all 90k training
-        records at once would hold about a gigabyte."""
+        records at once would hold about a gigabyte. ``progress``: the records scanned,
+        a chunk at a time, as phase ``lexical: label counts``."""
+        if progress is not None:
+            progress("lexical: label counts", 0, len(batch))
         found = np.zeros(n_subjects, np.float32)
         gold = np.zeros(n_subjects, np.float32)
         for start in range(0, len(batch), chunk):
@@ -195,6 +207,8 @@ class LabelMatcher(Source):
             found += np.bincount(c.cols, minlength=n_subjects)
             hit = np.asarray(Y[c.rows + start, c.cols]).ravel() > 0
             gold += np.bincount(c.cols[hit], minlength=n_subjects)
+            if progress is not None:
+                progress("lexical: label counts", stop, len(batch))
         self.found_, self.gold_ = found, gold
         self._set_precision()
 

@@ -155,6 +155,19 @@ def predict_omikuji(model: omikuji.Model, X: sp.csr_matrix, top_k: int, beam_siz
     return [row for f in futures for row in f.result()]
 
 
+def omikuji_seconds(assignments: int, n_trees: int = 1) -> float:
+    """A rough time of Omikuji's fit on 2 cores: a power law through the default hybrid's
+    three measured fits of one tree (docs/scaling.md, issue 48 stop 62: 41 s for 78,000
+    records with 226,000 subject assignments, 448 s for 100,000 with about 696,000, 590 s
+    for 100,000 with about 818,000), times the trees. The records' subjects and the TF-IDF
+    vocabulary grew together there, so it is an order of magnitude, not a promise."""
+    return 41.0 * (max(assignments, 1) / 226_000) ** 2.1 * n_trees
+
+
+def _roughly(seconds: float) -> str:
+    return "under a minute" if seconds < 60 else f"{seconds / 60:.0f} min"
+
+
 #: a tree node splits into two children at least
 ClusterK = Annotated[int, Field(ge=2)]
 
@@ -195,17 +208,34 @@ class OmikujiSource(Source):
         self.models_: dict[str, omikuji.Model] = {}
 
     def fit(self, ctx: FitContext) -> None:
+        """The trees of each language with ten records or more. Omikuji's library reports
+        no progress (its Rust core draws bars of its own on the terminal, which are kept
+        off: `_quiet_native_output`), so the fit announces its size and a rough time
+        (`omikuji_seconds`) and reports the languages done (``omikuji: languages``)."""
         if ctx.Y is None:
             raise ValueError("Omikuji learns from the split's gold subjects (ctx.Y)")
         keep = self.sample(ctx.Y)
+        parts = []
         for lang, (idx, X) in ctx.tfidf.items():
             rows = np.isin(idx, keep)
-            if rows.sum() < 10:
-                continue
+            if rows.sum() >= 10:
+                parts.append((lang, X[rows], ctx.Y[np.asarray(idx)[rows]]))
+        records, assigned = sum(X.shape[0] for _, X, _ in parts), sum(Y.nnz for *_, Y in parts)
+        subjects = len(np.unique(np.concatenate([Y.indices for *_, Y in parts]))) if parts \
+            else 0
+        log.info(f"omikuji: {records:,} records ({assigned:,} subject assignments, "
+                 f"{subjects:,} subjects) in {len(parts)} language(s), {self.config.n_trees} "
+                 "tree(s); the library reports no progress: roughly "
+                 f"{_roughly(omikuji_seconds(assigned, self.config.n_trees))} on 2 cores "
+                 "(docs/recipes.md)")
+        for k, (lang, X, Y) in enumerate(parts):
+            if ctx.progress is not None:
+                ctx.progress("omikuji: languages", k, len(parts))
             self.models_[lang] = train_omikuji(
-                X[rows], ctx.Y[np.asarray(idx)[rows]], cluster_k=self.config.cluster_k,
-                max_depth=self.config.max_depth, n_trees=self.config.n_trees,
-                n_threads=ctx.threads)
+                X, Y, cluster_k=self.config.cluster_k, max_depth=self.config.max_depth,
+                n_trees=self.config.n_trees, n_threads=ctx.threads)
+        if ctx.progress is not None:
+            ctx.progress("omikuji: languages", len(parts), len(parts))
 
     def sample(self, Y: sp.csr_matrix) -> np.ndarray:
         """The rows of the split the trees learn from: every labelled record, or a seeded
