@@ -106,11 +106,25 @@ class ModelFamily:
     @classmethod
     def check_params(cls, params: dict[str, Any]) -> None:
         """Refuse unknown names (`InputError`) and bad values (`ParamError`: name, value,
-        allowed range), before any data or model is loaded."""
+        allowed range), before any data or model is loaded; a model with a typed config
+        then makes it (the checks a config adds in its ``__post_init__``: a choice of
+        values, a pair of bounds ...)."""
         unknown = sorted(set(params) - set(cls.defaults) - cls.retired)
         if unknown:
             raise InputError(cls.unknown_params_message(unknown))
         ParamSpec(cls.params_label(), cls.defaults, **cls.ranges).check(params)
+        if cls.config_class is not None:
+            cls._make_config(params)
+
+    @classmethod
+    def _make_config(cls, params: dict[str, Any]) -> PartConfig:
+        """The typed config of ``params`` (the defaults under them; a key an older version
+        saved, not a field, left out)."""
+        config_class = cls.config_class
+        if config_class is None:
+            raise TypeError(f"{cls.__name__} has no typed config")
+        fields = set(config_class.field_names())
+        return config_class(**{k: v for k, v in params.items() if k in fields})
 
     @classmethod
     def with_defaults(cls, params: dict[str, Any]) -> dict[str, Any]:
@@ -142,10 +156,8 @@ class ModelFamily:
     def _params_set(self) -> None:
         """Called once ``self.params`` holds a new set of parameters (made, or changed
         by `set_params`): a model with a typed config builds it here."""
-        if self.config_class is not None:  # a key an older version saved: not a field
-            fields = set(self.config_class.field_names())
-            self.config = self.config_class(**{k: v for k, v in self.params.items()
-                                               if k in fields})
+        if self.config_class is not None:
+            self.config = self._make_config(self.params)
 
     @classmethod
     def differing_params(cls, saved: dict[str, Any], asked: dict[str, Any],
