@@ -154,6 +154,7 @@ class Classifier(ModelFamily, ABC):
         tune_on = [ex for ex in dev or () if ex.labels]
         if tune_on:
             return train, tune_on, "dev"
+        # every recipe's config (`tagalign.classify.config`) has a seed; one without: 0
         rest, out = holdout(train, int(getattr(self.config, "seed", 0)))
         return rest, out, "holdout"
 

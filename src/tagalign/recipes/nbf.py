@@ -51,8 +51,9 @@ from tagalign.recipes.base import register_recipe
 from tagalign.recipes.dense import DenseConfig, DenseRecipe
 from tagalign.records import Record
 
-#: the dense recipes' names (saved first), then the head's training (`HeadTrainingConfig`)
-#: and how the head is run, as `nbf-attention` saves them
+#: the saved names both head recipes list first (their ``saved_order``): the dense ones
+#: (``seed`` also the head's), then the head's training (`HeadTrainingConfig`) up to its
+#: scheduler, whose settings each recipe lists in its own order
 DENSE_NAMES = tuple(DenseConfig.field_names())
 HEAD_NAMES = ("negatives", "margin", "optimizer", "lr", "weight_decay", "scheduler")
 #: issue 21's training options (each off in the papers' training)
@@ -104,6 +105,7 @@ class HeadRecipe(DenseRecipe):
         self.history_: dict[str, dict] = {}
 
     def new_head(self, dim: int) -> Head:
+        """A new, untrained head over ``dim``-dimensional embeddings (each recipe's)."""
         raise NotImplementedError
 
     def _train_on(self, records: Sequence[Record], emb: np.ndarray, positions: np.ndarray,
