@@ -75,3 +75,15 @@ def test_a_flat_name_with_two_homes_holds_one_value():
 def test_the_head_parts_ranges_are_the_recipes(name, param, message):
     with pytest.raises(ParamError, match=message):
         get_recipe(name).check_params(param)
+
+
+def test_a_dense_recipes_exported_vectors_are_labelled_in_its_subject_language():
+    """`subject_index_of` reads the label language from the recipe's config."""
+    import numpy as np
+
+    from tagalign.recipes.export import subject_index_of
+
+    recipe = get_recipe("zero-shot")(tiny_vocab(), subject_language="en")
+    recipe.positions_, recipe.index_ = np.arange(3), "the index"
+    positions, index, lang = subject_index_of(recipe)
+    assert (positions.tolist(), index, lang) == ([0, 1, 2], "the index", "en")
