@@ -10,8 +10,9 @@ import pytest
 import torch
 
 from tagalign.encode.heads import DimensionAttentionHead, FocusedEmbTransform
+from tagalign.encode.heads.config import HeadTrainingConfig
+from tagalign.params import ParamError
 from tagalign.train.head_training import (
-    HeadTrainingConfig,
     _optimiser,
     epoch_negatives,
     gold_array,
@@ -158,6 +159,8 @@ def test_optimiser_and_schedule_follow_the_config():
         _optimiser(head, HeadTrainingConfig(optimizer="sgd"))
     cfg = HeadTrainingConfig.from_params({"lr": 3e-3, "encoder": "usem3", "epochs": 2})
     assert (cfg.lr, cfg.epochs, cfg.batch_size) == (3e-3, 2, 4)
+    with pytest.raises(ParamError, match="parameter lr=0.0: must be > 0"):
+        HeadTrainingConfig(lr=0.0)  # the ranges are the config's, the recipes' derived
 
 
 @pytest.mark.parametrize("head_cls", [DimensionAttentionHead, FocusedEmbTransform])
@@ -211,7 +214,9 @@ def test_subject_space_decides_what_passes_through_the_head(space):
     S = rng.normal(size=(12, 8)).astype(np.float32)
     gold = [list(rng.choice(12, 2, replace=False)) for _ in range(6)]
     X, P = rng.normal(size=(6, 8)).astype(np.float32), gold_means(gold, S)
-    cfg = HeadTrainingConfig(negatives=3, lr=0.0, epochs=1, batch_size=6, seed=5,
+    # lr 1e-30: no float32 weight moves (a step of Adam is about lr), so the head after
+    # training is the one that scored (the config refuses lr 0)
+    cfg = HeadTrainingConfig(negatives=3, lr=1e-30, epochs=1, batch_size=6, seed=5,
                              subject_space=space)
     inputs: list[int] = []
     head.register_forward_hook(lambda _m, args, _out: inputs.append(len(args[0])))

@@ -154,5 +154,25 @@ def test_the_dense_recipes_read_their_typed_configs():
     zero.check_params({"max_seq_length": None})  # the encoder's own cap
     recipe = zero(tiny_vocab(), subjects="seen", index="flat")
     assert recipe.config == DenseConfig(subjects="seen")
-    assert nbf(tiny_vocab(), encoder="usem3", epochs=2).config == DenseConfig()
+    dense = nbf(tiny_vocab(), encoder="usem3", epochs=2).config  # NBFConfig, a DenseConfig
+    assert {k: getattr(dense, k) for k in DENSE_DEFAULTS} == DENSE_DEFAULTS
+    assert dense.head.epochs == 2
     assert ynu(tiny_vocab(), lr=1e-4).config.lr == 1e-4
+
+
+@pytest.mark.parametrize(("bad", "message"), [
+    ({"pooling": "max"}, "pooling must be one of"),
+    ({"cut_mode": "x"}, "cut_mode must be one of"),
+    ({"cut_shrink": -1.0}, "cut_shrink must be a number >= 0"),
+    ({"ensemble": ["no-such-encoder"]}, "no-such-encoder"),
+    ({"ensemble_weights": {"de": 2}}, r"ensemble_weights\['de'\] must be a number in \[0, 1\]"),
+])
+def test_the_pair_configs_checks_refuse_before_a_model_and_when_one_is_made(bad, message):
+    """`PairsConfig`'s choices are checked where it is made, so `check_params` (before any
+    model loads) and a config built directly refuse them alike."""
+    from tagalign.pairs.params import PairsConfig, check_params
+
+    with pytest.raises(InputError, match=message):
+        check_params(bad)
+    with pytest.raises(InputError, match=message):
+        PairsConfig(**bad)

@@ -67,19 +67,20 @@ class ModelFamily:
     retired: ClassVar[frozenset[str]] = frozenset()
     #: this model's parameters, every one (the defaults under the given ones)
     params: dict[str, Any]
-    #: the parameters as one typed config (a `tagalign.params.PartConfig` whose fields are
-    #: the parameters, in their saved order): when a class sets it, its ``defaults`` and
-    #: ``ranges`` are derived from the fields and ``self.config`` is built from
-    #: ``self.params`` (`_params_set`); the hybrid's config composes its parts' instead
-    #: (`tagalign.suggest.config.HybridConfig`)
+    #: the parameters as one typed config (a `tagalign.params.PartConfig`: its fields, or
+    #: its ``saved_order`` when it composes parts, are the parameters in their saved
+    #: order): when a class sets it, its ``defaults`` and ``ranges`` are derived from it
+    #: (`PartConfig.to_params`, `PartConfig.flat_ranges`) and ``self.config`` is built
+    #: from ``self.params`` (`PartConfig.from_params`, in `_params_set`); the hybrid's
+    #: config has flat names of its own (`tagalign.suggest.config.HybridConfig`)
     config_class: ClassVar[type[PartConfig] | None] = None
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         own = cls.__dict__.get("config_class")
         if own is not None:  # defaults written once, on the config's fields
-            cls.defaults = own().values()
-            cls.ranges = own.ranges()
+            cls.defaults = own().to_params()
+            cls.ranges = own.flat_ranges()
 
     #: what the family's messages call a saved model, and how to make a new one
     kind: ClassVar[str] = "model"
@@ -106,11 +107,23 @@ class ModelFamily:
     @classmethod
     def check_params(cls, params: dict[str, Any]) -> None:
         """Refuse unknown names (`InputError`) and bad values (`ParamError`: name, value,
-        allowed range), before any data or model is loaded."""
+        allowed range), before any data or model is loaded; a model with a typed config
+        then makes it (the checks a config adds in its ``__post_init__``: a choice of
+        values, a pair of bounds ...)."""
         unknown = sorted(set(params) - set(cls.defaults) - cls.retired)
         if unknown:
             raise InputError(cls.unknown_params_message(unknown))
         ParamSpec(cls.params_label(), cls.defaults, **cls.ranges).check(params)
+        if cls.config_class is not None:
+            cls._make_config(params)
+
+    @classmethod
+    def _make_config(cls, params: dict[str, Any]) -> PartConfig:
+        """The typed config of ``params`` (`PartConfig.from_params`: the defaults under them;
+        a key an older version saved, not a parameter, left out)."""
+        if cls.config_class is None:
+            raise TypeError(f"{cls.__name__} has no typed config")
+        return cls.config_class.from_params(params)
 
     @classmethod
     def with_defaults(cls, params: dict[str, Any]) -> dict[str, Any]:
@@ -142,10 +155,8 @@ class ModelFamily:
     def _params_set(self) -> None:
         """Called once ``self.params`` holds a new set of parameters (made, or changed
         by `set_params`): a model with a typed config builds it here."""
-        if self.config_class is not None:  # a key an older version saved: not a field
-            fields = set(self.config_class.field_names())
-            self.config = self.config_class(**{k: v for k, v in self.params.items()
-                                               if k in fields})
+        if self.config_class is not None:
+            self.config = self._make_config(self.params)
 
     @classmethod
     def differing_params(cls, saved: dict[str, Any], asked: dict[str, Any],

@@ -20,7 +20,7 @@ import functools
 from collections.abc import Mapping
 from dataclasses import dataclass
 from types import UnionType
-from typing import Annotated, Any, ClassVar, Union, get_args, get_origin, get_type_hints
+from typing import Annotated, Any, ClassVar, Self, Union, get_args, get_origin, get_type_hints
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
@@ -118,13 +118,85 @@ class PartConfig:
     A part is built from its config only; the recipe's config composes its parts'
     (`tagalign.suggest.config.HybridConfig`), and only that config knows the flat names a
     recipe's parameters are saved under. A field without a plain default (a part config
-    inside another, ``default_factory``) is checked by its own class."""
+    inside another, ``default_factory``) is checked by its own class.
+
+    A model's parameters are saved flat (`to_params`, read back by `from_params`): a config
+    without parts as its fields, in field order; one that composes parts lists its
+    ``saved_order``, each name setting its own field and every part's field of that name
+    (alike: `ParamError` otherwise), e.g. `tagalign.recipes.nbf.NBFConfig`."""
 
     #: what errors call a config of this kind
     kind: ClassVar[str] = "config"
+    #: the flat names of a config with parts, in the order a model saves them
+    saved_order: ClassVar[tuple[str, ...]] = ()
 
     def __post_init__(self) -> None:
         self._spec().check(self.values())
+        for name in self.saved_order:  # saved once: one value
+            values = [getattr(self, name)] if name in self._own() else []
+            values += [getattr(getattr(self, part), name) for part in self.part_names()
+                       if name in type(getattr(self, part)).field_names()]
+            if any(v != values[0] for v in values[1:]):
+                raise ParamError(f"{self.kind} {type(self).__name__}: {name} is saved once "
+                                 f"for its own field and its parts', which differ "
+                                 f"({', '.join(map(repr, values))}): give it through "
+                                 "from_params")
+
+    # -- the flat (saved) parameters -----------------------------------------------------
+    @classmethod
+    def part_names(cls) -> list[str]:
+        """The fields holding a part's config."""
+        return [f.name for f in dataclasses.fields(cls) if f.default is dataclasses.MISSING
+                and isinstance(cls.field_default(f.name), PartConfig)]
+
+    @classmethod
+    def _own(cls) -> list[str]:
+        parts = cls.part_names()
+        return [name for name in cls.field_names() if name not in parts]
+
+    @classmethod
+    def from_params(cls, params: Mapping[str, Any]) -> Self:
+        """The config of a model's flat ``params`` (missing ones take their default; a name
+        that is no parameter, one an older version saved, is left out)."""
+        flat = set(cls.saved_order or cls.field_names())
+        given = {k: v for k, v in params.items() if k in flat}
+        own = {k: v for k, v in given.items() if k in cls._own()}
+        parts = {}
+        for part in cls.part_names():
+            default = cls.field_default(part)
+            names = type(default).field_names()
+            parts[part] = dataclasses.replace(
+                default, **{k: v for k, v in given.items() if k in names})
+        return cls(**own, **parts)
+
+    def to_params(self) -> dict[str, Any]:
+        """The flat parameters, in their saved order."""
+        if not self.saved_order:
+            return self.values()
+        return {name: self._flat(name)[0] for name in self.saved_order}
+
+    def _flat(self, name: str) -> tuple[Any, type[PartConfig]]:
+        """The value of flat ``name`` and the config class that declares it."""
+        if name in self._own():
+            return getattr(self, name), type(self)
+        for part in self.part_names():
+            config = getattr(self, part)
+            if name in type(config).field_names():
+                return getattr(config, name), type(config)
+        raise TypeError(f"{type(self).__name__}.saved_order names {name!r}, no field")
+
+    @classmethod
+    def flat_ranges(cls) -> dict[str, Any]:
+        """The ranges of the flat names that declare one (their field's)."""
+        if not cls.saved_order:
+            return cls.ranges()
+        config = cls()
+        out = {}
+        for name in cls.saved_order:
+            owner = config._flat(name)[1]
+            if name in owner.ranges():
+                out[name] = owner.ranges()[name]
+        return out
 
     def values(self) -> dict[str, Any]:
         """The settings by field name, in field order."""

@@ -154,7 +154,8 @@ class Classifier(ModelFamily, ABC):
         tune_on = [ex for ex in dev or () if ex.labels]
         if tune_on:
             return train, tune_on, "dev"
-        rest, out = holdout(train, int(self.params.get("seed", 0)))
+        # every recipe's config (`tagalign.classify.config`) has a seed; one without: 0
+        rest, out = holdout(train, int(getattr(self.config, "seed", 0)))
         return rest, out, "holdout"
 
     @abstractmethod

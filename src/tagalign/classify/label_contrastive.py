@@ -32,19 +32,18 @@ from __future__ import annotations
 import copy
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Annotated, Any, ClassVar
+from typing import Any
 
 import numpy as np
-from pydantic import Field
 
 from tagalign.classify.base import Classifier, limit_examples, register_classifier
+from tagalign.classify.config import LabelContrastiveConfig
 from tagalign.classify.data import Example
 from tagalign.classify.head import ClassifierHead
 from tagalign.classify.losses import herocon
 from tagalign.encode.transformer import base_model_path, default_device, freeze_lower_layers
 from tagalign.errors import ModelFormatError
 from tagalign.io import read_json, write_json_atomic
-from tagalign.params import NonNegative, NonNegativeFloat, Positive, PositiveFloat
 from tagalign.runtime import quiet_libraries
 
 PHASES = ("head-pre", "contrastive", "head-post")
@@ -83,21 +82,8 @@ def plain_batches(n: int, batch_size: int, rng: np.random.Generator) -> Iterator
 @register_classifier
 class LabelContrastiveClassifier(Classifier):
     name = "label-contrastive"
-    defaults: ClassVar[dict[str, Any]] = {
-        "base_model": "e5-small", "max_seq_length": 256, "batch_size": 26,
-        "lr_head": 1e-3, "lr_body": 2e-5, "alpha": 0.01, "temperature": 1.0,
-        "hidden": 256, "dropout": 0.5, "epochs_head": 10, "epochs_contrastive": 50,
-        "epochs_post": 10, "contrastive": True, "contrast_sampler": False,
-        "per_language": True, "languages": None, "min_language_records": 1,
-        "train_layers": None, "limit_train": None, "encode_batch_size": 64, "seed": 0,
-    }
-    ranges: ClassVar[dict[str, Any]] = {
-        "lr_head": PositiveFloat, "lr_body": PositiveFloat, "alpha": NonNegativeFloat,
-        "temperature": PositiveFloat, "dropout": Annotated[float, Field(ge=0, lt=1)],
-        **dict.fromkeys(("max_seq_length", "batch_size", "hidden", "min_language_records",
-                         "limit_train", "encode_batch_size"), Positive),
-        **dict.fromkeys(("epochs_head", "epochs_contrastive", "epochs_post", "train_layers",
-                         "seed"), NonNegative)}
+    config_class = LabelContrastiveConfig
+    config: LabelContrastiveConfig
 
     def __init__(self, **params: Any):
         super().__init__(**params)
@@ -113,13 +99,13 @@ class LabelContrastiveClassifier(Classifier):
 
         quiet_libraries()
         self.device_ = default_device()
-        path, prompts = base_model_path(self.params["base_model"])
+        path, prompts = base_model_path(self.config.base_model)
         model = SentenceTransformer(path, device=self.device_,
                                     local_files_only=Path(path).is_dir())
         self.prompt_ = prompts.get("query", "")
         mods = [m for m in model if not isinstance(m, Normalize)]
         model = SentenceTransformer(modules=mods, device=self.device_)
-        model.max_seq_length = self.params["max_seq_length"]
+        model.max_seq_length = self.config.max_seq_length
         return model
 
     def _encode(self, body, texts: Sequence[str], what: str):
@@ -132,7 +118,7 @@ class LabelContrastiveClassifier(Classifier):
             for i in range(0, len(texts), chunk):
                 self._tick(what, i, len(texts))
                 parts.append(body.encode([self.prompt_ + t for t in texts[i:i + chunk]],
-                                         batch_size=self.params["encode_batch_size"],
+                                         batch_size=self.config.encode_batch_size,
                                          convert_to_tensor=True, show_progress_bar=False))
         self._tick(what, len(texts), len(texts))
         if not parts:
@@ -140,9 +126,9 @@ class LabelContrastiveClassifier(Classifier):
         return torch.cat(parts).float()
 
     def _batches(self, y: np.ndarray, rng: np.random.Generator) -> Iterator[np.ndarray]:
-        if self.params["contrast_sampler"]:
-            return contrast_batches(y, self.params["batch_size"], rng)
-        return plain_batches(len(y), self.params["batch_size"], rng)
+        if self.config.contrast_sampler:
+            return contrast_batches(y, self.config.batch_size, rng)
+        return plain_batches(len(y), self.config.batch_size, rng)
 
     # -- phases -----------------------------------------------------------------------
     def _epochs(self, opt, epochs: int, key: str, y: np.ndarray, rng: np.random.Generator,
@@ -166,7 +152,7 @@ class LabelContrastiveClassifier(Classifier):
                     rng: np.random.Generator) -> None:
         import torch
 
-        opt = torch.optim.AdamW(head.parameters(), lr=self.params["lr_head"])
+        opt = torch.optim.AdamW(head.parameters(), lr=self.config.lr_head)
         bce = torch.nn.BCEWithLogitsLoss()
         yt = torch.as_tensor(y, device=self.device_)
 
@@ -183,12 +169,12 @@ class LabelContrastiveClassifier(Classifier):
         from sentence_transformers.util import batch_to_device
 
 
-        p = self.params
-        if p["train_layers"] is not None:
-            freeze_lower_layers(body, int(p["train_layers"]))
+        c = self.config
+        if c.train_layers is not None:
+            freeze_lower_layers(body, int(c.train_layers))
         body_params = [q for q in body.parameters() if q.requires_grad]
-        opt = torch.optim.AdamW([{"params": body_params, "lr": p["lr_body"]},
-                                 {"params": head.parameters(), "lr": p["lr_head"]}])
+        opt = torch.optim.AdamW([{"params": body_params, "lr": c.lr_body},
+                                 {"params": head.parameters(), "lr": c.lr_head}])
         bce = torch.nn.BCEWithLogitsLoss()
 
         def loss_of(idx: np.ndarray):
@@ -196,52 +182,52 @@ class LabelContrastiveClassifier(Classifier):
                 body.preprocess([self.prompt_ + texts[i] for i in idx]), self.device_)
             emb = body(features)["sentence_embedding"]
             yt = torch.as_tensor(y[idx], device=self.device_)
-            return bce(head(emb), yt) + p["alpha"] * herocon(emb, yt, p["temperature"])
+            return bce(head(emb), yt) + c.alpha * herocon(emb, yt, c.temperature)
 
         body.train()
         head.train()
-        self._epochs(opt, p["epochs_contrastive"], key, y, rng, loss_of)
+        self._epochs(opt, c.epochs_contrastive, key, y, rng, loss_of)
         body.eval()
 
     def _three_steps(self, body, head: ClassifierHead, texts: list[str], y: np.ndarray,
                      scope: str, frozen=None) -> None:
         """head-pre → contrastive → head-post on one slice of the training data."""
-        p = self.params
-        rng = np.random.default_rng(p["seed"])
+        c = self.config
+        rng = np.random.default_rng(c.seed)
         x = frozen if frozen is not None else self._encode(body, texts, f"{scope}: encoding")
-        self._train_head(head, x, y, p["epochs_head"], f"{scope}/head-pre", rng)
-        if not p["contrastive"]:
+        self._train_head(head, x, y, c.epochs_head, f"{scope}/head-pre", rng)
+        if not c.contrastive:
             return
         self._train_contrastive(body, head, texts, y, f"{scope}/contrastive", rng)
         x = self._encode(body, texts, f"{scope}: re-encoding")
-        self._train_head(head, x, y, p["epochs_post"], f"{scope}/head-post", rng)
+        self._train_head(head, x, y, c.epochs_post, f"{scope}/head-post", rng)
 
     def _fit(self, train: Sequence[Example], y: np.ndarray) -> None:
         import torch
 
-        p = self.params
-        torch.manual_seed(p["seed"])
-        train, y = limit_examples(train, y, p["limit_train"], p["seed"])
+        c = self.config
+        torch.manual_seed(c.seed)
+        train, y = limit_examples(train, y, c.limit_train, c.seed)
         body = self._base()
-        head = ClassifierHead(body.get_embedding_dimension(), y.shape[1], p["hidden"],
-                              p["dropout"]).to(self.device_)
+        head = ClassifierHead(body.get_embedding_dimension(), y.shape[1], c.hidden,
+                              c.dropout).to(self.device_)
         texts = [ex.text for ex in train]
         frozen = self._encode(body, texts, "all: encoding")
         self._three_steps(body, head, texts, y, "all", frozen)
         self.models_ = {"*": (body, head)}
-        if not p["per_language"]:
+        if not c.per_language:
             return
         langs = np.array([ex.language or "?" for ex in train])
-        targets = p["languages"] or sorted({lg for lg in langs if lg != "?"})
+        targets = c.languages or sorted({lg for lg in langs if lg != "?"})
         for lang in targets:
             mask = langs == lang
-            if mask.sum() < p["min_language_records"]:
+            if mask.sum() < c.min_language_records:
                 mask = np.ones(len(train), bool)  # no data for it: keep training on all
-            torch.manual_seed(p["seed"])
-            lbody = copy.deepcopy(body) if p["contrastive"] else body
+            torch.manual_seed(c.seed)
+            lbody = copy.deepcopy(body) if c.contrastive else body
             lhead = copy.deepcopy(head)
             sub = [texts[i] for i in np.flatnonzero(mask)]
-            x = None if p["contrastive"] else \
+            x = None if c.contrastive else \
                 frozen[torch.as_tensor(np.flatnonzero(mask), device=self.device_)]
             self._three_steps(lbody, lhead, sub, y[mask], lang, x)
             self.models_[lang] = (lbody, lhead)
@@ -296,7 +282,7 @@ class LabelContrastiveClassifier(Classifier):
             if where["body"] not in bodies:
                 body = SentenceTransformer(str(folder / where["body"]), device=self.device_,
                                            local_files_only=True)
-                body.max_seq_length = self.params["max_seq_length"]
+                body.max_seq_length = self.config.max_seq_length
                 bodies[where["body"]] = body.eval()
             head = ClassifierHead.load(folder / where["head"], self.device_)
             if head.config["n_classes"] != len(self.label_set):

@@ -10,16 +10,16 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Annotated, Any, ClassVar
+from typing import Any, ClassVar
 
 import numpy as np
-from pydantic import Field
 
 from tagalign.classify.base import Classifier, limit_examples, register_classifier
+from tagalign.classify.config import LinearConfig, LinearNgramsConfig
 from tagalign.classify.data import Example
 from tagalign.errors import ModelFormatError
 from tagalign.io import load_npy, save_npy_atomic
-from tagalign.params import NonNegative, Positive, PositiveFloat
+from tagalign.params import PartConfig
 from tagalign.text.analyzer import Analyzer, guess_language
 from tagalign.text.tfidf import TfidfFeaturizer
 
@@ -29,12 +29,9 @@ SPACE = "all"  # the single TF-IDF space of both languages
 @register_classifier
 class LinearClassifier(Classifier):
     name = "linear"
-    defaults: ClassVar[dict[str, Any]] = {"C": 4.0, "min_df": 2, "max_df": 0.5, "max_iter": 1000,
-                                "limit_train": None, "seed": 0}
-    ranges: ClassVar[dict[str, Any]] = {"C": PositiveFloat, "min_df": Positive,
-                                        "max_df": Annotated[float, Field(gt=0, le=1)],
-                                        "max_iter": Positive, "limit_train": Positive,
-                                        "seed": NonNegative}
+    config_class: ClassVar[type[PartConfig]] = LinearConfig
+    #: `linear-ngrams` (a subclass) has its own config, with the same shared fields
+    config: LinearConfig | LinearNgramsConfig
 
     def __init__(self, **params: Any):
         super().__init__(**params)
@@ -72,15 +69,15 @@ class LinearClassifier(Classifier):
     def _fit(self, train: Sequence[Example], y: np.ndarray) -> None:
         from sklearn.linear_model import LogisticRegression
 
-        p = self.params
-        train, y = limit_examples(train, y, p["limit_train"], p["seed"])
+        c = self.config
+        train, y = limit_examples(train, y, c.limit_train, c.seed)
         tokens = self._features(train)
-        self.tfidf_ = TfidfFeaturizer([SPACE], min_df=p["min_df"], max_df=p["max_df"])
+        self.tfidf_ = TfidfFeaturizer([SPACE], min_df=c.min_df, max_df=c.max_df)
         self.tfidf_.fit(tokens, [SPACE] * len(tokens))
         x = self.tfidf_.transform(tokens, [SPACE] * len(tokens))[SPACE][1]
-        self._fit_one_vs_rest(x, y, LogisticRegression(C=p["C"], solver="liblinear",
-                                                       max_iter=p["max_iter"],
-                                                       random_state=p["seed"]))
+        self._fit_one_vs_rest(x, y, LogisticRegression(C=c.C, solver="liblinear",
+                                                       max_iter=c.max_iter,
+                                                       random_state=c.seed))
 
     def _fit_one_vs_rest(self, x, y: np.ndarray, estimator, threads: int = 1) -> None:
         """``coef_``/``intercept_`` of one binary ``estimator`` per label, fitted on

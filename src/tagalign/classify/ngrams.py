@@ -19,14 +19,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
 import numpy as np
 
 from tagalign.classify.base import limit_examples, register_classifier
+from tagalign.classify.config import LinearNgramsConfig
 from tagalign.classify.data import Example
 from tagalign.classify.linear import LinearClassifier
-from tagalign.errors import InputError
 from tagalign.text.tfidf import TfidfFeaturizer
 
 WORDS, CHARS = "words", "chars"
@@ -40,28 +40,10 @@ def with_bigrams(tokens: list[str]) -> list[str]:
 @register_classifier
 class NgramLinearClassifier(LinearClassifier):
     name = "linear-ngrams"
-    defaults: ClassVar[dict[str, Any]] = {"C": 4.0, "min_df": 2, "max_df": 0.5, "max_iter": 1000,
-                                "word_ngrams": 2, "char_chars": 200, "char_ngrams": [2, 5],
-                                "class_weight": None, "limit_train": None, "seed": 0}
-    ranges = LinearClassifier.ranges
+    config_class = LinearNgramsConfig
+    config: LinearNgramsConfig
     #: threads are the runtime's (`Classifier.runtime`), not a model parameter
     retired = frozenset({"threads"})
-
-    @classmethod
-    def check_params(cls, params: dict[str, Any]) -> None:
-        super().check_params(params)
-        if params.get("word_ngrams", 1) not in (1, 2):
-            raise InputError("recipe 'linear-ngrams': word_ngrams must be 1 or 2")
-        lo_hi = params.get("char_ngrams", [2, 5])
-        if not (isinstance(lo_hi, list | tuple) and len(lo_hi) == 2
-                and 1 <= int(lo_hi[0]) <= int(lo_hi[1])):
-            raise InputError("recipe 'linear-ngrams': char_ngrams must be [min, max], "
-                             "1 <= min <= max")
-        if params.get("char_chars", 0) < 0:
-            raise InputError("recipe 'linear-ngrams': char_chars must be >= 0")
-        if params.get("class_weight") not in (None, "balanced"):
-            raise InputError("recipe 'linear-ngrams': class_weight must be null or "
-                             "'balanced'")
 
     def __init__(self, **params: Any):
         super().__init__(**params)
@@ -70,15 +52,15 @@ class NgramLinearClassifier(LinearClassifier):
     def _char_tokens(self, examples: Sequence[Example]) -> list[list[str]]:
         from sklearn.feature_extraction.text import TfidfVectorizer
 
-        lo, hi = self.params["char_ngrams"]
+        lo, hi = self.config.char_ngrams
         grams = TfidfVectorizer(analyzer="char_wb", ngram_range=(int(lo), int(hi)),
                                 lowercase=True).build_analyzer()
-        n = self.params["char_chars"]
+        n = self.config.char_chars
         return [grams(ex.text[:n]) for ex in examples]
 
     def _word_tokens(self, examples: Sequence[Example]) -> list[list[str]]:
         tokens = self._features(examples)
-        return [with_bigrams(t) for t in tokens] if self.params["word_ngrams"] == 2 \
+        return [with_bigrams(t) for t in tokens] if self.config.word_ngrams == 2 \
             else tokens
 
     def _stack(self, examples: Sequence[Example], fit: bool):
@@ -86,7 +68,7 @@ class NgramLinearClassifier(LinearClassifier):
 
         parts = []
         spaces = [(WORDS, self._word_tokens)]
-        if self.params["char_chars"]:
+        if self.config.char_chars:
             spaces.append((CHARS, self._char_tokens))
         steps = 2 * len(spaces)  # each space: its tokens, then its TF-IDF
         for i, (space, make) in enumerate(spaces):
@@ -94,8 +76,8 @@ class NgramLinearClassifier(LinearClassifier):
             tokens = make(examples)
             self._tick("features", 2 * i + 1, steps)
             if fit:
-                featurizer = TfidfFeaturizer([space], min_df=self.params["min_df"],
-                                             max_df=self.params["max_df"])
+                featurizer = TfidfFeaturizer([space], min_df=self.config.min_df,
+                                             max_df=self.config.max_df)
                 featurizer.fit(tokens, [space] * len(tokens))
                 if space == WORDS:
                     self.tfidf_ = featurizer
@@ -115,12 +97,12 @@ class NgramLinearClassifier(LinearClassifier):
     def _fit(self, train: Sequence[Example], y: np.ndarray) -> None:
         from sklearn.linear_model import LogisticRegression
 
-        p = self.params
-        train, y = limit_examples(train, y, p["limit_train"], p["seed"])
+        c = self.config
+        train, y = limit_examples(train, y, c.limit_train, c.seed)
         x = self._stack(train, fit=True)
         self._fit_one_vs_rest(x, y, LogisticRegression(
-            C=p["C"], solver="liblinear", max_iter=p["max_iter"],
-            class_weight=p["class_weight"], random_state=p["seed"]),
+            C=c.C, solver="liblinear", max_iter=c.max_iter,
+            class_weight=c.class_weight, random_state=c.seed),
             threads=self.runtime.threads_or(1))
 
     def _matrix(self, examples: Sequence[Example]):
@@ -133,5 +115,5 @@ class NgramLinearClassifier(LinearClassifier):
 
     def _load_state(self, folder: Path) -> None:
         super()._load_state(folder)
-        if self.params["char_chars"]:
+        if self.config.char_chars:
             self.chars_ = TfidfFeaturizer.load(folder / "tfidf-chars")

@@ -46,7 +46,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
@@ -56,13 +56,13 @@ from tagalign.classify.base import (
     get_classifier,
     register_classifier,
 )
+from tagalign.classify.config import SubjectStackConfig
 from tagalign.classify.data import Example
 from tagalign.classify.neighbours import Found, NeighbourEvidence
 from tagalign.classify.profiles import Own, SubjectEvidence
-from tagalign.classify.stacker import KINDS, DomainStacker, cross_fit
+from tagalign.classify.stacker import DomainStacker, cross_fit
 from tagalign.errors import InputError, ModelFormatError, UsageError
 from tagalign.io import load_csr, read_json, save_csr_atomic, write_json_atomic
-from tagalign.params import NonNegative, Positive, PositiveFloat
 from tagalign.runtime import ProgressCallback
 from tagalign.vocab import Vocabulary, VocabularyMismatchError
 
@@ -73,26 +73,10 @@ NEIGHBOURS = "neighbours.json"
 @register_classifier
 class SubjectStackClassifier(Classifier):
     name = "subjects-stack"
-    defaults: ClassVar[dict[str, Any]] = {"text_recipe": "linear-ngrams", "text_params": {},
-                                "top_k": 20, "neighbours": True, "neighbour_k": 30,
-                                "neighbour_power": 2.0, "stacker": "lightgbm", "rounds": 300,
-                                "learning_rate": 0.05, "leaves": 15, "C": 1.0, "bag": 5,
-                                "folds": 5,
-                                "held_out": True, "seed": 0}
-    ranges: ClassVar[dict[str, Any]] = {"top_k": Positive, "C": PositiveFloat, "bag": Positive,
-                                        "seed": NonNegative}
+    config_class = SubjectStackConfig
+    config: SubjectStackConfig
     #: threads are the runtime's (`Classifier.runtime`), not a model parameter
     retired = frozenset({"threads"})
-
-    @classmethod
-    def check_params(cls, params: dict[str, Any]) -> None:
-        super().check_params(params)
-        if params.get("stacker", "lightgbm") not in KINDS:
-            raise InputError(f"recipe 'subjects-stack': stacker must be one of {KINDS}")
-        if int(params.get("folds", 5)) < 2:
-            raise InputError("recipe 'subjects-stack': folds must be at least 2")
-        if params.get("text_recipe") == cls.name:
-            raise InputError("recipe 'subjects-stack': text_recipe must be a text classifier")
 
     def __init__(self, **params: Any):
         super().__init__(**params)
@@ -137,7 +121,7 @@ class SubjectStackClassifier(Classifier):
             if counts.shape[0] != len(vocab):  # same fingerprint, other size: a bad folder
                 raise VocabularyMismatchError(f"{what}: profiles of {counts.shape[0]} "
                                               f"subjects, vocabulary of {len(vocab)}")
-            self.evidence_ = SubjectEvidence(vocab, counts, self.params["top_k"])
+            self.evidence_ = SubjectEvidence(vocab, counts, self.config.top_k)
         self.vocab = vocab
 
     def _vocab(self) -> Vocabulary:
@@ -182,7 +166,7 @@ class SubjectStackClassifier(Classifier):
         if tune_on:
             return train, tune_on, "dev"
         held = self._held_out()
-        if len(held) < self.params["folds"]:  # before any training: a usage error
+        if len(held) < self.config.folds:  # before any training: a usage error
             raise UsageError(
                 "recipe 'subjects-stack' learns its stacker on records neither the text "
                 "model nor the subject project saw: give --dev, or a subject project that "
@@ -209,8 +193,8 @@ class SubjectStackClassifier(Classifier):
         self.vocabulary_ = {"fingerprint": vocab.fingerprint, "size": len(vocab)}
         held = {ex.id for ex in self._held_out()}
         if self.text_ is None:
-            text = get_classifier(self.params["text_recipe"], self.runtime,
-                                  **self.params["text_params"])
+            text = get_classifier(self.config.text_recipe, self.runtime,
+                                  **self.config.text_params)
             text.progress = self.progress
             text.labels_ = self.labels_
             keep = [i for i, ex in enumerate(train) if ex.id not in held]
@@ -225,7 +209,7 @@ class SubjectStackClassifier(Classifier):
         self._tick("subject profiles", 0, 1)
         self.evidence_ = SubjectEvidence.fit(vocab,
                                              [train[i].subjects or [] for i in with_subjects],
-                                             y[with_subjects], self.params["top_k"])
+                                             y[with_subjects], self.config.top_k)
         self._tick("subject profiles", 1, 1)
         self.train_domains_ = ([ex.id for ex in train], sp.csr_matrix(y, dtype=np.float32))
 
@@ -255,7 +239,7 @@ class SubjectStackClassifier(Classifier):
 
     def _held_out(self) -> list[Example]:
         """The held-out training records the stacker learns from (``held_out`` on)."""
-        if not self.params["held_out"]:
+        if not self.config.held_out:
             return []
         return [ex for ex in self._held_out_examples if ex.labels]
 
@@ -270,16 +254,16 @@ class SubjectStackClassifier(Classifier):
         records the subject project held out, learned from by every stacker, never
         scored (see the module). ``own_subjects``: the scored records are themselves
         training records (no dev): their gold subjects, left out of their profiles."""
-        p = self.params
+        c = self.config
         self.neighbours_ = None
         sources = sorted({src for found in neighbours or () for src in found})
-        if p["neighbours"] and neighbours is not None and sources:
+        if c.neighbours and neighbours is not None and sources:
             if self.train_domains_ is None:
                 raise UsageError("recipe 'subjects-stack': fit the text model and profiles "
                                  "on --train before the stacker")
             ids, domains = self.train_domains_
-            self.neighbours_ = NeighbourEvidence(ids, domains, sources, p["neighbour_k"],
-                                                 p["neighbour_power"])
+            self.neighbours_ = NeighbourEvidence(ids, domains, sources, c.neighbour_k,
+                                                 c.neighbour_power)
             if self.neighbours_.coverage(neighbours) == 0.0:
                 raise InputError("recipe 'subjects-stack': none of the subject project's "
                                  "neighbour records is a --train record; train the domain "
@@ -296,11 +280,11 @@ class SubjectStackClassifier(Classifier):
                                                                       held_out.y)),
                      held_out.y)
             self.held_out_records_ = len(held_out.y)
-        make = DomainStacker(p["stacker"], rounds=p["rounds"], learning_rate=p["learning_rate"],
-                       leaves=p["leaves"], C=p["C"], seed=p["seed"],
-                       threads=self.runtime.threads, bag=p["bag"])
+        make = DomainStacker(c.stacker, rounds=c.rounds, learning_rate=c.learning_rate,
+                             leaves=c.leaves, C=c.C, seed=c.seed,
+                             threads=self.runtime.threads, bag=c.bag)
         oof, self.tuning_folds_, self.stacker_ = cross_fit(
-            make, X, y, p["folds"], p["seed"], extra,
+            make, X, y, c.folds, c.seed, extra,
             tick=lambda done, total: self._tick("stacker", done, total))
         self.tuning_scores_, self.tuning_gold_ = oof, y
         return oof

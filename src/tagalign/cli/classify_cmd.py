@@ -189,7 +189,7 @@ def predict(
                 if project is not None:
                     from tagalign.project.domains import suggest_into
 
-                    suggest_into(project, chunk, clf.params["top_k"], records, batch_size)
+                    suggest_into(project, chunk, clf.config.top_k, records, batch_size)
                 for ex, row in zip(chunk, clf.predict(chunk, decision), strict=True):
                     stream.write_line(ex.id, labels_line(ex.id, row))
                 stream.flush()

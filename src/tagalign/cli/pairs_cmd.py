@@ -62,7 +62,7 @@ def train(
 
     Example: tagalign pairs train wic-model --train comedi/train --dev comedi/dev
     """
-    from tagalign.pairs.params import check_params
+    from tagalign.pairs.params import PairsConfig, check_params
     from tagalign.pairs.presets import PRESETS
 
     make_runtime(threads)  # pins torch: the pair model's only threads
@@ -92,7 +92,7 @@ def train(
     held_out: list[pm.Pair] = []
     if fit_split is not None:
         dev_pairs, held_out = pm.split_dev(dev_pairs, fit_split,
-                                           int(params.get("seed", pm.DEFAULTS["seed"])))
+                                           PairsConfig.from_params(params).seed)
         if not dev_pairs or not held_out:
             refuse(f"--fit-split {fit_split} leaves no labelled dev pairs on one side")
         console.log(f"dev split per language (seeded): {len(dev_pairs)} pairs fit the "
@@ -118,8 +118,8 @@ def train(
             from tagalign.pairs.crossval import lemma_cv as run_cv
 
             # too few lemmas for K folds is an InputError, mapped by the app like any other
-            lemma_cv = run_cv(scorer.params, train_pairs + all_dev, all_dev, cv,
-                              cv_pairs or None, Path(work) / "cv", seed=scorer.params["seed"],
+            lemma_cv = run_cv(scorer.config, train_pairs + all_dev, all_dev, cv,
+                              cv_pairs or None, Path(work) / "cv", seed=scorer.config.seed,
                               progress=bars, log=console.log)
     if held_out:
         alphas = " ".join(f"{k[:3]} {v:.3f}" for k, v in m["alpha"].items())

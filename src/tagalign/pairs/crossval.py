@@ -28,6 +28,7 @@ import numpy as np
 
 from tagalign.io import read_json, write_json_atomic
 from tagalign.pairs.data import Pair
+from tagalign.pairs.params import PairsConfig
 from tagalign.pairs.thresholds import Thresholds
 from tagalign.pairs.validation import AlphaReport, Folds, bootstrap_alpha, sample_per_language
 from tagalign.runtime import ProgressCallback
@@ -77,6 +78,7 @@ def out_of_fold(params: dict[str, Any], pairs: Sequence[Pair], folds: Folds,
     index = eval_index(pairs, folds, per_language)
     rows: list[tuple[int, np.ndarray, np.ndarray, float, float]] = []
     shared = None
+    untuned = PairsConfig.from_params(params).epochs == 0  # one model serves every fold
     for k in range(folds.k):
         path = cache / f"fold-{k}.json" if cache else None
         keys = [pair_key(pairs[i]) for i in index[k]]
@@ -89,7 +91,7 @@ def out_of_fold(params: dict[str, Any], pairs: Sequence[Pair], folds: Folds,
         if only is not None and k not in only:
             continue
         t0 = time.perf_counter()
-        if params.get("epochs", 1) == 0:
+        if untuned:
             shared = shared or PairScorer.build(params)
             scorer = shared
         else:
@@ -176,24 +178,24 @@ def cut_point_alpha(oof: OutOfFold, mode: str = "language", shrink: float = 8.0,
     return bootstrap_alpha(oof.gold, preds, oof.language, oof.lemma, n_boot, seed)
 
 
-def lemma_cv(params: dict[str, Any], pairs: Sequence[Pair], dev: Sequence[Pair], k: int,
+def lemma_cv(config: PairsConfig, pairs: Sequence[Pair], dev: Sequence[Pair], k: int,
              per_language: int | None, workdir: Path, seed: int = 0, repeats: int = 3,
              n_boot: int = 1000, progress: ProgressCallback | None = None,
              log: Callable[[str], None] | None = None) -> dict[str, Any]:
     """The cross-validated alpha of a setting (`tagalign pairs train --cv K`): folds by
     lemma over ``pairs`` (train + dev), out-of-fold cosines, cut points of the setting's
-    ``cut_mode`` fitted on dev-sized lemma sets of the other folds. A JSON-ready summary."""
-    from tagalign.pairs.model import DEFAULTS
+    ``cut_mode`` fitted on dev-sized lemma sets of the other folds (``config``: the
+    setting, a trained scorer's). A JSON-ready summary."""
     from tagalign.pairs.validation import lemma_folds
 
-    p = {**DEFAULTS, **params}
     labelled = [x for x in pairs if x.label is not None]
     folds = lemma_folds(labelled, k, seed)
     t0 = time.perf_counter()
-    oof = out_of_fold(p, labelled, folds, per_language, workdir, progress=progress, log=log)
-    report = cut_point_alpha(oof, p["cut_mode"], float(p["cut_shrink"]),
+    oof = out_of_fold(config.to_params(), labelled, folds, per_language, workdir,
+                      progress=progress, log=log)
+    report = cut_point_alpha(oof, config.cut_mode, float(config.cut_shrink),
                              dev_lemma_counts(dev), repeats, seed, n_boot)
-    return {"folds": k, "seed": seed, "cut_mode": p["cut_mode"],
+    return {"folds": k, "seed": seed, "cut_mode": config.cut_mode,
             "scored_per_language_and_fold": per_language, "thin_languages": folds.thin,
             "train_minutes": sum(oof.train_s) / 60,
             "minutes": (time.perf_counter() - t0) / 60, **report.as_dict()}

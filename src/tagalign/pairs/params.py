@@ -12,7 +12,9 @@ from tagalign.pairs.losses import get_loss
 from tagalign.params import NonNegative, NonNegativeFloat, PartConfig, Positive, PositiveFloat
 
 RECIPE = "ordinal-wic"
-
+POOLINGS = ("mean", "target")
+#: how `tagalign.pairs.thresholds.Thresholds` chooses a language's cut points
+CUT_MODES = ("language", "pooled", "shrunk", "normalised")
 
 
 @dataclass(frozen=True)
@@ -44,9 +46,23 @@ class PairsConfig(PartConfig):
     ensemble_weights: dict[str, Any] = field(default_factory=dict)
 
     kind: ClassVar[str] = "pairs config"
-POOLINGS = ("mean", "target")
-#: how `tagalign.pairs.thresholds.Thresholds` chooses a language's cut points
-CUT_MODES = ("language", "pooled", "shrunk", "normalised")
+
+    def __post_init__(self) -> None:
+        """The choices (pooling, loss, cut mode, ensemble members) and ``cut_shrink`` too:
+        `PairScorerBase.check_params` refuses them before any model loads."""
+        super().__post_init__()
+        if self.pooling not in POOLINGS:
+            raise InputError(f"pooling must be one of {POOLINGS}, got {self.pooling!r}")
+        get_loss(self.loss)
+        if self.cut_mode not in CUT_MODES:
+            raise InputError(f"cut_mode must be one of {CUT_MODES}, got {self.cut_mode!r}")
+        if self.ensemble or self.ensemble_weights:
+            from tagalign.pairs.ensemble import check_members
+
+            check_members(self.ensemble, self.ensemble_weights)
+        shrink = self.cut_shrink
+        if not isinstance(shrink, (int, float)) or shrink < 0:
+            raise InputError(f"cut_shrink must be a number >= 0, got {shrink!r}")
 
 
 class PairScorerBase(ModelFamily):
@@ -69,27 +85,6 @@ class PairScorerBase(ModelFamily):
     def unknown_params_message(cls, unknown: list[str]) -> str:
         return (f"unknown parameter(s) {', '.join(unknown)}; "
                 f"known: {', '.join(sorted(cls.defaults))}")
-
-    @classmethod
-    def check_params(cls, params: dict[str, Any]) -> None:
-        """Names, values and choices (pooling, loss) of ``params``, before any model loads:
-        `InputError`, or `ParamError` naming the parameter, its value and the allowed
-        range."""
-        super().check_params(params)
-        pooling = params.get("pooling", DEFAULTS["pooling"])
-        if pooling not in POOLINGS:
-            raise InputError(f"pooling must be one of {POOLINGS}, got {pooling!r}")
-        get_loss(params.get("loss", DEFAULTS["loss"]))
-        mode = params.get("cut_mode", DEFAULTS["cut_mode"])
-        if mode not in CUT_MODES:
-            raise InputError(f"cut_mode must be one of {CUT_MODES}, got {mode!r}")
-        if "ensemble" in params or "ensemble_weights" in params:
-            from tagalign.pairs.ensemble import check_members
-
-            check_members(params.get("ensemble", []), params.get("ensemble_weights", {}))
-        shrink = params.get("cut_shrink", DEFAULTS["cut_shrink"])
-        if not isinstance(shrink, (int, float)) or shrink < 0:
-            raise InputError(f"cut_shrink must be a number >= 0, got {shrink!r}")
 
 
 check_params = PairScorerBase.check_params

@@ -62,7 +62,7 @@ class DomainModel:
     @property
     def depth(self) -> int:
         """Suggestions per record the stacker reads (its ``top_k``)."""
-        return int(self.classifier.params["top_k"])
+        return self.classifier.config.top_k
 
     @property
     def subjects_project(self) -> str | None:

@@ -80,4 +80,4 @@ def subject_index_of(recipe: Any, model: str | None = None):
         return recipe.positions_, models[key][1], "de" if key == "all" else key
     if getattr(recipe, "index_", None) is None:
         raise InputError(f"recipe {recipe.name!r} has no subject vector index to export")
-    return recipe.positions_, recipe.index_, recipe.params.get("subject_language", "de")
+    return recipe.positions_, recipe.index_, recipe.config.subject_language  # a DenseRecipe

@@ -17,57 +17,67 @@ against; ``mixed`` (the original repository's train/index mix) is a named ablati
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
 import numpy as np
 
 from tagalign.encode.heads import FocusedEmbTransform, Head
+from tagalign.encode.heads.config import HeadTrainingConfig
 from tagalign.errors import InputError, NotTrainedError
 from tagalign.index import VectorIndex
 from tagalign.io import load_npy, read_json, save_npy_atomic, write_json_atomic
 from tagalign.params import Positive
 from tagalign.recipes.base import register_recipe
-from tagalign.recipes.dense import DENSE_DEFAULTS
-from tagalign.recipes.nbf import HEAD_OPTIONS, HEAD_RUNTIME, NBFRecipe
+from tagalign.recipes.nbf import DENSE_NAMES, HEAD_NAMES, HEAD_OPTIONS, HeadRecipe, HeadRecipeConfig
 from tagalign.records import Record
 from tagalign.suggest import Suggestion
 
 LANGUAGES = ("de", "en")
 
 
+@dataclass(frozen=True)
+class FocusedConfig(HeadRecipeConfig):
+    """`focused-transform`'s parameters: the LLMs4Subjects scripts' training (Adam with
+    weight decay, StepLR, batch 32, 30 epochs), the routing ``mode``, the heads' ``hidden``
+    width and the ``top_k`` returned. The original mixes the subject spaces; at its 30
+    epochs siamese ranked above fixed in both modes (seeded 20k/2k sample, avg R@5..20
+    per-language 0.2724 vs 0.2483, bilingual 0.2690 vs 0.2521; README), so it is R3's
+    default."""
+
+    mode: str = "per-language"
+    hidden: Positive = 1024
+    head: HeadTrainingConfig = field(default_factory=lambda: HeadTrainingConfig(
+        optimizer="adam", weight_decay=1e-5, scheduler="step", eta_min=0.0, batch_size=32,
+        epochs=30, subject_space="siamese"))
+    top_k: Positive = 50
+
+    saved_order = (*DENSE_NAMES, "mode", "hidden", *HEAD_NAMES, "step_size", "gamma",
+                   "t_max", "eta_min", "batch_size", "epochs", "top_k", "max_train_records",
+                   "device", "inference_batch_size", "subject_space", *HEAD_OPTIONS)
+
+
 @register_recipe
-class FocusedRecipe(NBFRecipe):
+class FocusedRecipe(HeadRecipe):
     name = "focused-transform"
+    config_class = FocusedConfig
+    config: FocusedConfig
     head_cls = FocusedEmbTransform
-    defaults: ClassVar[dict[str, Any]] = {**DENSE_DEFAULTS, "mode": "per-language", "hidden": 1024,
-                                "negatives": 15, "margin": 0.2, "optimizer": "adam",
-                                "lr": 1e-4, "weight_decay": 1e-5, "scheduler": "step",
-                                "step_size": 5, "gamma": 0.5,
-                                "t_max": None, "eta_min": 0.0,  # used by scheduler="cosine"
-                                "batch_size": 32,
-                                "epochs": 30, "top_k": 50, **HEAD_RUNTIME,
-                                # the original mixes the readings; at its 30 epochs siamese
-                                # ranked above fixed in both modes (seeded 20k/2k sample,
-                                # avg R@5..20 per-language 0.2724 vs 0.2483, bilingual
-                                # 0.2690 vs 0.2521; README), so it is R3's default
-                                "subject_space": "siamese", **HEAD_OPTIONS}
-    ranges: ClassVar[dict[str, Any]] = {**NBFRecipe.ranges, "hidden": Positive,
-                                        "top_k": Positive}
 
     def __init__(self, vocab, **params: Any):
         super().__init__(vocab, **params)
-        if self.params["mode"] not in ("per-language", "bilingual"):
+        if self.config.mode not in ("per-language", "bilingual"):
             raise InputError("mode must be 'per-language' or 'bilingual'")
         self.models_: dict[str, tuple[Head, VectorIndex]] = {}
 
     def new_head(self, dim: int) -> Head:
-        return FocusedEmbTransform(dim, self.params["hidden"], residual=self.params["residual"])
+        return FocusedEmbTransform(dim, self.config.hidden, residual=self.config.residual)
 
     def groups(self, records: Sequence[Record]) -> dict[str, list[int]]:
         """Which records train which model: all together, or one group per language
         (records of another or no language go to the German model, as in the original)."""
-        if self.params["mode"] == "bilingual":
+        if self.config.mode == "bilingual":
             return {"all": list(range(len(records)))}
         out: dict[str, list[int]] = {lang: [] for lang in LANGUAGES}
         for i, r in enumerate(records):
@@ -92,14 +102,14 @@ class FocusedRecipe(NBFRecipe):
                                           positions, vectors, f"training {key} head",
                                           Path(workdir) / f"head-{key}-checkpoint")
             self.losses_ += losses
-            index = VectorIndex(self.params["index"])
+            index = VectorIndex(self.config.index)
             self.models_[key] = (head, index.build(_normalised(
                 self.subject_index_vectors(head, vectors))))
 
     def _suggest(self, records: Sequence[Record], limit: int) -> list[list[Suggestion]]:
         if not self.models_:
             raise NotTrainedError(f"recipe {self.name}")
-        limit = limit or self.params["top_k"]
+        limit = limit or self.config.top_k
         emb = self.encode_records(records)
         out: list[list[Suggestion]] = [[] for _ in records]
         routes = [self.route(r) for r in records]

@@ -31,8 +31,9 @@ Training saves a checkpoint after every epoch in the project's ``work/`` folder,
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
 import numpy as np
 import torch
@@ -44,47 +45,68 @@ from tagalign.encode.heads import (
     check_subject_space,
     resolve_device,
 )
-from tagalign.params import NonNegativeFloat, Positive, PositiveFloat
+from tagalign.encode.heads.config import HeadTrainingConfig
+from tagalign.params import Positive
 from tagalign.recipes.base import register_recipe
-from tagalign.recipes.dense import DENSE_DEFAULTS, DENSE_RANGES, DenseRecipe
+from tagalign.recipes.dense import DenseConfig, DenseRecipe
 from tagalign.records import Record
 
-HEAD_RUNTIME = {"max_train_records": None, "device": "cpu", "inference_batch_size": 512,
-                "subject_space": "fixed"}
-#: issue 21's training options; these values are the papers' training (all off)
-HEAD_OPTIONS = {"residual": False, "hard_negatives": 0, "hard_pool": 50, "val_fraction": 0.0,
-                "patience": 0}
+#: the saved names both head recipes list first (their ``saved_order``): the dense ones
+#: (``seed`` also the head's), then the head's training (`HeadTrainingConfig`) up to its
+#: scheduler, whose settings each recipe lists in its own order
+DENSE_NAMES = tuple(DenseConfig.field_names())
+HEAD_NAMES = ("negatives", "margin", "optimizer", "lr", "weight_decay", "scheduler")
+#: issue 21's training options (each off in the papers' training)
+HEAD_OPTIONS = ("residual", "hard_negatives", "hard_pool", "val_fraction", "patience")
 
 
-@register_recipe
-class NBFRecipe(DenseRecipe):
-    name = "nbf-attention"
-    head_cls: type[Head] = DimensionAttentionHead
-    defaults: ClassVar[dict[str, Any]] = {**DENSE_DEFAULTS, "negatives": 15, "margin": 0.2,
-                                "optimizer": "adamw", "lr": 1e-4, "weight_decay": 0.0,
-                                "scheduler": "cosine", "t_max": 20, "eta_min": 1e-6,
-                                "step_size": 5, "gamma": 0.5,  # used by scheduler="step"
-                                "batch_size": 4, "epochs": 20, **HEAD_RUNTIME,
-                                # issue 21's departures, R2's defaults: the residual start
-                                # (1 epoch on a seeded 5k, dev 1k: 0.2290 avg R@5..20 vs the
-                                # raw encoder's 0.2080; the published head stays at ~0.002)
-                                # and no attention-weight dropout (3.5 × faster steps)
-                                **HEAD_OPTIONS, "residual": True, "attention_dropout": 0.0}
-    ranges: ClassVar[dict[str, Any]] = {
-        **DENSE_RANGES, "margin": NonNegativeFloat, "lr": PositiveFloat,
-        "weight_decay": NonNegativeFloat, "eta_min": NonNegativeFloat, "gamma": PositiveFloat,
-        **dict.fromkeys(("negatives", "t_max", "step_size", "batch_size", "epochs",
-                         "max_train_records", "inference_batch_size"), Positive)}
+@dataclass(frozen=True)
+class HeadRecipeConfig(DenseConfig):
+    """What the recipes that train a head over frozen embeddings share: the dense
+    parameters, the head's training (``head``) and its run: ``max_train_records`` (a
+    budget), ``device`` (the head's: "cpu", "cuda", "auto") for training and the one-off
+    subject transform, ``inference_batch_size``; ``residual``: the head starts as the
+    identity (output = x + head(x), issue 21)."""
+
+    head: HeadTrainingConfig = field(default_factory=HeadTrainingConfig)
+    max_train_records: Positive | None = None
+    inference_batch_size: Positive = 512
+    residual: bool = False
+
+
+@dataclass(frozen=True)
+class NBFConfig(HeadRecipeConfig):
+    """`nbf-attention`'s parameters: the published training (`HeadTrainingConfig`'s
+    defaults, T_max 20) but for issue 21's departures, R2's defaults: the residual start (1
+    epoch on a seeded 5k, dev 1k: 0.2290 avg R@5..20 vs the raw encoder's 0.2080; the
+    published head stays at ~0.002) and no attention-weight dropout (3.5 × faster steps)."""
+
+    head: HeadTrainingConfig = field(default_factory=lambda: HeadTrainingConfig(t_max=20))
+    residual: bool = True
+    attention_dropout: float = 0.0
+
+    saved_order = (*DENSE_NAMES, *HEAD_NAMES, "t_max", "eta_min", "step_size", "gamma",
+                   "batch_size", "epochs", "max_train_records", "device",
+                   "inference_batch_size", "subject_space", *HEAD_OPTIONS, "attention_dropout")
+
+
+class HeadRecipe(DenseRecipe):
+    """A dense recipe with heads trained over its frozen embeddings (`nbf-attention`,
+    `focused-transform`): training, transforming, the subject index's space."""
+
+    config: HeadRecipeConfig
+    #: the head's class (what `new_head` makes and a saved head loads as)
+    head_cls: type[Head]
 
     def __init__(self, vocab, **params: Any):
         super().__init__(vocab, **params)
-        check_subject_space(self.params["subject_space"])
+        check_subject_space(self.config.head.subject_space)
         self.head_: Head | None = None
         self.history_: dict[str, dict] = {}
 
     def new_head(self, dim: int) -> Head:
-        return DimensionAttentionHead(dim, residual=self.params["residual"],
-                                      attention_dropout=self.params["attention_dropout"])
+        """A new, untrained head over ``dim``-dimensional embeddings (each recipe's)."""
+        raise NotImplementedError
 
     def _train_on(self, records: Sequence[Record], emb: np.ndarray, positions: np.ndarray,
                   subject_vectors: np.ndarray, description: str,
@@ -94,19 +116,19 @@ class NBFRecipe(DenseRecipe):
         per-epoch ``checkpoint`` folder lets a rerun continue where training stopped."""
         # the training stack is imported here, not above: suggesting with a trained recipe
         # never enters tagalign.train (the layers contract in tests/test_layers.py)
-        from tagalign.train.head_training import HeadTrainingConfig, gold_means, train_head
+        from tagalign.train.head_training import gold_means, train_head
 
         row_of = {int(p): i for i, p in enumerate(positions)}
         gold = [[row_of[p] for p in self.vocab.positions(r.subjects) if p in row_of]
                 for r in records]
         keep = [i for i, g in enumerate(gold) if g]
-        torch.manual_seed(self.params["seed"])  # the head's initial weights
+        torch.manual_seed(self.config.seed)  # the head's initial weights
         head = self.new_head(emb.shape[1])
         history: dict = {}
         losses = train_head(head, emb[keep], gold_means([gold[i] for i in keep],
                                                         subject_vectors),
                             subject_vectors, [set(gold[i]) for i in keep],
-                            HeadTrainingConfig.from_params(self.params), description,
+                            self.config.head, description,
                             checkpoint=checkpoint, history=history)
         self.history_[description] = history
         return head, losses
@@ -114,14 +136,14 @@ class NBFRecipe(DenseRecipe):
     def _transform(self, head: Head, vectors: np.ndarray, description: str,
                    progress: bool = False) -> np.ndarray:
         # A model trained on a GPU still suggests on a machine without one.
-        device = "cpu" if self.params["device"] == "cpu" else resolve_device("auto")
-        return head.transform(vectors, batch_size=self.params["inference_batch_size"],
+        device = "cpu" if self.config.head.device == "cpu" else resolve_device("auto")
+        return head.transform(vectors, batch_size=self.config.inference_batch_size,
                               show_progress=progress, description=description,
                               device=device)
 
     def subject_index_vectors(self, head: Head, subject_vectors: np.ndarray) -> np.ndarray:
         """What the index holds: S itself (``fixed``) or S' = T(S), computed once."""
-        if not SUBJECT_SPACES[self.params["subject_space"]][1]:
+        if not SUBJECT_SPACES[self.config.head.subject_space][1]:
             return subject_vectors
         return self._transform(head, subject_vectors, "transforming subjects", progress=True)
 
@@ -130,7 +152,7 @@ class NBFRecipe(DenseRecipe):
         is trained against) come from all of them, before the cut."""
         records = [r for r in records if r.subjects]
         self.positions_ = self.subject_positions(records)
-        return records[: self.params["max_train_records"]]
+        return records[: self.config.max_train_records]
 
     def fit(self, records: Sequence[Record], *, workdir: Path) -> None:
         records = self._training_records(records)
@@ -152,3 +174,15 @@ class NBFRecipe(DenseRecipe):
     def _load_state(self, path: Path, *, mmap: bool = False) -> None:
         super()._load_state(path, mmap=mmap)
         self.head_ = self.head_cls.load(path / "head")
+
+
+@register_recipe
+class NBFRecipe(HeadRecipe):
+    name = "nbf-attention"
+    config_class = NBFConfig
+    config: NBFConfig
+    head_cls: type[Head] = DimensionAttentionHead
+
+    def new_head(self, dim: int) -> Head:
+        return DimensionAttentionHead(dim, residual=self.config.residual,
+                                      attention_dropout=self.config.attention_dropout)

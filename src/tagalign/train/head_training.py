@@ -28,55 +28,19 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 
 import numpy as np
 import torch
 
 from tagalign.encode.base import log_progress
-from tagalign.encode.heads import SUBJECT_SPACES, Head, check_subject_space, resolve_device
+from tagalign.encode.heads import SUBJECT_SPACES, Head, resolve_device
+from tagalign.encode.heads.config import HeadTrainingConfig
 from tagalign.io import atomic_dir
 from tagalign.train.losses import MarginLoss
 
 log = logging.getLogger(__name__)
-
-
-#: subject_space → (subjects pass through T in training, the index holds T(S))
-@dataclass(frozen=True)
-class HeadTrainingConfig:
-    """Hyperparameters of `train_head`; the recipes fill it from their ``params``."""
-
-    negatives: int = 15
-    margin: float = 0.2
-    optimizer: str = "adamw"        # "adamw" (NBF) or "adam" (LLMs4Subjects)
-    lr: float = 1e-4
-    weight_decay: float = 0.0
-    scheduler: str = "cosine"       # "cosine" (T_max, eta_min) or "step" (step_size, gamma)
-    t_max: int | None = None        # None: the number of epochs
-    eta_min: float = 1e-6
-    step_size: int = 5
-    gamma: float = 0.5
-    epochs: int = 20
-    batch_size: int = 4
-    seed: int = 13
-    device: str = "cpu"             # "cpu", "cuda" or "auto"
-    subject_space: str = "fixed"    # see SUBJECT_SPACES
-    # issue 21 (not in the papers; 0 = the papers' training):
-    hard_negatives: int = 0         # of the K negatives, how many come from the raw
-    hard_pool: int = 50             # encoder's own top-``hard_pool`` non-gold subjects
-    val_fraction: float = 0.0       # early stopping: a seeded slice of the records held out,
-    patience: int = 0               # scored each epoch; the best epoch's head is kept
-
-    @property
-    def siamese(self) -> bool:
-        """Do positives and negatives pass through the head in training?"""
-        return SUBJECT_SPACES[check_subject_space(self.subject_space)][0]
-
-    @classmethod
-    def from_params(cls, params: dict) -> HeadTrainingConfig:
-        names = cls.__dataclass_fields__
-        return cls(**{k: v for k, v in params.items() if k in names})
 
 
 def gold_means(gold_rows: Sequence[list[int]], subject_vectors: np.ndarray) -> np.ndarray:

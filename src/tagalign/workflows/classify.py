@@ -97,7 +97,7 @@ def _feed_stack(clf: SubjectStackClassifier, project: Project, train: Sequence[E
                 progress: ProgressCallback | None) -> dict[str, Any]:
     """Bind the subject project's vocabulary, fill the dev examples with its suggestions
     and return the stack's `fit` arguments: the project's place and its held-out records."""
-    depth = clf.params["top_k"]
+    depth = clf.config.top_k
     clf.bind(project.vocab)
     if dev:
         check_held_out(project, dev)
@@ -106,11 +106,11 @@ def _feed_stack(clf: SubjectStackClassifier, project: Project, train: Sequence[E
             progress(what, 0, len(dev))
         suggest_into(project, dev, depth, dev_records, on_batch=None if progress is None
                      else lambda done, total: progress(what, done, total))
-    held = held_out_examples(project, train, depth) if clf.params["held_out"] else []
+    held = held_out_examples(project, train, depth) if clf.config.held_out else []
     if held:
         logger.info("%d training records the subject project held out join the stacker's "
                     "records (the text model does not learn from them)", len(held))
-    elif clf.params["held_out"]:
+    elif clf.config.held_out:
         logger.info("the subject project keeps no held-out evidence: the stacker learns "
                     "from the dev records alone")
     return {"subjects_project": project.path, "held_out_examples": held}
