@@ -1,5 +1,5 @@
 """`linear-ngrams`: the `linear` baseline with richer features — the default of
-`tagalign classify` (the best dev micro-F1 measured, `benchmarks/domains_variants.py`).
+`tagalign classify` (the best dev micro-F1 measured, `benchmarks/domains_variants.py` of 6a2d4a2).
 
 Features, each L2-normalised TF-IDF (sublinear tf) and stacked side by side:
 

@@ -37,7 +37,7 @@ counts (npy), the stacker (LightGBM text format or npy) and ``subjects.json``.
 
 The default stacker is ``lightgbm``, pooled over the domains with the domain as a
 categorical feature: measured against one logistic regression per domain on the full data
-(`benchmarks/domains_stack.py`, docs/classify.md) it was the better of the two, and it lets
+(`benchmarks/domains/domains_stack.py`, docs/classify.md) it was the better of the two, and it lets
 the rare domains share what the frequent ones show about trusting text vs subjects.
 """
 
