@@ -132,13 +132,11 @@ class PartConfig:
 
     def __post_init__(self) -> None:
         self._spec().check(self.values())
-        for name in self.saved_order:  # saved once: one value
-            values = [getattr(self, name)] if name in self._own() else []
-            values += [getattr(getattr(self, part), name) for part in self.part_names()
-                       if name in type(getattr(self, part)).field_names()]
+        for flat, paths in self.flat_names().items():  # saved as one name: one value
+            values = [self._at(path) for path in paths]
             if any(v != values[0] for v in values[1:]):
-                raise ParamError(f"{self.kind} {type(self).__name__}: {name} is saved once "
-                                 f"for its own field and its parts', which differ "
+                raise ParamError(f"{self.kind} {type(self).__name__}: {flat} is saved once "
+                                 f"for {', '.join(paths)}, which differ "
                                  f"({', '.join(map(repr, values))}): give it through "
                                  "from_params")
 
@@ -150,52 +148,62 @@ class PartConfig:
                 and isinstance(cls.field_default(f.name), PartConfig)]
 
     @classmethod
-    def _own(cls) -> list[str]:
+    def flat_names(cls) -> dict[str, tuple[str, ...]]:
+        """Each flat (saved) name → the fields it sets, ``part.field`` or an own field, in
+        saved order: a config without parts, its fields; one with parts, its
+        ``saved_order``, each name its own field and every part's field of that name. A
+        config whose saved names are not its fields' overrides this
+        (`tagalign.suggest.config.HybridConfig`)."""
+        return cls._names_of_fields()
+
+    @classmethod
+    @functools.cache
+    def _names_of_fields(cls) -> dict[str, tuple[str, ...]]:
+        if not cls.saved_order:
+            return {name: (name,) for name in cls.field_names()}
         parts = cls.part_names()
-        return [name for name in cls.field_names() if name not in parts]
+        out = {}
+        for name in cls.saved_order:
+            paths = tuple([name] if name in cls.field_names() and name not in parts else []) + \
+                tuple(f"{part}.{name}" for part in parts
+                      if name in type(cls.field_default(part)).field_names())
+            if not paths:
+                raise TypeError(f"{cls.__name__}.saved_order names {name!r}, no field")
+            out[name] = paths
+        return out
+
+    def _at(self, path: str) -> Any:
+        part, _, name = path.rpartition(".")
+        return getattr(getattr(self, part) if part else self, name)
 
     @classmethod
     def from_params(cls, params: Mapping[str, Any]) -> Self:
         """The config of a model's flat ``params`` (missing ones take their default; a name
         that is no parameter, one an older version saved, is left out)."""
-        flat = set(cls.saved_order or cls.field_names())
-        given = {k: v for k, v in params.items() if k in flat}
-        own = {k: v for k, v in given.items() if k in cls._own()}
-        parts = {}
-        for part in cls.part_names():
-            default = cls.field_default(part)
-            names = type(default).field_names()
-            parts[part] = dataclasses.replace(
-                default, **{k: v for k, v in given.items() if k in names})
-        return cls(**own, **parts)
+        own: dict[str, Any] = {}
+        parts: dict[str, dict[str, Any]] = {}
+        for flat, paths in cls.flat_names().items():
+            if flat not in params:
+                continue
+            for path in paths:
+                part, _, name = path.rpartition(".")
+                (parts.setdefault(part, {}) if part else own)[name] = params[flat]
+        return cls(**own, **{part: dataclasses.replace(cls.field_default(part), **values)
+                             for part, values in parts.items()})
 
     def to_params(self) -> dict[str, Any]:
         """The flat parameters, in their saved order."""
-        if not self.saved_order:
-            return self.values()
-        return {name: self._flat(name)[0] for name in self.saved_order}
-
-    def _flat(self, name: str) -> tuple[Any, type[PartConfig]]:
-        """The value of flat ``name`` and the config class that declares it."""
-        if name in self._own():
-            return getattr(self, name), type(self)
-        for part in self.part_names():
-            config = getattr(self, part)
-            if name in type(config).field_names():
-                return getattr(config, name), type(config)
-        raise TypeError(f"{type(self).__name__}.saved_order names {name!r}, no field")
+        return {flat: self._at(paths[0]) for flat, paths in self.flat_names().items()}
 
     @classmethod
     def flat_ranges(cls) -> dict[str, Any]:
-        """The ranges of the flat names that declare one (their field's)."""
-        if not cls.saved_order:
-            return cls.ranges()
-        config = cls()
+        """The ranges of the flat names whose first field declares one."""
         out = {}
-        for name in cls.saved_order:
-            owner = config._flat(name)[1]
+        for flat, paths in cls.flat_names().items():
+            part, _, name = paths[0].rpartition(".")
+            owner = type(cls.field_default(part)) if part else cls
             if name in owner.ranges():
-                out[name] = owner.ranges()[name]
+                out[flat] = owner.ranges()[name]
         return out
 
     def values(self) -> dict[str, Any]:

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar, Literal
 
 from tagalign.encode.static import StaticEncoderConfig
-from tagalign.params import NonNegative, OpenFraction, ParamError, ParamSpec, PartConfig, Positive
+from tagalign.params import NonNegative, OpenFraction, ParamSpec, PartConfig, Positive
 from tagalign.suggest.fusion import RankerConfig
 from tagalign.suggest.quality import QualityConfig
 from tagalign.suggest.sources.base import SOURCES, Source, SourceConfig
@@ -148,39 +148,22 @@ class HybridConfig(PartConfig):
 
     kind: ClassVar[str] = "hybrid"
 
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        for flat, paths in FLAT_NAMES.items():  # saved as one name: one value
-            values = [self._at(path) for path in paths]
-            if any(v != values[0] for v in values[1:]):
-                raise ParamError(
-                    f"hybrid config: {flat} is saved once for {', '.join(paths)}, which "
-                    f"differ ({', '.join(map(repr, values))}): give it through from_params")
-
-    def _at(self, path: str) -> Any:
-        part, _, name = path.rpartition(".")
-        return getattr(getattr(self, part) if part else self, name)
-
     # -- the saved names: the one place they are read and written ------------------------
+    @classmethod
+    def flat_names(cls) -> dict[str, tuple[str, ...]]:
+        return FLAT_NAMES
+
     @classmethod
     def from_params(cls, params: Mapping[str, Any]) -> HybridConfig:
         """The config of a hybrid's flat ``params`` (names of `FLAT_NAMES`; missing ones
         take their default), each checked under its flat name (`ParamError`)."""
         given = {**flat_defaults(), **params}
         _flat_spec().check(given)
-        own: dict[str, Any] = {}
-        parts: dict[str, dict[str, Any]] = {}
-        for flat, paths in FLAT_NAMES.items():
-            for path in paths:
-                part, _, name = path.rpartition(".")
-                (parts.setdefault(part, {}) if part else own)[name] = given[flat]
-        own["sources"] = tuple(own["sources"])
-        return cls(**own, **{part: replace(cls.field_default(part), **values)
-                             for part, values in parts.items()})
+        return super().from_params({**given, "sources": tuple(given["sources"])})
 
     def to_params(self) -> dict[str, Any]:
         """The flat parameters, as saved (`FLAT_NAMES` order; ``sources`` a list)."""
-        out = {flat: self._at(paths[0]) for flat, paths in FLAT_NAMES.items()}
+        out = super().to_params()
         out["sources"] = list(out["sources"])
         return out
 
@@ -226,13 +209,7 @@ def flat_defaults() -> dict[str, Any]:
 @functools.cache
 def flat_ranges() -> dict[str, Any]:
     """The ranges of the flat names whose first field declares one."""
-    out = {}
-    for flat, paths in FLAT_NAMES.items():
-        part, _, name = paths[0].rpartition(".")
-        owner = type(HybridConfig.field_default(part)) if part else HybridConfig
-        if name in owner.ranges():
-            out[flat] = owner.ranges()[name]
-    return out
+    return HybridConfig.flat_ranges()
 
 
 @functools.cache
