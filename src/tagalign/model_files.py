@@ -67,12 +67,12 @@ class ModelFamily:
     retired: ClassVar[frozenset[str]] = frozenset()
     #: this model's parameters, every one (the defaults under the given ones)
     params: dict[str, Any]
-    #: the parameters as one typed config (a `tagalign.params.PartConfig`: its fields, or
-    #: its ``saved_order`` when it composes parts, are the parameters in their saved
-    #: order): when a class sets it, its ``defaults`` and ``ranges`` are derived from it
-    #: (`PartConfig.to_params`, `PartConfig.flat_ranges`) and ``self.config`` is built
-    #: from ``self.params`` (`PartConfig.from_params`, in `_params_set`); the hybrid's
-    #: config has flat names of its own (`tagalign.suggest.config.HybridConfig`)
+    #: the parameters as one typed config (a `tagalign.params.PartConfig`: its
+    #: `PartConfig.flat_names` are the parameters in their saved order): when a class sets
+    #: it, its ``defaults`` and ``ranges`` are derived from it (`PartConfig.to_params`,
+    #: `PartConfig.flat_ranges`) and ``self.config`` is built from ``self.params``
+    #: (`PartConfig.from_params`, in `_params_set`); every family's, the hybrid's
+    #: (`tagalign.suggest.config.HybridConfig`, whose names are a table) among them
     config_class: ClassVar[type[PartConfig] | None] = None
 
     def __init_subclass__(cls, **kwargs: Any) -> None:

@@ -18,7 +18,7 @@ import threading
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any
 
 from tagalign.errors import NotTrainedError
 from tagalign.io import atomic_dir, read_json
@@ -33,7 +33,7 @@ from tagalign.recipes.base import (
 from tagalign.records import Record
 from tagalign.runtime import Runtime
 from tagalign.suggest import Suggestion, SuggestRequest, Tagged
-from tagalign.suggest.config import HybridConfig, flat_defaults, flat_ranges
+from tagalign.suggest.config import HybridConfig
 from tagalign.suggest.held_out import FOLDER as HELD_OUT
 from tagalign.suggest.held_out import HeldOutEvidence
 from tagalign.suggest.pipeline import HybridPipeline
@@ -57,10 +57,10 @@ SOURCES.add_lazy("domains", "tagalign.classify.source")
 @register_recipe
 class HybridRecipe(Recipe):
     name = "hybrid"
-    #: derived from `HybridConfig` (`tagalign.suggest.config`): each default is written
-    #: once, on its part's field; the names are those saved since before that config
-    defaults: ClassVar[dict[str, Any]] = flat_defaults()
-    ranges: ClassVar[dict[str, Any]] = flat_ranges()
+    #: its defaults and ranges are derived from `HybridConfig` (`tagalign.suggest.config`):
+    #: each default is written once, on its part's field; the names are those saved since
+    #: before that config; ``self.config`` is built from the parameters (`ModelFamily`)
+    config_class = HybridConfig
     config: HybridConfig
     #: threads are the runtime's (`tagalign.runtime.Runtime`), not a model parameter
     retired = frozenset({"threads"})
@@ -76,10 +76,6 @@ class HybridRecipe(Recipe):
         #: on request after `load` (suggesting never needs it)
         self.held_out_: HeldOutEvidence | None = None
         self.model_path_: Path | None = None
-
-    def _params_set(self) -> None:
-        #: the parameters as one typed config: what every part is built from
-        self.config = HybridConfig.from_params(self.params)
 
     @property
     def source_names(self) -> list[str]:

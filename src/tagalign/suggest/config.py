@@ -10,7 +10,7 @@ A hybrid's parameters are saved flat (``recipe.json``'s ``params``, ``--param k=
 projects file) under names older than this config: `FLAT_NAMES` says which fields each
 sets, and `HybridConfig.from_params` / `HybridConfig.to_params` are the one place those
 names are read and written. The recipe's published defaults, their ranges and the
-``--param`` names are derived from the fields (`flat_defaults`, `flat_ranges`)::
+``--param`` names are derived from the fields (`flat_defaults`, `HybridConfig.flat_ranges`)::
 
     HybridConfig.from_params({"ranker_rounds": 200}).ranker.num_rounds   # 200
     HybridConfig().to_params()["ranker_rounds"]                          # 500
@@ -207,11 +207,5 @@ def flat_defaults() -> dict[str, Any]:
 
 
 @functools.cache
-def flat_ranges() -> dict[str, Any]:
-    """The ranges of the flat names whose first field declares one."""
-    return HybridConfig.flat_ranges()
-
-
-@functools.cache
 def _flat_spec() -> ParamSpec:
-    return ParamSpec("hybrid config", flat_defaults(), **flat_ranges())
+    return ParamSpec("hybrid config", flat_defaults(), **HybridConfig.flat_ranges())
