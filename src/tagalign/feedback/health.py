@@ -55,11 +55,25 @@ class StoreHealth:
         self.down_since: float | None = None
         self.reason: str | None = None
         self.failures = 0
+        #: wall-clock time (`time.time`) the store last answered (None: not yet, in this
+        #: process); what ``/health`` and ``tagalign_feedback_store_*`` report
+        self.last_reachable: float | None = None
         self._lock = threading.Lock()
 
     @property
     def down(self) -> bool:
         return self.down_since is not None
+
+    @property
+    def state(self) -> str:
+        """``"ok"``, or why the store fails now: `NO_SPACE` or `UNAVAILABLE`."""
+        if self.down_since is None or self.reason is None:
+            return "ok"
+        return self.reason
+
+    def reachable(self) -> None:
+        """The store answered (a read or a write)."""
+        self.last_reachable = time.time()
 
     def failed(self, fault: StoreFault, cause: BaseException) -> None:
         """An operation failed with ``fault``: the first failure of an outage (or of
@@ -78,6 +92,7 @@ class StoreHealth:
 
     def ok(self) -> None:
         """A write succeeded: an outage, if any, is over (one line says so)."""
+        self.reachable()
         if self.down_since is None:
             return
         with self._lock:
@@ -110,6 +125,10 @@ class StoreHealth:
 def watch(engine: Engine, health: StoreHealth) -> None:
     """Raise the engine's database errors of a full disk or a database gone as
     `StoreFault`s, noting each in ``health``."""
+
+    @event.listens_for(engine, "after_cursor_execute")
+    def _answered(*_args: object) -> None:
+        health.reachable()
 
     @event.listens_for(engine, "handle_error")
     def _fault(ctx: ExceptionContext) -> None:

@@ -8,6 +8,7 @@ import datetime as _dt
 from collections.abc import Iterator, Mapping, Sequence
 
 from tagalign.errors import InputError
+from tagalign.feedback.health import StoreHealth
 from tagalign.feedback.schema import Decision, Reviewed
 from tagalign.feedback.store import FeedbackStore, sqlite_file
 from tagalign.project import Project, feedback_location
@@ -60,6 +61,10 @@ class ServedStores:
     def count(self, project: str, record_prefix: str | None = None) -> int:
         store, key = self._route(project)
         return store.count(key, record_prefix)
+
+    def health(self, project: str) -> StoreHealth:
+        """The state of the store a project's feedback is kept in."""
+        return self._route(project)[0].health
 
     def url(self, project: str) -> str:
         return self._route(project)[0].url
