@@ -86,6 +86,12 @@ def test_a_full_sqlite_file_raises_store_full_logs_once_and_works_again(tmp_path
     assert "works again" in logged.records[1].getMessage()
 
 
+def _sqlite_error(message: str, code: int) -> sqlite3.Error:
+    error = sqlite3.OperationalError(message)
+    error.sqlite_errorcode = code  # as SQLite sets it
+    return error
+
+
 @pytest.mark.parametrize(("error", "disconnect", "connecting", "reason"), [
     (sqlite3.OperationalError("database or disk is full"), False, False, None),
     (OSError(28, "No space left on device"), False, False, NO_SPACE),
@@ -96,6 +102,17 @@ def test_a_full_sqlite_file_raises_store_full_logs_once_and_works_again(tmp_path
     (psycopg.OperationalError("connection refused"), False, True, UNAVAILABLE),
     (psycopg.OperationalError("server closed the connection"), True, False, UNAVAILABLE),
     (psycopg.errors.lookup("28P01")("password authentication failed"), False, True, None),
+    # while connecting libpq gives no state: the server's refusal is told by its words
+    (psycopg.OperationalError('connection failed: connection to server at "127.0.0.1", '
+                              'port 5432 failed: FATAL:  password authentication failed for '
+                              'user "tagalign"'), False, True, None),
+    (psycopg.OperationalError('connection failed: FATAL:  database "fb" does not exist'),
+     False, True, None),
+    (psycopg.errors.lookup("53300")("sorry, too many clients already"), False, True,
+     UNAVAILABLE),
+    (_sqlite_error("disk I/O error", 4874), False, False, NO_SPACE),  # SHMSIZE: a full disk
+    (_sqlite_error("attempt to write a readonly database", 8), False, False, UNAVAILABLE),
+    (_sqlite_error("file is not a database", 26), False, False, None),
     (psycopg.errors.lookup("42P01")("relation does not exist"), False, False, None),
 ])
 def test_classify_tells_no_space_and_unavailable_from_other_errors(error, disconnect,

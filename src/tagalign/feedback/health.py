@@ -60,11 +60,14 @@ class StoreHealth:
     """One store's outages in this process. ``where``: how the log names the store (its
     file, or its URL without the password); ``probe``: a write that raises while the store
     is down, tried in the background during an outage (a server's store; none: the next
-    write notices the end)."""
+    write notices the end); ``quiet``: log nothing (a store only looked at, as a server's
+    supervisor does before its workers start: they each log their own)."""
 
-    def __init__(self, where: str, probe: Callable[[], object] | None = None):
+    def __init__(self, where: str, probe: Callable[[], object] | None = None,
+                 quiet: bool = False):
         self.where = where
         self.probe = probe
+        self.quiet = quiet
         self._prober: threading.Thread | None = None
         self._closed = threading.Event()
         self.down_since: float | None = None
@@ -103,6 +106,8 @@ class StoreHealth:
                 self._prober = threading.Thread(target=self._probing, daemon=True,
                                                 name="feedback-store-probe")
                 self._prober.start()
+        if self.quiet:
+            return
         answer = ("learns answer 507 until space is freed" if fault.reason == NO_SPACE
                   else "learns answer 503 until it is back")
         log.warning("feedback store %s: %s (%s); %s", self.where, fault.what,
@@ -119,8 +124,9 @@ class StoreHealth:
                 return
             seconds, failures = time.monotonic() - self.down_since, self.failures
             self.down_since, self.reason, self.failures = None, None, 0
-        log.info("feedback store %s works again after %.1f s (%d failed attempts "
-                 "meanwhile)", self.where, seconds, failures)
+        if not self.quiet:
+                log.info("feedback store %s works again after %.1f s (%d failed attempts "
+                     "meanwhile)", self.where, seconds, failures)
 
     def _probing(self) -> None:
         """The background tries of an outage (``probe``), until one succeeds or the store

@@ -85,15 +85,15 @@ class FeedbackStore:
     away (unreachable, full, read-only) raises its `StoreFault` too, unless ``recover``: a
     server's store then opens later, once it answers. Meanwhile every operation raises the
     fault (a learn answers 503 or 507), and while it is down it is tried in the background
-    (`probe`, `tagalign.feedback.health`)."""
+    (`probe`, `tagalign.feedback.health`). ``quiet``: its outages are not logged."""
 
-    def __init__(self, url: str, *, recover: bool = False):
+    def __init__(self, url: str, *, recover: bool = False, quiet: bool = False):
         self.url = normalise_url(url)
         self.engine: Engine = _engine(self.url)
         # a full disk or a database gone: the package's errors (`tagalign.feedback.health`)
         self.health = StoreHealth(str(sqlite_file(self.url) or
                                       self.engine.url.render_as_string(hide_password=True)),
-                                  probe=self.probe if recover else None)
+                                  probe=self.probe if recover else None, quiet=quiet)
         watch(self.engine, self.health)
         if self.engine.dialect.name == "sqlite":
             event.listen(self.engine, "connect", _sqlite_pragmas)
@@ -347,11 +347,11 @@ def prepare(url: str) -> int | None:
     """Open the store at ``url`` once, creating its tables (and an SQLite file's folder),
     and return its last row id (`FeedbackStore.last_id`): done by a server before its
     workers start, so they find the tables made and agree on where learning starts. None:
-    the store is away (its `StoreFault` logged): each worker opens it once it answers.
+    the store is away: each worker opens it once it answers (and logs that it is away).
     Raises `WrongStoreError` for a store that is wrong."""
     make_folder(url)
     try:
-        store = FeedbackStore(url)
+        store = FeedbackStore(url, quiet=True)
     except StoreFault:
         return None
     try:
