@@ -125,7 +125,7 @@ class StoreHealth:
             seconds, failures = time.monotonic() - self.down_since, self.failures
             self.down_since, self.reason, self.failures = None, None, 0
         if not self.quiet:
-                log.info("feedback store %s works again after %.1f s (%d failed attempts "
+            log.info("feedback store %s works again after %.1f s (%d failed attempts "
                      "meanwhile)", self.where, seconds, failures)
 
     def _probing(self) -> None:
