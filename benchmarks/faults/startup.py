@@ -97,7 +97,7 @@ def _away_rounds(ctx, name: str, refused: int, start: Callable[[], tuple[tuple, 
 def scenario_start_full(ctx, rng: random.Random) -> None:
     from tests.faultkit import SmallDisk
 
-    with SmallDisk(ctx.work / "start-full", 1 << 20) as disk:
+    with SmallDisk(ctx.work / "start-full", 16 << 20) as disk:
         db = disk.path / "feedback.sqlite"
 
         def start():
