@@ -297,6 +297,7 @@ def test_workers_agree_on_the_start_row_of_a_store_that_was_away(tmp_path):
         assert a.start == b.start == {}  # away: found later
         blocker.unlink()
         blocker.mkdir()
+        wait_for(lambda: not any(s.health.down for s in stores), "the background probes")
         FeedbackStore(url).add("p", one("before"))  # stored before any worker reached it
         assert a.started("p") == 1
         stores[0].add("p", one("through-a"))

@@ -19,6 +19,7 @@ import contextlib
 import datetime as _dt
 import logging
 import threading
+import time
 from collections.abc import Iterator, Sequence
 from itertools import groupby
 from pathlib import Path
@@ -55,6 +56,10 @@ from tagalign.records.convert import write_jsonl
 
 log = logging.getLogger(__name__)
 
+#: seconds a store that did not open is left alone after a try: requests meanwhile fail at
+#: once, not each after a connection attempt (`CONNECT_TIMEOUT` s to a lost host)
+REOPEN_PAUSE = 1.0
+
 
 def sqlite_url(path: Path) -> str:
     return f"sqlite:///{Path(path).resolve()}"
@@ -80,12 +85,10 @@ def _origin(item: Decision, subject_id: str) -> str:
 class FeedbackStore:
     """Decisions in one table; the schema is created on first use (SQLite or PostgreSQL).
 
-    Opening it refuses a store that is wrong (`WrongStoreError`: an unknown URL, a database
-    that refuses the credentials, one that is not a feedback store or is newer). One that is
-    away (unreachable, full, read-only) raises its `StoreFault` too, unless ``recover``: a
-    server's store then opens later, once it answers. Meanwhile every operation raises the
-    fault (a learn answers 503 or 507), and while it is down it is tried in the background
-    (`probe`, `tagalign.feedback.health`). ``quiet``: its outages are not logged."""
+    Opening it refuses a store that is wrong (`WrongStoreError`), and one that is away
+    (unreachable, full, read-only: its `StoreFault`) unless ``recover``: a server's store
+    then opens once it answers, every operation raising the fault meanwhile, and is tried in
+    the background while down (`probe`). ``quiet``: its outages are not logged."""
 
     def __init__(self, url: str, *, recover: bool = False, quiet: bool = False):
         self.url = normalise_url(url)
@@ -100,6 +103,7 @@ class FeedbackStore:
         self._opened = False
         self._opening = threading.Lock()
         self._away: StoreFault | None = None  # why it did not open (yet)
+        self._tried = -REOPEN_PAUSE  # when a request last tried to open it
         self._wrong: str | None = None  # what was logged of a store found wrong later
         try:
             self._open()
@@ -127,17 +131,19 @@ class FeedbackStore:
         self._opened = True
 
     def _ready(self) -> None:
-        """Open a store that did not open yet (it was away; another thread opening it
-        now: the fault at once). Raises its `StoreFault` while it is away; a store found
-        wrong once it answers is logged once and raises `StoreUnavailableError`: a
-        running server cannot refuse to start, and its clients are told no more."""
+        """Open a store that did not open yet (it was away; tried by one thread at a time,
+        at most once every `REOPEN_PAUSE` s: else its fault at once). Raises its
+        `StoreFault` while it is away; one found wrong once it answers is logged once and
+        raises `StoreUnavailableError` (a running server cannot refuse to start)."""
         if self._opened:
             return
-        if not self._opening.acquire(blocking=False):
+        if (time.monotonic() < self._tried + REOPEN_PAUSE
+                or not self._opening.acquire(blocking=False)):
             raise (StoreFullError() if isinstance(self._away, StoreFullError)
                    else StoreUnavailableError())
         try:
             if not self._opened:
+                self._tried = time.monotonic()
                 self._open()
         except WrongStoreError as exc:
             if str(exc) != self._wrong:

@@ -85,6 +85,8 @@ class Learning:
         """The row the server started after for a project, found now if it is not known
         yet (its store was away): raises `StoreFault` while the store is away. Asked
         before this process stores anything, so what it stores is after it."""
+        if project_id in self.start:  # known: no lock (a store being reached holds it)
+            return self.start[project_id]
         with self._starting:
             if project_id not in self.start:
                 row = self._start_row(project_id, lambda: self.store.last_id(project_id))
