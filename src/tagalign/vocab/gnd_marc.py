@@ -19,15 +19,15 @@ Field mapping (MARC 21 authority format as the GND fills it; docs/formats.md sho
 
 Narrower is the inverse of broader: the GND records only the upward link. By default only
 subject headings are kept: records whose entity type (``075 $b`` with ``$2 gndgen``) is not
-``s`` are skipped and counted, as are deleted or redirected records (leader/05 ``d``, ``s``, ``x``) and records that
-are not authority records (leader/06). ``entity_types`` keeps others too (`ENTITY_TYPES`:
-``g`` places 151/451/551, ``p`` persons 100/400/500, ``b`` corporate bodies 110/410/510,
-``f`` conferences 111/411/511, ``u`` works 130/430/530 or a 100 with ``$t``), each with its
-075 codes on the `Subject` (``entity_types``). Their headings read ``$a`` and the
-subfields that tell two headings apart as the DNB displays them: ``$b`` numeration or
-subordinate unit, ``$c`` a person's title or territory, ``$n``/``$p`` a work's part,
-``$t`` a work's title after the name (`` / ``), ``$g`` and ``$x`` as above; dates
-(``$d``) are left out, as in the DNB's display.
+``s`` are skipped and counted, as are deleted, split or redirected records (leader/05
+``d``, ``s``, ``x``) and records that are not authority records (leader/06).
+``entity_types`` keeps others too (`ENTITY_TYPES`: ``g`` places 151/451/551, ``p`` persons
+100/400/500, ``b`` corporate bodies 110/410/510, ``f`` conferences 111/411/511, ``u`` works
+130/430/530 or a 100 with ``$t``), each with its 075 codes on the `Subject`
+(``entity_types``). Their headings read ``$a`` and the subfields that tell two headings
+apart as the DNB displays them: ``$b`` numeration or subordinate unit, ``$c`` a person's
+title or territory, ``$n``/``$p`` a work's part, ``$t`` a work's title after the name (`` /
+``), ``$g`` and ``$x`` as above; dates (``$d``) are left out, as in the DNB's display.
 """
 
 from __future__ import annotations
