@@ -26,8 +26,8 @@ subject headings are kept: records whose entity type (``075 $b`` with ``$2 gndge
 130/430/530 or a 100 with ``$t``), each with its 075 codes on the `Subject`
 (``entity_types``). Their headings read ``$a`` and the subfields that tell two headings
 apart as the DNB displays them: ``$b`` numeration or subordinate unit, ``$c`` a person's
-title or territory, ``$n``/``$p`` a work's part, ``$t`` a work's title after the name (`` /
-``), ``$g`` and ``$x`` as above; dates (``$d``) are left out, as in the DNB's display.
+title or territory, ``$n``/``$p`` a work's part, ``$t`` a work's title after the name
+(`` / ``), ``$g`` and ``$x`` as above; dates (``$d``) are left out, as in the DNB's display.
 """
 
 from __future__ import annotations
