@@ -105,7 +105,9 @@ def record_change(leader: str, fields: Fields, where: str,
     if not sid:
         raise ValueError("no GND id (024 $2 gnd or 035 $a (DE-588)…)")
     text, targets, name = _note(fields)
-    action = _action(text) if status == "c" else None
+    # a 682 is filled only when a record is to be split, redirected or deleted (Alma-D-A-CH):
+    # one that names a target but no known explanation announces a redirect
+    action = (_action(text) or ("redirect" if targets else None)) if status == "c" else None
     if status == "x":
         if not targets:
             raise ValueError("a redirect (leader/05 x) without its target's GND id "
