@@ -369,6 +369,50 @@ def test_resolving_ends_at_a_heading_that_is_not_redirected(changes):
         assert end is None or not isinstance(folded.get(end), Redirected | Deleted | Split)
 
 
+GIDS = st.sampled_from(["4000001-1", "4000002-2", "4000003-3", "1300000001"])
+RECORDS = st.one_of(
+    st.builds(lambda g: ("heading", g, None), GIDS),
+    st.builds(lambda g, t: ("redirected", g, t), GIDS, GIDS),
+    st.builds(lambda g, t: ("announced", g, t), GIDS, GIDS),
+    st.builds(lambda g: ("deleted", g, None), GIDS),
+    st.builds(lambda g: ("split", g, None), GIDS))
+
+
+def build(kind: str, gid: str, target: str | None) -> Record:
+    """A record of ``kind`` as `week_one` builds each."""
+    if kind == "heading":
+        return authority(gid, f"Heading {gid}", leader=status("c"))
+    if kind == "redirected":
+        return shortened(gid, "x", field_682(None, (target, f"Heading {target}")))
+    if kind == "announced":
+        return with_682(authority(gid, f"Heading {gid}", leader=status("c")),
+                        field_682("Umlenkung", (target, f"Heading {target}")))
+    if kind == "deleted":
+        return shortened(gid, "d", field_682("Loeschung"))
+    return with_682(authority(gid, f"Heading {gid}", leader=status("c")),
+                    field_682("Aufspaltung"))
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(RECORDS, min_size=1, max_size=8), st.sampled_from(sorted(WRITERS)),
+       st.booleans())
+def test_records_written_and_read_back_are_the_changes_they_say(records, writer, gz):
+    import tempfile
+
+    write, suffix = WRITERS[writer]
+    with tempfile.TemporaryDirectory() as tmp:
+        path = write(Path(tmp) / f"w{suffix}", [build(*r) for r in records], gz)
+        changes = read_changes([path])
+    last = {gid: (kind, target) for kind, gid, target in records}
+    assert {c.id: c.kind for c in changes} == {gid: k for gid, (k, _) in last.items()}
+    for gid, (kind, target) in last.items():
+        change = changes.get(gid)
+        if kind in ("redirected", "announced"):
+            assert change.target == target
+        if kind in ("heading", "announced"):
+            assert change.subject.label() == f"Heading {gid}"
+
+
 # -- vocab diff ----------------------------------------------------------------------------
 def test_vocab_diff_prints_the_counts(tmp_path):
     old = old_vocabulary().save(tmp_path / "gnd")
