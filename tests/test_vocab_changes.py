@@ -452,3 +452,23 @@ def test_vocab_diff_of_two_vocabularies(tmp_path):
     assert result.exit_code == 0, result.output
     counts = json.loads(result.stdout)["counts"]
     assert (counts["added"], counts["relabelled"], counts["deleted"]) == (1, 1, 1)
+
+
+def test_the_worked_week_of_the_docs_reads_as_it_says(tmp_path):
+    import re
+
+    page = (Path(__file__).parent.parent / "docs" / "gnd-changes.md").read_text("utf-8")
+    blocks = re.findall(r"```xml\n(.*?)```", page, re.S)
+    assert len(blocks) == 2
+    weeks = []
+    for i, block in enumerate(blocks, 31):
+        path = tmp_path / f"week-{i}.mrc.xml"
+        path.write_text('<collection xmlns="http://www.loc.gov/MARC21/slim">'
+                        f"{block}</collection>", encoding="utf-8")
+        weeks.append(path)
+    vocab = Vocabulary([Subject("4000001-1", {"de": "Bank <Möbel>"}),
+                        Subject("4000003-3", {"de": "Möbel"})])
+    assert summarize(read_changes(weeks[:1]), vocab).announced == ["4000003-3"]
+    both = summarize(read_changes(weeks), vocab)
+    assert both.redirected == {"4000003-3": "4000001-1"} and not both.announced
+    assert "4000003-3 → Bank <Möbel> (4000001-1)" in page
