@@ -15,12 +15,10 @@ import pytest
 import serve_recipe  # noqa: F401 - registers the "test-overlap" recipe
 from serving import LiveServer
 from tagalign.feedback import Decision, StoreFullError
-from tagalign.project import Project, ServingSettings
 from tagalign.records import Record
 from tagalign.serve.app import create_app
 from test_serve_browser import ARTIFACTS, CHROMIUM, chromium_page
-from test_serve_health import AwayStore
-from tiny_models import tiny_records, tiny_vocab
+from test_serve_health import AwayStore, trained_toy
 
 pytestmark = pytest.mark.browser
 
@@ -33,11 +31,8 @@ WAIT = 15_000  # ms: the page asks again every 2 s while paused
 def live(tmp_path: Path):
     if not Path(CHROMIUM).exists():
         pytest.skip("Debian chromium is not installed (make test installs it as root)")
-    project = Project.create(tmp_path / "toy", tiny_vocab(), "test-overlap", {})
-    project.train(tiny_records(40))
     away = AwayStore(tmp_path / "fb")
-    app = create_app({"toy": project.with_serving(ServingSettings(allow_learn=True))},
-                     away.store)
+    app = create_app({"toy": trained_toy(tmp_path, "toy")}, away.store)
     with LiveServer(app) as srv:
         srv.away = away
         yield srv

@@ -71,7 +71,8 @@ class AwayStore:
         self.store.engine.dispose()
 
 
-def _trained(root: Path, name: str) -> Project:
+def trained_toy(root: Path, name: str) -> Project:
+    """The toy project trained in ``root/name``, served learning."""
     Project.create(root / name, tiny_vocab(), "test-overlap").train(tiny_records(40))
     return Project.load(root / name, serving=ServingSettings(allow_learn=True))
 
@@ -79,7 +80,7 @@ def _trained(root: Path, name: str) -> Project:
 @pytest.fixture()
 def served(tmp_path):
     away = AwayStore(tmp_path / "fb")
-    app = create_app({"toy": _trained(tmp_path, "toy")}, away.store)
+    app = create_app({"toy": trained_toy(tmp_path, "toy")}, away.store)
     with LiveServer(app) as live:
         live.away, live.app = away, app
         yield live
@@ -196,7 +197,7 @@ def test_not_ready_while_stopping_and_when_no_project_can_suggest(tmp_path, serv
         assert body["checks"]["later"]["feedback_store"]["status"] == "ok"
 
     # beside a trained one: ready (it can suggest), degraded (one project cannot)
-    both = {"toy": _trained(tmp_path, "toy2"), "later": later}
+    both = {"toy": trained_toy(tmp_path, "toy2"), "later": later}
     with LiveServer(create_app(both, FeedbackStore.for_project(tmp_path / "toy2"))) as mixed:
         res = httpx.get(mixed.url + READY)
         assert res.status_code == 200
@@ -207,7 +208,7 @@ def test_not_ready_while_stopping_and_when_no_project_can_suggest(tmp_path, serv
 
 
 def test_learning_is_off_for_projects_that_do_not_learn(tmp_path, tiny_hybrid):
-    _trained(tmp_path, "toy")
+    trained_toy(tmp_path, "toy")
     projects = {"closed": Project.load(tmp_path / "toy"),
                 "mapped": Project.load(tiny_hybrid, mmap=True,
                                        serving=ServingSettings(allow_learn=True))}
@@ -223,7 +224,7 @@ def test_learning_is_off_for_projects_that_do_not_learn(tmp_path, tiny_hybrid):
 def test_health_routes_need_no_token_but_the_host_check_holds(tmp_path):
     tokens = TokenStore(tmp_path / "tokens.toml")
     tokens.add("someone")
-    app = create_app({"toy": _trained(tmp_path, "toy")}, FeedbackStore.for_project(
+    app = create_app({"toy": trained_toy(tmp_path, "toy")}, FeedbackStore.for_project(
         tmp_path / "toy"), tokens=TokenStore.read(tokens.path))
     with LiveServer(app) as live:
         for path in (HEALTH, LIVE, READY):
