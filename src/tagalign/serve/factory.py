@@ -129,7 +129,8 @@ def build_app(settings: ServerSettings, process: ServingProcess = PROCESS) -> Fa
     app = create_app(loaded, store, recs, review, max_body=settings.max_body,
                      allowed_hosts=settings.allowed_hosts, cors_origins=settings.cors_origins,
                      workers=workers,
-                     tokens=TokenStore.read(settings.tokens_file) if settings.tokens_file else None,
+                     tokens=(TokenStore.for_server(settings.tokens_file)
+                             if settings.tokens_file else None),
                      require_token_for_suggest=settings.require_token_for_suggest,
                      metrics=settings.metrics, stopping=process.stopping)
     process.hangup.attach(lambda: _hangup(settings, app))
