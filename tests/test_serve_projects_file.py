@@ -3,8 +3,9 @@ server read it once, at start (`ServerSettings.read_at_start`), and every later 
 parses that text — a worker started in place of one that died, a model swap on SIGHUP —
 so they serve the projects as they were instead of stopping the server or refusing the
 new model; on SIGHUP the log says once what became of the file. A file broken at start
-still stops the start with one line. The servers: real ones in a subprocess (tiny
-hybrids, ``--workers 2``), a worker killed with SIGKILL."""
+still stops the start with one line. A worker started after the tokens file broke serves
+too (refusing tokens until the file reads: `tagalign.serve.tokens`). The servers: real
+ones in a subprocess (tiny hybrids, ``--workers 2``), a worker killed with SIGKILL."""
 
 from __future__ import annotations
 
@@ -27,6 +28,7 @@ from tagalign.projects_file import ProjectsFileError
 from tagalign.runtime import Runtime
 from tagalign.serve.loading import load_served, note_projects_file
 from tagalign.serve.settings import ServerSettings
+from tagalign.serve.tokens import TokenStore
 from test_serve_reload import API, QUERY, T, answers, swap_in
 from tiny_models import tiny_records, tiny_vocab
 
@@ -162,6 +164,46 @@ def test_a_worker_started_after_the_file_broke_serves_what_was_read_at_start(
             seen[pid] = (version, results)
         assert seen[fresh] == (now[fresh], expected)
         assert "failed to start" not in srv.log()
+    finally:
+        assert srv.stop() == 0, srv.log()
+
+
+def test_a_worker_started_after_the_tokens_file_broke_serves_and_refuses_tokens(deployment):
+    """The same for the tokens file (`TokenStore.for_server`): before issue 64 the new
+    worker's app could not be built, which stops the server. The worker that read the file
+    before keeps its tokens; the new one refuses them until the file reads again."""
+    tokens = deployment / "tokens.toml"
+    token = TokenStore(tokens).add("librarian")
+    (deployment / "projects.toml").write_text(TOML + "allow_learn = true\n", encoding="utf-8")
+    srv = _serve(deployment, "--no-preload", "--tokens-file", str(tokens))
+    try:
+        learn = {"records": [{"id": "t-1", "title": "Pilze", "subjects": ["4068097-6"]}]}
+
+        answered: dict[int, int] = {}
+
+        def learned_by(pids: set[int]) -> dict[int, int] | None:
+            """Learn with the token (each on a new connection) until ``pids`` answered:
+            worker → its last status."""
+            res = httpx.post(f"{srv.url}{API}/learn", json=learn, timeout=T,
+                             headers={"Authorization": f"Bearer {token}"})
+            answered[int(res.headers["x-worker"])] = res.status_code
+            return answered if pids <= set(answered) else None
+
+        before = workers(srv.url)
+        assert wait_for(srv, lambda: learned_by(set(before)), "both learn") \
+            == dict.fromkeys(before, 200)
+        tokens.write_text("[tokens\n", encoding="utf-8")
+        victim, survivor = before
+        os.kill(victim, signal.SIGKILL)
+        now = wait_for(srv, lambda: (w := workers(srv.url)) and len(w) == 2
+                       and victim not in w and w, "a worker in place of the one killed")
+        (fresh,) = set(now) - set(before)
+        answered.clear()
+        seen = wait_for(srv, lambda: learned_by({fresh, survivor}), "both answer a learn")
+        assert seen == {survivor: 200, fresh: 403}  # the last good tokens; none it can trust
+        log = " ".join(srv.log().split())
+        assert "every token is refused by this process until the file can be read" in log
+        assert "failed to start" not in log
     finally:
         assert srv.stop() == 0, srv.log()
 
