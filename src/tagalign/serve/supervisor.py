@@ -83,7 +83,8 @@ class Supervisor(Multiprocess):
     """uvicorn's supervisor with the changes of the module docstring; ``state_dir``: the
     workers' state files (a worker's is deleted when it ends); ``on_worker_exited(pid)``:
     called for every worker that ended (its metrics are forgotten there);
-    ``on_worker_died(death)``: for every worker that ended unasked and was replaced."""
+    ``on_worker_died(death)``: for every worker that ended unasked and was replaced;
+    ``on_hup()``: on every SIGHUP, before the reload."""
 
     def __init__(self, config: Config, sockets: list[socket.socket], state_dir: Path,
                  fork: bool = False, refresh: Callable[[], bool] | None = None,
@@ -243,7 +244,8 @@ def _notify(callback: Callable[[*Ts], object] | None, *what: *Ts) -> None:
     try:
         callback(*what)
     except Exception:
-        log.exception("%s%s failed", getattr(callback, "__name__", "callback"), what)
+        log.exception("%s(%s) failed", getattr(callback, "__name__", "callback"),
+                      ", ".join(map(str, what)))
 
 
 def run_workers(config: Config, prepare: Callable[[Path], None], fork: bool = False,
