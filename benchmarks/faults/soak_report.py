@@ -78,6 +78,8 @@ def summary(soak: Soak, stored: Counter, workers: int = 2) -> dict:
         "reloads": len(soak.reloads), "reloads_failed": sum(e is not None for *_, e in
                                                            soak.reloads),
         "reload_at": [(round(a), round(s, 1)) for a, s, _ in soak.reloads],
+        "reloads_failed_away": sum(e is not None and any(
+            a + s >= o.start and a <= o.back for o in soak.outages) for a, s, e in soak.reloads),
         "reload_errors": [e for *_, e in soak.reloads if e is not None][:3],
         "warm_up": soak.warm_up, "rss": rss, "processes": processes(soak), "tenths": tenths,
     }
@@ -103,7 +105,8 @@ def print_soak(soak: Soak, stored: Counter, project: Path, clients: int, load: f
             ("learns acknowledged (requests, ids)", f"{s['acked']:,}, {s['acked_ids']}", ""),
             ("acknowledged learns not in the store", str(s["lost"]), "0"),
             ("reloads (at s, took s)", f"{s['reloads']}, {s['reloads_failed']} failed "
-             f"{s['reload_at']}", "0 failed"),
+             f"({s['reloads_failed_away']} while the store was away) {s['reload_at']}",
+             "0 failed"),
             ("warm-up, not counted (requests, failed)", str(s["warm_up"]), ""),
             ("/health said degraded", health, "")]
     rows += [(f"{what} RSS MiB start, 60 %, end: growth last 40 %",
