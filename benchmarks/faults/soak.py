@@ -138,7 +138,9 @@ async def _client(http: httpx.AsyncClient, base: str, n: int, records: list, que
 async def _reloads(url: str, folder: Path, every: float, end: float, stop: asyncio.Event,
                    t0: float, soak: Soak) -> None:
     """A new version and a reload at each multiple of ``every`` seconds (one still going on
-    at the next: that one is left out), none later than ``end`` minus half of that."""
+    at the next: that one is left out), none later than ``end`` minus half of that; one
+    whose workers are not all on the new version within ``every`` (at most 600 s) or when
+    the run stops has failed."""
     pid = folder.name
     async with httpx.AsyncClient(timeout=900) as http:
         k = 1
@@ -164,10 +166,12 @@ async def _reloads(url: str, folder: Path, every: float, end: float, stop: async
                     error = f"HTTP {res.status_code} {res.text[:200]}"
                 while error is None:  # every worker on the new version
                     got = (await http.get(f"{url}{API}/projects/{pid}")).json()
-                    if all(w["version"] == new for w in got["workers"]):
+                    versions = [w["version"] for w in got["workers"]]
+                    if all(v == new for v in versions):
                         break
-                    if time.perf_counter() - at > 600:
-                        error = "not every worker on the new version after 600 s"
+                    if stop.is_set() or time.perf_counter() - at > min(600.0, every):
+                        error = (f"not every worker on the new version {new} after "
+                                 f"{time.perf_counter() - at:.0f} s: {versions}")
                     await asyncio.sleep(0.2)
             except (httpx.HTTPError, OSError) as exc:
                 error = f"{type(exc).__name__} {exc}"
