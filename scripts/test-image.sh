@@ -150,7 +150,7 @@ t0=$SECONDS
 # systemd, which a sandbox lacks (podman logs "unable to get systemd connection"): the
 # check is run once by hand below instead.
 "${RUN[@]}" -d --name "$NAME" -v "$WORK/projects:/projects:ro" -v "$WORK/state:/var/lib/tagalign" \
-    -e TAGALIGN_HEALTH_URL="http://127.0.0.1:$PORT/tagalign/v1/health" "$IMAGE" \
+    -e TAGALIGN_HEALTH_URL="http://127.0.0.1:$PORT/tagalign/v1/health/ready" "$IMAGE" \
     --projects /projects/projects.toml --host 127.0.0.1 --port "$PORT" \
     --workers "${SERVE_WORKERS:-1}" >/dev/null
 BASE_URL=http://127.0.0.1:$PORT
@@ -165,7 +165,7 @@ for _ in $(seq 300); do
 done
 "${PODMAN[@]}" logs "$NAME"
 "$PY" -c "import urllib.request as u; print(u.urlopen('$BASE_URL/tagalign/v1/health').read().decode())" \
-    || die "no answer on $BASE_URL/tagalign/v1/health"
+    || die "no answer on $BASE_URL/tagalign/v1/health/ready"
 echo "ready after $((SECONDS - t0)) s"
 
 step "HEALTHCHECK"

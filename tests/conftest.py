@@ -141,6 +141,14 @@ SLOW_TESTS = {
         "trains dense recipes (9 s)",
     "test_registry.py::test_formats_are_lazy_registries_without_import_cycles":
         "fresh interpreters, one per format module",
+    "test_serve_projects_file.py::test_a_sighup_after_the_file_went_swaps_the_new_model_in":
+        "`tagalign serve` subprocesses",
+    "test_serve_projects_file.py::test_a_sighup_after_the_file_changed_says_a_restart_serves_"
+    "the_change": "`tagalign serve` subprocesses",
+    "test_serve_projects_file.py::test_a_worker_started_after_the_file_broke_serves_what_was_"
+    "read_at_start": "`tagalign serve` subprocesses",
+    "test_serve_projects_file.py::test_a_worker_started_after_the_tokens_file_broke_serves_"
+    "and_refuses_tokens": "`tagalign serve` subprocesses",
     "test_suggest_jobs.py::test_jobs_answer_as_one_process_does": "forks tagging processes",
     "test_vocab.py::test_saved_form_round_trip": "saves and reloads all of the GND (5 s)",
 }

@@ -45,9 +45,10 @@ class PostgresCluster:
     """A PostgreSQL cluster of its own in a temporary folder, on a free localhost port, with
     trust authentication and fsync off (it is thrown away). `start` it (again after `stop`);
     `restart` it; `close` stops it for good and removes its folder. ``url`` is the
-    ``postgresql://`` URL of its ``postgres`` database."""
+    ``postgresql://`` URL of its ``postgres`` database; its folder in ``under`` (a small disk
+    to fill, say) when given, else in the system's temporary folder."""
 
-    def __init__(self) -> None:
+    def __init__(self, under: Path | None = None) -> None:
         try:
             import psycopg  # noqa: F401 - the driver tagalign's store uses
         except ImportError as exc:
@@ -61,7 +62,7 @@ class PostgresCluster:
             if not shutil.which("runuser"):
                 raise Unavailable("running as root without runuser: cannot start PostgreSQL")
             self.as_user = ["runuser", "-u", "postgres", "--"]
-        self.root = Path(tempfile.mkdtemp(prefix="tagalign-pg-"))
+        self.root = Path(tempfile.mkdtemp(prefix="tagalign-pg-", dir=under))
         self.root.chmod(0o755)
         if self.as_user:
             shutil.chown(self.root, "postgres")
@@ -136,10 +137,12 @@ class SmallDisk:
         return st.f_bavail * st.f_frsize
 
     def fill(self) -> None:
-        """Take every free block (the filesystem is full afterwards)."""
-        with open(self.filler, "ab", buffering=0) as fh, contextlib.suppress(OSError):
-            while fh.write(b"\0" * 4096):  # until ENOSPC
-                pass
+        """Take every free block (the filesystem is full afterwards): MiBs, then pages."""
+        with open(self.filler, "ab", buffering=0) as fh:
+            for block in (b"\0" * (1 << 20), b"\0" * 4096):
+                with contextlib.suppress(OSError):
+                    while fh.write(block):  # until ENOSPC
+                        pass
 
     def free(self) -> None:
         self.filler.unlink(missing_ok=True)

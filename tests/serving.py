@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import json
+import logging
 import socket
 import subprocess
 import sys
 import threading
 import time
 import zipfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
@@ -34,6 +37,22 @@ def train_small_project(path: Path, shared: Path, vocab, n: int = 1500) -> Proje
     project = Project.create(path, vocab, "hybrid", TINY_HYBRID)
     project.train(recs)
     return project
+
+
+@contextmanager
+def logged(name: str, level: int = logging.INFO) -> Iterator[list[str]]:
+    """The messages logger ``name`` logs at ``level`` or above while the block runs."""
+    logger, seen = logging.getLogger(name), []
+    handler = logging.Handler(level)
+    handler.emit = lambda record: seen.append(record.getMessage())  # type: ignore[method-assign]
+    before = logger.level
+    logger.addHandler(handler)
+    logger.setLevel(level)
+    try:
+        yield seen
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(before)
 
 
 def free_port() -> int:

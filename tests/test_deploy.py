@@ -62,7 +62,7 @@ def test_the_image_serves_the_mounted_projects_file_as_non_root() -> None:
     assert cmd == ["--projects", "/projects/projects.toml", "--host", "0.0.0.0", "--port", "8000"]
     assert instruction("USER") == "10001:10001"
     assert instruction("EXPOSE") == "8000"
-    assert "TAGALIGN_HEALTH_URL=http://127.0.0.1:8000/tagalign/v1/health" in CONTAINERFILE
+    assert "TAGALIGN_HEALTH_URL=http://127.0.0.1:8000/tagalign/v1/health/ready" in CONTAINERFILE
 
 
 @pytest.mark.parametrize("where", ["Containerfile CMD", "deploy/compose.yaml",
@@ -120,6 +120,6 @@ def healthcheck(url: str) -> int:
 
 def test_the_healthcheck_tells_a_live_server_from_a_dead_one(tmp_path: Path) -> None:
     with LiveServer(toy_app(tmp_path)) as live:
-        assert healthcheck(f"{live.url}/tagalign/v1/health") == 0
+        assert healthcheck(f"{live.url}/tagalign/v1/health/ready") == 0
         assert healthcheck(f"{live.url}/tagalign/v1/no-such-route") == 1  # 404
-    assert healthcheck(f"http://127.0.0.1:{free_port()}/tagalign/v1/health") == 1  # refused
+    assert healthcheck(f"http://127.0.0.1:{free_port()}/tagalign/v1/health/ready") == 1  # refused

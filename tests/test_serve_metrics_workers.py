@@ -103,6 +103,11 @@ def test_each_workers_metrics_sum_all_workers(workers):
         assert samples("tagalign_errors_total", status="404", route=SUGGEST) == 1
         assert samples("tagalign_model_info", project="toy", **model_version(project)) == 1
         assert samples("tagalign_model_load_seconds", project="toy") > 0
+        # the feedback store as the answering worker sees it: one sample, not a sum
+        assert samples("tagalign_feedback_store_up", project="toy") == 1
+        assert text.count("tagalign_feedback_store_up{") == 1
+        assert 0 < time.time() - samples(
+            "tagalign_feedback_store_last_reachable_timestamp_seconds", project="toy") < 600
         assert MARKER not in text
 
     # a worker that ended: its gauges go, its counts stay in the sums

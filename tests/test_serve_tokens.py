@@ -5,7 +5,6 @@ good one, on both APIs (toy project, no data)."""
 from __future__ import annotations
 
 import hmac
-import logging
 import os
 import re
 import sqlite3
@@ -22,7 +21,7 @@ from fastapi.routing import iter_route_contexts
 from typer.testing import CliRunner
 
 import serve_recipe  # noqa: F401 - registers the "test-overlap" recipe
-from serving import LiveServer, free_port
+from serving import LiveServer, free_port, logged
 from tagalign.cli import app as cli
 from tagalign.cli.tokens_cmd import serving_tokens
 from tagalign.errors import NotFoundError
@@ -31,7 +30,13 @@ from tagalign.project import Project, ServingSettings
 from tagalign.projects_file import ProjectsFileError, read_projects, read_server_keys
 from tagalign.serve.app import create_app
 from tagalign.serve.queue import RecordQueue
-from tagalign.serve.tokens import TOKENS_ENV, TokensFileError, TokenStore, token_hash
+from tagalign.serve.tokens import (
+    HEADER,
+    TOKENS_ENV,
+    TokensFileError,
+    TokenStore,
+    token_hash,
+)
 from test_subject_queue import QUEUE
 from tiny_models import tiny_records, tiny_vocab
 
@@ -260,20 +265,10 @@ def test_openapi_documents_the_bearer_scheme_on_protected_routes(live):
 
 
 def test_accepted_writes_log_the_name_never_the_token(live):
-    logger = logging.getLogger("tagalign.serve.auth")
-    seen: list[str] = []
-    handler = logging.Handler()
-    handler.emit = lambda record: seen.append(record.getMessage())
-    logger.addHandler(handler)
-    level = logger.level
-    logger.setLevel(logging.INFO)
-    try:
+    with logged("tagalign.serve.auth") as seen:
         res = httpx.post(f"{live.url}{API}/projects/toy/learn", json=LEARN_OWN,
                          headers=_bearer(live.token))
         assert res.status_code == 200
-    finally:
-        logger.removeHandler(handler)
-        logger.setLevel(level)
     assert f"POST {API}/projects/toy/learn by token 'librarian': 200" in seen
     assert not any(live.token in line for line in seen)
 
@@ -293,14 +288,72 @@ def test_tokens_added_or_removed_count_from_the_next_request(trained, tmp_path):
                              ).exit_code == 0
         assert httpx.post(srv.url + url, json=LEARN_OWN,
                           headers=_bearer(first)).status_code == 403
-        # a file broken by hand refuses every token (fail closed) until it is fixed
+        # a file broken by hand keeps the tokens read before (issue 64) until it is fixed
         good = file.read_text("utf-8")
         file.write_text("[tokens\n", "utf-8")
+        for token, status in ((second, 200), (first, 403)):  # removed before: still removed
+            assert httpx.post(srv.url + url, json=LEARN_OWN,
+                              headers=_bearer(token)).status_code == status
+        file.write_text(HEADER, "utf-8")  # readable again, and valid: no tokens
         assert httpx.post(srv.url + url, json=LEARN_OWN,
                           headers=_bearer(second)).status_code == 403
         file.write_text(good, "utf-8")
         assert httpx.post(srv.url + url, json=LEARN_OWN,
                           headers=_bearer(second)).status_code == 200
+
+
+BROKEN = {"not TOML": b"[tokens\n", "a bad table": b"[tokens.a]\nhash = 'abc'\n",
+          "not UTF-8": b"\xff\xfe[tokens]", "deleted": None}
+
+
+def test_an_unreadable_file_keeps_the_tokens_read_before_and_says_so_once(tmp_path):
+    """Each way a file stops reading leaves the last good tokens in force; one line when
+    it stops, one when it reads again; a file that reads always wins (it may hold none)."""
+    file = tmp_path / "tokens.toml"
+    first = TokenStore(file).add("first")
+    second = TokenStore.read(file).add("second")
+    store = TokenStore.read(file)
+    good = file.read_bytes()
+    with logged("tagalign.serve.tokens") as seen:
+        for how, content in BROKEN.items():
+            file.unlink()  # a new inode: a change even where the size stays
+            if content is not None:
+                file.write_bytes(content)
+            for _ in range(3):
+                assert (store.verify(first), store.verify(second)) == ("first", "second"), how
+        assert len(seen) == 1 and seen[0].startswith(
+            f"tokens file {file} unreadable, the 2 tokens read before still count until it "
+            f"is fixed: {file}: not a readable TOML file"), seen
+        TokenStore(file, {}).save()  # the file again, holding no token: it wins
+        assert store.verify(first) is None and store.verify(second) is None
+        assert seen[1:] == [f"tokens file {file} readable again: 0 tokens"]
+        file.write_bytes(good)
+        assert store.verify(second) == "second"
+    assert seen[2:] == [f"tokens file {file} re-read: 2 tokens"]
+
+
+@pytest.mark.parametrize("how", ["not TOML", "deleted"])
+def test_a_worker_started_while_the_file_is_unreadable_refuses_tokens_until_it_reads(
+        tmp_path, how):
+    """A process built after the server started (`TokenStore.for_server`): no error that
+    would stop the server; no token it cannot know is current; the file's next good
+    version counts."""
+    file = tmp_path / "tokens.toml"
+    token = TokenStore(file).add("librarian")
+    good = file.read_bytes()
+    if BROKEN[how] is None:
+        file.unlink()
+    else:
+        file.write_bytes(BROKEN[how])
+    with logged("tagalign.serve.tokens") as seen:
+        store = TokenStore.for_server(file)
+        assert store.verify(token) is None and store.verify(token) is None
+        assert len(seen) == 1 and seen[0].endswith(
+            "; every token is refused by this process until the file can be read"), seen
+        file.unlink(missing_ok=True)
+        file.write_bytes(good)
+        assert store.verify(token) == "librarian"
+    assert seen[1:] == [f"tokens file {file} readable again: 1 tokens"]
 
 
 def test_the_token_comes_before_allow_learn(trained, tmp_path):

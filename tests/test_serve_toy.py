@@ -165,7 +165,9 @@ def test_bodies_over_1mb_are_413(toy):
 
 
 def test_projects_health_and_docs(toy):
-    assert httpx.get(f"{toy.url}/tagalign/v1/health").json() == {"status": "ok", "projects": 2}
+    health = httpx.get(f"{toy.url}/tagalign/v1/health").json()
+    assert (health["status"], health["projects"], list(health["checks"])) == (
+        "ok", 2, ["toy", "frozen"])
     ids = [p["id"] for p in httpx.get(f"{toy.url}/tagalign/v1/projects").json()["projects"]]
     assert ids == ["toy", "frozen"]
     info = httpx.get(f"{toy.url}/tagalign/v1/projects/toy").json()

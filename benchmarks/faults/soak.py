@@ -1,4 +1,4 @@
-"""A soak of `tagalign serve` (issue 46, scenario 4; run by `python -m benchmarks.faults --only
+"""A soak of `tagalign serve` (issues 46 and 64; run by `python -m benchmarks.faults --only
 soak`): ``clients`` concurrent clients send a seeded mix of requests for ``minutes``, each
 waiting a seeded 0-1 s between two of its requests (a librarian's pace, not a flood):
 
@@ -10,18 +10,22 @@ waiting a seeded 0-1 s between two of its requests (a librarian's pace, not a fl
 
 and every sixth of the run (10 minutes of an hour) a new version of the model is swapped
 into the served folder and reloaded (`serve_load.new_version`: the manifest re-saved, so
-the version differs; then POST …/reload until every worker serves it). Each worker's RSS is
-sampled every minute (every tenth of the run when that is shorter), and the supervisor's
-(with ``--workers`` it holds the preloaded models it forks workers from; a reload replaces
-the workers one at a time, so a worker's RSS is followed as the workers' mean and maximum).
+the version differs; then POST …/reload until every worker serves it). The feedback store
+is a real PostgreSQL on a small disk of its own, taken away twice and its disk filled once
+(`benchmarks/faults/soak_store.py` says when and for how long, and what counts as refused
+while away). Each worker's RSS is sampled every minute (every tenth of the run when that is
+shorter), and the supervisor's (with ``--workers`` it holds the preloaded models it forks
+workers from; a reload replaces the workers one at a time, so a worker's RSS is followed as
+the workers' mean and maximum).
 
-Reported: requests and failed ones (any answer but 200, or none; target 0), every
-acknowledged learn id in the feedback store afterwards (lost: target 0), the workers' RSS
-(mean, maximum) and the supervisor's at the start, at 60 % of the run and at the end, and
-its growth over the last 40 % (target ≤ 5 %), each process's first and last RSS, and p95
-latency of the first and the last tenth of the run after a warm-up of the same load (a
-tenth of the run, at most a minute, not counted; by start time; target: the last within
-20 % of the first), of the single suggests and of all requests.
+Reported (`benchmarks/faults/soak_report.py`): requests and failed ones by kind and status
+(any answer but 200, or none, that is not refused while away; target 0), refused while
+away, every acknowledged learn request in the feedback store afterwards (lost: target 0),
+the workers' RSS (mean, maximum) and the supervisor's at the start, at 60 % of the run and
+at the end, and its growth over the last 40 % (target ≤ 5 %), and p95 latency by tenth of
+the run after a warm-up of the same load (a tenth of the run, at most a minute, not
+counted; by start time; target: the last within 20 % of the first), of the single suggests
+and of all requests.
 """
 
 from __future__ import annotations
@@ -32,14 +36,15 @@ import os
 import random
 import time
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
-import numpy as np
 import psutil
 
-from benchmarks.faults.common import read_lines, report, run, write_jsonl
+from benchmarks.faults import soak_store
+from benchmarks.faults.common import write_jsonl
+from benchmarks.faults.soak_store import Outage, SoakStore
 from benchmarks.serve.serve_load import linked_copy, new_version, server
 from tests.loadtest import API, _learn_body, _suggest_body
 
@@ -62,12 +67,14 @@ class Soak:
     """What one soak run saw."""
 
     calls: list[Call]
-    acked: set[str]  # learn ids the server acknowledged
+    acked: Counter  # learn id -> the requests for it the server acknowledged
     #: (seconds, {pid: RSS MiB}) samples of the supervisor (first) and the workers
     rss: list[tuple[float, dict[int, float]]]
     reloads: list[tuple[float, float, str | None]]  # (at s, took s, error)
     seconds: float
     warm_up: tuple[int, int] = (0, 0)  # requests before the clock started, failed ones
+    outages: list[Outage] = field(default_factory=list)  # what happened to the store
+    health: list[tuple[float, str]] = field(default_factory=list)  # (s, /health's status)
 
 
 def worker_pids(url: str, pid: str) -> list[int]:
@@ -124,14 +131,16 @@ async def _client(http: httpx.AsyncClient, base: str, n: int, records: list, que
             status, error = 0, f"{type(exc).__name__} {exc}"
         soak.calls.append(Call(kind, start, time.perf_counter() - t0, status, error))
         if rid is not None and status == 200:
-            soak.acked.add(rid)
+            soak.acked[rid] += 1
         await asyncio.sleep(rng.uniform(0.0, 1.0))
 
 
 async def _reloads(url: str, folder: Path, every: float, end: float, stop: asyncio.Event,
                    t0: float, soak: Soak) -> None:
     """A new version and a reload at each multiple of ``every`` seconds (one still going on
-    at the next: that one is left out), none later than ``end`` minus half of that."""
+    at the next: that one is left out), none later than ``end`` minus half of that; one
+    whose workers are not all on the new version after 600 s or when the run stops has
+    failed (a later one due meanwhile is left out)."""
     pid = folder.name
     async with httpx.AsyncClient(timeout=900) as http:
         k = 1
@@ -157,10 +166,12 @@ async def _reloads(url: str, folder: Path, every: float, end: float, stop: async
                     error = f"HTTP {res.status_code} {res.text[:200]}"
                 while error is None:  # every worker on the new version
                     got = (await http.get(f"{url}{API}/projects/{pid}")).json()
-                    if all(w["version"] == new for w in got["workers"]):
+                    versions = [w["version"] for w in got["workers"]]
+                    if all(v == new for v in versions):
                         break
-                    if time.perf_counter() - at > 600:
-                        error = "not every worker on the new version after 600 s"
+                    if stop.is_set() or time.perf_counter() - at > 600:
+                        error = (f"not every worker on the new version {new} after "
+                                 f"{time.perf_counter() - at:.0f} s: {versions}")
                     await asyncio.sleep(0.2)
             except (httpx.HTTPError, OSError) as exc:
                 error = f"{type(exc).__name__} {exc}"
@@ -182,44 +193,48 @@ async def _sampler(url: str, pid: str, supervisor: int, every: float, stop: asyn
 
 
 async def _run(url: str, supervisor: int, folder: Path, records: list, queue_size: int,
-               minutes: float, clients: int) -> Soak:
+               minutes: float, clients: int, store: SoakStore) -> Soak:
     seconds = minutes * 60
-    soak = Soak([], set(), [], [], seconds)
+    soak = Soak([], Counter(), [], [], seconds)
     base = f"{url}{API}/projects/{folder.name}"
     limits = httpx.Limits(max_connections=clients, max_keepalive_connections=clients)
     async with httpx.AsyncClient(timeout=120, limits=limits) as http:
         stop = asyncio.Event()  # the warm-up: the same load, its calls not counted
         t0 = time.perf_counter()
-        warm = Soak([], set(), [], [], seconds)
+        warm = Soak([], Counter(), [], [], seconds)
         tasks = [asyncio.create_task(_client(http, base, n + clients, records, queue_size,
                                              stop, t0, warm)) for n in range(clients)]
         await asyncio.sleep(min(60.0, seconds / 10))
         stop.set()
         await asyncio.gather(*tasks)
         soak.warm_up = (len(warm.calls), sum(c.status != 200 for c in warm.calls))
-        soak.acked |= warm.acked
+        soak.acked += warm.acked
         stop = asyncio.Event()
         t0 = time.perf_counter()
         tasks = [asyncio.create_task(_client(http, base, n, records, queue_size, stop, t0,
                                              soak)) for n in range(clients)]
         tasks.append(asyncio.create_task(_reloads(url, folder, seconds / 6, seconds, stop, t0,
                                                     soak)))
+        tasks.append(asyncio.create_task(soak_store.outages(store, seconds, stop, t0,
+                                                              soak.outages)))
+        tasks.append(asyncio.create_task(soak_store.health(url, min(60.0, seconds / 20), stop,
+                                                             t0, soak.health)))
         # the last sample at the end, after the load stopped: `stop` wakes it
         sampler = asyncio.create_task(_sampler(url, folder.name, supervisor,
                                                min(60.0, seconds / 10), stop, t0, soak))
         await asyncio.sleep(seconds)
         stop.set()
         soak.seconds = time.perf_counter() - t0
-        await asyncio.gather(*tasks)  # a reload going on ends first
+        await asyncio.gather(*tasks)  # a reload going on ends first, an outage is given back
         await sampler
+    soak_store.settle(soak.calls, soak.outages)
     return soak
 
 
 def run_soak(project: Path, work: Path, records: list, queue_file: Path, queue_size: int,
-             minutes: float, clients: int = 16, workers: int = 2) -> tuple[Soak, Path]:
+             minutes: float, store: SoakStore, clients: int = 16, workers: int = 2) -> Soak:
     """Serve a hard-linked copy of ``project`` (the original is never written: feedback goes
-    to a store in ``work``) with ``--allow-learn --queue QUEUE_FILE`` and soak it; the run
-    and the feedback store's URL."""
+    to ``store``) with ``--allow-learn --queue QUEUE_FILE`` and soak it."""
     import shutil
 
     folder = work / "soak" / project.name
@@ -228,84 +243,29 @@ def run_soak(project: Path, work: Path, records: list, queue_file: Path, queue_s
     linked_copy(project, folder)
     opts = argparse.Namespace(tmp=work / "soak", mmap=False,
                               serve_arg=["--allow-learn", "--queue", str(queue_file)])
-    with server(folder, workers, opts, work / "soak" / "serve.log") as (url, proc, _):
+    with server(folder, workers, opts, work / "soak" / "serve.log", store.url) as (url, proc,
+                                                                                 _):
         soak = asyncio.run(_run(url, proc.pid, folder, records, queue_size, minutes,
-                                clients))
+                                clients, store))
     with open(work / "soak" / "calls.tsv", "w", encoding="utf-8") as fh:  # for a closer look
         fh.write("kind\tstart_s\tend_s\tstatus\n")
         fh.writelines(f"{c.kind}\t{c.start:.3f}\t{c.end:.3f}\t{c.status}\n" for c in soak.calls)
         fh.writelines(f"reload\t{a:.3f}\t{a + t:.3f}\t{e or 200}\n" for a, t, e in soak.reloads)
+        fh.writelines(f"store {o.kind}\t{o.start:.3f}\t{o.back:.3f}\t{o.note}\n"
+                      for o in soak.outages)
     with open(work / "soak" / "rss.tsv", "w", encoding="utf-8") as fh:  # supervisor first
         fh.writelines(f"{t:.1f}\t" + "\t".join(f"{p}:{m:.0f}" for p, m in x.items()) + "\n"
                       for t, x in soak.rss)
-    return soak, work / "soak" / "feedback.sqlite"
-
-
-def p95(calls: list[Call]) -> int | None:
-    ms = [(c.end - c.start) * 1000 for c in calls if c.status == 200]
-    return round(float(np.percentile(ms, 95))) if ms else None
-
-
-def workers_rss(soak: Soak, workers: int) -> list[tuple[float, float, float]]:
-    """(seconds, mean, max) RSS of the workers at each sample with ``workers`` of them (a
-    reload replaces them one at a time: a sample taken meanwhile may list one more)."""
-    return [(t, float(np.mean(w)), max(w)) for t, sample in soak.rss
-            if len(w := list(sample.values())[1:]) == workers]
-
-
-def growth(samples: list[tuple[float, float]], d: float) -> tuple:
-    """(MiB at the start, at 60 % of ``d`` seconds, at the end, growth % over the last
-    40 %) of ``(seconds, MiB)`` samples."""
-    mid = min(samples, key=lambda s: abs(s[0] - 0.6 * d))[1]
-    end = samples[-1][1]
-    return round(samples[0][1]), round(mid), round(end), round(100 * (end - mid) / mid, 1)
-
-
-def processes(soak: Soak) -> dict[int, tuple[float, float, float, float]]:
-    """Each process sampled: (first seen s, its RSS then, last seen s, its RSS then)."""
-    out: dict[int, tuple[float, float, float, float]] = {}
-    for t, sample in soak.rss:
-        for pid, mib in sample.items():
-            first = out.get(pid, (t, mib))[:2]
-            out[pid] = (*first, t, mib)
-    return out
-
-
-def summary(soak: Soak, workers: int = 2) -> dict:
-    """The figures the module's docstring names."""
-    d = soak.seconds
-    first = [c for c in soak.calls if c.start < 0.1 * d]
-    last = [c for c in soak.calls if c.start >= 0.9 * d]
-    failed = [c for c in soak.calls if c.status != 200]
-    per_worker = workers_rss(soak, workers)
-    rss = {"supervisor": growth([(t, next(iter(x.values()))) for t, x in soak.rss], d),
-           "workers' mean": growth([(t, m) for t, m, _ in per_worker], d),
-           "workers' max": growth([(t, m) for t, _, m in per_worker], d)}
-    return {
-        "minutes": round(d / 60, 1), "requests": len(soak.calls),
-        "by_kind": dict(Counter(c.kind for c in soak.calls)), "failed": len(failed),
-        "failed_by_kind": dict(Counter(f"{c.kind} {c.status}" for c in failed)),
-        "failed_examples": [c.error for c in failed[:5]],
-        "reloads": len(soak.reloads), "reloads_failed": sum(e is not None for *_, e in
-                                                           soak.reloads),
-        "reload_s": [round(s, 1) for _, s, _ in soak.reloads],
-        "reload_errors": [e for *_, e in soak.reloads if e is not None][:3],
-        "warm_up": soak.warm_up,
-        "rss": rss, "processes": processes(soak),
-        "p95_suggest_ms": (p95([c for c in first if c.kind == "suggest"]),
-                           p95([c for c in last if c.kind == "suggest"])),
-        "p95_all_ms": (p95(first), p95(last)),
-    }
-
-
-__all__ = ["Call", "Soak", "run_soak", "summary"]
+    return soak
 
 
 def scenario_soak(ctx, rng: random.Random) -> None:
-    """`benchmarks/faults/soak.py` for ``--soak-minutes`` on ``--soak-project`` (2 workers, 16
-    clients), single and batch suggests and the queue from the dev sample."""
+    """This module's soak for ``--soak-minutes`` on ``--soak-project`` (2 workers,
+    ``--soak-clients``), single and batch suggests and the queue from the dev sample, the
+    feedback store a `SoakStore` in the work folder; `soak_report.print_soak` prints it."""
     from benchmarks._common import seeded_sample
-    from benchmarks.soak import run_soak, summary
+    from benchmarks.faults.soak_report import print_soak
+    from tests.faultkit import Unavailable
 
     if not (ctx.soak_project / "model").exists():
         print(f"soak: no trained project at {ctx.soak_project}: skipped (--soak-project)")
@@ -313,32 +273,13 @@ def scenario_soak(ctx, rng: random.Random) -> None:
     records = [r for r in ctx.dev if r.title.strip()]
     queue = seeded_sample(records, 200, rng.randrange(1 << 30))
     queue_file = write_jsonl(ctx.work / "soak-queue.jsonl", queue)
-    soak, db = run_soak(ctx.soak_project, ctx.work, records, queue_file, len(queue),
-                        ctx.soak_minutes)
-    out = ctx.work / "soak-feedback.jsonl"
-    run("feedback", "export", str(db), "--out", str(out))
-    stored = {r["id"] for r in read_lines(out)}
-    lost = len(soak.acked - stored)
-    s = summary(soak)
-    print(f"  soak of {ctx.soak_project} ({s['minutes']} min, 16 clients, 2 workers, "
-          f"load {os.getloadavg()[0]:.1f} at the end): {s['requests']} requests "
-          f"{s['by_kind']}, {s['failed']} failed {s['failed_by_kind']} (target 0)", flush=True)
-    for err in s["failed_examples"]:
-        print(f"    failed: {err}")
-    for what, (start, mid, end, growth) in s["rss"].items():
-        print(f"  {what} RSS: {start} MiB at the start, {mid} at 60 %, {end} at the end: "
-              f"{growth:+.1f} % over the last 40 % (target ≤ 5 %)")
-    print("  each process (seconds: RSS MiB first and last seen): " + "; ".join(
-        f"{pid} {a:.0f} s: {ra:.0f} -> {b:.0f} s: {rb:.0f}"
-        for pid, (a, ra, b, rb) in s["processes"].items()))
-    (f_s, l_s), (f_a, l_a) = s["p95_suggest_ms"], s["p95_all_ms"]
-    print(f"  p95 first / last tenth: single suggest {f_s} / {l_s} ms, all requests "
-          f"{f_a} / {l_a} ms (target: last within 20 % of first)", flush=True)
-    print(f"  reloads {s['reloads']} ({s['reloads_failed']} failed {s['reload_errors']}), "
-          f"seconds {s['reload_s']}; warm-up (not counted): {s['warm_up'][0]} requests, "
-          f"{s['warm_up'][1]} failed; learn ids acknowledged {len(soak.acked)}, not in the store "
-          f"{lost}", flush=True)
-    report("soak", s["reloads"], s["reloads"] - s["reloads_failed"], lost,
-           requests=s["requests"], failed=s["failed"],
-           workers_rss_growth_pct=s["rss"]["workers' max"][3],
-           p95_suggest_ms=f"{f_s}->{l_s}")
+    try:
+        store = SoakStore(ctx.work / "soak-disk")
+    except Unavailable as exc:
+        print(f"soak: skipped: {exc}")
+        return
+    with store:
+        soak = run_soak(ctx.soak_project, ctx.work, records, queue_file, len(queue),
+                        ctx.soak_minutes, store, ctx.soak_clients)
+        stored = store.stored_requests()
+    print_soak(soak, stored, ctx.soak_project, ctx.soak_clients, os.getloadavg()[0])

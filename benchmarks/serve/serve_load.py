@@ -66,14 +66,16 @@ PARTS = ("throughput", "memory", "reload", "sigterm")
 
 
 @contextlib.contextmanager
-def server(folder: Path, workers: int, args, log: Path) -> Iterator[tuple[str, psutil.Popen,
-                                                                         list[int]]]:
+def server(folder: Path, workers: int, args, log: Path, store: str | None = None
+           ) -> Iterator[tuple[str, psutil.Popen, list[int]]]:
     """`tagalign serve FOLDER --workers N` until the block ends: its URL, process and the
-    worker pids, once every worker answers (feedback into a throwaway store)."""
+    worker pids, once every worker answers (feedback into ``store``, else a throwaway
+    SQLite file)."""
     port = free_port()
     url = f"http://127.0.0.1:{port}"
+    store = store or f"sqlite:///{args.tmp / 'feedback.sqlite'}"
     cmd = ["tagalign.cli.main", "serve", str(folder), "--port", str(port), "--workers",
-           str(workers), "--feedback-db", f"sqlite:///{args.tmp / 'feedback.sqlite'}",
+           str(workers), "--feedback-db", store,
            *(["--mmap"] if args.mmap else []), *args.serve_arg]
     with open(log, "ab") as out:
         proc = psutil.Popen([sys.executable, "-m", *cmd], stdout=out, stderr=out)

@@ -80,19 +80,29 @@ class ProjectSpec:
         return (self.path / CONFIG_NAME).exists()
 
 
-def _load(path: Path) -> dict[str, Any]:
+def read_text(path: Path) -> str:
+    """The projects file's text (`ProjectsFileError` when it cannot be read)."""
     try:
-        return tomllib.loads(path.read_text(encoding="utf-8"))
+        return path.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise ProjectsFileError(f"projects file not found: {path}") from None
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+    except (OSError, UnicodeDecodeError) as exc:
         raise ProjectsFileError(f"{path}: not a readable TOML file ({exc})") from None
 
 
-def read_projects(path: Path | str) -> dict[str, ProjectSpec]:
-    """The projects of ``path``, in file order."""
+def _load(path: Path, text: str | None = None) -> dict[str, Any]:
+    try:
+        return tomllib.loads(read_text(path) if text is None else text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ProjectsFileError(f"{path}: not a readable TOML file ({exc})") from None
+
+
+def read_projects(path: Path | str, text: str | None = None) -> dict[str, ProjectSpec]:
+    """The projects of ``path``, in file order; ``text``: the file's text as read before
+    (a server reads it once, at start: `tagalign.serve.settings.ServerSettings`), relative
+    paths still resolved against ``path``'s folder."""
     path = Path(path)
-    data = _load(path)
+    data = _load(path, text)
     out = {}
     for pid, table in data.items():
         if pid in SERVER_KEYS and not isinstance(table, dict):

@@ -1,7 +1,8 @@
-"""`tagalign vocab load|show`."""
+"""`tagalign vocab load|show|diff`."""
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 
@@ -13,6 +14,13 @@ from tagalign.cli.common import read_vocabulary
 from tagalign.errors import NotFoundError
 from tagalign.records import InputReport
 from tagalign.vocab import VOCAB_FORMATS, Subject, Vocabulary, normalize_subject_id
+from tagalign.vocab.changes import (
+    ChangeSummary,
+    change_format,
+    read_changes,
+    read_whole,
+    summarize,
+)
 
 
 def _load(source: Path, fmt: str | None, strict: bool = False,
@@ -114,3 +122,65 @@ def show(
     out.print(table)
     if search:
         console.print(f"{len(subjects)} subjects shown")
+
+
+#: the kinds of `ChangeSummary.counts` as `vocab diff` names them
+DIFF_ROWS = {"added": "added", "relabelled": "relabelled", "unchanged": "unchanged",
+             "redirected": "redirected", "redirected_outside":
+             "redirected outside the vocabulary", "split": "split (a librarian decides)",
+             "deleted": "deleted",
+             "announced": "announced, not yet effective",
+             "unknown_skipped": "unknown ids skipped"}
+
+
+def _print_summary(summary: ChangeSummary) -> None:
+    table = Table("change", "headings", "first ones")
+    shown = summary.to_dict()
+    for kind, n in summary.counts().items():
+        if kind == "redirected":
+            first = ", ".join(f"{r['id']} → {r['target_label']} ({r['target']})"
+                              for r in shown["redirected"])
+        else:
+            first = ", ".join(shown.get("unknown" if kind == "unknown_skipped" else kind, []))
+        table.add_row(DIFF_ROWS[kind], str(n), first)
+    out.print(table)
+
+
+@vocab_app.command("diff", short_help="What change files or a newer vocabulary change in one.")
+def diff(
+    old: Path = typer.Argument(..., help="The vocabulary (any format or a saved folder)."),
+    new: list[Path] = typer.Argument(..., help="Change files in the order they came (the GND-Änderungsdienst as MARC 21 or MARC-XML, gzipped or not; SKOS with owl:deprecated and dct:isReplacedBy), or one newer vocabulary (any format or a saved folder: compared whole)."),
+    whole: bool = typer.Option(False, "--whole", help="NEW is a whole newer dump or release in MARC or SKOS: headings it lacks count as deleted (a change file names only what changed)."),
+    fmt: str = typer.Option(None, "--format", "-f", help="Force the format of OLD."),
+    entity_types: str = typer.Option(None, "--entity-types", help="GND MARC: the entity types to read from NEW, as for vocab load (default s)."),
+    skip_bad: bool = typer.Option(False, "--skip-bad", help="Skip malformed records of the change files (named as warnings) instead of refusing them all."),
+    as_json: bool = typer.Option(False, "--json", help="Print the counts and the first ids of each kind as JSON."),
+) -> None:
+    """Count what change files (or a whole newer vocabulary) do to a vocabulary: headings
+    added, relabelled, redirected (to which), split, deleted, announced but not yet
+    effective, and ids the vocabulary never had (skipped). Changes nothing.
+
+    Example: tagalign vocab diff gnd/ GND_Aenderungsdienst_2024-07.mrc.xml.gz    |    tagalign
+    vocab diff gnd/ authorities-gnd-sachbegriff_dnbmarc_20240813.mrc.xml.gz --whole    |
+    tagalign vocab diff yso-2023.ttl yso-2024.ttl --whole
+    """
+    vocab = _load(old, fmt)
+    report = InputReport()
+    compare_whole = whole or (len(new) == 1 and (new[0].is_dir()
+                                                  or change_format(new[0]) is None))
+    if compare_whole and len(new) > 1:
+        refuse("--whole compares one newer vocabulary, not several files")
+    if compare_whole:
+        changes = read_whole(new[0], vocab, skip_bad=skip_bad, report=report,
+                             entity_types=entity_types, option="--skip-bad")
+    else:
+        changes = read_changes(new, skip_bad=skip_bad, report=report,
+                               entity_types=entity_types, option="--skip-bad")
+    summary = summarize(changes, vocab)
+    if report.n_skipped:
+        console.print(f"[yellow]{report.n_skipped} malformed records skipped[/] (--skip-bad)")
+    if as_json:
+        print(json.dumps(summary.to_dict(), ensure_ascii=False))
+        return
+    _print_summary(summary)
+

@@ -69,6 +69,8 @@ EMPTY_JSON_BODY = {"required": True, "description": "None is read; send {} as JS
                    "POST must say Content-Type: application/json)", "content": {
                        "application/json": {"schema": {"type": "object"}}}}
 
+#: the health routes, first in tagalign's document, without the project routes' errors
+HEALTH_ROUTER = projects.health_router
 #: tagalign's own API (each router's module says what it serves), in its document's order
 OWN_ROUTERS = (projects.router, suggestions.router, updates.router, records.router)
 #: beside it: the web page's subject search and review queue, the catalogue's pull of the
@@ -265,9 +267,12 @@ def create_app(projects: Mapping[str, Project], store: FeedbackStore | ServedSto
                             "host this server answers for (--allowed-host)"}})
     telemetry = Telemetry(projects, metrics=metrics)
     svc = Service(projects, store, records, workers, observer=telemetry)
+    telemetry.metrics.watch_stores(lambda: {pid: svc.store_health(pid) for pid in svc.projects})
     app.state.service = svc  # what the routers' handlers get (`tagalign.serve.depends`)
     app.state.review = review
     app.state.projects = svc.projects  # the live projects: SIGHUP reloads them (`factory`)
+    stopping = stopping or threading.Event()
+    app.state.stopping = stopping  # /health/ready answers 503 once it is set
     app.add_middleware(BodyLimit, max_body=max_body)
     app.state.tokens = tokens
     if tokens is not None:  # inside the guard: 421 and 415 first, then 401/403
@@ -275,7 +280,7 @@ def create_app(projects: Mapping[str, Project], store: FeedbackStore | ServedSto
                            require_for_suggest=require_token_for_suggest)
     app.add_middleware(Guard, render=error_response, hosts=allowed_hosts,
                        origins=cors_origins)
-    app.add_middleware(WorkerHeader, stopping=stopping or threading.Event())
+    app.add_middleware(WorkerHeader, stopping=stopping)
     telemetry.install(app)  # the outermost middleware, and GET /metrics
 
     _answer_errors(app, max_body)
@@ -284,6 +289,7 @@ def create_app(projects: Mapping[str, Project], store: FeedbackStore | ServedSto
         404: {"model": s.ErrorOut, "description": "Unknown project or record"},
         413: {"model": s.ErrorOut, "description": f"Body over {max_body} bytes"},
         503: {"model": s.ErrorOut, "description": "Project not trained yet"}}
+    app.include_router(HEALTH_ROUTER)
     for router in OWN_ROUTERS:
         app.include_router(router, responses=own)
     for router in PAGE_ROUTERS:

@@ -29,7 +29,14 @@ from tagalign.project import Project
 from tagalign.runtime import Runtime, cap_malloc_arenas, show_log
 from tagalign.serve import accesslog
 from tagalign.serve.app import create_app
-from tagalign.serve.loading import load_records, load_served, load_some, review_queue, share
+from tagalign.serve.loading import (
+    load_records,
+    load_served,
+    load_some,
+    note_projects_file,
+    review_queue,
+    share,
+)
 from tagalign.serve.process import PROCESS, ServingProcess
 from tagalign.serve.reload import warm
 from tagalign.serve.settings import SETTINGS_ENV, ServerSettings
@@ -122,11 +129,20 @@ def build_app(settings: ServerSettings, process: ServingProcess = PROCESS) -> Fa
     app = create_app(loaded, store, recs, review, max_body=settings.max_body,
                      allowed_hosts=settings.allowed_hosts, cors_origins=settings.cors_origins,
                      workers=workers,
-                     tokens=TokenStore.read(settings.tokens_file) if settings.tokens_file else None,
+                     tokens=(TokenStore.for_server(settings.tokens_file)
+                             if settings.tokens_file else None),
                      require_token_for_suggest=settings.require_token_for_suggest,
                      metrics=settings.metrics, stopping=process.stopping)
-    process.hangup.attach(app.state.projects.reload_in_background)
+    process.hangup.attach(lambda: _hangup(settings, app))
     return app
+
+
+def _hangup(settings: ServerSettings, app: FastAPI) -> None:
+    """SIGHUP: reload the models whose folders changed; a single process also says what
+    became of its projects file (a worker's supervisor does, once for all)."""
+    if settings.supervisor is None:
+        note_projects_file(settings)
+    app.state.projects.reload_in_background()
 
 
 def _show_log() -> None:

@@ -15,7 +15,13 @@ from pathlib import Path
 
 from tagalign.errors import InputError, NotFoundError
 from tagalign.project import Project, ServingSettingError, ServingSettings
-from tagalign.projects_file import open_project, read_projects, select
+from tagalign.projects_file import (
+    ProjectsFileError,
+    ProjectSpec,
+    open_project,
+    read_projects,
+    read_text,
+)
 from tagalign.records import InputReport, Record, read_records
 from tagalign.runtime import Runtime
 from tagalign.serve.queue import RecordQueue
@@ -57,12 +63,12 @@ def load_folders(paths: list[Path], serving: ServingSettings, *, mmap: bool,
     return loaded
 
 
-def load_projects_file(source: Path, only: list[str] | None, *, mmap: bool,
-                       runtime: Runtime | None = None) -> dict[str, Project]:
-    """The projects of a projects file (``only``: these ids), each served with its table's
-    settings; one not trained yet is served untrained."""
+def load_specs(specs: Mapping[str, ProjectSpec], *, mmap: bool,
+               runtime: Runtime | None = None) -> dict[str, Project]:
+    """The projects of a projects file's tables, each served with its table's settings;
+    one not trained yet is served untrained."""
     loaded = {}
-    for pid, spec in select(read_projects(source), only, source).items():
+    for pid, spec in specs.items():
         loaded[pid] = open_project(spec, mmap=mmap, runtime=runtime)
         if not spec.trained_folder:
             log.warning("%s: no trained project at %s", spec.where("path"), spec.path)
@@ -73,10 +79,30 @@ def load_projects_file(source: Path, only: list[str] | None, *, mmap: bool,
 def load_served(settings: ServerSettings, runtime: Runtime) -> dict[str, Project]:
     """The projects ``settings`` serve, loaded."""
     if settings.projects_file:
-        return load_projects_file(Path(settings.projects_file), settings.only_ids(),
-                                  mmap=settings.mmap, runtime=runtime)
+        return load_specs(settings.project_specs(), mmap=settings.mmap, runtime=runtime)
     return load_folders([Path(p) for p in settings.projects], settings.folder_serving(),
                         mmap=settings.mmap, runtime=runtime)
+
+
+def note_projects_file(settings: ServerSettings) -> None:
+    """On SIGHUP: one log line when the projects file is no longer the text the server read
+    at start (`ServerSettings.read_at_start`) — broken, gone or changed. Nothing changes:
+    the projects and their settings stay as read at start, a reload reads only their
+    folders."""
+    if not settings.projects_file or settings.projects_text is None:
+        return
+    path = Path(settings.projects_file)
+    try:
+        text = read_text(path)
+        read_projects(path, text)
+    except ProjectsFileError as exc:
+        log.warning("%s; the projects read from it at start keep serving as they were",
+                    exc)
+        return
+    if text != settings.projects_text:
+        log.warning("projects file %s changed since the server started; a reload reads "
+                    "only the project folders: restart the server to serve its changes",
+                    path)
 
 
 def load_some(settings: ServerSettings, paths: Mapping[str, Path], runtime: Runtime
@@ -134,5 +160,5 @@ def review_queue(path: Path, release_above: float | None, loaded: Mapping[str, P
     return review
 
 
-__all__ = ["load_folders", "load_projects_file", "load_records", "load_served", "load_some",
-           "review_queue", "share"]
+__all__ = ["load_folders", "load_specs", "load_records", "load_served", "load_some",
+           "note_projects_file", "review_queue", "share"]

@@ -11,7 +11,9 @@ What is counted, and the labels (each from a small fixed set, never a record's t
   `LEARN_FAILURES` reason), the estimated
   recall and precision of each record's list (histograms; `tagalign.suggest.Quality`);
 - per project the model's load time and version (`tagalign.project.model_version`),
-  reloads by outcome.
+  reloads by outcome;
+- per project its feedback store as the answering process sees it (`StoreGauges`): up
+  (1) or not (0: unavailable or full), and when a statement last ran on it.
 
 Each app gets its own `Metrics`, kept in its own `CollectorRegistry` (never the global
 default registry: tests build many apps in one process). With several worker processes
@@ -26,7 +28,7 @@ such as ``SIGKILL`` for one the kernel's OOM killer ended).
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -40,7 +42,10 @@ from prometheus_client import (
     multiprocess,
     values,
 )
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
 
+from tagalign.feedback.health import StoreHealth
 from tagalign.project import Project, model_version
 from tagalign.suggest import Tagged
 
@@ -121,6 +126,41 @@ def _follow_env() -> None:
         values.ValueClass = values.get_value_class()
 
 
+class StoreGauges(Collector):
+    """The feedback stores' gauges, read from their `StoreHealth` at each scrape (a
+    collector: values current when ``/metrics`` answers, not when a learn last ran):
+
+    - ``tagalign_feedback_store_up{project}``: 1 while the store works, 0 while it is
+      unavailable or full (learns answer 503 or 507);
+    - ``tagalign_feedback_store_last_reachable_timestamp_seconds{project}``: when a
+      statement last ran on it (Unix time; no sample before the first). A time, not an
+      age, as Prometheus' conventions have it (``process_start_time_seconds``): it stays
+      true however late a scrape is stored, and ``time() - …`` is the age in a query.
+
+    Not multiprocess gauges: each process has its own view of a store (what it last ran
+    there), and a gauge in a worker's file holds what that worker last wrote, stale for a
+    worker that answers nothing for a while; with ``--workers N`` a scrape shows the
+    answering worker's view, as ``/health`` does. ``stores()``: project id → its store's
+    health, asked at each scrape (the projects served then)."""
+
+    def __init__(self, stores: Callable[[], Mapping[str, StoreHealth]]):
+        self.stores = stores
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        up = GaugeMetricFamily("tagalign_feedback_store_up", "1 while the project's "
+                               "feedback store works, 0 while it is unavailable or full",
+                               labels=["project"])
+        seen = GaugeMetricFamily("tagalign_feedback_store_last_reachable_timestamp_seconds",
+                                 "When a statement last ran on the project's feedback "
+                                 "store (Unix time)", labels=["project"])
+        for pid, health in self.stores().items():
+            up.add_metric([pid], 0.0 if health.down else 1.0)
+            if (last := health.last_reachable) is not None:
+                seen.add_metric([pid], last)
+        yield up
+        yield seen
+
+
 class Metrics:
     """The metrics of one app serving ``projects`` (id → project); the service layer and the
     request middleware (`tagalign.serve.observe`) report to it."""
@@ -174,6 +214,7 @@ class Metrics:
             "tagalign_model_reload", "Model reloads by outcome (ok, failed)",
             ["project", "outcome"], registry=reg)
         self._served: dict[str, tuple[str, str]] = {}
+        self._stores: StoreGauges | None = None
         for pid, proj in projects.items():
             version = model_version(proj)
             if proj.is_trained and version["version"]:
@@ -227,6 +268,13 @@ class Metrics:
         self.model_info.labels(project_id, version, trained_at).set(1)
         self._served[project_id] = (version, trained_at)
 
+    # -- the feedback stores (the app names them once its service exists) --------------
+    def watch_stores(self, stores: Callable[[], Mapping[str, StoreHealth]]) -> None:
+        """Show the stores' state at each scrape (`StoreGauges`)."""
+        self._stores = StoreGauges(stores)
+        if not self.dir:
+            self.registry.register(self._stores)
+
     # -- GET /metrics ------------------------------------------------------------------
     def exposition(self) -> bytes:
         """The text format of all metrics (of all workers in multiprocess mode)."""
@@ -234,6 +282,8 @@ class Metrics:
             return generate_latest(self.registry)
         registry = CollectorRegistry()  # per scrape, as prometheus_client's guide does
         multiprocess.MultiProcessCollector(registry, path=self.dir)
+        if self._stores is not None:  # this process's view, not the workers' files
+            registry.register(self._stores)
         return generate_latest(registry)
 
 
@@ -244,11 +294,12 @@ class NoMetrics:
         pass
 
     suggested = learned = learn_failed = model_loaded = model_load_failed = request
+    watch_stores = request
 
     def exposition(self) -> bytes:
         return b""
 
 
 __all__ = ["CONTENT_TYPE", "LEARN_FAILURES", "LEARN_OUTCOMES", "MULTIPROC_ENV", "Metrics",
-           "NoMetrics", "WorkerRestarts", "multiprocess_dir", "prepare_multiprocess_dir",
-           "worker_exited"]
+           "NoMetrics", "StoreGauges", "WorkerRestarts", "multiprocess_dir",
+           "prepare_multiprocess_dir", "worker_exited"]

@@ -187,6 +187,21 @@ class WorkerModelOut(BaseModel):
     loaded_at: str | None = None
 
 
+StoreState = Literal["ok", "unavailable", "no_space"]
+
+
+class LearningOut(BaseModel):
+    """Whether learn requests to the project are taken now (`tagalign.serve.health`)."""
+
+    state: Literal["on", "off", "paused"] = Field(
+        ..., description="off: the project does not learn; paused: its feedback store is "
+                         "unavailable (learn answers 503) or full (507) until it is back")
+    reason: Literal["allow_learn", "read_only", "unavailable", "no_space"] | None = Field(
+        None, description="Why off (allow_learn not set, read_only) or paused (the store's "
+                          "state); null when on")
+    since: str | None = Field(None, description="When the pause began (ISO 8601, UTC)")
+
+
 class ProjectOut(BaseModel):
     id: str
     name: str | None
@@ -206,6 +221,53 @@ class ProjectOut(BaseModel):
     worker: int | None = Field(None, description="pid of the worker process that answered")
     workers: list[WorkerModelOut] = Field(
         [], description="Every worker's model for this project (`tagalign serve --workers`)")
+    learning: LearningOut = Field(
+        ..., description="Whether learn is taken now, as the answering worker sees the store")
+
+
+class ModelCheckOut(BaseModel):
+    status: Literal["ok", "not_trained"] = Field(..., description="not_trained: suggest "
+                                                 "answers 503")
+    trained: bool = Field(..., description="A trained model is loaded")
+    version: str | None = Field(None, description="The model served (manifest hash)")
+    trained_at: str | None = None
+    loaded_at: str | None = Field(None, description="When this worker loaded it (ISO 8601)")
+
+
+class StoreCheckOut(BaseModel):
+    status: StoreState = Field(..., description="unavailable: learns answer 503; no_space: "
+                                                "507")
+    since: str | None = Field(None, description="When the outage began (null while ok)")
+    last_reachable: str | None = Field(None, description="When a statement last ran on the "
+                                       "store in this worker (null: none yet)")
+
+
+class ProjectCheckOut(BaseModel):
+    status: Literal["ok", "degraded"]
+    model: ModelCheckOut
+    feedback_store: StoreCheckOut
+
+
+class HealthOut(BaseModel):
+    """``GET /health``: always 200 while the process answers; ``degraded`` names what is
+    not ok in ``checks`` (a project untrained, a feedback store away or full)."""
+
+    status: Literal["ok", "degraded"]
+    projects: int = Field(..., description="Projects served")
+    checks: dict[str, ProjectCheckOut] = Field(..., description="Per project id")
+
+
+class LiveOut(BaseModel):
+    status: Literal["ok"]
+
+
+class ReadyOut(BaseModel):
+    """``GET /health/ready``: 200 when ready for traffic, else 503 saying why."""
+
+    status: Literal["ready", "not_ready"]
+    reason: str | None = Field(None, description="Why not ready; null when ready")
+    suggest: dict[str, bool] = Field({}, description="Per project id: whether it can "
+                                                     "suggest")
 
 
 class ReloadOut(BaseModel):

@@ -14,6 +14,7 @@ from typing import Any
 
 from tagalign.errors import TagalignError
 from tagalign.serve.factory import FACTORY, build_app, preload, refresh_preloaded
+from tagalign.serve.loading import note_projects_file
 from tagalign.serve.process import PROCESS, DrainingServer, ServingProcess, exit_quietly
 from tagalign.serve.settings import SETTINGS_ENV, ServerSettings
 from tagalign.serve.supervisor import run_workers
@@ -35,6 +36,7 @@ def serve(settings: ServerSettings, host: str, port: int, graceful: float,
     """Serve ``settings`` on ``host:port`` until SIGTERM or SIGINT; ``graceful``: seconds
     requests in flight may take to finish then. Raises `ServerStartError` when it cannot
     start, a loading error (`TagalignError`) when a model does not load."""
+    settings = settings.read_at_start()  # the projects file: read once, now
     if settings.workers == 1:
         serve_one(settings, host, port, graceful, process)
         return
@@ -119,7 +121,8 @@ def serve_workers(settings: ServerSettings, host: str, port: int, graceful: floa
     return run_workers(config, prepare, fork=settings.preload,
                        refresh=lambda: refresh_preloaded(settings, process),
                        on_metrics_dir=on_metrics_dir, on_worker_exited=on_worker_exited,
-                       on_worker_died=on_worker_died)
+                       on_worker_died=on_worker_died,
+                       on_hup=lambda: note_projects_file(settings))
 
 
 __all__ = ["NotListeningError", "ServerStartError", "run_server", "serve", "serve_one",

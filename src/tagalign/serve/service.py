@@ -26,6 +26,7 @@ from tagalign.errors import (
     TagalignError,
 )
 from tagalign.feedback import Decision, FeedbackStore, ServedStores, StoreFault
+from tagalign.feedback.health import StoreHealth
 from tagalign.project import (
     DEFAULT_LIMIT,
     LearningNotAllowedError,
@@ -34,6 +35,7 @@ from tagalign.project import (
     Tagger,
 )
 from tagalign.records import Record
+from tagalign.serve import health
 from tagalign.serve.learning import Learning
 from tagalign.serve.reload import LiveProjects, Reloaded
 from tagalign.serve.workers import Workers
@@ -170,15 +172,29 @@ class Service:
         return [Served(pid, proj) for pid, proj in self.projects.items()]
 
     def info(self, served: Served) -> dict[str, Any]:
-        """`Project.info` under the id it is served as, with the pid of the worker answering
-        and the model version each worker serves (they differ while a reload goes through
-        them)."""
+        """`Project.info` under the id it is served as, with the pid of the worker answering,
+        the model version each worker serves (they differ while a reload goes through
+        them) and whether it learns now (`tagalign.serve.health.learning`)."""
         proj, project_id = served.project, served.id
         states = self.workers.states() or [{"pid": os.getpid(),
                                              "projects": self.projects.state()}]
         return proj.info() | {"id": project_id, "worker": os.getpid(), "workers": [
             {"pid": st["pid"], **st["projects"][project_id]} for st in states
-            if project_id in st.get("projects", {})]}
+            if project_id in st.get("projects", {})],
+            "learning": health.learning(proj, self.store_health(project_id))}
+
+    def store_health(self, project_id: str) -> StoreHealth:
+        """This process's view of the feedback store a project learns into."""
+        if isinstance(self.store, ServedStores):
+            return self.store.health(project_id)
+        return self.store.health
+
+    def checks(self) -> dict[str, Any]:
+        """``/health``: each project's model and feedback store (`tagalign.serve.health`)."""
+        return health.health({
+            served.id: health.project_check(served.project, self.store_health(served.id),
+                                            self.projects.loaded_at[served.id])
+            for served in self.all_served()})
 
     # -- reload ------------------------------------------------------------------------
     def reload(self, served: Served) -> tuple[Reloaded, bool]:

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from tagalign.errors import InputError
 from tagalign.project import Project, ServingSettings, feedback_location
-from tagalign.projects_file import read_projects, select
+from tagalign.projects_file import ProjectSpec, read_projects, read_text, select
 from tagalign.serve import MAX_BODY
 from tagalign.serve.accesslog import LogFormat
 
@@ -35,6 +35,9 @@ class ServerSettings:
 
     projects: list[str] = field(default_factory=list)
     projects_file: str | None = None
+    #: the projects file's text, read once at start (`read_at_start`): what every later
+    #: load parses (a worker started after start, a reload), whatever the file is now
+    projects_text: str | None = None
     only: str | None = None
     feedback_db: str | None = None
     records: str | None = None
@@ -85,14 +88,32 @@ class ServerSettings:
             return self.threads
         return max(1, (os.cpu_count() or 1) // self.workers)
 
+    def read_at_start(self) -> ServerSettings:
+        """These settings with the projects file's text (`projects_text`), read now: the
+        file is read once, when the server starts. A file that cannot be read or does not
+        parse stops the start (`ProjectsFileError`); one broken later changes nothing a
+        server serves, as it would otherwise fail every worker started after it (one
+        replacing a worker that died) and every reload."""
+        if not self.projects_file or self.projects_text is not None:
+            return self
+        text = read_text(Path(self.projects_file))
+        read_projects(self.projects_file, text)  # checked here: a bad file stops the start
+        return dataclasses.replace(self, projects_text=text)
+
+    def project_specs(self) -> dict[str, ProjectSpec]:
+        """The tables of the projects file the server serves (``only``: these ids), from
+        the text read at start (`read_at_start`; else from the file now)."""
+        assert self.projects_file is not None
+        return select(read_projects(self.projects_file, self.projects_text), self.only_ids(),
+                      Path(self.projects_file))
+
     def served(self) -> dict[str, tuple[Path, str | None]]:
         """Project id → (folder, projects file's feedback_db), read without loading a
         model: checks what can be checked before workers start (a missing or untrained
         folder, a projects file's errors) and tells where each one's feedback is."""
         if self.projects_file:
-            specs = select(read_projects(self.projects_file), self.only_ids(),
-                           Path(self.projects_file))
-            return {pid: (spec.path, spec.serving.feedback_db) for pid, spec in specs.items()}
+            return {pid: (spec.path, spec.serving.feedback_db)
+                    for pid, spec in self.project_specs().items()}
         out: dict[str, tuple[Path, str | None]] = {}
         for folder in map(Path, self.projects):
             Project.check_trained_folder(folder)

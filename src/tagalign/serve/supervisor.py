@@ -55,7 +55,7 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import TypeVar
+from typing import TypeVarTuple
 
 from uvicorn import Config
 from uvicorn.config import STARTUP_FAILURE
@@ -67,7 +67,7 @@ from tagalign.serve.worker_process import WorkerDeath, WorkerProcess
 from tagalign.serve.workers import remove_state
 
 log = logging.getLogger(__name__)
-T = TypeVar("T")
+Ts = TypeVarTuple("Ts")
 
 #: the variable prometheus_client reads to add up the metrics of several processes
 PROMETHEUS_DIR_ENV = "PROMETHEUS_MULTIPROC_DIR"
@@ -83,13 +83,16 @@ class Supervisor(Multiprocess):
     """uvicorn's supervisor with the changes of the module docstring; ``state_dir``: the
     workers' state files (a worker's is deleted when it ends); ``on_worker_exited(pid)``:
     called for every worker that ended (its metrics are forgotten there);
-    ``on_worker_died(death)``: for every worker that ended unasked and was replaced."""
+    ``on_worker_died(death)``: for every worker that ended unasked and was replaced;
+    ``on_hup()``: on every SIGHUP, before the reload."""
 
     def __init__(self, config: Config, sockets: list[socket.socket], state_dir: Path,
                  fork: bool = False, refresh: Callable[[], bool] | None = None,
                  on_worker_exited: Callable[[int], object] | None = None,
-                 on_worker_died: Callable[[WorkerDeath], object] | None = None):
+                 on_worker_died: Callable[[WorkerDeath], object] | None = None,
+                 on_hup: Callable[[], object] | None = None):
         super().__init__(config, sockets)
+        self.on_hup = on_hup
         self.state_dir = state_dir
         self.fork = fork
         self.on_worker_exited = on_worker_exited
@@ -124,6 +127,7 @@ class Supervisor(Multiprocess):
                  ", ".join(str(p.pid) for p in self.processes))
 
     def handle_hup(self) -> None:
+        _notify(self.on_hup)
         if self.rollover is not None:
             log.info("SIGHUP: loading the models whose folders changed, then replacing the "
                      "workers one at a time")
@@ -233,21 +237,23 @@ class Supervisor(Multiprocess):
             self._ended(process)
 
 
-def _notify(callback: Callable[[T], object] | None, what: T) -> None:
-    """``callback(what)``, if any; an observer's bug must not stop the supervisor."""
+def _notify(callback: Callable[[*Ts], object] | None, *what: *Ts) -> None:
+    """``callback(*what)``, if any; an observer's bug must not stop the supervisor."""
     if callback is None:
         return
     try:
-        callback(what)
+        callback(*what)
     except Exception:
-        log.exception("%s(%s) failed", getattr(callback, "__name__", "callback"), what)
+        log.exception("%s(%s) failed", getattr(callback, "__name__", "callback"),
+                      ", ".join(map(str, what)))
 
 
 def run_workers(config: Config, prepare: Callable[[Path], None], fork: bool = False,
                 refresh: Callable[[], bool] | None = None,
                 on_metrics_dir: Callable[[Path], object] | None = None,
                 on_worker_exited: Callable[[int], object] | None = None,
-                on_worker_died: Callable[[WorkerDeath], object] | None = None) -> int:
+                on_worker_died: Callable[[WorkerDeath], object] | None = None,
+                on_hup: Callable[[], object] | None = None) -> int:
     """Serve ``config.workers`` workers of ``config.app`` (an import string) until SIGTERM
     or SIGINT; ``prepare(state_dir)`` runs before they start (it sets what they read, such
     as the environment); ``fork``: fork the workers from this process (they start with
@@ -257,7 +263,8 @@ def run_workers(config: Config, prepare: Callable[[Path], None], fork: bool = Fa
     ``on_metrics_dir(path)``: called with the folder set as ``PROMETHEUS_MULTIPROC_DIR``
     before the workers start; ``on_worker_exited(pid)``: for every worker that ended;
     ``on_worker_died(death)``: for every worker that ended unasked (`WorkerDeath`), once
-    another was started in its place. Returns the exit status: 0, or 1 when a worker
+    another was started in its place; ``on_hup()``: on every SIGHUP, before the reload.
+    Returns the exit status: 0, or 1 when a worker
     failed to start."""
     root = Path(tempfile.mkdtemp(prefix="tagalign-serve-"))
     try:
@@ -273,7 +280,7 @@ def run_workers(config: Config, prepare: Callable[[Path], None], fork: bool = Fa
         supervisor = Supervisor(config, worker_sockets(config, config.workers), state_dir,
                                 fork=fork, refresh=refresh if fork else None,
                                 on_worker_exited=on_worker_exited,
-                                on_worker_died=on_worker_died)
+                                on_worker_died=on_worker_died, on_hup=on_hup)
         supervisor.run()
         return 1 if supervisor.failed else 0
     finally:

@@ -16,8 +16,24 @@ tens of milliseconds per request). `TokenStore.verify` compares the hash with ev
 entry's in constant time (`hmac.compare_digest`, no early exit).
 
 A server re-reads the file when it changes (its size, modification time or inode), so
-``tagalign tokens add``/``remove`` take effect with the next request, without a restart; a
-file that became unreadable refuses every token until it is fixed (fail closed). This
+``tagalign tokens add``/``remove`` take effect with the next request, without a restart
+(they rewrite the file atomically: a reader sees the old file or the new one whole). Only a
+file that reads and parses changes the tokens: one that became unreadable — no
+permission, not UTF-8, not TOML, a table with an error, or deleted — leaves the tokens
+read before in force, and the log says so once (and once again when the file is readable
+again), not per request. Failing closed instead, as before issue 64, turned a slip of an
+editor into every client's writes refused. A deleted file counts as unreadable, not as "no
+tokens": ``tokens remove`` never deletes it, the start refuses a missing file as it
+refuses a broken one, and a file gone for a moment (a volume remounted, a deployment
+replacing it by delete and copy) should not lock every client out; to revoke every token,
+remove each (or write an empty file, which is valid and holds none). The server starts
+only with a file that reads and parses (`TokenStore.read`, one clear line otherwise). A
+process that starts after the server did (a worker in place of one that died) while the
+file cannot be read knows no version that is sure to be current — the one the server
+started with may hold tokens removed since — so it refuses every token until the file
+reads again, and serves all the same (`TokenStore.for_server`). Each process re-reads on
+its own when it checks a token; a worker that checked none since a ``tokens remove``
+keeps the version before it if the file breaks before that worker's next check. This
 module imports no web framework: the CLI uses it too.
 """
 
@@ -151,6 +167,8 @@ class TokenStore:
         self._entries: dict[str, TokenEntry] = dict(entries or {})
         self._stamp = _stamp(self.path)
         self._lock = threading.Lock()
+        #: the file could not be read when it last changed: the entries are older
+        self._failing = False
 
     @classmethod
     def read(cls, path: Path | str, missing_ok: bool = False) -> TokenStore:
@@ -168,6 +186,20 @@ class TokenStore:
             log.warning("%s is readable by other users (chmod 600 it): it holds only "
                         "hashes, but the names of who may write", path)
         return cls(path, parse(text, path))
+
+    @classmethod
+    def for_server(cls, path: Path | str) -> TokenStore:
+        """`read` for a serving process built after the server started (the module: why):
+        a file that cannot be read now gives a store that refuses every token until the
+        file reads again, and one log line, instead of an error."""
+        try:
+            return cls.read(path)
+        except (NotFoundError, TokensFileError) as exc:
+            log.error("%s; every token is refused by this process until the file can be "
+                      "read", exc)
+        store = cls(path)
+        store._failing = True
+        return store
 
     # -- the CLI's side ----------------------------------------------------------------
     @property
@@ -226,13 +258,21 @@ class TokenStore:
             return list(self._entries.values())
 
     def _reread(self) -> dict[str, TokenEntry]:
+        """The file's entries; when it cannot be read, decoded or parsed, the entries read
+        before (the module: why), logged once until it reads again."""
         try:
             entries = parse(self.path.read_text(encoding="utf-8"), self.path)
         except (OSError, UnicodeDecodeError, InputError) as exc:
-            log.error("tokens file %s unreadable, every token refused until it is fixed: "
-                      "%s", self.path, exc)
-            return {}
-        log.info("tokens file %s re-read: %d tokens", self.path, len(entries))
+            if not self._failing:
+                log.error("tokens file %s unreadable, the %d tokens read before still count "
+                          "until it is fixed: %s", self.path, len(self._entries), exc)
+            self._failing = True
+            return self._entries
+        if self._failing:
+            log.info("tokens file %s readable again: %d tokens", self.path, len(entries))
+        else:
+            log.info("tokens file %s re-read: %d tokens", self.path, len(entries))
+        self._failing = False
         return entries
 
 

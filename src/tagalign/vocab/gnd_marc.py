@@ -19,40 +19,35 @@ Field mapping (MARC 21 authority format as the GND fills it; docs/formats.md sho
 
 Narrower is the inverse of broader: the GND records only the upward link. By default only
 subject headings are kept: records whose entity type (``075 $b`` with ``$2 gndgen``) is not
-``s`` are skipped and counted, as are deleted records (leader/05 ``d``) and records that
-are not authority records (leader/06). ``entity_types`` keeps others too (`ENTITY_TYPES`:
-``g`` places 151/451/551, ``p`` persons 100/400/500, ``b`` corporate bodies 110/410/510,
-``f`` conferences 111/411/511, ``u`` works 130/430/530 or a 100 with ``$t``), each with its
-075 codes on the `Subject` (``entity_types``). Their headings read ``$a`` and the
-subfields that tell two headings apart as the DNB displays them: ``$b`` numeration or
-subordinate unit, ``$c`` a person's title or territory, ``$n``/``$p`` a work's part,
-``$t`` a work's title after the name (`` / ``), ``$g`` and ``$x`` as above; dates
-(``$d``) are left out, as in the DNB's display.
+``s`` are skipped and counted, as are deleted, split or redirected records (leader/05
+``d``, ``s``, ``x``) and records that are not authority records (leader/06).
+``entity_types`` keeps others too (`ENTITY_TYPES`: ``g`` places 151/451/551, ``p`` persons
+100/400/500, ``b`` corporate bodies 110/410/510, ``f`` conferences 111/411/511, ``u`` works
+130/430/530 or a 100 with ``$t``), each with its 075 codes on the `Subject`
+(``entity_types``). Their headings read ``$a`` and the subfields that tell two headings
+apart as the DNB displays them: ``$b`` numeration or subordinate unit, ``$c`` a person's
+title or territory, ``$n``/``$p`` a work's part, ``$t`` a work's title after the name
+(`` / ``), ``$g`` and ``$x`` as above; dates (``$d``) are left out, as in the DNB's display.
 """
 
 from __future__ import annotations
 
-import gzip
 import logging
 import sys
-import xml.etree.ElementTree as ET
-import zlib
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, cast
 
-from tagalign.io import Reporter, iso2709, open_binary
+from tagalign.io import Reporter
 from tagalign.runtime import ProgressCallback
+from tagalign.vocab.authority_io import Fields, authority_records, record_where
 from tagalign.vocab.loaders import default_report, register
 from tagalign.vocab.subject import Subject
 
 log = logging.getLogger(__name__)
 
-#: a record's fields the mapping reads: tag → occurrences → (code, value) subfields
-Fields = dict[str, list[list[tuple[str, str]]]]
-_GND = "(DE-588)"
+GND_PREFIX = "(DE-588)"
 
 #: GND entity types (075 $b, the ``gndgen`` code) → (preferred, alternative, related) tags
 ENTITY_TYPES: dict[str, tuple[str, str, str]] = {
@@ -65,9 +60,10 @@ ENTITY_TYPES: dict[str, tuple[str, str, str]] = {
 }
 #: heading tags in the order a record's preferred label is looked for
 _HEADINGS = tuple(tags[0] for tags in ENTITY_TYPES.values())
-_WANTED = frozenset({"024", "035", "065", "075", "677",
-                     *(tag for tags in ENTITY_TYPES.values() for tag in tags)})
-_BINARY_TAGS = _WANTED | {"001"}
+#: the fields read: the mapping's, and 682 (a redirect's or deletion's note, which the change
+#: reader `tagalign.vocab.changes.marc` reads from the same records)
+WANTED = frozenset({"024", "035", "065", "075", "677", "682",
+                    *(tag for tags in ENTITY_TYPES.values() for tag in tags)})
 
 
 def parse_entity_types(spec: str) -> frozenset[str] | None:
@@ -143,8 +139,8 @@ def gnd_id(fields: Fields) -> str | None:
                 return value
     for sub in fields.get("035", []):
         for c, v in sub:  # $z holds cancelled ids: only $a counts
-            if c == "a" and v.startswith(_GND) and v[len(_GND):].strip():
-                return v[len(_GND):].strip()
+            if c == "a" and v.startswith(GND_PREFIX) and v[len(GND_PREFIX):].strip():
+                return v[len(GND_PREFIX):].strip()
     return None
 
 
@@ -164,8 +160,8 @@ def entity_types(fields: Fields) -> tuple[str | None, list[str]]:
 
 def _relation(sub: list[tuple[str, str]]) -> tuple[str | None, bool]:
     """(the related GND id, whether it is a broader term) of one 5XX."""
-    target = next((v[len(_GND):].strip() for c, v in sub if c == "0" and v.startswith(_GND)),
-                  None)
+    target = next((v[len(GND_PREFIX):].strip() for c, v in sub
+                   if c == "0" and v.startswith(GND_PREFIX)), None)
     codes = [v.strip() for c, v in sub if c == "4"]
     if codes:  # a code (obal) and the same relation as a URI (…gnd#broaderTermGeneral)
         broader = any(code.startswith("ob") or "#broaderTerm" in code for code in codes)
@@ -211,6 +207,10 @@ def to_subject(fields: Fields, language: str = "de",
                    definition=definition or None, entity_types=codes)
 
 
+#: leader/05 (record status) of records that are no heading any more (MARC 21 authority
+#: leader: d deleted, s deleted as split into two or more headings, x deleted as replaced by
+#: another heading: the GND's redirects): why a vocabulary skips them
+_GONE = {"d": "deleted", "s": "split", "x": "redirected"}
 #: the entity types kept when none are asked for: subject headings
 SUBJECT_HEADINGS = frozenset({"s"})
 
@@ -222,115 +222,12 @@ def skip_reason(leader: str, general: str | None,
     record without 075 is taken as a subject heading (a dump cut down to some fields)."""
     if len(leader) > 6 and leader[6] != "z":
         return f"not an authority record (leader/06 {leader[6]!r})"
-    if len(leader) > 5 and leader[5] == "d":
-        return "deleted"
+    status = leader[5] if len(leader) > 5 else ""
+    if status in _GONE:
+        return _GONE[status]
     if types is not None and (general or "s") not in types:
         return f"entity type {general}"
     return None
-
-
-# -- reading the two encodings -------------------------------------------------------------
-def _record_fields(record: ET.Element) -> tuple[str, str, Fields]:
-    leader, control = "", ""
-    fields: Fields = {}
-    for child in record:
-        name = child.tag.rpartition("}")[2]
-        if name == "datafield":
-            tag = child.get("tag", "")
-            if tag in _WANTED:
-                fields.setdefault(tag, []).append(
-                    [(sf.get("code", ""), sf.text or "") for sf in child])
-        elif name == "leader":
-            leader = child.text or ""
-        elif name == "controlfield" and child.get("tag") == "001":
-            control = (child.text or "").strip()
-    return leader, control, fields
-
-
-def _is_record(tag: str) -> bool:
-    return tag == "record" or tag.endswith("}record")
-
-
-def _xml_records(fh: IO[bytes]) -> Iterator[tuple[str, str, Fields]]:
-    """(leader, 001, fields) of each ``record`` element, namespaced or not, in file order.
-
-    Only start events are asked for (half the events of start and end): a record is
-    complete when the next one starts or the document ends. Finished records are cleared
-    from the root as the next one starts (the tree builder still fills the new one), so a
-    dump of 200k records never sits in memory. Fed by hand in blocks (not `iterparse`) so
-    that the records before a syntax error or a cut in the same block still come out; the
-    error is raised after them.
-
-    By hand over ElementTree rather than pymarc's reader: pymarc parses MARC-XML with a SAX
-    handler that builds whole `pymarc.Record` objects through Python callbacks, about five
-    times slower than reading the eight fields the mapping needs."""
-    parser: ET.XMLPullParser[ET.Element] = ET.XMLPullParser(events=("start",))
-    root: ET.Element | None = None
-    pending: ET.Element | None = None
-    # tags seen that are not a record's (a field's, a subfield's): one set lookup per
-    # element, the cost that counts at 30 elements a record and 1.5M records
-    others: set[str] = set()
-    read = getattr(fh, "read1", fh.read)  # what has been decompressed, before a cut
-    while True:
-        error: BaseException | None = None
-        try:
-            data = read(1 << 16)
-            if data:
-                parser.feed(data)
-            else:
-                parser.close()
-        except (ET.ParseError, EOFError, gzip.BadGzipFile, zlib.error) as exc:
-            error, data = exc, b""
-        # "start" events only: always an element
-        for _, elem in cast(Iterator[tuple[str, ET.Element]], parser.read_events()):
-            tag = elem.tag
-            if tag in others:
-                continue
-            if root is None:
-                root = elem
-                if _is_record(tag):  # a file holding one bare record
-                    pending = elem
-                continue
-            if _is_record(tag):
-                if pending is not None:
-                    yield _record_fields(pending)
-                pending = elem
-                root.clear()  # drop the finished records (and the whitespace between)
-            else:
-                others.add(tag)
-        if error is not None:
-            raise error
-        if not data:
-            break
-    if pending is not None:
-        yield _record_fields(pending)
-
-
-def _binary_fields(chunk: bytes) -> tuple[str, str, Fields]:
-    """(leader, 001, fields) of one ISO 2709 record; ValueError for a damaged leader or
-    directory (`tagalign.io.iso2709`). The DNB writes UTF-8: a stray byte becomes U+FFFD."""
-    control = ""
-    fields: Fields = {}
-    for tag, _, data, subfields in iso2709.fields(chunk, _BINARY_TAGS, errors="replace"):
-        if data is not None:
-            control = data.strip()
-        else:
-            fields.setdefault(tag, []).append(subfields)
-    return chunk[:iso2709.LEADER].decode("ascii"), control, fields
-
-
-def _binary_records(fh: IO[bytes], path: Path, report: Reporter
-                    ) -> Iterator[tuple[str, str, Fields]]:
-    """The same from ISO 2709: a damaged record is reported by its number and byte offset
-    and costs that record only (the stream is cut at end-of-record marks)."""
-    for _, _, record in iso2709.read_iso2709(fh, path, report, _binary_fields):
-        yield record
-
-
-def _is_xml(path: Path) -> bool:
-    with open_binary(path) as fh:
-        head = fh.read(64).lstrip(b"\xef\xbb\xbf \t\r\n")
-    return head.startswith(b"<")
 
 
 def read_authorities(path: Path, report: Reporter, counts: AuthorityCounts | None = None,
@@ -341,38 +238,20 @@ def read_authorities(path: Path, report: Reporter, counts: AuthorityCounts | Non
     other records go to ``counts``, malformed ones and a file cut short to ``report``;
     ``progress``: told (phase, the file's bytes read, its size) every 5,000 records."""
     counts = counts if counts is not None else AuthorityCounts()
-    n, phase, tick = 0, f"reading {path.name}", progress or (lambda *_: None)
-    try:
-        xml = _is_xml(path)  # an unreadable file: the package's error naming it
-        size = path.stat().st_size
-        with open_binary(path) as fh:
-            records = _xml_records(fh) if xml else _binary_records(fh, path, report)
-            raw = getattr(fh, "fileobj", None) or fh  # gzip: the compressed file's offset
-            tick(phase, 0, size)
-            for n, (leader, control, fields) in enumerate(records, 1):  # noqa: B007
-                if n % 5000 == 0:
-                    tick(phase, min(raw.tell(), size), size)
-                kinds = entity_types(fields)  # 075 read once: skip, heading tags, counts
-                reason = skip_reason(leader, kinds[0], types)
-                if reason is not None:
-                    counts.skipped[reason] += 1
-                    continue
-                try:
-                    subject = to_subject(fields, language, kinds)
-                except ValueError as exc:
-                    where = f"{path}: record {n}" + (f" (001 {control})" if control else "")
-                    report.bad(where, str(exc))
-                    continue
-                counts.subjects += 1
-                counts.kept[kinds[0] or "s"] += 1
-                yield subject
-        tick(phase, size, size)
-    except ET.ParseError as exc:
-        report.bad(str(path), f"not well-formed MARC-XML after {n} records ({exc})")
-    except EOFError:
-        report.bad(str(path), f"compressed data ends early after {n} records")
-    except (gzip.BadGzipFile, zlib.error) as exc:
-        report.bad(str(path), f"compressed data is corrupt after {n} records ({exc})")
+    for n, leader, control, fields in authority_records(path, report, WANTED, progress):
+        kinds = entity_types(fields)  # 075 read once: skip, heading tags, counts
+        reason = skip_reason(leader, kinds[0], types)
+        if reason is not None:
+            counts.skipped[reason] += 1
+            continue
+        try:
+            subject = to_subject(fields, language, kinds)
+        except ValueError as exc:
+            report.bad(record_where(path, n, control), str(exc))
+            continue
+        counts.subjects += 1
+        counts.kept[kinds[0] or "s"] += 1
+        yield subject
 
 
 def with_narrower(subjects: list[Subject]) -> list[Subject]:

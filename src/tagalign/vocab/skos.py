@@ -1,8 +1,11 @@
 """SKOS vocabularies (Turtle, RDF/XML, N-Triples) via rdflib: prefLabel/altLabel per
-language, broader/narrower/related, definition."""
+language, broader/narrower/related, definition; deprecated concepts and the concept scheme
+are no subjects (`concept_nodes`)."""
 
 from __future__ import annotations
 
+import logging
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -10,6 +13,7 @@ from tagalign.io import Reporter, read_text_lenient
 from tagalign.vocab.loaders import default_report, register
 from tagalign.vocab.subject import Subject, normalize_subject_id
 
+log = logging.getLogger(__name__)
 _FORMATS = {".ttl": "turtle", ".rdf": "xml", ".xml": "xml", ".owl": "xml", ".nt": "nt"}
 
 
@@ -74,15 +78,13 @@ def _recover(text: str, fmt: str, path: Path, report: Reporter):
     return graph
 
 
-@register("skos")
-def load_skos(path: Path, report: Reporter | None = None) -> Iterator[Subject]:
-    """Decoded per line (undecodable lines reported); a file with syntax errors is parsed
-    statement by statement (Turtle, N-Triples) so only the bad statements are lost."""
-    from rdflib import Graph, Literal, URIRef
-    from rdflib.namespace import RDF, SKOS
+def read_graph(path: Path, report: Reporter):
+    """The RDF graph of a SKOS file and the line reader that decoded it (its ``finish``
+    reports the count): decoded per line (undecodable lines reported); a file with syntax
+    errors is parsed statement by statement (Turtle, N-Triples), so only the bad statements
+    are lost."""
+    from rdflib import Graph
 
-    path = Path(path)
-    report = default_report(report)
     suffix = Path(path.name.removesuffix(".gz")).suffix.lower()
     fmt = _FORMATS.get(suffix, "turtle")
     text, reader = read_text_lenient(path, report)
@@ -94,26 +96,85 @@ def load_skos(path: Path, report: Reporter | None = None) -> Iterator[Subject]:
             report.bad(str(path), _why(exc))
         else:
             graph = _recover(text, fmt, path, report)
+    return graph, reader
+
+
+def is_deprecated(graph, node) -> bool:
+    """``owl:deprecated true`` on ``node``: how YSO and STW mark a concept that is no longer
+    used (with ``dct:isReplacedBy`` naming its successors, where it has any; the SKOS
+    community's convention, J. Neubert on public-lod 2010-03, Skosmos' data model)."""
+    from rdflib.namespace import OWL
+
+    return any(str(o).strip().lower() in ("true", "1") for o in graph.objects(node, OWL.deprecated))
+
+
+def concept_nodes(graph) -> tuple[list, Counter[str]]:
+    """The concepts a vocabulary keeps, sorted, and what was left out by kind: a node typed
+    ``skos:Concept`` or one with a ``skos:prefLabel`` (files that leave out the types), but
+    not the ``skos:ConceptScheme`` or a ``skos:Collection`` (they carry a prefLabel too: the
+    thesaurus's name, a group's), and not a deprecated concept (`is_deprecated`): as in
+    Annif (``annif/vocab/skos.py`` skips ``owl:deprecated true`` concepts) and Skosmos, a
+    deprecated concept is no subject to suggest. Its successors are read as changes
+    (`tagalign.vocab.changes.skos`), which is where a project learns where it went."""
+    from rdflib import URIRef
+    from rdflib.namespace import RDF, SKOS
+
+    skipped: Counter[str] = Counter()
+    typed = set(graph.subjects(RDF.type, SKOS.Concept))
+    others = set(graph.subjects(RDF.type, SKOS.ConceptScheme)) | set(
+        graph.subjects(RDF.type, SKOS.Collection)) | set(
+        graph.subjects(RDF.type, SKOS.OrderedCollection))
+    kept = []
+    for node in sorted(c for c in typed | set(graph.subjects(SKOS.prefLabel, None))
+                       if isinstance(c, URIRef)):
+        if node in others and node not in typed:
+            skipped["concept schemes and collections"] += 1
+        elif is_deprecated(graph, node):
+            skipped["deprecated concepts"] += 1
+        else:
+            kept.append(node)
+    return kept, skipped
+
+
+def to_subject(graph, node) -> Subject | None:
+    """The `Subject` of one concept: its labels per language, broader/narrower/related and
+    definition; None for one without a preferred label."""
+    from rdflib import Literal
+    from rdflib.namespace import SKOS
+
+    labels: dict[str, str] = {}
+    alts: dict[str, list[str]] = {}
+    for lit in graph.objects(node, SKOS.prefLabel):
+        if isinstance(lit, Literal):
+            labels.setdefault(lit.language or "de", str(lit))
+    for lit in graph.objects(node, SKOS.altLabel):
+        if isinstance(lit, Literal):
+            alts.setdefault(lit.language or "de", []).append(str(lit))
+    if not labels:
+        return None
+    definition = next((str(d) for d in graph.objects(node, SKOS.definition)), None)
+
+    def ids(pred):
+        return sorted(normalize_subject_id(str(o)) for o in graph.objects(node, pred))
+
+    return Subject(normalize_subject_id(str(node)), labels, alts, ids(SKOS.broader),
+                   ids(SKOS.narrower), ids(SKOS.related), definition=definition)
+
+
+@register("skos")
+def load_skos(path: Path, report: Reporter | None = None) -> Iterator[Subject]:
+    """The concepts of a SKOS file (`concept_nodes`: deprecated ones, the concept scheme and
+    collections left out, and logged), read as `read_graph` reads it."""
+    path = Path(path)
+    graph, reader = read_graph(path, default_report(report))
+    nodes, skipped = concept_nodes(graph)
+    if skipped:
+        log.info("%s: left out %s", path.name,
+                 ", ".join(f"{n} {kind}" for kind, n in skipped.items()))
     n = 0
-    concepts = set(graph.subjects(RDF.type, SKOS.Concept)) | set(
-        graph.subjects(SKOS.prefLabel, None))
-    for node in sorted(c for c in concepts if isinstance(c, URIRef)):
-        labels: dict[str, str] = {}
-        alts: dict[str, list[str]] = {}
-        for lit in graph.objects(node, SKOS.prefLabel):
-            if isinstance(lit, Literal):
-                labels.setdefault(lit.language or "de", str(lit))
-        for lit in graph.objects(node, SKOS.altLabel):
-            if isinstance(lit, Literal):
-                alts.setdefault(lit.language or "de", []).append(str(lit))
-        if not labels:
-            continue
-        definition = next((str(d) for d in graph.objects(node, SKOS.definition)), None)
-
-        def ids(pred, node=node):
-            return sorted(normalize_subject_id(str(o)) for o in graph.objects(node, pred))
-
-        n += 1
-        yield Subject(normalize_subject_id(str(node)), labels, alts, ids(SKOS.broader),
-                      ids(SKOS.narrower), ids(SKOS.related), definition=definition)
+    for node in nodes:
+        subject = to_subject(graph, node)
+        if subject is not None:
+            n += 1
+            yield subject
     reader.finish(n, "subjects")

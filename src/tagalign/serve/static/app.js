@@ -20,6 +20,9 @@ const I18N = {
     domains: "Domains",
     precision: n => `About ${n} in 10 of these suggestions are right.`,
     learnOff: "Accept/reject is off: this project does not learn from feedback (allow_learn).",
+    learnReadOnly: "Accept/reject is off: this project is served read-only (--mmap).",
+    pausedUnavailable: "Learning is paused: the feedback store is unavailable. Accept/reject works again once it is back.",
+    pausedFull: "Learning is paused: the feedback store is full. Accept/reject works again once space is freed.",
     tokenTitle: "API token", tokenLabel: "Token", tokenOk: "Use token", cancel: "Cancel",
     tokenWhy: "This server needs an API token to save. Its administrator gives you one; this page keeps it until the tab is closed.",
     tokenWrong: "The server does not know this token. Please enter another one.",
@@ -43,6 +46,9 @@ const I18N = {
     domains: "Fachgebiete",
     precision: n => `Etwa ${n} von 10 dieser Vorschläge sind richtig.`,
     learnOff: "Annehmen/Ablehnen ist aus: dieses Projekt lernt nicht aus Rückmeldungen (allow_learn).",
+    learnReadOnly: "Annehmen/Ablehnen ist aus: dieses Projekt wird schreibgeschützt bereitgestellt (--mmap).",
+    pausedUnavailable: "Lernen ist pausiert: der Rückmeldungsspeicher ist nicht erreichbar. Annehmen/Ablehnen geht wieder, sobald er zurück ist.",
+    pausedFull: "Lernen ist pausiert: der Rückmeldungsspeicher ist voll. Annehmen/Ablehnen geht wieder, sobald Platz frei ist.",
     tokenTitle: "API-Token", tokenLabel: "Token", tokenOk: "Token verwenden", cancel: "Abbrechen",
     tokenWhy: "Zum Speichern braucht dieser Server ein API-Token. Sie erhalten es von seiner Administration; diese Seite behält es, bis der Tab geschlossen wird.",
     tokenWrong: "Der Server kennt dieses Token nicht. Bitte ein anderes eingeben.",
@@ -54,7 +60,6 @@ let queue = null;  // where the server's review queue stands (GET …/queue), nu
 let saving = Promise.resolve();  // decisions are stored in order, and before "next" moves on
 const GND = "https://d-nb.info/gnd/";
 let projects = {};  // id → the project as /tagalign/v1/projects lists it
-const learnAllowed = () => { const p = projects[$("project").value]; return !p || p.allow_learn !== false; };
 const $ = id => document.getElementById(id);
 const t = (key, arg) => { const v = I18N[ui][key]; return typeof v === "function" ? v(arg) : v; };
 
@@ -114,7 +119,7 @@ async function api(path, body) {
       if (unknown) { sessionStorage.removeItem(TOKEN_KEY); renderToken(); }
       if (await askToken(unknown)) continue;  // cancelled: the server's answer stands
     }
-    if (!res.ok) throw new Error(data.detail || res.statusText);
+    if (!res.ok) throw Object.assign(new Error(data.detail || res.statusText), { status: res.status });
     return data;
   }
 }
@@ -142,6 +147,42 @@ async function fetchRecord() {
 }
 
 const projectPath = () => `/tagalign/v1/projects/${encodeURIComponent($("project").value)}`;
+
+// -- whether accept/reject can be stored: the project's `learning` (on; off: it does not learn;
+// paused: its feedback store is unavailable or full). While paused the buttons stay disabled with
+// the reason, and the page asks the server again every PAUSE_POLL_MS until learning is on.
+const PAUSE_POLL_MS = 2000;
+const STORE_FAULTS = { 503: "unavailable", 507: "no_space" };  // a learn's answer: nothing stored
+let pollTimer = null;
+
+function learnBlocked() {  // the reason accept/reject is off now, or null
+  const p = projects[$("project").value];
+  const l = (p && p.learning) || { state: "on" };
+  if (l.state === "off") return t(l.reason === "read_only" ? "learnReadOnly" : "learnOff");
+  if (l.state === "paused") return t(l.reason === "no_space" ? "pausedFull" : "pausedUnavailable");
+  return null;
+}
+
+function pauseLearning(pid, reason) {
+  if (projects[pid]) projects[pid].learning = { state: "paused", reason };
+  render();
+  watchLearning();
+}
+
+function watchLearning() {  // while the chosen project's learning is paused: ask again
+  clearTimeout(pollTimer);
+  const p = projects[$("project").value];
+  if (!p || !p.learning || p.learning.state !== "paused") return;
+  pollTimer = setTimeout(async () => {
+    try {
+      const fresh = await api(projectPath());
+      projects[fresh.id] = fresh;
+      if (fresh.learning.state !== "paused") $("status").textContent = "";
+      render();
+    } catch { /* the server away too: ask again */ }
+    watchLearning();
+  }, PAUSE_POLL_MS);
+}
 
 async function suggest(ev) {
   ev.preventDefault();
@@ -171,13 +212,15 @@ async function runSuggest(recordId, decisions = {}, labels = {}, added = []) {
 }
 
 function decide(sid, decision) {  // a button: pressing it again takes the decision back
-  if (!learnAllowed()) { $("status").textContent = t("learnOff"); return; }  // keys too
   setDecision(sid, current.decisions[sid] === decision ? undefined : decision, sid, decision);
 }
 
 function setDecision(sid, decision, focusSid, focusDecision) {
+  const blocked = learnBlocked();  // keys and search too, not only the buttons
+  if (blocked) { $("status").textContent = blocked; return saving; }
+  const before = current.decisions[sid];
   current.decisions[sid] = decision;
-  const rec = current;
+  const rec = current, pid = $("project").value;
   const accepted = Object.keys(rec.decisions).filter(k => rec.decisions[k] === "accept");
   const rejected = Object.keys(rec.decisions).filter(k => rec.decisions[k] === "reject");
   // found by search, not suggested: the catalogue export tells the two apart
@@ -185,9 +228,15 @@ function setDecision(sid, decision, focusSid, focusDecision) {
   render(focusSid, focusDecision);
   const learn = { records: [{ id: rec.recordId, title: rec.title, abstract: rec.abstract,
     language: rec.language, subjects: accepted, rejected, added }] };
-  saving = saving.then(() => api(`${projectPath()}/learn`, learn))
+  saving = saving.then(() => api(`/tagalign/v1/projects/${encodeURIComponent(pid)}/learn`, learn))
     .then(() => { $("status").textContent = t("saved"); })
-    .catch(e => { $("status").textContent = e.message; });
+    .catch(e => {
+      if (e.status in STORE_FAULTS) {  // nothing was stored: the decision is taken back
+        if (rec.decisions[sid] === decision) rec.decisions[sid] = before;
+        pauseLearning(pid, STORE_FAULTS[e.status]);
+      }
+      $("status").textContent = e.message;
+    });
   return saving;
 }
 
@@ -229,9 +278,11 @@ function render(focusSid, focusDecision) {
   $("domains").textContent = d ? `${t("domains")}: ` + d.map(x => `${x.label} (${x.score.toFixed(2)})`).join(", ") : "";
   const ol = $("results");
   ol.innerHTML = "";
-  const canLearn = learnAllowed();
-  $("learn-off").hidden = canLearn || !current.suggestions.length;
-  $("learn-off").textContent = t("learnOff");
+  const blocked = learnBlocked();
+  const paused = blocked && projects[$("project").value].learning.state === "paused";
+  $("learn-off").hidden = !blocked || !(paused || current.suggestions.length);
+  $("learn-off").textContent = blocked || "";
+  $("learn-off").classList.toggle("paused", Boolean(paused));
   current.suggestions.forEach((s, i) => {
     const li = document.createElement("li");
     li.dataset.subject = s.id;
@@ -259,8 +310,8 @@ function render(focusSid, focusDecision) {
       b.dataset.subject = s.id; b.dataset.decision = decision;
       b.setAttribute("aria-pressed", String(current.decisions[s.id] === decision));
       b.setAttribute("aria-label", `${t(decision)}: ${s.label}`);
-      if (canLearn) b.addEventListener("click", () => { current.selected = i; decide(s.id, decision); });
-      else { b.disabled = true; b.title = t("learnOff"); b.setAttribute("aria-describedby", "learn-off"); }
+      if (!blocked) b.addEventListener("click", () => { current.selected = i; decide(s.id, decision); });
+      else { b.disabled = true; b.title = blocked; b.setAttribute("aria-describedby", "learn-off"); }
       row.appendChild(b);
       if (s.id === focusSid && decision === focusDecision) setTimeout(() => b.focus(), 0);
     }
@@ -400,9 +451,10 @@ $("ui-en").addEventListener("click", () => setUi("en"));
 $("subject-search").addEventListener("input", () => { clearTimeout(searchSubjects.timer); searchSubjects.timer = setTimeout(searchSubjects, 80); });
 $("subject-search").addEventListener("keydown", searchKeys);
 $("queue-next").addEventListener("click", nextRecord);
-$("project").addEventListener("change", () => { render(); loadQueue(); });
+$("project").addEventListener("change", () => { render(); watchLearning(); loadQueue(); });
 $("forget-token").addEventListener("click", forgetToken);
 renderToken();
 document.addEventListener("keydown", pageKeys);
 setUi(navigator.language && navigator.language.startsWith("de") ? "de" : "en");
-loadProjects().then(loadQueue).catch(e => { $("status").textContent = e.message; });
+loadProjects().then(() => { render(); watchLearning(); return loadQueue(); })
+  .catch(e => { $("status").textContent = e.message; });
