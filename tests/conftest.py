@@ -79,6 +79,7 @@ SLOW_FILES = {
     "test_skip_report.py": "pytest in subprocesses",
     "test_static_model.py": "trains static encoders on the shared data (50 s)",
     "test_store_faults.py": "a live server on a small tmpfs, PostgreSQL, a served subprocess",
+    "test_store_start.py": "`tagalign serve` subprocesses on a small tmpfs and PostgreSQL",
     "test_subject_queue.py": "a live server",
     "test_suggest_robust.py": "CLI subprocesses",
     "test_suggest_single.py": "trains on the shared data, a live server",

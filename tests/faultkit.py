@@ -4,8 +4,9 @@ cluster that can be stopped and restarted, a small filesystem that fills up, and
 
 Both are real: Debian's PostgreSQL binaries (`make postgres` installs them) run as the
 ``postgres`` user when we are root (PostgreSQL refuses to run as root), and the small
-filesystem is a size-limited tmpfs, which only root may mount. Each helper raises
-`Unavailable` with the reason where the machine cannot do it, so a test can skip saying why.
+filesystem is a size-limited tmpfs, which only root may mount (and remount read-only). Each
+helper raises `Unavailable` with the reason where the machine cannot do it, so a test can
+skip saying why.
 """
 
 from __future__ import annotations
@@ -118,7 +119,7 @@ class PostgresCluster:
 class SmallDisk:
     """A size-limited tmpfs mounted at ``path`` (``size`` bytes, rounded up to pages) that
     fills up on purpose: `fill` takes all the space left with a file of its own, `free`
-    gives it back. Needs root (mount)."""
+    gives it back; `read_only` remounts it so. Needs root (mount)."""
 
     def __init__(self, path: Path, size: int):
         if os.geteuid() != 0:
@@ -145,6 +146,11 @@ class SmallDisk:
 
     def free(self) -> None:
         self.filler.unlink(missing_ok=True)
+
+    def read_only(self, read_only: bool = True) -> None:
+        """Remount it read-only (writes fail with EROFS), or writable again."""
+        subprocess.run(["mount", "-o", f"remount,{'ro' if read_only else 'rw'}",
+                        str(self.path)], check=True, capture_output=True)
 
     def close(self) -> None:
         subprocess.run(["umount", "-l", str(self.path)], capture_output=True)

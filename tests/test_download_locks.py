@@ -20,6 +20,7 @@ from typer.testing import CliRunner
 
 from serving import ServeProcess
 from tagalign.cli import app
+from tagalign.feedback import Decision, FeedbackStore
 from tagalign.project import Project, Tagger, model_version
 from tagalign.records import Record
 from tagalign.shipping import download, swap, upload
@@ -44,9 +45,9 @@ def archives(tiny_hybrids, tmp_path_factory) -> dict[str, tuple[str, dict]]:
 def target(archives, tmp_path) -> Path:
     """Archive A downloaded into ``models/tiny``, with a feedback store to keep."""
     folder, _ = download(archives["A"][0], tmp_path / "models" / "tiny")
-    with sqlite3.connect(folder / "feedback.sqlite") as db:
-        db.execute("CREATE TABLE kept (decision TEXT)")
-        db.execute("INSERT INTO kept VALUES ('accept 4015065-3')")
+    store = FeedbackStore.for_project(folder)  # a real one: a server opens it
+    store.add("tiny", [Decision(Record(id="kept", title="Epos"), ["4015065-3"])])
+    store.close()
     return folder
 
 
@@ -57,7 +58,8 @@ def holds(folder: Path, archives) -> str:
              for p in folder.rglob("*") if p.is_file()
              and not p.name.startswith("feedback.sqlite")}
     with sqlite3.connect(folder / "feedback.sqlite") as db:
-        assert db.execute("SELECT decision FROM kept").fetchall() == [("accept 4015065-3",)]
+        assert db.execute("SELECT record_id, subject_id, decision FROM decisions"
+                          ).fetchall() == [("kept", "4015065-3", "accept")]
     whole = [name for name, (_, manifest) in archives.items()
              if files == {rel: e["sha256"] for rel, e in manifest["files"].items()}]
     assert whole, f"{folder} holds a mix of two versions"
@@ -87,6 +89,7 @@ PAUSED = """
 import sys, time
 from pathlib import Path
 from tagalign.cli import app
+from tagalign.feedback import Decision, FeedbackStore
 from tagalign.shipping import archive
 
 go, checked = Path(sys.argv.pop(1)), archive._check_space

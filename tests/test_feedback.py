@@ -149,8 +149,9 @@ def test_reviewed_keeps_origins_and_an_older_table_gains_the_column(store_url):
     from sqlalchemy import text
 
     store = FeedbackStore(store_url)
-    with store.engine.begin() as conn:  # as the last release made it: no origin column
-        conn.execute(text("ALTER TABLE decisions DROP COLUMN origin"))
+    with store.engine.begin() as conn:  # as a release before both made it: no origin
+        conn.execute(text("ALTER TABLE decisions DROP COLUMN origin"))  # column, no version
+        conn.execute(text("DROP TABLE tagalign_schema"))
         conn.execute(decisions.insert(), {  # the columns it had, no more
             "created": dt.datetime(2025, 1, 1, 23, 30, tzinfo=dt.UTC), "project": "p",
             "record_id": "a", "title": "T", "subject_id": "1-1", "decision": "accept"})

@@ -41,6 +41,12 @@ start and the length of an uninterrupted run):
   --output` (JSONL and MARC), `download --force` of an update and `upload` to a file://
   store, at seeded random fill levels: one `error:` line naming the path, what was
   finished kept, the rerun completes (`scenario_disk`); a row per path.
+- ``start_full`` / ``start_readonly`` / ``start_postgres_down`` / ``start_wrong`` (issue 64):
+  `serve` started while its store is away (the SQLite store's tmpfs full, remounted
+  read-only, a real PostgreSQL stopped) or wrong (`benchmarks/faults/startup.py`): seconds to
+  the first suggest 200, the answers while away (learns 507 or 503 only), seconds to
+  learning once the store is given back (no restart), acknowledged learns lost (must be 0);
+  a wrong store must stop the start with one `error:` line.
 - ``soak`` (root: its PostgreSQL store is on a tmpfs): ``--soak-minutes`` (5; the issue's
   soak is 60) of a mixed load from ``--soak-clients`` (16) on ``--soak-project`` served with
   2 workers, reloads, the feedback store taken away twice and its disk filled once
@@ -67,6 +73,12 @@ from benchmarks.faults.outputs import scenario_batch, scenario_suggest
 from benchmarks.faults.ray import scenario_ray_disk, scenario_ray_kill
 from benchmarks.faults.server import scenario_server
 from benchmarks.faults.soak import scenario_soak
+from benchmarks.faults.startup import (
+    scenario_start_full,
+    scenario_start_postgres_down,
+    scenario_start_readonly,
+    scenario_start_wrong,
+)
 from benchmarks.faults.store import scenario_postgres, scenario_store_disk
 from benchmarks.faults.train import scenario_train
 
@@ -75,7 +87,9 @@ SCENARIOS = {"train": scenario_train, "suggest": scenario_suggest, "batch": scen
              "downloads": scenario_downloads, "disk": scenario_disk,
              "store_disk": scenario_store_disk, "postgres": scenario_postgres,
              "oom": scenario_oom, "ray_kill": scenario_ray_kill, "ray_disk": scenario_ray_disk,
-             "soak": scenario_soak}
+             "start_full": scenario_start_full, "start_readonly": scenario_start_readonly,
+             "start_postgres_down": scenario_start_postgres_down,
+             "start_wrong": scenario_start_wrong, "soak": scenario_soak}
 
 
 def main() -> None:

@@ -20,13 +20,13 @@ from benchmarks.faults.common import CLI
 STORE_STOP_S = 30.0
 
 
-def _store_row(name: str, faults: int, survived: int, lost: int, **figures) -> None:
+def store_row(name: str, faults: int, survived: int, lost: int, **figures) -> None:
     extra = "".join(f", {k} {v}" for k, v in figures.items())
     print(f"{name:9s} faults {faults:3d}, survived {survived:3d}, decisions lost {lost}{extra}",
           flush=True)
 
 
-class _StoreServer:
+class StoreServer:
     """`tagalign serve PROJECT --allow-learn ARGS` on a free port in a session of its own
     (kill -9 takes the supervisor and its workers), its output in ``log``."""
 
@@ -60,7 +60,7 @@ class _StoreServer:
         return " ".join(self.log.read_text(errors="replace").split()).count(phrase)
 
 
-def _store_load(ctx, url: str, tag: str):
+def store_load(ctx, url: str, tag: str):
     """Two learners (one new record id a request, a dev record's first 3 subjects) and
     one suggester (the dev records in turn)."""
     import zlib
@@ -81,7 +81,7 @@ def _store_load(ctx, url: str, tag: str):
     return MixedLoad(url, learn, suggest, learners=2, suggesters=1, tag=tag)
 
 
-def _wait(condition, timeout: float = 120) -> bool:
+def wait(condition, timeout: float = 120) -> bool:
     deadline = time.time() + timeout
     while not condition():
         if time.time() > deadline:
@@ -114,21 +114,21 @@ def scenario_store_disk(ctx, rng: random.Random) -> None:
     with SmallDisk(ctx.work / "small-disk", 64 << 20) as disk:
         db = disk.path / "feedback.sqlite"
         db.unlink(missing_ok=True)
-        server = _StoreServer(project, "--feedback-db", f"sqlite:///{db}", log=log)
-        load = _store_load(ctx, server.url, "disk")
+        server = StoreServer(project, "--feedback-db", f"sqlite:///{db}", log=log)
+        load = store_load(ctx, server.url, "disk")
         faults = survived = full_refused = 0
         recovery: list[float] = []
         try:
             for _ in range(ctx.kills):
                 t0 = time.time()
-                _wait(lambda t=t0: load.count("learn", 200, t) >= 5)
+                wait(lambda t=t0: load.count("learn", 200, t) >= 5)
                 disk.fill()
                 full = time.time()
                 faults += 1
                 time.sleep(rng.uniform(1.0, 5.0))
                 disk.free()
                 freed = time.time()
-                back = _wait(lambda t=freed: load.count("learn", 200, t) >= 1)
+                back = wait(lambda t=freed: load.count("learn", 200, t) >= 1)
                 recovery.append(time.time() - freed)
                 bad = [a for a in load.answers if a.at >= full and not (
                     a.status == 200 or (a.kind == "learn" and a.status == 507))]
@@ -143,7 +143,7 @@ def scenario_store_disk(ctx, rng: random.Random) -> None:
             intact = con.execute("pragma integrity_check").fetchone()[0] == "ok"
             stored = {r for (r,) in con.execute("select record_id from decisions")}
     lost = len(set(acked) - stored)
-    _store_row("store_disk", faults, survived, lost, rounds_with_507=full_refused,
+    store_row("store_disk", faults, survived, lost, rounds_with_507=full_refused,
                learn_acknowledged=len(acked), statuses=load.statuses(),
                recovery_s_max=round(max(recovery, default=0), 2), integrity_ok=intact,
                no_space_warnings=server.warnings("no space left ("),
@@ -173,10 +173,10 @@ def scenario_postgres(ctx, rng: random.Random) -> None:
     with PostgresCluster() as pg:
         db = pg.database("faults")
         args = ("--workers", "2", "--feedback-db", db)
-        server = _StoreServer(project, *args, log=log)
-        load = _store_load(ctx, server.url, "pg")
+        server = StoreServer(project, *args, log=log)
+        load = store_load(ctx, server.url, "pg")
         try:
-            _wait(lambda: load.count("learn", 200) >= 5)
+            wait(lambda: load.count("learn", 200) >= 5)
             for kind in ["restart"] * ctx.kills + ["stop"] * max(1, ctx.kills // 10):
                 time.sleep(rng.uniform(1.0, 3.0))
                 start = time.time()
@@ -188,10 +188,10 @@ def scenario_postgres(ctx, rng: random.Random) -> None:
                     pg.start()
                 faults += 1
                 up = time.time()
-                back = _wait(lambda t=up: load.count("learn", 200, t) >= 1)
+                back = wait(lambda t=up: load.count("learn", 200, t) >= 1)
                 (restart_recovery if kind == "restart" else stop_recovery).append(
                     time.time() - up)
-                _wait(lambda t=up: load.count("suggest", None, t) >= 1)
+                wait(lambda t=up: load.count("suggest", None, t) >= 1)
                 bad = [a for a in load.answers if a.at >= start and not (
                     a.status == 200 or (a.kind == "learn" and a.status == 503
                                         and a.retry_after))]
@@ -206,10 +206,10 @@ def scenario_postgres(ctx, rng: random.Random) -> None:
         kills = max(1, ctx.kills // 5)
         killed_ok = 0
         for i in range(kills):
-            server = _StoreServer(project, *args, log=log)
-            load = _store_load(ctx, server.url, f"kill{i}")
+            server = StoreServer(project, *args, log=log)
+            load = store_load(ctx, server.url, f"kill{i}")
             try:
-                _wait(lambda lo=load: lo.count("learn", 200) >= 3)
+                wait(lambda lo=load: lo.count("learn", 200) >= 3)
                 time.sleep(rng.uniform(0.5, 3.0))
                 server.kill()
                 seen = list(load.acked)
@@ -228,7 +228,7 @@ def scenario_postgres(ctx, rng: random.Random) -> None:
             killed_ok += not set(seen) - stored
         survived += killed_ok
     lost = len(set(acked) - stored)
-    _store_row("postgres", faults, survived, lost, restarts=ctx.kills,
+    store_row("postgres", faults, survived, lost, restarts=ctx.kills,
                stops=f"{max(1, ctx.kills // 10)}x{STORE_STOP_S:.0f}s", kills=kills,
                learn_acknowledged=len(acked), statuses=statuses,
                restart_recovery_s_max=round(max(restart_recovery, default=0), 2),

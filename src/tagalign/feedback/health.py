@@ -16,6 +16,13 @@ gets a fresh connection.
 (with the database's own message and where the store is), the first successful write after
 it one line saying how long it lasted and how many attempts failed meanwhile; nothing per
 request.
+
+A server's store is also tried in the background while it is down (``probe``: a thread of
+its own, after 1 s, then waiting twice as long each time up to `PROBE_MAX` s), so an outage
+ends without a request to notice it, and a store that was away when the server started
+opens once it answers. An outage ends at a *write* that succeeds (a learn's or the probe's):
+on a full disk reads may work while writes fail, so a read says only that the store answers
+(``last_reachable``).
 """
 
 from __future__ import annotations
@@ -44,14 +51,25 @@ T = TypeVar("T")
 
 #: seconds from an outage's start during which a write is tried again (a restart)
 RETRY_WINDOW = 2.0
+#: seconds before the first background try of a store that is down, and the most between
+#: two (each waits twice as long as the one before)
+PROBE_FIRST, PROBE_MAX = 1.0, 30.0
 
 
 class StoreHealth:
     """One store's outages in this process. ``where``: how the log names the store (its
-    file, or its URL without the password)."""
+    file, or its URL without the password); ``probe``: a write that raises while the store
+    is down, tried in the background during an outage (a server's store; none: the next
+    write notices the end); ``quiet``: log nothing (a store only looked at, as a server's
+    supervisor does before its workers start: they each log their own)."""
 
-    def __init__(self, where: str):
+    def __init__(self, where: str, probe: Callable[[], object] | None = None,
+                 quiet: bool = False):
         self.where = where
+        self.probe = probe
+        self.quiet = quiet
+        self._prober: threading.Thread | None = None
+        self._closed = threading.Event()
         self.down_since: float | None = None
         self.reason: str | None = None
         self.failures = 0
@@ -84,6 +102,12 @@ class StoreHealth:
                 return
             self.down_since = self.down_since or time.monotonic()
             self.reason = fault.reason
+            if self.probe is not None and self._prober is None and not self._closed.is_set():
+                self._prober = threading.Thread(target=self._probing, daemon=True,
+                                                name="feedback-store-probe")
+                self._prober.start()
+        if self.quiet:
+            return
         answer = ("learns answer 507 until space is freed" if fault.reason == NO_SPACE
                   else "learns answer 503 until it is back")
         log.warning("feedback store %s: %s (%s); %s", self.where, fault.what,
@@ -100,8 +124,32 @@ class StoreHealth:
                 return
             seconds, failures = time.monotonic() - self.down_since, self.failures
             self.down_since, self.reason, self.failures = None, None, 0
-        log.info("feedback store %s works again after %.1f s (%d failed attempts "
-                 "meanwhile)", self.where, seconds, failures)
+        if not self.quiet:
+            log.info("feedback store %s works again after %.1f s (%d failed attempts "
+                     "meanwhile)", self.where, seconds, failures)
+
+    def _probing(self) -> None:
+        """The background tries of an outage (``probe``), until one succeeds or the store
+        is closed; a write that succeeded meanwhile ends the outage and the thread."""
+        assert self.probe is not None
+        pause = PROBE_FIRST
+        while not self._closed.wait(pause):
+            with self._lock:
+                if self.down_since is None:
+                    self._prober = None
+                    return
+            try:
+                self.probe()
+            except Exception as exc:  # a StoreFault (noted), or what the store logged
+                log.debug("feedback store %s: still down (%s)", self.where, exc)
+                pause = min(2 * pause, PROBE_MAX)
+                continue
+            self.ok()
+            pause = PROBE_FIRST
+
+    def close(self) -> None:
+        """No more background tries (the store is closed)."""
+        self._closed.set()
 
     def retrying(self, write: Callable[[], T]) -> T:
         """``write()``, tried again while it fails with a retryable `StoreFault` and the

@@ -6,8 +6,11 @@ decides nothing on a record writes one `CLEARED` row), so the latest request per
 record id) replaces the earlier ones. Each subject's ``origin`` says whether the model
 suggested it or a librarian found it by search. A second table, ``queue_progress``, keeps
 which records of a review queue (`tagalign.serve.queue`) a librarian has finished, so a
-queue resumes where it stopped. Stores made before a column existed are brought up to date
-when they are opened (`add_origin`).
+queue resumes where it stopped. A third, ``tagalign_schema``, holds the schema's version
+(`SCHEMA_VERSION`), written when a store is made: a store without it was made before it
+existed (version 1) and is brought up to date when it is opened (`add_origin`, then the
+version row); a store of a newer version, or a database whose tables are not a feedback
+store's, is refused (`open_schema`).
 """
 
 from __future__ import annotations
@@ -27,11 +30,13 @@ from sqlalchemy import (
     Text,
     UniqueConstraint,
     inspect,
+    select,
     text,
 )
-from sqlalchemy.engine import Engine
-from sqlalchemy.exc import OperationalError, ProgrammingError
+from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.exc import IntegrityError, OperationalError, ProgrammingError
 
+from tagalign.feedback.faults import NewerStoreError, NotAStoreError
 from tagalign.records import Record
 
 metadata = MetaData()
@@ -62,6 +67,19 @@ queue_progress = Table(
     UniqueConstraint("project", "queue", "record_id", name="uq_queue_record"),
 )
 
+#: the version of the schema this tagalign writes: a later one raises it only for a change
+#: an older tagalign cannot read or write (an added nullable column is none)
+SCHEMA_VERSION = 2
+#: the version of a store made before ``tagalign_schema`` existed
+UNMARKED_VERSION = 1
+schema_version = Table(
+    "tagalign_schema", metadata,
+    Column("name", String(40), primary_key=True),  # `_MARK`: one row
+    Column("version", Integer, nullable=False),
+    # when a server last wrote to see that the store takes writes (`touch`)
+    Column("checked", DateTime(timezone=True), nullable=False),
+)
+_MARK = "feedback"
 
 #: the decision of a row saying "nothing decided on this record" (its subject_id is "")
 CLEARED = "clear"
@@ -124,5 +142,74 @@ def add_origin(engine: Engine) -> None:
             raise
 
 
-__all__ = ["ADDED", "CLEARED", "SUGGESTED", "Decision", "Reviewed", "add_origin", "as_reviewed",
-           "decisions", "metadata", "queue_progress"]
+def _version(conn: Connection, tables: set[str], sqlite: bool) -> int | None:
+    """The version of the store in a database with ``tables`` (None: none there yet);
+    raises when they are not a feedback store's or are newer than this tagalign's."""
+    found = None
+    if schema_version.name in tables:
+        found = conn.execute(select(schema_version.c.version)
+                             .where(schema_version.c.name == _MARK)).scalar()
+        if found is not None and found > SCHEMA_VERSION:
+            raise NewerStoreError(f"it was made by a newer tagalign (schema version {found}; "
+                                  f"this one reads up to {SCHEMA_VERSION}): upgrade tagalign")
+    if decisions.name in tables:
+        have = {c["name"] for c in inspect(conn).get_columns(decisions.name)}
+        missing = sorted({c.name for c in decisions.columns} - have - {"origin"})
+        if missing:
+            raise NotAStoreError(f"not a feedback store (its decisions table has no "
+                                 f"{', '.join(missing)})")
+        return found or UNMARKED_VERSION
+    if sqlite and tables - {schema_version.name, queue_progress.name}:
+        # a server database may hold other programs' tables; a file of its own may not
+        raise NotAStoreError(f"not a feedback store (its tables: "
+                             f"{', '.join(sorted(tables)[:5])})")
+    return None
+
+
+def _create(engine: Engine, tables: Sequence[Table]) -> None:
+    try:
+        metadata.create_all(engine, tables=tables)
+    except (OperationalError, ProgrammingError):
+        # another process created them between the check and the CREATE (two workers
+        # opening a new store at once): they are there now
+        metadata.create_all(engine, tables=tables)
+
+
+def open_schema(engine: Engine) -> None:
+    """Make a store ready to use: refuse a database that is not a feedback store or is of
+    a newer version (`NotAStoreError`, `NewerStoreError`); create a new store's tables and
+    version row; bring a store of version 1 up to date (`add_origin`; its version row is
+    written by the first server that writes to it, `touch`)."""
+    with engine.connect() as conn:
+        version = _version(conn, set(inspect(conn).get_table_names()),
+                           engine.dialect.name == "sqlite")
+    if version == SCHEMA_VERSION:
+        return
+    _create(engine, [decisions, queue_progress])
+    add_origin(engine)
+    if version is None:
+        touch(engine)
+
+
+def touch(engine: Engine) -> None:
+    """Write the store's version row (``checked``: now; this tagalign's version when there
+    is none, with its table): how a server sees that the store takes writes
+    (`tagalign.feedback.store.FeedbackStore.probe`), and a version-1 store is marked."""
+    now = _dt.datetime.now(_dt.UTC)
+    _create(engine, [schema_version])  # a version-1 store's first
+    with engine.begin() as conn:
+        done = conn.execute(schema_version.update().where(schema_version.c.name == _MARK)
+                            .values(checked=now))
+        if done.rowcount:
+            return
+    try:
+        with engine.begin() as conn:
+            conn.execute(schema_version.insert().values(name=_MARK, version=SCHEMA_VERSION,
+                                                        checked=now))
+    except IntegrityError:  # another process wrote it first
+        pass
+
+
+__all__ = ["ADDED", "CLEARED", "SCHEMA_VERSION", "SUGGESTED", "UNMARKED_VERSION", "Decision",
+           "Reviewed", "add_origin", "as_reviewed", "decisions", "metadata", "open_schema",
+           "queue_progress", "schema_version", "touch"]

@@ -10,7 +10,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from tagalign.errors import InputError
 from tagalign.feedback.health import StoreHealth
 from tagalign.feedback.schema import Decision, Reviewed
-from tagalign.feedback.store import FeedbackStore, sqlite_file
+from tagalign.feedback.store import FeedbackStore, make_folder
 from tagalign.project import Project, feedback_location
 from tagalign.records import Record
 
@@ -20,7 +20,9 @@ class ServedStores:
     says (so `tagalign train --feedback` and `feedback export` find it): a request's
     project id (the id it is served under) is routed to its project's store and stored
     under the project's key (its folder's name). Projects with one URL share one store.
-    Offers what the APIs and the review queue use of a `FeedbackStore`."""
+    Offers what the APIs and the review queue use of a `FeedbackStore`. A store that is
+    away starts the server all the same: its operations raise its `StoreFault` until it
+    answers (`FeedbackStore` with ``recover``)."""
 
     def __init__(self, projects: Mapping[str, Project], override: str | None = None):
         self.routes: dict[str, tuple[FeedbackStore, str]] = {}
@@ -33,10 +35,11 @@ class ServedStores:
                                  f"feedback under one key ({key!r}) in {url}: rename a "
                                  "folder or give one another feedback_db")
             owner[url, key] = pid
-            if (db := sqlite_file(url)) is not None:  # an untrained project's folder
-                db.parent.mkdir(parents=True, exist_ok=True)
             if url not in stores:
-                stores[url] = FeedbackStore(url)
+                make_folder(url)  # an untrained project's
+                # one away (unreachable, full, read-only) opens once it answers; a wrong
+                # one stops the start (`FeedbackStore`)
+                stores[url] = FeedbackStore(url, recover=True)
             self.routes[pid] = (stores[url], key)
 
     def _route(self, project: str) -> tuple[FeedbackStore, str]:

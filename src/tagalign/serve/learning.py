@@ -14,7 +14,11 @@ started before it serves (`replay`), so a reload loses nothing learned.
 "Since the server started" is the highest row id when it started (`start`): rows stored
 before were either in the training data of the model or, as before workers existed,
 wait for the next ``tagalign train --feedback``. A worker that starts again after a crash
-replays from the same row, so it serves what its siblings serve.
+replays from the same row, so it serves what its siblings serve. A store that was away
+when the server started has its start row found when this process first reaches it, and
+always before this process stores anything (`started`); with several workers the first
+to reach it writes it where the others read it (`tagalign.serve.workers.Workers.start_row`),
+so they agree, and every row the server stores is after it.
 
 A store that fails (a full disk, a database gone: `tagalign.feedback.faults`) fails the
 learn requests that write to it; a suggest does not wait for it.
@@ -26,8 +30,9 @@ misses nothing.
 
 from __future__ import annotations
 
+import contextlib
 import threading
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Protocol
 
 from tagalign.feedback import StoreFault
@@ -43,28 +48,50 @@ class LearnedRows(Protocol):
     def learned_since(self, project: str, after: int) -> tuple[list[Record], int]: ...
 
 
+#: the row a server started after, for a project id and a reader of the store's last row
+StartRow = Callable[[str, Callable[[], int]], int]
+
+
 def learns(project: Project) -> bool:
     """Whether a project's model takes learned records at all (trained and not mapped)."""
     return project.is_trained and not project.mmap
 
 
 class Learning:
-    """Per served project id: the store row the server started after (``start``, default
-    the store's last row now) and the last row its model applied. ``shared``: other
-    processes learn into the same store (several workers), so a suggest catches up first
-    (`before_suggest`)."""
+    """Per served project id: the store row the server started after (``start``) and the
+    last row its model applied. ``start_row(project_id, last_row)``: the row the server
+    started after, given a reader of the store's last row now (default: that row; raises
+    `StoreFault` while the store is away, then it is found later: `started`). ``shared``:
+    other processes learn into the same store (several workers), so a suggest catches up
+    first (`before_suggest`)."""
 
     def __init__(self, store: LearnedRows, project_ids: Iterable[str],
-                 start: Mapping[str, int] | None = None, *, shared: bool = False):
+                 start_row: StartRow | None = None, *, shared: bool = False):
         self.store = store
         self.shared = shared
+        self._start_row: StartRow = start_row or (lambda _pid, last_row: last_row())
         ids = list(project_ids)
-        given = start or {}
-        self.start = {pid: given[pid] if pid in given else store.last_id(pid) for pid in ids}
-        self.applied = dict(self.start)
+        self.start: dict[str, int] = {}
+        self.applied: dict[str, int] = {}
         #: whether the project's model learned online the last time it was taught
         self.online: dict[str, bool] = dict.fromkeys(ids, False)
         self._locks = {pid: threading.Lock() for pid in ids}
+        self._starting = threading.Lock()
+        for pid in ids:
+            with contextlib.suppress(StoreFault):  # away: found at its first reach
+                self.started(pid)
+
+    def started(self, project_id: str) -> int:
+        """The row the server started after for a project, found now if it is not known
+        yet (its store was away): raises `StoreFault` while the store is away. Asked
+        before this process stores anything, so what it stores is after it."""
+        if project_id in self.start:  # known: no lock (a store being reached holds it)
+            return self.start[project_id]
+        with self._starting:
+            if project_id not in self.start:
+                row = self._start_row(project_id, lambda: self.store.last_id(project_id))
+                self.start[project_id] = self.applied[project_id] = row
+            return self.start[project_id]
 
     def lock(self, project_id: str) -> threading.Lock:
         """Held while a project's model is taught or swapped for a reloaded one."""
@@ -75,6 +102,7 @@ class Learning:
         """Teach the project now serving (``current()``, asked under the lock, so a model
         swapped in meanwhile is the one taught) the rows stored since the last it applied;
         ``(records taught, whether the model learns online)``."""
+        self.started(project_id)
         with self._locks[project_id]:
             records, last = self.store.learned_since(project_id, self.applied[project_id])
             if records:
@@ -99,7 +127,7 @@ class Learning:
         while no other row can be applied in between; returns the records taught. The bulk
         is taught before taking the lock (a suggest waiting to catch up is not held up by
         it), the rows stored meanwhile under it."""
-        records, upto = self.store.learned_since(project_id, self.start[project_id])
+        records, upto = self.store.learned_since(project_id, self.started(project_id))
         online = self._teach(new, records) if records else None
         with self._locks[project_id]:
             more, last = self.store.learned_since(project_id, upto)
@@ -116,4 +144,4 @@ class Learning:
         return learns(project) and project.learn(records)
 
 
-__all__ = ["LearnedRows", "Learning", "learns"]
+__all__ = ["LearnedRows", "Learning", "StartRow", "learns"]

@@ -146,7 +146,7 @@ class Service:
                  workers: Workers | None = None, observer: Observer | None = None):
         self.store = store
         self.workers = workers or Workers()
-        self.learning = Learning(store, projects, self.workers.learned_after,
+        self.learning = Learning(store, projects, self.workers.start_row,
                                  shared=self.workers.shared)
         self.projects = LiveProjects(projects, self.learning, on_swap=self.write_state,
                                      observer=observer)
@@ -272,6 +272,8 @@ class Service:
             self._learned(project_id, 0, "stored")
             return 0, False
         try:
+            # where learning started, known before anything of this process is stored
+            self.learning.started(project_id)
             stored = self.store.add(project_id, items)
         except StoreFault as exc:  # 507 or 503: nothing stored (`tagalign.feedback.faults`)
             if self.observer is not None:

@@ -125,11 +125,15 @@ class ServerSettings:
     def start_rows(self) -> dict[str, int]:
         """Per project id, the last row of its feedback store now: what was stored after
         it reaches every worker (`tagalign.serve.learning`). Opens each store once,
-        creating its tables before the workers open it."""
+        creating its tables before the workers open it; a store that is wrong stops the
+        start here (`WrongStoreError`), one that is away is left out (its workers agree
+        on the row once it answers: `tagalign.serve.workers.Workers.start_row`)."""
         from tagalign.feedback import prepare
 
-        return {pid: prepare(feedback_location(path, db, self.feedback_db)[0])
+        urls = {pid: feedback_location(path, db, self.feedback_db)[0]
                 for pid, (path, db) in self.served().items()}
+        rows = {url: prepare(url) for url in dict.fromkeys(urls.values())}  # each store once
+        return {pid: row for pid, url in urls.items() if (row := rows[url]) is not None}
 
 
 __all__ = ["SETTINGS_ENV", "ServerSettings"]

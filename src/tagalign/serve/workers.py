@@ -7,16 +7,21 @@ they differ, each worker writes a small JSON file into a folder the supervisor m
 (``STATE_DIR/PID.json``: per project id, the version it serves and since when), after
 start and after every reload; ``GET /tagalign/v1/projects/{id}`` lists every worker's.
 The supervisor deletes the file of a worker that ended.
+
+The same folder holds the feedback row the server started after for a project whose store
+was away when the server started (`Workers.start_row`): the first worker to reach the store
+writes it there, every other (and one started later) reads it.
 """
 
 from __future__ import annotations
 
 import datetime as _dt
+import fcntl
 import json
 import logging
 import os
 import signal
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -24,6 +29,10 @@ from typing import Any
 from tagalign.io import write_json_atomic
 
 log = logging.getLogger(__name__)
+
+#: the state folder's file of the start rows found by the workers (`Workers.start_row`),
+#: its lock beside it; not ``*.json``, which are the workers' state files
+START_ROWS = "start-rows"
 
 def now() -> str:
     return _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
@@ -57,6 +66,27 @@ class Workers:
             return False
         os.kill(self.supervisor, signal.SIGHUP)
         return True
+
+    def start_row(self, project_id: str, last_row: Callable[[], int]) -> int:
+        """The feedback row the server started after for ``project_id``
+        (`tagalign.serve.learning`): the supervisor's (``learned_after``), else, for a store
+        that was away when the server started, the store's last row when the first worker
+        reached it (``last_row()``, which raises while the store is away). That worker
+        writes it into the state folder under a lock, so every worker reads the one row
+        and none has stored anything before it: every row the server stores is after it.
+        One process alone: ``last_row()``."""
+        if project_id in self.learned_after:
+            return self.learned_after[project_id]
+        if self.state_dir is None:
+            return last_row()
+        path = self.state_dir / START_ROWS
+        with open(path.with_suffix(".lock"), "a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)  # released as the file closes
+            rows = json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
+            if project_id not in rows:
+                rows[project_id] = last_row()
+                write_json_atomic(path, rows)
+            return int(rows[project_id])
 
     # -- state files -----------------------------------------------------------------
     def write_state(self, projects: Mapping[str, dict[str, Any]]) -> None:
