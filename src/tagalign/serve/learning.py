@@ -31,6 +31,7 @@ misses nothing.
 from __future__ import annotations
 
 import contextlib
+import logging
 import threading
 from collections.abc import Callable, Iterable, Sequence
 from typing import Protocol
@@ -38,6 +39,8 @@ from typing import Protocol
 from tagalign.feedback import StoreFault
 from tagalign.project import Project
 from tagalign.records import Record
+
+log = logging.getLogger(__name__)
 
 
 class LearnedRows(Protocol):
@@ -77,6 +80,9 @@ class Learning:
         self.online: dict[str, bool] = dict.fromkeys(ids, False)
         self._locks = {pid: threading.Lock() for pid in ids}
         self._starting = threading.Lock()
+        #: projects whose model was reloaded while the store was away: they learn what
+        #: was stored since the start at their next catch-up (`replay`)
+        self.behind: set[str] = set()
         for pid in ids:
             with contextlib.suppress(StoreFault):  # away: found at its first reach
                 self.started(pid)
@@ -108,14 +114,17 @@ class Learning:
             if records:
                 self.online[project_id] = self._teach(current(), records)
             self.applied[project_id] = last
+            self.behind.discard(project_id)
             return records, self.online[project_id]
 
     def before_suggest(self, project_id: str, project: Project,
                        current: Callable[[], Project]) -> list[Record]:
-        """With ``shared`` learning, catch up a project that may learn; else nothing. A
+        """With ``shared`` learning, or a model reloaded while the store was away
+        (``behind``), catch up a project that may learn; else nothing. A
         store that cannot be read (`StoreFault`: it is down, the log has said so) does not
         stop a suggest: the model answers as it is and catches up once the store is back."""
-        if not self.shared or not project.allow_learn or not learns(project):
+        if (not (self.shared or project_id in self.behind) or not project.allow_learn
+                or not learns(project)):
             return []
         try:
             return self.catch_up(project_id, current)[0]
@@ -126,18 +135,43 @@ class Learning:
         """Teach a reloaded model every row since the server started, then ``swap`` it in
         while no other row can be applied in between; returns the records taught. The bulk
         is taught before taking the lock (a suggest waiting to catch up is not held up by
-        it), the rows stored meanwhile under it."""
-        records, upto = self.store.learned_since(project_id, self.started(project_id))
+        it), the rows stored meanwhile under it.
+
+        A store that cannot be read (`StoreFault`: away, the log has said so) does not
+        refuse the reload: the new model is swapped in untaught and learns every row since
+        the start at its next catch-up, before a suggest or a learn, once the store answers
+        (meanwhile it suggests without what was learned since the start)."""
+        try:
+            records, upto = self.store.learned_since(project_id, self.started(project_id))
+        except StoreFault:
+            return self._swap_behind(project_id, swap)
         online = self._teach(new, records) if records else None
         with self._locks[project_id]:
-            more, last = self.store.learned_since(project_id, upto)
+            try:
+                more, last = self.store.learned_since(project_id, upto)
+            except StoreFault:
+                more, last = [], None
             if more:
                 online = self._teach(new, more)
             swap()
+            if last is None:  # taught up to ``upto``; the rest at the next catch-up
+                self.behind.add(project_id)
+                last = upto
             self.applied[project_id] = last
             if online is not None:
                 self.online[project_id] = online
             return len({r.id for r in [*records, *more]})
+
+    def _swap_behind(self, project_id: str, swap: Callable[[], None]) -> int:
+        log.warning("project %s: reloaded while its feedback store is away; the new model "
+                    "learns what was stored since the start once the store answers",
+                    project_id)
+        with self._locks[project_id]:
+            swap()
+            self.behind.add(project_id)
+            if project_id in self.start:
+                self.applied[project_id] = self.start[project_id]
+        return 0
 
     @staticmethod
     def _teach(project: Project, records: Sequence[Record]) -> bool:
