@@ -276,3 +276,24 @@ def test_the_command_prints_what_it_did(tiny_hybrid_copy, week_file):
     assert done["unknown"] == ["4999999-9"] and done["announced"] == ["4015065-3"]
     res = runner.invoke(app, ["vocab", "update", str(tiny_hybrid_copy), str(week_file)])
     assert res.exit_code == 0 and "applied already" in res.output
+
+
+def test_rules_and_requests_naming_a_redirected_id_mean_its_target(tiny_hybrid_copy,
+                                                                   week_file, caplog):
+    from tagalign.project import ServingSettings
+    from tagalign.vocab.rules import SubjectRules
+
+    path = tiny_hybrid_copy
+    update_vocabulary(path, [week_file])
+    with caplog.at_level("WARNING", logger="tagalign.project.serving"):
+        project = Project.load(path, serving=ServingSettings(
+            rules=SubjectRules(exclude=(PILZE,))))
+    assert f"{PILZE} → {HOLZSCHUTZ}" in caplog.text
+    assert project.excluded == {HOLZSCHUTZ}
+    fungi = RECORDS[1:2]
+    assert HOLZSCHUTZ not in {s.id for s in Tagger(project).tag(
+        fungi, SuggestRequest(limit=8))[0].suggestions}
+    plain = Tagger(Project.load(path))
+    assert HOLZSCHUTZ in {s.id for s in plain.tag(fungi, SuggestRequest(limit=8))[0].suggestions}
+    assert HOLZSCHUTZ not in {s.id for s in plain.tag(
+        fungi, SuggestRequest(limit=8, exclude=frozenset({PILZE})))[0].suggestions}

@@ -173,6 +173,12 @@ class Vocabulary:
         """In the vocabulary and not retired (redirected, deleted or split)."""
         return subject_id in self._index and subject_id not in self.retired
 
+    def current(self, subject_id: str) -> str:
+        """The id that stands for ``subject_id`` now: a redirected heading's target, else
+        the id itself."""
+        kind, target = self.retired.get(subject_id, ("", None))
+        return target if kind == "redirected" and target is not None else subject_id
+
     def successors(self) -> np.ndarray | None:
         """Position → where its evidence goes: itself, a redirected heading's target
         (chains followed when made: `tagalign.vocab.changes.apply`), -1 for a deleted or
