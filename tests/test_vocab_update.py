@@ -16,6 +16,7 @@ from typer.testing import CliRunner
 
 from marc_authority import authority, field_682, shortened, status, with_682, write_xml
 from tagalign.cli import app
+from tagalign.errors import InputError
 from tagalign.project import Project, Tagger
 from tagalign.recipes import Recipe
 from tagalign.records import Record
@@ -297,3 +298,24 @@ def test_rules_and_requests_naming_a_redirected_id_mean_its_target(tiny_hybrid_c
     assert HOLZSCHUTZ in {s.id for s in plain.tag(fungi, SuggestRequest(limit=8))[0].suggestions}
     assert HOLZSCHUTZ not in {s.id for s in plain.tag(
         fungi, SuggestRequest(limit=8, exclude=frozenset({PILZE})))[0].suggestions}
+
+
+def test_the_python_api_page_s_example_runs_as_written(tiny_hybrid_copy, tmp_path,
+                                                       monkeypatch, capsys):
+    import re
+
+    text = (Path(__file__).resolve().parents[1] / "docs/python-api.md").read_text("utf-8")
+    section = text.split("\n## Keeping up with the GND\n", 1)[1].split("\n## ", 1)[0]
+    (block,) = re.findall(r"^```python\n(.*?)^```", section, re.M | re.S)
+    write_xml(tmp_path / "GND_Aenderungsdienst_20240702.mrc.xml.gz", week(), gz=True)
+    (tmp_path / "gnd-hybrid").symlink_to(tiny_hybrid_copy)
+    with pytest.raises(InputError, match="symbolic link"):  # the swap would replace the link
+        update_vocabulary(tmp_path / "gnd-hybrid", [tmp_path / "x.mrc.xml"])
+    (tmp_path / "gnd-hybrid").unlink()
+    tiny_hybrid_copy.rename(tmp_path / "gnd-hybrid")
+    monkeypatch.chdir(tmp_path)
+    scope: dict = {}
+    exec(compile(block, "docs/python-api.md", "exec"), scope)  # noqa: S102 - our docs
+    assert scope["done"].written and scope["done"].state["last_date"] == "2024-07-02"
+    lines = capsys.readouterr().out.splitlines()
+    assert PILZE in lines[0] and lines[2].startswith("2024-07-02 {'subjects': 9")

@@ -21,7 +21,6 @@ change nothing writes nothing."""
 
 from __future__ import annotations
 
-import hashlib
 import os
 import re
 import shutil
@@ -36,6 +35,7 @@ from tagalign.model_files import now
 from tagalign.project import CONFIG_NAME, MODEL_DIR, WORK_DIR, Project
 from tagalign.recipes.saved import MANIFEST
 from tagalign.shipping import swap
+from tagalign.shipping.archive import file_sha256
 from tagalign.shipping.checks import FEEDBACK_FILES
 from tagalign.vocab.changes import ChangeSet, read_changes, read_whole
 from tagalign.vocab.changes.apply import VocabularyUpdate, plan_update
@@ -63,15 +63,6 @@ class UpdateResult:
                 **self.update.to_dict(), "state": self.state}
 
 
-def file_digest(path: Path) -> str:
-    """SHA-256 of a change file's bytes (what "already applied" compares)."""
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
 def file_date(path: Path) -> str | None:
     """The date a change file's name gives (ISO 8601), if any."""
     found = _DATE.findall(Path(path).name)
@@ -96,6 +87,8 @@ def update_vocabulary(path: Path | str, files: Sequence[Path | str], *,
     path, paths = Path(path), [Path(f) for f in files]
     if not paths:
         raise InputError("no change files given")
+    if path.is_symlink():  # its swap would replace the link, not the folder it names
+        raise InputError(f"{path} is a symbolic link; give the folder it points to")
     if whole and len(paths) != 1:
         raise InputError("a whole newer vocabulary is one file or folder, not several")
     with swap.downloading(path, wait):
@@ -109,7 +102,7 @@ def update_vocabulary(path: Path | str, files: Sequence[Path | str], *,
                               entity_types=entity_types, option=option))
         update = plan_update(changes, project.vocab)
         state = dict(project.config.vocabulary.get("state") or {})
-        digests = [file_digest(f) if f.is_file() else None for f in paths]
+        digests = [file_sha256(f) if f.is_file() else None for f in paths]
         known = {entry.get("sha256") for entry in state.get("applied", [])}
         if dry_run or (update.empty and all(d is not None and d in known for d in digests)):
             return UpdateResult(path, update, False, state)
@@ -182,4 +175,4 @@ def _write(project: Project, vocab: Vocabulary, state: dict[str, Any]) -> None:
     swap.replace(path)
 
 
-__all__ = ["UpdateResult", "file_date", "file_digest", "new_state", "update_vocabulary"]
+__all__ = ["UpdateResult", "file_date", "new_state", "update_vocabulary"]

@@ -134,27 +134,24 @@ class LabelMatcher(Source):
         with the kind of label (1 preferred, 0 alternative, -1 German in English texts)."""
         out: list[tuple[str, int]] = []
         seen = set()
+
+        def add(label: str, stemmed_as: str, pref: int) -> None:
+            toks = [t for t in analyzer.words(label) if t not in _STOP[stemmed_as]]
+            if not toks or len(toks) > self.config.max_ngram:
+                return
+            key = stemmed_as + "|" + " ".join(analyzer.stem(toks, stemmed_as))
+            if key not in seen:
+                seen.add(key)
+                out.append((key, pref))
+
         for lang in ("de", "en"):
-            labels = [(subj.labels[lang], 1)] if lang in subj.labels else []
-            labels += [(a, 0) for a in subj.alt_labels.get(lang, [])]
-            stop = _STOP[lang]
-            for label, pref in labels:
-                toks = [t for t in analyzer.words(label) if t not in stop]
-                if not toks or len(toks) > self.config.max_ngram:
-                    continue
-                key = lang + "|" + " ".join(analyzer.stem(toks, lang))
-                if key not in seen:
-                    seen.add(key)
-                    out.append((key, pref))
+            if lang in subj.labels:
+                add(subj.labels[lang], lang, 1)
+            for alt in subj.alt_labels.get(lang, []):
+                add(alt, lang, 0)
         if self.config.cross_language and "en" not in subj.labels:
             for label in [subj.labels.get("de", ""), *subj.alt_labels.get("de", [])]:
-                toks = [t for t in analyzer.words(label or "") if t not in _STOP["en"]]
-                if not toks or len(toks) > self.config.max_ngram:
-                    continue
-                key = "en|" + " ".join(analyzer.stem(toks, "en"))
-                if key not in seen:
-                    seen.add(key)
-                    out.append((key, -1))
+                add(label or "", "en", -1)
         return out
 
     def take_headings(self, headings: NewHeadings, ctx: FitContext) -> None:
