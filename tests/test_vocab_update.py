@@ -319,3 +319,16 @@ def test_the_python_api_page_s_example_runs_as_written(tiny_hybrid_copy, tmp_pat
     assert scope["done"].written and scope["done"].state["last_date"] == "2024-07-02"
     lines = capsys.readouterr().out.splitlines()
     assert PILZE in lines[0] and lines[2].startswith("2024-07-02 {'subjects': 9")
+
+
+def test_show_project_shows_the_state_and_the_splits(tiny_hybrid_copy, week_file, tmp_path):
+    update_vocabulary(tiny_hybrid_copy, [week_file])
+    src = tmp_path / "projects.toml"
+    src.write_text(f'[tiny]\npath = "{tiny_hybrid_copy}"\nexclude = ["{PILZE}"]\n',
+                   encoding="utf-8")
+    res = runner.invoke(app, ["show-project", "tiny", "--projects", str(src)])
+    assert res.exit_code == 0, res.output
+    shown = json.loads(res.output[res.output.index("{"):])
+    assert shown["vocabulary_state"]["split"] == [{"id": DENKMAL, "label": "Denkmalpflege"}]
+    assert shown["vocabulary_state"]["counts"]["suggestable"] == 6
+    assert shown["excluded"] == 1  # the redirected id means its target
