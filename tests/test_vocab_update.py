@@ -332,3 +332,19 @@ def test_show_project_shows_the_state_and_the_splits(tiny_hybrid_copy, week_file
     assert shown["vocabulary_state"]["split"] == [{"id": DENKMAL, "label": "Denkmalpflege"}]
     assert shown["vocabulary_state"]["counts"]["suggestable"] == 6
     assert shown["excluded"] == 1  # the redirected id means its target
+
+
+def test_training_after_an_update_learns_the_targets(tiny_hybrid_copy, week_file):
+    from tagalign.workflows import train_project
+
+    update_vocabulary(tiny_hybrid_copy, [week_file])
+    project = Project.load(tiny_hybrid_copy)
+    records = tiny_records(120, seed=0)
+    retired = {PILZE, ZUKUNFT, DENKMAL}
+    expected_mapped = sum(PILZE in r.subjects for r in records)
+    expected_dropped = sum(s in (ZUKUNFT, DENKMAL) for r in records for s in r.subjects)
+    done = train_project(project, records, feedback=False)
+    assert (done.gold_mapped, done.gold_dropped) == (expected_mapped, expected_dropped) != (0, 0)
+    Y = project.trained_recipe().pipeline.memory.Y.tocsc()
+    assert all(Y[:, project.vocab.position(s)].nnz == 0 for s in retired)
+    assert Y[:, project.vocab.position(HOLZSCHUTZ)].nnz >= expected_mapped
