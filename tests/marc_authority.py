@@ -71,6 +71,43 @@ def authority(gid: str, label: str | tuple[str, str] | None, *,
     return rec
 
 
+def status(code: str) -> str:
+    """The authority leader with record status (leader/05) ``code``."""
+    return LEADER[:5] + code + LEADER[6:]
+
+
+def field_682(text: str | None, target: tuple[str, str] | None = None) -> Field:
+    """682 as the DNB fills it: the target linked by ``$0`` as every GND link is
+    ((DE-101) record number, (DE-588) GND id, URI), ``$a`` its preferred name, ``$i`` the
+    explanation ("Umlenkung", "Loeschung")."""
+    subs = []
+    if target is not None:
+        gid, name = target
+        subs += [Subfield("0", f"(DE-101){gid.replace('-', '')}"),
+                 Subfield("0", f"(DE-588){gid}"), Subfield("0", f"https://d-nb.info/gnd/{gid}"),
+                 Subfield("a", name)]
+    if text is not None:
+        subs.append(Subfield("i", text))
+    return Field("682", BLANK, subs)
+
+
+def shortened(gid: str, code: str, note: Field) -> Record:
+    """A shortened record, as the DNB delivers a real redirect or deletion: "nur noch die
+    notwendigsten Informationen (Identifier und Umlenkziel bzw. Hinweis auf Löschung)"."""
+    rec = Record(leader=status(code))
+    rec.add_field(Field("001", data=f"9{gid.replace('-', '')}"))
+    rec.add_field(Field("003", data="DE-101"))
+    rec.add_field(Field("035", BLANK, [Subfield("a", f"(DE-101)9{gid.replace('-', '')}")]))
+    rec.add_field(Field("035", BLANK, [Subfield("a", f"(DE-588){gid}")]))
+    rec.add_field(note)
+    return rec
+
+
+def with_682(rec: Record, note: Field) -> Record:
+    rec.add_field(note)
+    return rec
+
+
 def small_dump() -> list[Record]:
     """Five subject headings, a person, a corporate body, a deleted heading and one without
     a preferred label: what `EXPECTED` and the counts of the tests describe."""

@@ -14,10 +14,18 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from pymarc import Field, Indicators, Record, Subfield
+from pymarc import Indicators, Record
 from typer.testing import CliRunner
 
-from marc_authority import LEADER, authority, write_binary, write_xml
+from marc_authority import (
+    authority,
+    field_682,
+    shortened,
+    status,
+    with_682,
+    write_binary,
+    write_xml,
+)
 from tagalign.cli import app
 from tagalign.io import InputReport
 from tagalign.vocab import Subject, Vocabulary, load_vocabulary
@@ -37,43 +45,6 @@ from tagalign.vocab.changes import (
 
 runner = CliRunner()
 BLANK = Indicators(" ", " ")
-
-
-def status(code: str) -> str:
-    """The authority leader with record status (leader/05) ``code``."""
-    return LEADER[:5] + code + LEADER[6:]
-
-
-def field_682(text: str | None, target: tuple[str, str] | None = None) -> Field:
-    """682 as the DNB fills it: the target linked by ``$0`` as every GND link is
-    ((DE-101) record number, (DE-588) GND id, URI), ``$a`` its preferred name, ``$i`` the
-    explanation ("Umlenkung", "Loeschung")."""
-    subs = []
-    if target is not None:
-        gid, name = target
-        subs += [Subfield("0", f"(DE-101){gid.replace('-', '')}"),
-                 Subfield("0", f"(DE-588){gid}"), Subfield("0", f"https://d-nb.info/gnd/{gid}"),
-                 Subfield("a", name)]
-    if text is not None:
-        subs.append(Subfield("i", text))
-    return Field("682", BLANK, subs)
-
-
-def shortened(gid: str, code: str, note: Field) -> Record:
-    """A shortened record, as the DNB delivers a real redirect or deletion: "nur noch die
-    notwendigsten Informationen (Identifier und Umlenkziel bzw. Hinweis auf Löschung)"."""
-    rec = Record(leader=status(code))
-    rec.add_field(Field("001", data=f"9{gid.replace('-', '')}"))
-    rec.add_field(Field("003", data="DE-101"))
-    rec.add_field(Field("035", BLANK, [Subfield("a", f"(DE-101)9{gid.replace('-', '')}")]))
-    rec.add_field(Field("035", BLANK, [Subfield("a", f"(DE-588){gid}")]))
-    rec.add_field(note)
-    return rec
-
-
-def with_682(rec: Record, note: Field) -> Record:
-    rec.add_field(note)
-    return rec
 
 
 def week_one() -> list[Record]:

@@ -328,5 +328,6 @@ def describe(spec: ProjectSpec, project: Project | None) -> dict[str, Any]:
         out["excluded"] = len(project.excluded)
         out["trained_at"] = project.config.trained_at
         out["vocabulary_size"] = len(project.vocab)
+        out["vocabulary_state"] = project.config.vocabulary.get("state")
         out["dev_scores"] = project.config.dev_scores
     return out

@@ -110,5 +110,9 @@ def train(
     skip_teardown()
     console.log(f"[bold green]trained[/] {project.config.recipe} in "
                 f"{done.seconds:.0f} s → {project_dir}")
+    if done.gold_mapped or done.gold_dropped:
+        console.log(f"gold subjects of {done.gold_mapped} records mapped to the targets of "
+                    f"redirected headings; {done.gold_dropped} gold ids of deleted or split "
+                    "headings dropped (vocab update)")
     if done.dev_scores is not None:
         out.print(report_tables(done.dev_scores))

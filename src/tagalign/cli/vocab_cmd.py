@@ -1,4 +1,4 @@
-"""`tagalign vocab load|show|diff`."""
+"""`tagalign vocab load|show|diff|update`."""
 
 from __future__ import annotations
 
@@ -146,6 +146,16 @@ def _print_summary(summary: ChangeSummary) -> None:
     out.print(table)
 
 
+def _compared_whole(new: list[Path], whole: bool) -> bool:
+    """Whether ``new`` is one whole newer vocabulary (``--whole``, a folder, or a format
+    that says nothing of changes) rather than change files."""
+    compare_whole = whole or (len(new) == 1 and (new[0].is_dir()
+                                                  or change_format(new[0]) is None))
+    if compare_whole and len(new) > 1:
+        refuse("--whole compares one newer vocabulary, not several files")
+    return compare_whole
+
+
 @vocab_app.command("diff", short_help="What change files or a newer vocabulary change in one.")
 def diff(
     old: Path = typer.Argument(..., help="The vocabulary (any format or a saved folder)."),
@@ -166,11 +176,7 @@ def diff(
     """
     vocab = _load(old, fmt)
     report = InputReport()
-    compare_whole = whole or (len(new) == 1 and (new[0].is_dir()
-                                                  or change_format(new[0]) is None))
-    if compare_whole and len(new) > 1:
-        refuse("--whole compares one newer vocabulary, not several files")
-    if compare_whole:
+    if _compared_whole(new, whole):
         changes = read_whole(new[0], vocab, skip_bad=skip_bad, report=report,
                              entity_types=entity_types, option="--skip-bad")
     else:
@@ -184,3 +190,68 @@ def diff(
         return
     _print_summary(summary)
 
+
+
+UPDATE_ROWS = {"added": "added (suggestable now)", "relabelled": "relabelled",
+               "redirected": "redirected (evidence to the target)",
+               "split": "split (not suggested; a librarian decides)",
+               "deleted": "deleted (not suggested)",
+               "announced": "announced, not yet effective",
+               "unknown_skipped": "unknown ids skipped"}
+
+
+def _print_update(done: dict) -> None:
+    table = Table("change", "headings", "first ones")
+    for kind, n in done["counts"].items():
+        if kind == "redirected":
+            first = ", ".join(f"{r['id']} → {r['target_label']} ({r['target']})"
+                              for r in done["redirected"])
+        elif kind == "split":
+            first = ", ".join(f"{r['id']} {r['label']}" for r in done["split"])
+        else:
+            first = ", ".join(done.get("unknown" if kind == "unknown_skipped" else kind, []))
+        table.add_row(UPDATE_ROWS[kind], str(n), first)
+    out.print(table)
+
+
+@vocab_app.command("update", short_help="Apply change files to a trained project without "
+                   "retraining.")
+def update(
+    project: Path = typer.Argument(..., help="A trained project folder (served or not)."),
+    changes: list[Path] = typer.Argument(..., help="Change files in the order they came (the GND-Änderungsdienst as MARC 21 or MARC-XML, gzipped or not; SKOS with owl:deprecated and dct:isReplacedBy), or one newer vocabulary (any format or a saved folder: compared whole)."),
+    whole: bool = typer.Option(False, "--whole", help="CHANGES is a whole newer dump or release in MARC or SKOS: headings it lacks count as deleted."),
+    entity_types: str = typer.Option(None, "--entity-types", help="GND MARC: the entity types to read, as for vocab load (default s)."),
+    skip_bad: bool = typer.Option(False, "--skip-bad", help="Skip malformed records of the change files (named as warnings) instead of applying nothing."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Say what would change; write nothing."),
+    wait: float = typer.Option(0.0, "--wait", help="Seconds to wait for another update or download into the folder."),
+    as_json: bool = typer.Option(False, "--json", help="Print what was done and the project's vocabulary state as JSON."),
+) -> None:
+    """Apply change files to a trained project without retraining, atomically: new headings
+    become suggestable at once (label index and lexical matcher), corrected labels take
+    effect, redirected headings are never suggested again and their evidence counts for
+    the target, deleted and split ones are never suggested. A served project picks the
+    update up at its next reload. Files already applied change nothing.
+
+    Example: tagalign vocab update gnd-hybrid/ GND_Aenderungsdienst_20240702.mrc.xml.gz
+    """
+    from tagalign.shipping.vocab_update import update_vocabulary
+
+    report = InputReport()
+    done = update_vocabulary(project, changes, whole=_compared_whole(changes, whole),
+                             skip_bad=skip_bad, entity_types=entity_types, report=report,
+                             option="--skip-bad", dry_run=dry_run, wait=wait)
+    if report.n_skipped:
+        console.print(f"[yellow]{report.n_skipped} malformed records skipped[/] (--skip-bad)")
+    if as_json:
+        print(json.dumps(done.to_dict(), ensure_ascii=False))
+        return
+    _print_update(done.to_dict())
+    state = done.state
+    if not done.written:
+        console.print("nothing written: " + ("--dry-run" if dry_run else
+                                             "these files were applied already"))
+    else:
+        console.print(f"{project}: vocabulary updated ({state['counts']['subjects']} "
+                      f"headings, {state['counts']['suggestable']} suggestable; update "
+                      f"{state['updates']}, last file {state['last_file']}); a server "
+                      "serving it loads it at its next reload")

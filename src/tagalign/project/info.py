@@ -18,6 +18,8 @@ def project_info(project: Project) -> dict[str, Any]:
         "name": project.name,
         "recipe": c.recipe,
         "vocabulary_size": c.vocabulary["size"],
+        # the change files applied since training (`tagalign vocab update`), if any
+        "vocabulary_state": c.vocabulary.get("state"),
         "languages": c.vocabulary.get("languages", []),
         "language": project.language or (c.vocabulary.get("languages") or [None])[0],
         "trained": project.is_trained,

@@ -12,12 +12,15 @@ The settings of the server process as a whole (port, workers, tokens, …) are
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from tagalign.errors import InputError
 from tagalign.vocab import Vocabulary
 from tagalign.vocab.rules import SubjectRules
+
+log = logging.getLogger(__name__)
 
 
 class ServingSettingError(InputError):
@@ -61,6 +64,10 @@ class ServingSettings:
                 "exclude/include", "subject ids not in the vocabulary: "
                 + ", ".join(unknown[:10])
                 + (f" (+{len(unknown) - 10} more)" if len(unknown) > 10 else ""))
+        moved = self.rules.redirected(vocab)
+        if moved:
+            log.warning("exclude/include name redirected headings, read as their targets: "
+                        "%s", ", ".join(f"{old} → {new}" for old, new in moved.items()))
         if self.language is not None and self.language not in vocab.languages:
             raise ServingSettingError(
                 "language", f"{self.language!r} is not a language of the vocabulary "

@@ -57,7 +57,9 @@ class Tagger:
             raise UsageError(f"project {project.path.name} has no domain model attached")
         banned = project.excluded
         if request.exclude:
-            banned = banned | {normalize_subject_id(i) for i in request.exclude}
+            # an id of a redirected heading stands for its target (`Vocabulary.current`)
+            banned = banned | {project.vocab.current(normalize_subject_id(i))
+                               for i in request.exclude}
         checked = [r if isinstance(r, Checked) else check_record(r) for r in records]
         out = [Tagged([], warning) for _, warning in checked]
         todo = [i for i, (_, warning) in enumerate(checked) if warning != EMPTY_WARNING]

@@ -22,6 +22,7 @@ from tagalign.runtime import Runtime
 from tagalign.suggest import Suggestion, SuggestRequest, Tagged, keep_above
 from tagalign.suggest.held_out import HeldOutEvidence
 from tagalign.vocab import Vocabulary
+from tagalign.vocab.changes.apply import VocabularyUpdate
 
 #: Recipes by name; the built-in ones are imported on first lookup (their modules register
 #: them), so ``tagalign --help`` does not pay for torch and sentence-transformers.
@@ -147,16 +148,18 @@ class Recipe(ModelFamily, ABC):
                 for row in self._suggest(records, max(limit, depth))]
 
     # -- persistence: every model family's `save(folder)` / `load(folder, ...)` ---------
-    def save(self, folder: Path) -> None:
+    def save(self, folder: Path, saved: str | None = None) -> None:
         """The trained recipe into ``folder`` (``PROJECT/model/``), replaced atomically: its
         own files (`_save_state`) and the manifest ``recipe.json`` (`ModelFamily`) with the
-        vocabulary's size and fingerprint, when it was saved and a random id of this save."""
+        vocabulary's size and fingerprint, when it was saved (``saved``: when it was
+        trained, for a model saved again after a vocabulary update) and a random id of this
+        save."""
         with atomic_dir(folder) as tmp:
             self._save_state(tmp)
             self.write_manifest(
                 tmp, self.params,
                 vocabulary={"size": len(self.vocab), "fingerprint": self.vocab.fingerprint},
-                saved=now(),
+                saved=saved or now(),
                 # new with every save: two models saved in the same second with the same
                 # parameters still have different manifests, hence versions
                 # (`tagalign.project.model_version`, which a server's reload compares)
@@ -231,6 +234,13 @@ class Recipe(ModelFamily, ABC):
                     again.append(i)  # a full list: more candidates may exist further down
             todo, k = again, min(ceiling, 2 * k)
         return out
+
+    def take_vocabulary(self, update: VocabularyUpdate) -> None:
+        """Suggest with ``update.new`` from now on, without retraining (`tagalign.vocab.
+        changes.apply`: new headings appended, corrected ones relabelled, retired ones
+        kept); a recipe that cannot refuses, saying to retrain."""
+        raise InputError(f"recipe {self.name!r} cannot take vocabulary changes without "
+                         "retraining: train the project again with the updated vocabulary")
 
     def held_out_evidence(self) -> HeldOutEvidence | None:
         """Suggestions and neighbour records for training records from models that never

@@ -20,7 +20,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from tagalign.errors import NotTrainedError
+from tagalign.errors import InputError, NotTrainedError
 from tagalign.io import atomic_dir, read_json
 from tagalign.recipes.base import (
     ReadOnlyError,
@@ -38,7 +38,9 @@ from tagalign.suggest.held_out import FOLDER as HELD_OUT
 from tagalign.suggest.held_out import HeldOutEvidence
 from tagalign.suggest.pipeline import HybridPipeline
 from tagalign.suggest.sources import SOURCES
+from tagalign.suggest.sources.base import NewHeadings
 from tagalign.vocab import Vocabulary
+from tagalign.vocab.changes.apply import VocabularyUpdate
 
 log = logging.getLogger(__name__)
 
@@ -129,6 +131,26 @@ class HybridRecipe(Recipe):
             raise ReadOnlyError(read_only_message("this hybrid model"))
         with self._lock:
             self.pipeline.learn(records, self.config.batch_size)
+
+    # -- vocabulary updates ----------------------------------------------------------------
+    def take_vocabulary(self, update: VocabularyUpdate) -> None:
+        """The sources that know headings by their labels take the new and the corrected
+        ones (`HybridPipeline.take_vocabulary`); a retired heading's evidence goes to its
+        target at each suggestion (`Vocabulary.successors`). Not with the ``domains``
+        source, whose subject profiles come from training records alone."""
+        if self.config.domains:
+            raise InputError("a hybrid with domains=true cannot take vocabulary changes "
+                             "without retraining yet: train the project again with the "
+                             "updated vocabulary")
+        self.held_out_evidence()  # read now: saved again with the model
+        new = update.new
+        redirected = {new.position(sid): new.position(target)
+                      for sid, (kind, target) in update.retired.items()
+                      if kind == "redirected" and target is not None}
+        with self._lock:
+            self.pipeline.take_vocabulary(
+                new, NewHeadings(update.added, update.relabelled), redirected)
+            self.vocab = new
 
     # -- suggesting ------------------------------------------------------------------------
     def _suggest(self, records: Sequence[Record], limit: int) -> list[list[Suggestion]]:

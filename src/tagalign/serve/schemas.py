@@ -216,6 +216,9 @@ class ProjectOut(BaseModel):
     allow_learn: bool = Field(False, description="False: learn answers 403")
     rules: dict[str, list[str]] = Field({}, description="Vocabulary rules (exclude, include)")
     excluded: int = Field(0, description="Subjects the rules exclude")
+    vocabulary_state: dict[str, Any] | None = Field(
+        None, description="Change files applied since training (`tagalign vocab update`; "
+        "null: none)")
     model_version: ModelVersionOut | None = Field(
         None, description="The model the answering worker serves (null: not trained)")
     worker: int | None = Field(None, description="pid of the worker process that answered")

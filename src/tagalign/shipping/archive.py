@@ -89,7 +89,8 @@ def resolve_url(url: str, into: Path | str | None,
                         "archive's URL")
 
 
-def _sha256(path: Path) -> str:
+def file_sha256(path: Path) -> str:
+    """SHA-256 of a file's bytes, read a chunk at a time."""
     h = hashlib.sha256()
     with open(path, "rb") as fh:
         while chunk := fh.read(CHUNK):
@@ -121,7 +122,7 @@ def build_manifest(project: Project, files: list[tuple[str, Path]]) -> dict[str,
         "params": project.params, "vocabulary": c.vocabulary,
         "trained_at": c.trained_at, "versions": versions(),
         "packed": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
-        "files": {rel: {"sha256": _sha256(p), "size": p.stat().st_size} for rel, p in files},
+        "files": {rel: {"sha256": file_sha256(p), "size": p.stat().st_size} for rel, p in files},
     }
 
 

@@ -71,6 +71,18 @@ class CoAssignment:
         C.indptr = C.indptr.astype(np.int64)
         return cls(C, top_m)
 
+    def widened(self, n_subjects: int) -> CoAssignment:
+        """Of ``n_subjects`` subjects: the ones a vocabulary update appended were never
+        assigned with any other (empty rows and columns)."""
+        n = self.cond.shape[0]
+        if n >= n_subjects:
+            return self
+        indptr = np.concatenate([np.asarray(self.cond.indptr, np.int64),
+                                 np.full(n_subjects - n, self.cond.indptr[-1], np.int64)])
+        cond = sp.csr_matrix((np.asarray(self.cond.data), np.asarray(self.cond.indices),
+                              indptr), shape=(n_subjects, n_subjects))
+        return CoAssignment(cond, self.top_m)
+
     def save(self, path: Path) -> None:
         path.mkdir(parents=True, exist_ok=True)
         save_csr_atomic(path, "cond", self.cond)

@@ -26,6 +26,7 @@ from tagalign.suggest.sources.base import (
     Candidates,
     Encoder,
     FitContext,
+    NewHeadings,
     Source,
 )
 from tagalign.suggest.sources.memory import RecordMemory, label_matrix
@@ -127,6 +128,9 @@ class HybridPipeline:
         the sources' candidates when already computed (`candidates`).
         """
         cands = self.candidates(batch) if cands is None else cands
+        successor = self.vocab.successors()
+        if successor is not None:  # retired headings: their evidence to their targets
+            cands = [c.followed(successor) for c in cands]
         rows, cols, X, names = merge(cands, len(self.vocab))
         firsts = np.cumsum([0] + [len(c.names) for c in cands[:-1]])
         support = ~np.isnan(X[:, firsts])  # which sources proposed each candidate
@@ -296,6 +300,29 @@ class HybridPipeline:
             rows = self.memory.append(new, batch.languages, label_matrix(new, self.vocab))
             for src in self.sources:
                 src.learn(batch, rows)
+
+    def take_vocabulary(self, vocab: Vocabulary, headings: NewHeadings,
+                        redirected: dict[int, int]) -> None:
+        """Suggest with ``vocab``, an update of the vocabulary trained with (every old
+        position kept: `tagalign.vocab.changes.apply`), without retraining: the sources
+        take its new and relabelled ``headings`` (`Source.take_headings`), the per-subject
+        parts grow to its size, and a newly ``redirected`` heading's prior (old position →
+        its target's) counts for its target."""
+        n = len(vocab)
+        ctx = FitContext(vocab, self.analyzer, self.memory, Y=self.memory.Y,
+                         encoder=self.encoder)
+        for src in self.sources:
+            src.take_headings(headings, ctx)
+        self.memory.widen(n)
+        if self.co is not None:
+            self.co = self.co.widened(n)
+        if len(self.prior):
+            prior = np.concatenate([self.prior, np.full(n - len(self.prior),
+                                                        self.prior.min(), np.float32)])
+            for old, target in redirected.items():
+                prior[target] = np.logaddexp(prior[target], prior[old])
+            self.prior = prior.astype(np.float32)
+        self.vocab = vocab
 
     # -- persistence -----------------------------------------------------------------------
     def save(self, path: Path, meta: dict[str, Any] | None = None) -> None:

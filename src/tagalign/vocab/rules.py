@@ -59,9 +59,17 @@ class SubjectRules:
         return [i for i in (*self.exclude, *self.include) if i != ALL and i not in vocab]
 
     def excluded(self, vocab: Vocabulary) -> frozenset[str]:
-        base = set(vocab.ids) if ALL in self.exclude else {i for i in self.exclude
+        """The subjects never suggested; an id of a redirected heading stands for its
+        target (`Vocabulary.current`: a rule written before a vocabulary update)."""
+        base = set(vocab.ids) if ALL in self.exclude else {vocab.current(i)
+                                                            for i in self.exclude
                                                             if i in vocab}
-        return frozenset(base - set(self.include))
+        return frozenset(base - {vocab.current(i) for i in self.include})
+
+    def redirected(self, vocab: Vocabulary) -> dict[str, str]:
+        """The rules' ids of redirected headings → their targets (read so: `excluded`)."""
+        return {i: vocab.current(i) for i in (*self.exclude, *self.include)
+                if vocab.current(i) != i}
 
     def describe(self) -> dict[str, list[str]]:
         return {"exclude": list(self.exclude), "include": list(self.include)}

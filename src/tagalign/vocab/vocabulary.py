@@ -10,6 +10,7 @@ import threading
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
+import numpy as np
 import orjson
 
 from tagalign.errors import ConflictError, InputError
@@ -44,12 +45,25 @@ class VocabularyMismatchError(ConflictError, ValueError):
     """An artifact was trained against another vocabulary than the one given."""
 
 
+#: why a heading is retired (`Vocabulary.retired`): merged into another, gone, split
+RETIRED_KINDS = ("redirected", "deleted", "split")
+
+
 class Vocabulary:
-    """Subjects in a fixed order; position ``i`` is the row of subject ``i`` in every matrix."""
+    """Subjects in a fixed order; position ``i`` is the row of subject ``i`` in every matrix.
+
+    A vocabulary updated by change files (`tagalign.vocab.changes.apply`) keeps every
+    position: new headings are appended, and a heading redirected, deleted or split stays
+    where it was, ``retired`` (never suggested; a redirected one's evidence counts for its
+    target: `successors`). ``revision`` names the changes applied (None: none); it is part
+    of the `fingerprint`, so a model checks it was updated with the same ones."""
 
     def __init__(self, subjects: Iterable[Subject]):
         self.subjects: list[Subject] = []
         self._index: dict[str, int] = {}
+        #: retired id → (kind of `RETIRED_KINDS`, the target id of a redirect, else None)
+        self.retired: dict[str, tuple[str, str | None]] = {}
+        self.revision: str | None = None
         for s in subjects:
             if s.id in self._index:
                 self._merge(self.subjects[self._index[s.id]], s)
@@ -109,6 +123,8 @@ class Vocabulary:
         at_word = re.compile(r"(?<!\w)" + re.escape(needle))
         ranked: list[tuple[int, int, Subject]] = []
         for i, subject in enumerate(self.subjects):
+            if subject.id in self.retired:  # no more to be chosen
+                continue
             # folded as the prefix index folds: a typed "ä" finds a decomposed one (the
             # GND's labels often have them so)
             best = min((_match_rank(fold(lab), needle, at_word)
@@ -144,11 +160,39 @@ class Vocabulary:
 
     @property
     def fingerprint(self) -> str:
-        """Hash of the ordered ids: artifacts record it and refuse another vocabulary."""
+        """Hash of the ordered ids (and of the `revision`, where one): artifacts record it
+        and refuse another vocabulary."""
         if self._fingerprint is None:
-            h = hashlib.sha256("\n".join(s.id for s in self.subjects).encode("utf-8"))
-            self._fingerprint = h.hexdigest()[:16]
+            ids = "\n".join(s.id for s in self.subjects)
+            if self.revision is not None:
+                ids += f"\n#revision {self.revision}"
+            self._fingerprint = hashlib.sha256(ids.encode("utf-8")).hexdigest()[:16]
         return self._fingerprint
+
+    def suggestable(self, subject_id: str) -> bool:
+        """In the vocabulary and not retired (redirected, deleted or split)."""
+        return subject_id in self._index and subject_id not in self.retired
+
+    def current(self, subject_id: str) -> str:
+        """The id that stands for ``subject_id`` now: a redirected heading's target, else
+        the id itself."""
+        kind, target = self.retired.get(subject_id, ("", None))
+        return target if kind == "redirected" and target is not None else subject_id
+
+    def successors(self) -> np.ndarray | None:
+        """Position → where its evidence goes: itself, a redirected heading's target
+        (chains followed when made: `tagalign.vocab.changes.apply`), -1 for a deleted or
+        split one; None when nothing is retired (every position its own)."""
+        if not self.retired:
+            return None
+        cached = getattr(self, "_successors", None)
+        if cached is None:
+            cached = np.arange(len(self.subjects), dtype=np.int64)
+            for sid, (_kind, target) in self.retired.items():
+                cached[self._index[sid]] = (self._index[target] if target is not None
+                                            and target in self._index else -1)
+            self._successors = cached
+        return cached
 
     def check(self, fingerprint: str, size: int, what: str = "this artifact") -> None:
         """Raise `VocabularyMismatchError` unless ``fingerprint`` is this vocabulary's."""
@@ -161,14 +205,16 @@ class Vocabulary:
 
     @property
     def prefix_index(self) -> PrefixIndex:
-        """Labels of both languages sorted for prefix search, built on first use (the
-        vocabulary is not changed after loading, so the index never goes stale)."""
+        """Labels of both languages sorted for prefix search (retired headings left out),
+        built on first use (the vocabulary is not changed after loading, so the index never
+        goes stale)."""
         index = getattr(self, "_prefix_index", None)  # `load` bypasses __init__
         if index is None:
             with _PREFIX_LOCK:
                 index = getattr(self, "_prefix_index", None)
                 if index is None:
-                    index = self._prefix_index = PrefixIndex(self.subjects)
+                    index = self._prefix_index = PrefixIndex(
+                        s for s in self.subjects if s.id not in self.retired)
         return index
 
     # -- fast saved form: one gzipped JSON of columns, no pickle --------------------------
@@ -194,6 +240,11 @@ class Vocabulary:
                     sparse[i] = v
             if sparse or name in _FIRST_COLUMNS:
                 cols[name] = sparse
+        if self.retired:  # only an updated vocabulary has these (saved as before otherwise)
+            cols["retired"] = {self._index[sid]: [kind, target]
+                               for sid, (kind, target) in self.retired.items()}
+        if self.revision is not None:
+            cols["revision"] = self.revision
         # the bytes json.dumps(ensure_ascii=False, separators=(",", ":")) wrote before, 16
         # times faster and without a str of the whole file beside them (1.5M subjects:
         # 0.9 s against 14 s)
@@ -233,4 +284,7 @@ class Vocabulary:
         vocab._index = {sid: i for i, sid in enumerate(ids)}
         vocab._fingerprint = cols.get("fingerprint")
         vocab._languages = None
+        vocab.retired = {ids[int(i)]: (kind, target)
+                         for i, (kind, target) in cols.get("retired", {}).items()}
+        vocab.revision = cols.get("revision")
         return vocab

@@ -7,7 +7,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from tagalign.evaluate import DEFAULT_KS, evaluate
@@ -16,6 +16,7 @@ from tagalign.project import Project, Tagger, feedback_location
 from tagalign.recipes import Recipe
 from tagalign.records import Record
 from tagalign.suggest import SuggestRequest
+from tagalign.vocab import Vocabulary
 
 logger = logging.getLogger(__name__)
 
@@ -39,6 +40,10 @@ class ProjectTraining:
     #: `tagalign.evaluate.evaluate` of the dev records (``overall`` is saved with the
     #: project); None without dev records
     dev_scores: dict[str, Any] | None
+    #: training records whose gold ids of redirected headings were mapped to their targets,
+    #: and gold ids dropped as deleted or split (`follow_vocabulary`; 0 without updates)
+    gold_mapped: int = 0
+    gold_dropped: int = 0
 
 
 def confirmed_records(project: Project, feedback_db: str | None = None) -> list[Record]:
@@ -61,6 +66,31 @@ def score_dev(project: Project, dev: Sequence[Record]) -> dict[str, Any]:
                           for r, row in zip(dev, preds, strict=True)})
 
 
+def follow_vocabulary(records: Sequence[Record], vocab: Vocabulary
+                      ) -> tuple[list[Record], int, int]:
+    """``records`` with the gold ids of redirected headings read as their targets and those
+    of deleted or split ones dropped (a vocabulary updated by change files:
+    `Vocabulary.retired`), so a merged heading is learned once, under its target: (the
+    records, how many had an id mapped, how many ids were dropped)."""
+    if not vocab.retired:
+        return list(records), 0, 0
+    out, mapped, dropped = [], 0, 0
+    for r in records:
+        if not any(sid in vocab.retired for sid in r.subjects):
+            out.append(r)
+            continue
+        gold: list[str] = []
+        for sid in r.subjects:
+            now = vocab.current(sid)
+            if now in vocab.retired:
+                dropped += 1
+            elif now not in gold:
+                gold.append(now)
+        mapped += any(vocab.current(sid) != sid for sid in r.subjects)
+        out.append(replace(r, subjects=gold))
+    return out, mapped, dropped
+
+
 def train_project(project: Project, records: Sequence[Record],
                   dev: Sequence[Record] | None = None, *, resume: bool = True,
                   feedback: bool = True, feedback_db: str | None = None) -> ProjectTraining:
@@ -74,6 +104,12 @@ def train_project(project: Project, records: Sequence[Record],
     if confirmed:
         logger.info("+ %d records confirmed by librarians", len(confirmed))
         records += confirmed
+    records, mapped, dropped = follow_vocabulary(records, project.vocab)
+    if mapped or dropped:
+        logger.info("gold subjects of %d records mapped to the targets of redirected headings, "
+                    "%d gold ids of deleted or split headings dropped", mapped, dropped)
+    if dev:
+        dev = follow_vocabulary(dev, project.vocab)[0]
     t0 = time.perf_counter()
     recipe = project.train(records, resume=resume)
     seconds = time.perf_counter() - t0
@@ -81,4 +117,5 @@ def train_project(project: Project, records: Sequence[Record],
     if dev:
         scores = score_dev(project, dev)
         project.set_scores(scores["overall"])
-    return ProjectTraining(project, recipe, len(records), len(confirmed), seconds, scores)
+    return ProjectTraining(project, recipe, len(records), len(confirmed), seconds, scores,
+                           mapped, dropped)

@@ -111,6 +111,27 @@ class Candidates:
         return Candidates(self.rows[keep], self.cols[keep], self.feats[keep], self.names)
 
 
+    def followed(self, successor: np.ndarray) -> Candidates:
+        """The candidates with each subject replaced by where its evidence goes
+        (``successor``: `Vocabulary.successors`: a redirected heading's target, -1 for one
+        never suggested, which is dropped). Where a redirected heading and its target both
+        were candidates of a record, the better ranked pair stays (by the ``*_rank``
+        feature, else the first): scores merged, not duplicated."""
+        if len(self.rows) == 0:
+            return self
+        cols = successor[self.cols]
+        if np.array_equal(cols, self.cols):
+            return self
+        order = np.flatnonzero(cols >= 0)
+        rank = [i for i, name in enumerate(self.names) if name.endswith("_rank")]
+        if rank:
+            order = order[np.argsort(self.feats[order, rank[0]], kind="stable")]
+        _, first = np.unique(self.rows[order] * len(successor) + cols[order],
+                             return_index=True)
+        pick = np.sort(order[first])
+        return Candidates(self.rows[pick], cols[pick], self.feats[pick], self.names)
+
+
 def topk_per_row(scores: sp.csr_matrix, k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The ``k`` largest stored entries of each CSR row → (rows, cols, values), rank-ordered."""
     scores = scores.tocsr()
@@ -169,6 +190,16 @@ class FitContext:
     #: fitting's long steps by phase (the trainer's, `tagalign.train.stacking.HybridTrainer`;
     #: None: silent)
     progress: ProgressCallback | None = None
+
+
+@dataclass(frozen=True)
+class NewHeadings:
+    """Headings of an updated vocabulary (`Source.take_headings`) that a model never
+    learned: ``added`` (positions appended after the trained ones) and ``relabelled``
+    (positions whose labels were corrected)."""
+
+    added: Sequence[int] = ()
+    relabelled: Sequence[int] = ()
 
 
 @dataclass(frozen=True)
@@ -238,6 +269,16 @@ class Source(ABC):
     def learn(self, batch: Batch, rows: np.ndarray) -> None:  # noqa: B027 - optional hook
         """Add confirmed records at once; ``rows``: their positions in the record memory
         (only neighbour sources do)."""
+
+    def take_headings(self, headings: NewHeadings, ctx: FitContext) -> None:
+        """The vocabulary was updated (``ctx.vocab``, every old position kept: `tagalign.
+        vocab.changes.apply`) without retraining: a source that knows headings by their
+        labels makes them known (new ones suggestable, corrected labels in force); one that
+        learned from training records alone only takes the new vocabulary."""
+        self.bind(ctx.vocab)
+
+    def bind(self, vocab: Vocabulary) -> None:  # noqa: B027 - optional hook
+        """Use ``vocab`` (an update of the one trained with) from now on."""
 
     def forget(self, rows: np.ndarray) -> None:  # noqa: B027 - optional hook
         """The memory's ``rows`` lost their labels for good (learned again with another

@@ -27,6 +27,7 @@ from tagalign.suggest.sources.base import (
     Batch,
     Candidates,
     FitContext,
+    NewHeadings,
     Source,
     SourceConfig,
     ranks_of,
@@ -34,6 +35,9 @@ from tagalign.suggest.sources.base import (
 )
 
 log = logging.getLogger(__name__)
+#: the rows of the trained vocabulary's subjects, and those that name none any more, once a
+#: vocabulary update added rows (`LabelRetrieval.take_headings`)
+SUBJECT_ROWS = "subject-rows.json"
 
 
 def subject_rows(vocab, encoder, chunk: int = 100_000) -> LazyRows:
@@ -63,12 +67,16 @@ def text_rows(encoder, texts: Sequence[str], chunk: int = 100_000) -> LazyRows:
     return LazyRows(len(texts), make, chunk)
 
 
-def alt_label_rows(vocab) -> tuple[list[str], np.ndarray]:
+def alt_label_rows(vocab, positions: Sequence[int] | None = None
+                   ) -> tuple[list[str], np.ndarray]:
     """(alternative labels, the subject position of each): every language's, in vocabulary
-    order, without repeats of a subject's other labels."""
+    order (of ``positions`` only, where given), without repeats of a subject's other
+    labels."""
     labels: list[str] = []
     owners: list[int] = []
-    for pos, s in enumerate(vocab.subjects):
+    chosen = range(len(vocab)) if positions is None else positions
+    for pos in chosen:
+        s = vocab.subjects[pos]
         seen = set(s.labels.values())
         for alts in s.alt_labels.values():
             for alt in alts:
@@ -134,7 +142,11 @@ class LabelRetrieval(Source):
         #: subject position of each index row (None: one row per subject, in order)
         self.owner_: np.ndarray | None = None
         self.n_subjects_ = 0
-        self.alt_labels_: list[str] = []  # the text of each row after the subjects'
+        #: the text of each row after the subjects' (None: a preferred label's row, added
+        #: by a vocabulary update)
+        self.alt_labels_: list[str | None] = []
+        #: rows whose subject an update relabelled (`take_headings`): they name none now
+        self.disowned_: list[int] = []
 
     def fit(self, ctx: FitContext) -> None:
         # the rows are made as the index asks for them, never all at once (issue 48: a
@@ -156,8 +168,8 @@ class LabelRetrieval(Source):
             return "ivfsq8"
         return self.config.index
 
-    def _set_rows(self, labels: list[str], owners: np.ndarray) -> None:
-        self.alt_labels_ = labels
+    def _set_rows(self, labels: Sequence[str | None], owners: np.ndarray) -> None:
+        self.alt_labels_ = list(labels)
         self.owner_ = np.concatenate([np.arange(self.n_subjects_, dtype=np.int64), owners])
 
     def _search(self, q: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
@@ -184,7 +196,9 @@ class LabelRetrieval(Source):
             batch.evidence[self.name] = [
                 {int(p): self.alt_labels_[row - self.n_subjects_]
                  for p, row in zip(pos[r].tolist(), rows[r].tolist(), strict=True)
-                 if row >= self.n_subjects_} for r in range(len(rows))]
+                 if row >= self.n_subjects_
+                 and self.alt_labels_[row - self.n_subjects_] is not None}
+                for r in range(len(rows))]
         n, k = pos.shape
         rows_ = np.repeat(np.arange(n), k)
         ok = pos.ravel() >= 0
@@ -202,15 +216,47 @@ class LabelRetrieval(Source):
             return {}
         return {pos: {"matched": found[r][pos]} for pos in positions if pos in found[r]}
 
+    def take_headings(self, headings: NewHeadings, ctx: FitContext) -> None:
+        """Rows for the new and the relabelled headings (preferred and alternative labels,
+        made with the model's encoder, as training made them), appended to the index; the
+        rows of a relabelled heading's old labels name no subject any more."""
+        index = self._trained(self.index_)
+        if ctx.encoder is None:
+            raise ValueError("source 'labels' makes label rows with the model's encoder: none")
+        owner = (self.owner_ if self.owner_ is not None
+                 else np.arange(self.n_subjects_, dtype=np.int64)).copy()
+        changed = np.asarray(headings.relabelled, np.int64)
+        if len(changed):
+            gone = np.flatnonzero(np.isin(owner, changed))
+            owner[gone] = -1
+            self.disowned_ = sorted({*self.disowned_, *gone[gone < self.n_subjects_].tolist()})
+        positions = np.asarray([*sorted(headings.relabelled), *headings.added], np.int64)
+        if len(positions):
+            labels, owners = alt_label_rows(ctx.vocab, positions.tolist())
+            parts = [subject_rows(ctx.vocab, ctx.encoder)[positions]]
+            if labels:
+                parts.append(text_rows(ctx.encoder, labels)[np.arange(len(labels))])
+            index.add(np.vstack(parts))
+            owner = np.concatenate([owner, positions, owners])
+            self.alt_labels_ = [*self.alt_labels_, *([None] * len(positions)), *labels]
+        self.owner_ = owner
+
     def save(self, path: Path) -> None:
         self._trained(self.index_).save(path / "index")
         if self.owner_ is not None:  # only with alternative labels: else as before them
             save_npy_atomic(path / "alt-owners.npy", self.owner_[self.n_subjects_:])
             write_json_atomic(path / "alt-labels.json", self.alt_labels_)
+        if len(self._trained(self.index_)) != self.n_subjects_ and (
+                self.disowned_ or None in self.alt_labels_):  # updated since training
+            write_json_atomic(path / SUBJECT_ROWS, {"rows": self.n_subjects_,
+                                                    "disowned": self.disowned_})
 
     def load_state(self, path: Path, ctx: FitContext) -> None:
         self.index_ = VectorIndex.load(path / "index", mmap=ctx.mmap)
         self.n_subjects_ = len(ctx.vocab)
+        if (path / SUBJECT_ROWS).exists():  # a vocabulary update added rows since training
+            rows = read_json(path / SUBJECT_ROWS)
+            self.n_subjects_, self.disowned_ = rows["rows"], rows["disowned"]
         extra = len(self.index_) - self.n_subjects_
         if extra <= 0:  # one row per subject (every model saved before alternative labels)
             return
@@ -225,3 +271,5 @@ class LabelRetrieval(Source):
             raise ModelFormatError(f"{path}: {len(owners)} alternative-label rows listed, the "
                                    f"index has {extra}; retrain the project (tagalign train)")
         self._set_rows(labels, owners.astype(np.int64))
+        if self.disowned_ and self.owner_ is not None:
+            self.owner_[self.disowned_] = -1

@@ -40,6 +40,7 @@ from tagalign.suggest.sources.base import (
     Batch,
     Candidates,
     FitContext,
+    NewHeadings,
     Source,
     SourceConfig,
     register_source,
@@ -48,7 +49,7 @@ from tagalign.suggest.sources.memory import RecordMemory
 from tagalign.suggest.sources.mined import mine_label_variants, record_grams
 from tagalign.text import Analyzer
 from tagalign.text.analyzer import _STOP
-from tagalign.vocab import Vocabulary
+from tagalign.vocab import Subject, Vocabulary
 
 log = logging.getLogger(__name__)
 
@@ -116,28 +117,8 @@ class LabelMatcher(Source):
         for pos, subj in enumerate(vocab.subjects):
             if ctx.progress is not None and pos % LABELS_CHUNK == 0:
                 ctx.progress("lexical: labels", pos, n_subjects)
-            seen = set()
-            for lang in ("de", "en"):
-                labels = [(subj.labels[lang], 1)] if lang in subj.labels else []
-                labels += [(a, 0) for a in subj.alt_labels.get(lang, [])]
-                stop = _STOP[lang]
-                for label, pref in labels:
-                    toks = [t for t in analyzer.words(label) if t not in stop]
-                    if not toks or len(toks) > self.config.max_ngram:
-                        continue
-                    key = lang + "|" + " ".join(analyzer.stem(toks, lang))
-                    if key not in seen:
-                        seen.add(key)
-                        table[key].append((pos, pref))
-            if self.config.cross_language and "en" not in subj.labels:
-                for label in [subj.labels.get("de", ""), *subj.alt_labels.get("de", [])]:
-                    toks = [t for t in analyzer.words(label or "") if t not in _STOP["en"]]
-                    if not toks or len(toks) > self.config.max_ngram:
-                        continue
-                    key = "en|" + " ".join(analyzer.stem(toks, "en"))
-                    if key not in seen:
-                        seen.add(key)
-                        table[key].append((pos, -1))
+            for key, pref in self._subject_keys(subj, analyzer):
+                table[key].append((pos, pref))
         if ctx.progress is not None:
             ctx.progress("lexical: labels", n_subjects, n_subjects)
         if self.config.mine_min_support and ctx.tokens is not None:
@@ -147,6 +128,59 @@ class LabelMatcher(Source):
         if ctx.tokens is not None:  # training records given: count (a seeded sample)
             batch, Y = self._count_sample(ctx)
             self._count_found(batch, Y, len(vocab), progress=ctx.progress)
+
+    def _subject_keys(self, subj: Subject, analyzer: Analyzer) -> list[tuple[str, int]]:
+        """The table's keys of one subject's labels (``lang|stemmed words``), each once,
+        with the kind of label (1 preferred, 0 alternative, -1 German in English texts)."""
+        out: list[tuple[str, int]] = []
+        seen = set()
+
+        def add(label: str, stemmed_as: str, pref: int) -> None:
+            toks = [t for t in analyzer.words(label) if t not in _STOP[stemmed_as]]
+            if not toks or len(toks) > self.config.max_ngram:
+                return
+            key = stemmed_as + "|" + " ".join(analyzer.stem(toks, stemmed_as))
+            if key not in seen:
+                seen.add(key)
+                out.append((key, pref))
+
+        for lang in ("de", "en"):
+            if lang in subj.labels:
+                add(subj.labels[lang], lang, 1)
+            for alt in subj.alt_labels.get(lang, []):
+                add(alt, lang, 0)
+        if self.config.cross_language and "en" not in subj.labels:
+            for label in [subj.labels.get("de", ""), *subj.alt_labels.get("de", [])]:
+                add(label or "", "en", -1)
+        return out
+
+    def take_headings(self, headings: NewHeadings, ctx: FitContext) -> None:
+        """The labels of the new and the relabelled headings into the table (a relabelled
+        one's old labels out; its mined variants stay); their label counts start at none
+        (``lex_prec`` NaN, as for a heading never found in training)."""
+        self.bind(ctx.vocab)
+        analyzer = self.analyzer_ or ctx.analyzer
+        changed = set(headings.relabelled)
+        table: dict[str, list[tuple[int, int]]] = defaultdict(list)
+        for key, hits in self.table_.items():
+            kept = [h for h in hits if h[0] not in changed or h[1] == MINED]
+            if kept:
+                table[key] = kept
+        for pos in [*sorted(changed), *headings.added]:
+            for key, pref in self._subject_keys(ctx.vocab.subjects[pos], analyzer):
+                table[key].append((pos, pref))
+        self.table_ = self._narrow(table)
+        self._index_prefixes()
+        if self.found_ is not None and self.gold_ is not None:
+            n, old = len(ctx.vocab), len(self.found_)
+            found = np.concatenate([self.found_, np.zeros(n - old, np.float32)])
+            gold = np.concatenate([self.gold_, np.zeros(n - old, np.float32)])
+            found[sorted(changed)] = gold[sorted(changed)] = 0.0
+            self.found_, self.gold_ = found, gold
+            self._set_precision()
+
+    def bind(self, vocab: Vocabulary) -> None:
+        self.vocab_ = vocab
 
     def _narrow(self, table: dict[str, list[tuple[int, int]]]
                 ) -> dict[str, list[tuple[int, int]]]:

@@ -121,6 +121,14 @@ class RecordMemory:
         Y.sort_indices()
         self.Y = Y.astype(self.Y.dtype)
 
+    def widen(self, n_subjects: int) -> None:
+        """Room for the headings a vocabulary update appended (label columns up to
+        ``n_subjects``; none of the rows has them)."""
+        if self.Y.shape[1] < n_subjects:
+            Y = self.Y.copy()
+            Y.resize((Y.shape[0], n_subjects))
+            self.Y = Y
+
     def save(self, path: Path) -> None:
         path.mkdir(parents=True, exist_ok=True)
         write_json_atomic(path / "memory.json", {"ids": self.ids, "titles": self.titles,
