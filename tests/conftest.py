@@ -123,6 +123,8 @@ SLOW_TESTS = {
         "trains on the shared data, a CLI subprocess",
     "test_params_checks.py::test_a_model_folder_of_the_wrong_kind_names_its_kind_and_command":
         "trains three kinds of model (3 s)",
+    "test_phases.py::test_a_resumed_process_gives_omikuji_what_an_uninterrupted_one_does":
+        "trains tiny hybrids in fresh interpreters, killed -9 and resumed (8 s)",
     "test_readme_examples.py::test_readme_classify_example_runs_as_written":
         "trains a classifier (5 s)",
     "test_recipe_r1.py::test_ynu_finetune_trains_and_roundtrips": "trains the ynu recipe (6 s)",

@@ -205,3 +205,70 @@ def test_record_embeddings_are_let_go_once_no_source_is_left_to_fit_on_them(tmp_
     Project.create(tmp_path / "p", tiny_vocab(), "hybrid", params).train(
         tiny_records(120, seed=0))
     assert seen == {"emb_knn": True, "lexical": False}
+
+
+#: a fresh interpreter that trains `TINY_HYBRID` into argv[1] (resuming what is there),
+#: kill -9 itself right after phase argv[2] ("": never) and adds to file argv[3] what each
+#: Omikuji fit was given: its training file's hash, its hyperparameters and threads (a
+#: file: Omikuji's fit runs with fd 1 and 2 on /dev/null)
+OMIKUJI_INPUTS = r"""
+import hashlib, json, os, signal, sys
+import tagalign.suggest.sources.omikuji as om
+from tagalign.project import Project
+from tagalign.train.phases import PhaseRunner
+from tiny_models import TINY_HYBRID, tiny_records, tiny_vocab
+
+real_train, real_run = om.omikuji.Model.train_on_data, PhaseRunner.run
+
+def train(path, hp, n_threads=None):
+    with open(path, "rb") as fh:
+        file = hashlib.sha256(fh.read()).hexdigest()
+    fields = {k: getattr(hp, k) for k in dir(hp)}
+    with open(sys.argv[3], "a") as out:
+        out.write(json.dumps([file, fields, n_threads, os.environ.get("RAYON_NUM_THREADS"),
+                              len(os.sched_getaffinity(0))]) + "\n")
+    return real_train(path, hp, n_threads=n_threads)
+
+def run(self, name, *args):
+    value = real_run(self, name, *args)
+    if name == sys.argv[2]:
+        os.kill(os.getpid(), signal.SIGKILL)
+    return value
+
+om.omikuji.Model.train_on_data, PhaseRunner.run = train, run
+Project.create(sys.argv[1], tiny_vocab(), "hybrid", TINY_HYBRID).train(tiny_records(120))
+"""
+
+
+def _omikuji_inputs(folder, stop: str, hash_seed: str) -> list[list]:
+    import json
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    env = {**os.environ, "PYTHONHASHSEED": hash_seed,
+           "PYTHONPATH": os.pathsep.join([str(Path(__file__).parent), *sys.path])}
+    seen = Path(f"{folder}-{hash_seed}.jsonl")
+    seen.touch()
+    res = subprocess.run([sys.executable, "-c", OMIKUJI_INPUTS, str(folder), stop, str(seen)],
+                         capture_output=True, text=True, env=env)
+    assert res.returncode == (-9 if stop else 0), res.stderr[-2000:]
+    return [json.loads(line) for line in seen.read_text().splitlines()]
+
+
+@pytest.mark.parametrize("after", ["tfidf", "ranker"])
+def test_a_resumed_process_gives_omikuji_what_an_uninterrupted_one_does(after, tmp_path):
+    """Issue 64: a training killed -9 and resumed in a new process (another hash seed)
+    hands Omikuji the same training file, byte for byte, the same hyperparameters and the
+    same threads as one never stopped: what is left to differ is Omikuji's own
+    randomness (its trees are unseeded: two fits of one file differ in any process),
+    which uninterrupted trainings draw just as much. Killed after ``tfidf`` the resumed
+    process fits both Omikuji phases on a featurizer loaded from disk; killed after the
+    ``ranker``, it loads split A's trees and refits the full ones."""
+    straight = _omikuji_inputs(tmp_path / "straight", "", "1")
+    assert len(straight) == 4  # split A's trees and the refit's, two languages each
+    assert _omikuji_inputs(tmp_path / "p", after, "2") == ([] if after == "tfidf"
+                                                          else straight[:2])
+    resumed = _omikuji_inputs(tmp_path / "p", "", "3")
+    assert resumed == (straight if after == "tfidf" else straight[2:])
