@@ -300,7 +300,10 @@ def test_a_worker_killed_for_memory_is_replaced_and_nothing_learned_is_lost(serv
             assert time.time() < deadline, "the other worker stopped answering"
             time.sleep(0.05)
         oom_kills = group.oom_kills()
-    assert oom_kills == 1  # the kernel's OOM killer, not anybody's kill -9
+    # the kernel's OOM killer, not anybody's kill -9 (only the victim is in the group; on a
+    # loaded machine the killer may count a second kill while the first one's memory is
+    # still being freed: seen once, so at least one, not exactly one)
+    assert oom_kills >= 1
     assert survivor in now
     (fresh,) = now - {survivor}
     line = (rf"worker (\d) \(pid {victim}\) was killed by SIGKILL \(out of memory\?\); "
