@@ -19,6 +19,7 @@ from pymarc import parse_xml_to_array
 from typer.testing import CliRunner
 
 from marc_authority import write_xml
+from marc_fixtures import binary, plain_record, write
 from serving import LiveServer
 from tagalign.cli import app
 from tagalign.feedback import ADDED, Decision, FeedbackStore
@@ -89,6 +90,11 @@ def test_the_export_writes_targets_and_leaves_retired_ids_out(decided, tmp_path)
     assert subjects(after[2]) == []  # reviewed, its one subject split: nothing to add
     text = (tmp_path / "after.xml").read_text("utf-8")
     assert not [sid for sid in RETIRED if sid in text]
+    # into the catalogue's own records: the target added beside what the record holds
+    catalogue = write(tmp_path / "catalogue.mrc", binary([plain_record("222", "Hausschwamm")]))
+    _, (merged,) = exported(decided, tmp_path / "merged.xml", "--merge", str(catalogue))
+    assert merged["245"]["a"] == "Hausschwamm"
+    assert subjects(merged) == [(HOLZSCHUTZ, "Holzschutz", "2 ")]
     # the training JSONL alike; a record left with nothing accepted is not written
     _, rows = exported(decided, tmp_path / "after.jsonl")
     assert [(r["id"], r["subjects"]) for r in rows] == [
