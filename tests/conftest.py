@@ -153,6 +153,10 @@ SLOW_TESTS = {
     "and_refuses_tokens": "`tagalign serve` subprocesses",
     "test_suggest_jobs.py::test_jobs_answer_as_one_process_does": "forks tagging processes",
     "test_vocab.py::test_saved_form_round_trip": "saves and reloads all of the GND (5 s)",
+    "test_vocab_update_feedback.py::test_annif_s_project_description_shows_the_vocabulary_"
+    "state": "live servers",
+    "test_vocab_update_feedback.py::test_the_decisions_route_and_the_queue_read_the_targets":
+        "a live server",
 }
 
 

@@ -177,7 +177,7 @@ def test_since_and_project_choose_the_decisions(store, tmp_path):
 
 
 @pytest.mark.parametrize("args, message", [
-    (["--out", "x.jsonl", "--merge", "c.mrc"], "--merge, --agency and --vocab go with MARC"),
+    (["--out", "x.jsonl", "--merge", "c.mrc"], "--merge and --agency go with MARC"),
     (["--out", "x.mrc", "--since", "yesterday"], "since 'yesterday': give an ISO date"),
     (["--out", "x.mrc", "--format", "csv"], "--format csv: use jsonl, marc or marcxml"),
 ])

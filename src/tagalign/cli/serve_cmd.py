@@ -165,12 +165,14 @@ def export(
     merge: Path = typer.Option(None, "--merge", help="MARC: the catalogue's own records (MARC 21 or MARC-XML); each reviewed one comes back whole, the decided subjects added."),
     since: str = typer.Option(None, "--since", help="Only records decided at or after this ISO date or date and time (UTC unless it says), e.g. 2026-11-27."),
     agency: str = typer.Option(None, "--agency", help="MARC: the agency in 883 $q (default: the record's 003, else tagalign)."),
-    vocab: Path = typer.Option(None, "--vocab", help="MARC: the labels of 650 $a, from this project folder's vocabulary (default: SOURCE's project; needed for an SQLite file)."),
+    vocab: Path = typer.Option(None, "--vocab", help="The project folder whose vocabulary gives the labels of 650 $a and the targets of redirected headings (default: SOURCE's project; MARC from an SQLite file needs it)."),
 ) -> None:
     """Write the records librarians reviewed: as training JSONL (of each record, the
     subjects its latest decision accepted), or as MARC for the catalogue (650 linked to an
     883: an accepted suggestion intellectually confirmed, a subject added by search
-    intellectual; see docs/formats.md).
+    intellectual; see docs/formats.md). Decisions on headings since redirected are
+    written as their targets, those on deleted or split headings left out (the project's
+    vocabulary, updated by `tagalign vocab update`).
 
     Example: tagalign feedback export gnd-hybrid --out confirmed.jsonl
 
@@ -187,14 +189,14 @@ def export(
     )
     from tagalign.predictions.marc import output_format as format_of
     from tagalign.vocab import Vocabulary
+    from tagalign.vocab.vocabulary import SAVED_NAME
 
     fmt = format_of(out, output_format)
     if fmt not in ("jsonl", "marc", "marcxml"):
         refuse(f"--format {fmt}: use jsonl, marc or marcxml", 2)
     marc = fmt != "jsonl"
-    if not marc and (merge is not None or agency is not None or vocab is not None):
-        refuse("--merge, --agency and --vocab go with MARC output (--format marc or marcxml)",
-               2)
+    if not marc and (merge is not None or agency is not None):
+        refuse("--merge and --agency go with MARC output (--format marc or marcxml)", 2)
     start = parse_since(since) if since is not None else None
     folder = None
     if projects_file is not None:
@@ -209,27 +211,33 @@ def export(
     else:  # an SQLite file: every project's rows unless --project
         url, key = feedback_db or sqlite_url(source), None
     key = project or key
-    labels: Labels = no_labels
     if marc:
         if key is None:
             refuse("MARC holds one project's decisions: give --project KEY", 2)
         if vocab is None and folder is None:
             refuse("MARC from an SQLite file: give --vocab PROJECT (the labels of 650 $a)", 2)
-        for path, what in ((merge, "--merge"), (vocab, "--vocab")):
-            if path is not None:
-                must_exist(path, f"{what}: not found: {path}")
-        labels = vocabulary_labels(Vocabulary.load(vocab or folder))
+    for path, what in ((merge, "--merge"), (vocab, "--vocab")):
+        if path is not None:
+            must_exist(path, f"{what}: not found: {path}")
+    # the labels of 650 $a and the targets of redirected headings (JSONL: where there is one)
+    where = vocab or folder
+    known = (Vocabulary.load(where) if where is not None
+             and (marc or vocab is not None or (where / SAVED_NAME).exists()) else None)
+    labels: Labels = vocabulary_labels(known) if marc and known is not None else no_labels
     db = sqlite_file(url)
     if db is not None:
         must_exist(db, f"no feedback store at {db}")
     store = FeedbackStore(url)
     try:
         done = export_file(out, store.reviewed(key, start), fmt, labels, agency=agency,
-                           merge=merge)
+                           merge=merge, successor=known.successor if known else None)
     finally:
         store.close()
     what = "reviewed records" if marc else "confirmed records"
     console.print(f"{done.written} {what} written to {out}")
+    if done.mapped or done.dropped:
+        console.print(f"{done.mapped} decided subjects written as the targets of redirected "
+                      f"headings, {done.dropped} of deleted or split headings left out")
     if done.not_in_merge:
         console.log(f"[yellow]{done.not_in_merge} reviewed records are not in {merge}: not "
                     "written[/]")

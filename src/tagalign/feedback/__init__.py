@@ -8,9 +8,10 @@ model learns them (`tagalign.serve`).
 
 `schema` (the tables, a `Decision`, a `Reviewed` record), `store` (`FeedbackStore`, one
 SQLite file or database; `prepare`), `served` (`ServedStores`: a server's projects routed to
-their stores); what a database failing means: `faults` (a full disk or a database gone,
-told apart and raised as `StoreFault`; a store that is wrong rather than away,
-`WrongStoreError`) and `health` (a write tried again while a database restarts, a store
+their stores), `follow` (decisions read as a vocabulary updated since stands: redirected
+headings' as their targets'); what a database failing means: `faults` (a full disk or a
+database gone, told apart and raised as `StoreFault`; a store that is wrong rather than
+away, `WrongStoreError`) and `health` (a write tried again while a database restarts, a store
 that is down tried in the background, one log line an outage). The package sits below
 `tagalign.serve` and `tagalign.workflows`, above `tagalign.project`.
 """

@@ -23,6 +23,11 @@ are the catalogue's to change.
 
 JSONL is the training data `tagalign train --feedback` reads: the records with at least
 one accepted subject, as `Record.to_json`.
+
+Given the project's vocabulary (``successor``: `tagalign.vocab.Vocabulary.successor`), the
+decisions are read as it stands now (`tagalign.feedback.follow`): a subject redirected
+since it was decided is written as its target (once, when both were accepted), a deleted or
+split one is left out and counted; no retired id is written.
 """
 
 from __future__ import annotations
@@ -39,6 +44,7 @@ from typing import IO
 from pymarc import Record as MarcRecord
 
 from tagalign.errors import UsageError
+from tagalign.feedback.follow import Followed, Successor, follow_reviewed
 from tagalign.feedback.schema import ADDED, Reviewed
 from tagalign.io import InputReport, atomic_path
 from tagalign.predictions.marc import DEFAULT_AGENCY, SUGGESTIONS_LEADER
@@ -133,12 +139,24 @@ def decision_record(reviewed: Reviewed, labels: Labels, agency: str | None = Non
 
 
 @dataclass
-class Exported:
+class Exported(Followed):
     """What an export wrote: records, and (``--merge``) the reviewed records the
-    catalogue's file did not hold, which are not written."""
+    catalogue's file did not hold, which are not written; with a ``successor``, the
+    accepted subjects written as their targets and those left out (`Followed`)."""
 
     written: int = 0
     not_in_merge: int = 0
+
+
+def following(items: Iterable[Reviewed], successor: Successor | None, done: Followed
+              ) -> Iterator[Reviewed]:
+    """``items`` read through ``successor`` (`follow_reviewed`, counted in ``done``) as
+    they stream by; as they are without one."""
+    if successor is None:
+        yield from items
+        return
+    for item in items:
+        yield follow_reviewed(item, successor, done)
 
 
 def _marc_chunks(records: Iterable[MarcRecord], fmt: str, done: Exported) -> Iterator[bytes]:
@@ -161,13 +179,14 @@ def _take(buf: io.BytesIO) -> bytes:
 
 
 def export_chunks(items: Iterable[Reviewed], fmt: str, labels: Labels,
-                  agency: str | None = None, done: Exported | None = None
-                  ) -> Iterator[bytes]:
-    """The reviewed records in ``fmt`` (`FORMATS`), a record at a time (see the module);
-    ``done`` counts them."""
+                  agency: str | None = None, done: Exported | None = None,
+                  successor: Successor | None = None) -> Iterator[bytes]:
+    """The reviewed records in ``fmt`` (`FORMATS`), a record at a time, their subjects
+    read through ``successor`` (see the module); ``done`` counts them."""
     if fmt not in FORMATS:
         raise UsageError(f"unknown export format {fmt!r}; use one of {', '.join(FORMATS)}")
     done = done if done is not None else Exported()
+    items = following(items, successor, done)
     if fmt == "jsonl":
         for r in items:
             if r.record.subjects:
@@ -179,15 +198,17 @@ def export_chunks(items: Iterable[Reviewed], fmt: str, labels: Labels,
 
 def merged_chunks(source: Path, items: Iterable[Reviewed], fmt: str, labels: Labels,
                   agency: str | None = None, done: Exported | None = None,
-                  report: InputReport | None = None) -> Iterator[bytes]:
+                  report: InputReport | None = None, successor: Successor | None = None
+                  ) -> Iterator[bytes]:
     """The records of the MARC file ``source`` that ``items`` decide, in file order, each
-    whole with its decided subjects added; ``done`` counts them and the decided records
-    ``source`` does not hold; ``report``: the file's bad records (default: logged). The
-    decisions are held by record id while the file streams by."""
+    whole with its decided subjects (read through ``successor``) added; ``done`` counts
+    them and the decided records ``source`` does not hold; ``report``: the file's bad
+    records (default: logged). The decisions are held by record id while the file
+    streams by."""
     if fmt not in ("marc", "marcxml"):
         raise UsageError("--merge goes with MARC output (--format marc or marcxml)")
     done = done if done is not None else Exported()
-    decided = {r.record.id: r for r in items}
+    decided = {r.record.id: r for r in following(items, successor, done)}
     report = report if report is not None else InputReport()
     found: set[str] = set()
 
@@ -203,13 +224,15 @@ def merged_chunks(source: Path, items: Iterable[Reviewed], fmt: str, labels: Lab
 
 
 def export_file(out: Path, items: Iterable[Reviewed], fmt: str, labels: Labels, *,
-                agency: str | None = None, merge: Path | None = None) -> Exported:
+                agency: str | None = None, merge: Path | None = None,
+                successor: Successor | None = None) -> Exported:
     """Write the reviewed records to ``out`` in ``fmt`` (gzip when it ends in ``.gz``),
-    atomically; with ``merge``, the records of that MARC file they decide (see the
-    module)."""
+    atomically, their subjects read through ``successor``; with ``merge``, the records of
+    that MARC file they decide (see the module)."""
     done = Exported()
-    chunks = (export_chunks(items, fmt, labels, agency, done) if merge is None
-              else merged_chunks(merge, items, fmt, labels, agency, done))
+    chunks = (export_chunks(items, fmt, labels, agency, done, successor) if merge is None
+              else merged_chunks(merge, items, fmt, labels, agency, done,
+                                 successor=successor))
     with atomic_path(out) as tmp, open(tmp, "wb") as raw:
         # typeshed: a GzipFile is a BufferedIOBase, which it does not declare an IO[bytes]
         fh: IO[bytes] = (gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0)  # type: ignore[assignment]
@@ -221,5 +244,5 @@ def export_file(out: Path, items: Iterable[Reviewed], fmt: str, labels: Labels, 
 
 
 __all__ = ["FORMATS", "MEDIA_TYPES", "SUFFIXES", "Exported", "Labels", "add_decisions",
-           "decision_record", "export_chunks", "export_file", "merged_chunks", "no_labels",
-           "parse_since", "provenance", "vocabulary_labels"]
+           "decision_record", "export_chunks", "export_file", "following", "merged_chunks",
+           "no_labels", "parse_since", "provenance", "vocabulary_labels"]

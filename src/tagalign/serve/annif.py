@@ -22,6 +22,9 @@ them at ``http://HOST:PORT/v1/``. Differences from tagalign's own API
   allowed"); both store nothing;
 - a project not trained yet is listed (``is_trained: false``) and suggest answers 503,
   as Annif does;
+- a project whose vocabulary was updated by change files (`tagalign vocab update`)
+  describes it with one property more than Annif's: ``vocab.state``, the state the
+  project records (its tagalign ``vocabulary_state``);
 - a request without ``limit`` gets the project's (`Project.defaults`), else Annif's
   documented 10 (`service.ANNIF_DEFAULT_LIMIT`), not tagalign's `DEFAULT_LIMIT`; a
   ``limit`` and ``threshold`` are checked against the request's bounds with their one
@@ -317,8 +320,15 @@ def _vocab_id(svc: Service, proj: Project) -> str:
 
 
 def _vocab_dump(svc: Service, proj: Project) -> dict[str, Any]:
-    return {"vocab_id": _vocab_id(svc, proj), "languages": proj.vocab.languages,
-            "size": len(proj.vocab), "loaded": True}
+    out = {"vocab_id": _vocab_id(svc, proj), "languages": proj.vocab.languages,
+           "size": len(proj.vocab), "loaded": True}
+    # a vocabulary updated by change files: its state as the project records it (what
+    # tagalign's own API shows as ``vocabulary_state``); Annif's schema allows properties
+    # of its own, and a project never updated is described as Annif describes one
+    state = proj.config.vocabulary.get("state")
+    if state is not None:
+        out["state"] = state
+    return out
 
 
 def _label_language(proj: Project) -> str | None:

@@ -7,7 +7,8 @@ writes them: MARC-XML (the default), binary MARC 21, or training JSONL. Streamed
 record is read from the feedback store, written and sent before the next, so the answer
 starts at once and a year of decisions costs no more memory than a day's. With a tokens
 file the route needs a token (`tagalign.serve.auth`), like learn: the decisions are the
-library's work, not a public read.
+library's work, not a public read. The decisions are read as the project's vocabulary
+stands now (`tagalign.feedback.follow`): no retired heading's id is written.
 """
 
 from __future__ import annotations
@@ -55,10 +56,12 @@ def decisions(project: ProjectDep, svc: ServiceDep,
     added by search: 883 2_, intellectual); rejected suggestions are not written."""
     served = project.served
     start = export.parse_since(since) if since is not None else None
-    labels = export.vocabulary_labels(served.project.vocab)
-    # a generator: the store is read in the thread that streams the answer
+    vocab = served.project.vocab
+    labels = export.vocabulary_labels(vocab)
+    # a generator: the store is read in the thread that streams the answer; subjects
+    # redirected since they were decided are their targets, deleted or split ones left out
     chunks = export.export_chunks(svc.store.reviewed(served.id, start), format, labels,
-                                  agency)
+                                  agency, successor=vocab.successor)
     name = f"{_SAFE.sub('_', served.id)}-decisions.{export.SUFFIXES[format]}"
     return StreamingResponse(chunks, media_type=export.MEDIA_TYPES[format],
                              headers={"Content-Disposition": f'attachment; filename="{name}"'})

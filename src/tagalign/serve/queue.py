@@ -10,7 +10,9 @@ are finished is kept in the feedback store (`FeedbackStore.finish`), per project
 (`RecordQueue.name`, the queue file's name) and record id, so reloading the page — or
 restarting the server — resumes at the first record not finished yet, and records appended
 to the file (or a reordered file) keep the progress of those already finished. Decisions
-themselves go through ``/learn`` as on the page's free-form view.
+themselves go through ``/learn`` as on the page's free-form view; those stored before the
+project's vocabulary was updated are shown as it stands now (a redirected heading's as its
+target's, a deleted or split heading's not at all).
 
 ``GET  /tagalign/v1/projects/{id}/queue``                    where the queue stands
 ``GET  /tagalign/v1/projects/{id}/queue/{position}``         one record and its decisions
@@ -29,6 +31,7 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, HTTPException, Request
 
 from tagalign.feedback import ADDED, FeedbackStore, ServedStores
+from tagalign.feedback.follow import follow_decisions, follow_reviewed
 from tagalign.project import Project, Tagger
 from tagalign.records import Record
 from tagalign.serve import API
@@ -135,10 +138,13 @@ def get_item(project: ProjectDep, position: PositionDep, review: QueueDep, svc: 
     """The record at ``position`` with the decisions stored for it so far."""
     served, rq, sel = _selected(project, review)
     rec, store = _record_at(sel, position), svc.store
-    decided = store.latest_decisions(served.id, rec.id)
-    added = [sid for r in store.reviewed(served.id, record_id=rec.id)
-             for sid, origin in r.origins.items() if origin == ADDED]
     vocab = served.project.vocab
+    # decided before a vocabulary update: a redirected heading's decision is its target's,
+    # a deleted or split heading's is gone (`tagalign.feedback.follow`)
+    decided = follow_decisions(store.latest_decisions(served.id, rec.id), vocab.successor)
+    added = [sid for r in store.reviewed(served.id, record_id=rec.id)
+             for sid, origin in follow_reviewed(r, vocab.successor).origins.items()
+             if origin == ADDED]
     return s.QueueItemOut(
         position=position, size=len(sel.records),
         finished=rec.id in store.finished(served.id, rq.name),

@@ -179,6 +179,13 @@ class Vocabulary:
         kind, target = self.retired.get(subject_id, ("", None))
         return target if kind == "redirected" and target is not None else subject_id
 
+    def successor(self, subject_id: str) -> str | None:
+        """The id a decision or a gold subject on ``subject_id`` stands for now: the id
+        itself (one the vocabulary does not hold too), a redirected heading's target;
+        None for a deleted or split heading (its decisions cannot be moved safely)."""
+        now = self.current(subject_id)
+        return None if now in self.retired else now
+
     def successors(self) -> np.ndarray | None:
         """Position → where its evidence goes: itself, a redirected heading's target
         (chains followed when made: `tagalign.vocab.changes.apply`), -1 for a deleted or

@@ -81,12 +81,12 @@ def follow_vocabulary(records: Sequence[Record], vocab: Vocabulary
             continue
         gold: list[str] = []
         for sid in r.subjects:
-            now = vocab.current(sid)
-            if now in vocab.retired:
+            now = vocab.successor(sid)
+            if now is None:
                 dropped += 1
             elif now not in gold:
                 gold.append(now)
-        mapped += any(vocab.current(sid) != sid for sid in r.subjects)
+        mapped += any(vocab.successor(sid) not in (sid, None) for sid in r.subjects)
         out.append(replace(r, subjects=gold))
     return out, mapped, dropped
 
