@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import json
 import time
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
@@ -13,10 +14,11 @@ from rich.console import Console
 from rich.table import Table
 
 from tagalign.cli.app import app, console, must_exist, refuse
-from tagalign.cli.common import gold_kind, load_records
+from tagalign.cli.common import gold_kind, iter_records, load_records
 from tagalign.cli.report import print_summary
 from tagalign.errors import MissingExtraError
 from tagalign.evaluate import SubjectEvaluator, check_ks, report_tables
+from tagalign.evaluate.frequency import COMMON_MIN, frequency_report, subject_counts
 from tagalign.evaluate.quality import format_quality, plot_quality, quality_report
 from tagalign.evaluate.selection import ScoredHits, selection_metrics, subject_results
 from tagalign.io import atomic_text, write_json_atomic
@@ -28,6 +30,7 @@ from tagalign.predictions import (
 )
 from tagalign.project import Project, ProjectConfig
 from tagalign.records import InputReport, Record
+from tagalign.records.marc.provenance import Provenance
 from tagalign.vocab import Vocabulary
 
 
@@ -43,7 +46,7 @@ def eval_(
     gold: Path = typer.Argument(..., help="Records with gold subjects: JSONL(.gz), JSON-LD folder, Annif TSV, MARC 21 or MARC-XML."),
     pred: Path = typer.Argument(..., help="Predictions JSONL(.gz), one {\"id\", \"subjects\": [...]} per line, best first; or a submission folder {Type}/{lang}/{id}.json."),
     ks: str = typer.Option("5,10,15,20", "--ks", help="Cut-offs k, comma-separated."),
-    as_json: bool = typer.Option(False, "--json", help="Print the report as JSON (ks, overall, by_language, by_type, by_type_language, missing_predictions)."),
+    as_json: bool = typer.Option(False, "--json", help="Print the report as JSON (ks, overall, by_language, by_type, by_type_language, missing_predictions; by_frequency with --by-frequency)."),
     submission_dir: Path = typer.Option(None, "--submission-dir", help="Also write the task's submission layout: {Type}/{lang}/{id}.json per gold record."),
     strict: bool = typer.Option(False, "--strict", help="Stop at the first malformed line instead of skipping it."),
     project_dir: Path = typer.Option(None, "--project", help="Take the limit/threshold of Annif's metrics from this project (saved by `tagalign optimize --save`, per language too) and subject labels for --results-file."),
@@ -55,6 +58,8 @@ def eval_(
     plot: Path = typer.Option(None, "--plot", help="With --quality: calibration and release curve as a PNG."),
     subjects: str = typer.Option("intellectual", "--subjects", help="MARC gold: which subjects count, by the 883 linked to them: intellectual (chosen by a person, or no 883 says otherwise), confirmed (also machine suggestions a librarian accepted) or machine (every subject, the machine's too)."),
     machine_subjects: bool = typer.Option(False, "--include-machine-subjects", hidden=True, help="Old name of --subjects machine."),
+    by_frequency: list[Path] = typer.Option(None, "--by-frequency", metavar="TRAIN", help="Also score by how many of these training records carry each gold subject (repeat for several files; any record format): unseen (0), rare (1 to --common-min − 1), common; per bucket, overall and by language: share of gold, micro recall@k, gold subjects and records."),
+    common_min: int = typer.Option(COMMON_MIN, "--common-min", min=2, help="With --by-frequency: the training records from which a subject is common (rare: 1 to this − 1)."),
 ) -> None:
     """Score predictions with the shared task's metrics: P@k, R@k, F1@k (of the averaged
     P and R), R-precision@k, nDCG@k, avg recall and avg F1 over the ks; overall and by
@@ -65,11 +70,16 @@ def eval_(
 
     MARC gold (the subjects people chose; --subjects confirmed or machine for more):
     tagalign eval titles.mrc pred.jsonl
+
+    The long tail (recall of the gold subjects few or no training records carry):
+    tagalign eval dev.jsonl.gz pred.jsonl --by-frequency train.jsonl.gz
     """
     gold_as = gold_kind("machine" if machine_subjects else subjects, machine=True)
     cutoffs = _parse_ks(ks)
     must_exist(gold, f"gold records not found: {gold}")
     must_exist(pred, f"predictions not found: {pred}")
+    for path in by_frequency or []:
+        must_exist(path, f"training records not found: {path}")
     if plot is not None:  # an extra: say so before scoring, not after it
         MissingExtraError.check("matplotlib", "tagalign eval --plot", "plot")
     if (quality or plot) and pred.is_dir():
@@ -102,6 +112,10 @@ def eval_(
     if scores["missing_predictions"]:
         console.log(f"[yellow]{scores['missing_predictions']} records have no prediction "
                     "(scored as empty rankings)[/]")
+    if by_frequency:
+        counts = _train_counts(by_frequency, strict, gold_as)
+        scores["by_frequency"] = frequency_report(records, predictions, counts, cutoffs,
+                                                  common_min)
     if submission_dir is not None:
         n = write_submission(submission_dir, records, predictions)
         console.log(f"{n} submission files written under {submission_dir}")
@@ -130,6 +144,16 @@ def eval_(
         vocab = Vocabulary.load(project_dir) if project_dir is not None else None
         _write_results(results_file, subject_results(sh, limits, thresholds), vocab)
         console.log(f"per-subject results written to {results_file}")
+
+
+def _train_counts(paths: list[Path], strict: bool, gold: Provenance) -> Counter[str]:
+    """How many records of the training files carry each subject, the subjects read as
+    `tagalign train` reads them (machine-made ones never train: intellectual instead)."""
+    kind = Provenance.INTELLECTUAL if gold == Provenance.MACHINE else gold
+    counts: Counter[str] = Counter()
+    for path in paths:
+        counts += subject_counts(iter_records(path, strict=strict, gold=kind))
+    return counts
 
 
 def _project_config(project_dir: Path | None) -> ProjectConfig | None:
