@@ -12,6 +12,7 @@ test_recipes_entrypoints.py."""
 from __future__ import annotations
 
 import importlib
+import json
 import re
 import sys
 from pathlib import Path
@@ -19,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from tagalign.records.convert import write_jsonl
-from tiny_models import tiny_records, write_tiny_vocab
+from tiny_models import KNN_LEXICAL_HYBRID, tiny_records, write_tiny_vocab
 
 BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
 
@@ -81,6 +82,12 @@ ON_PROJECT = [
      [r"exact\s+[\d.]+\s+1\.000\s+[\d.]+\s+1\.000", r"prune 0\.05, rescore 10 "]),
     ("benchmarks.quality.hybrid", ["--dev", "{dev}"],
      [r"project .*, dev 30 records", r"hybrid\s+1\.0000 1\.0000"]),
+    ("benchmarks.quality.tail", ["--train", "{train}", "--dev", "{dev}", "--simulated-new",
+                                 "2", "--workdir", "{root}/tail"],
+     [r"dev 30 records \(seed 0: de 17, en 13\)",
+      r"all     unseen\s+0\.0%\s+0\s+0\s+–", r"common\s+100\.0%\s+60\s+30 1\.0000",
+      r"simulated-new: 2 subjects withheld from \d+ training records; \d+ of them are left",
+      r"10–49\s+2\s+100\.0%", r"simulated-new \(2 withheld\)\s+[\d.]+%\s+\d+\s+\d+ [01]\.\d{4}"]),
     ("benchmarks.serve.suggest_profile", ["--records", "{dev}", "--requests", "10",
                                           "--warmup", "2"],
      [r"10 single-record requests", r"fusion: ranker predict\s+[\d.]+", r"total \(client\)"]),
@@ -114,6 +121,12 @@ ON_FILES = [
     ("benchmarks.quality.language_id", ["--dev", "{dev}", "--sample", "20"],
      [r"sample: 20 dev records \(seed 0\)",
       r"\| guess_language: simplemma, stop words on ties \(new\) \| [01]\.\d{4} \|"]),
+    ("benchmarks.quality.tail", ["--train", "{train}", "--dev", "{dev}", "--vocab", "{vocab}",
+                                 "--limit-train", "100", "--workdir", "{root}/tail-train",
+                                 *[f"--param={k}={json.dumps(v)}"
+                                   for k, v in KNN_LEXICAL_HYBRID.items()]],
+     [r"train 100 records .* dev 30 records", r"hybrid trained on 100 records \(100 with gold\)",
+      r"common\s+100\.0%\s+60\s+30 [01]\.\d{4}"]),
     ("benchmarks.serve.subject_search", ["--vocab", "{vocab}", "--queries", "5"],
      [r"8 subjects; 5 prefixes \(seed 0\)", r"GET …/subjects \(HTTP, localhost\) .*\(n=5\)"]),
 ]
