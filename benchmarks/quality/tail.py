@@ -207,13 +207,18 @@ def main() -> None:
     vocab, train, dev = load_data(args)
     params = {k: json.loads(v) for k, v in (p.split("=", 1) for p in args.param)}
     if args.project:
+        config = Project.read_config(args.project)
+        if args.simulated_new and config.recipe != "hybrid":
+            raise SystemExit(f"--simulated-new trains a hybrid; {args.project} is a "
+                             f"{config.recipe} project")
         model: object = Project.load(args.project)
-        params = {**saved_params(args.project, Project.read_config(args.project)), **params}
+        params = {**saved_params(args.project, config), **params}
         print(f"project {args.project}")
     else:
         model = train_hybrid(vocab, params, train, args.workdir / "full")
     counts = subject_counts(train)
     full = dev_rankings(model, dev)
+    del model  # a second training (--simulated-new) need not hold the first model too
     overall = evaluate(dev, full)["overall"]
     print(f"overall: avg R@5..20 {overall['avg_recall']:.4f}, F1@5 {overall['f1@5']:.4f}")
     buckets = frequency_report(dev, full, counts, KS, args.common_min)
