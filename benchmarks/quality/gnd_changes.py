@@ -10,6 +10,8 @@ generator; the change file is written in the DNB's MARC-XML shape, `tests/marc_a
 - **withheld**: headings that dev records carry, left out of the training vocabulary as if
   created after the training records were catalogued (their ids are taken out of the
   training records' gold; a record left with no gold is left out of training, counted);
+  drawn among those train records carry too, so withholding them takes real examples away
+  (issue 66's simulated-new protocol: how a heading created tomorrow fares);
 - **redirected** to another heading, **deleted**, **relabelled** (the new preferred label
   is the old one with a qualifier, the old one kept as a 450 variant, as a GND correction
   does) and **split**: drawn among the headings the training records carry, all distinct,
@@ -59,8 +61,11 @@ def plan(vocab, train, dev, args) -> dict:
     """The seeded workload: ids of each kind (see the module)."""
     rng = np.random.default_rng(args.seed)
     carried = Counter(s for r in train for s in r.subjects)
-    in_dev = sorted({s for r in dev for s in r.subjects if s in vocab})
-    withheld = sorted(rng.choice(in_dev, args.withheld, replace=False).tolist())
+    # carried by dev records (to be scored) and by train records (issue 66's simulated-new
+    # protocol: the stripped training loses real examples, as a heading created tomorrow has
+    # none; a heading no train record carries would lose nothing by being withheld)
+    both = sorted({s for r in dev for s in r.subjects if s in vocab and carried[s]})
+    withheld = sorted(rng.choice(both, args.withheld, replace=False).tolist())
     pool = sorted(set(carried) - set(withheld))
     n = args.redirected + args.deleted + args.relabelled + args.split
     drawn = rng.choice(pool, n, replace=False).tolist()
