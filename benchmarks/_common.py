@@ -73,23 +73,26 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
-def serve(project: Path, *extra: str, stop_timeout: float = 30) -> Iterator[str]:
+def serve(project: Path, *extra: str, stop_timeout: float = 30, log: Path | None = None
+          ) -> Iterator[str]:
     """Run `tagalign serve PROJECT` on a free localhost port until the block ends; yields its
-    base URL once /tagalign/v1/health answers (exits if it never does within 300 s)."""
-    with serve_process(project, *extra, stop_timeout=stop_timeout) as (url, _):
+    base URL once /tagalign/v1/health answers (exits if it never does within 300 s).
+    ``log``: the server's output (its access log) goes to this file, not to ours."""
+    with serve_process(project, *extra, stop_timeout=stop_timeout, log=log) as (url, _):
         yield url
 
 
 @contextlib.contextmanager
-def serve_process(project: Path, *extra: str, stop_timeout: float = 30
-                  ) -> Iterator[tuple[str, subprocess.Popen]]:
+def serve_process(project: Path, *extra: str, stop_timeout: float = 30,
+                  log: Path | None = None) -> Iterator[tuple[str, subprocess.Popen]]:
     """`serve`, also yielding the server process (to measure its memory)."""
     import httpx
 
     port = free_port()
     url = f"http://127.0.0.1:{port}"
+    out = open(log, "ab") if log else None  # noqa: SIM115 (closed below)
     server = subprocess.Popen([sys.executable, "-m", "tagalign.cli.main", "serve", str(project),
-                               "--port", str(port), *extra],
+                               "--port", str(port), *extra], stdout=out, stderr=out,
                               env={**os.environ, "PYTHONUNBUFFERED": "1"})
     try:
         t0 = time.time()
@@ -107,6 +110,8 @@ def serve_process(project: Path, *extra: str, stop_timeout: float = 30
     finally:
         server.terminate()
         server.wait(stop_timeout)
+        if out:
+            out.close()
 
 
 def seeded_sample(records: list, size: int | None, seed: int) -> list:
