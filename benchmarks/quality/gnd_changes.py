@@ -19,7 +19,7 @@ generator; the change file is written in the DNB's MARC-XML shape, `tests/marc_a
 - the change file: the withheld headings as new records (leader/05 ``n``, 150 and the
   vocabulary's alternative labels as 450; German only: GND authority records have no
   English preferred labels), ``x`` + 682 ``$0`` target for a redirect, ``d`` + 682
-  ``Loeschung``, ``c`` for a correction, ``c`` + 682 ``Aufspaltung`` for a split.
+  ``Loeschung``, ``c`` for a correction, ``c`` + 682 ``Aufspaltung ohne Umlenkung`` for a split.
 
 Projects (default hybrid, `tagalign.workflows.training.train_project`, each in a child
 process, kept in ``--workdir`` and reused by a rerun): ``full`` (the whole vocabulary, all
@@ -93,7 +93,7 @@ def change_records(vocab, work: dict) -> list:
                       alts=[vocab.label(s, "de"), *alts(s)], leader=status("c"))
             for s in work["relabelled"]]
     out += [with_682(authority(s, vocab.label(s, "de"), leader=status("c")),
-                     field_682("Aufspaltung")) for s in work["split"]]
+                     field_682("Aufspaltung ohne Umlenkung")) for s in work["split"]]
     return out
 
 
@@ -159,14 +159,22 @@ def top20(folder: Path, dev: list) -> list[list[tuple[str, float]]]:
 
 
 def recall_of(dev: list, rows: list, wanted: set[str]) -> dict:
-    """Micro recall@k of the gold ids in ``wanted``: found in the top k / carried."""
-    n = sum(1 for r in dev for s in r.subjects if s in wanted)
-    out: dict = {"gold": n, "records": sum(1 for r in dev if wanted & set(r.subjects))}
-    for k in KS:
-        hit = sum(len(wanted & set(r.subjects) & {i for i, _ in row[:k]})
-                  for r, row in zip(dev, rows, strict=True))
-        out[f"R@{k}"] = hit / n if n else float("nan")
-    return out
+    """`subject_recall` of exactly ``wanted`` at `KS` (overall and by language)."""
+    from tagalign.evaluate import subject_recall
+
+    return subject_recall(dev, {r.id: [i for i, _ in row] for r, row in
+                                zip(dev, rows, strict=True)}, wanted, KS)
+
+
+def recall_row(name: str, m: dict) -> str:
+    def fig(x: dict) -> str:
+        return " | ".join("–" if x[f"recall@{k}"] is None else f"{x[f'recall@{k}']:.3f}"
+                          for k in KS)
+
+    langs = ", ".join(f"{lang} {x['recall@20']:.3f}" for lang, x in m["by_language"].items()
+                      if x["recall@20"] is not None)
+    o = m["overall"]
+    return f"| {name} | {o['gold']} | {o['records']} | {fig(o)} | {langs} |"
 
 
 def avg_r(dev: list, rows: list) -> float:
@@ -328,12 +336,12 @@ def report(args, work, vocab, train, dev, work_plan, cost, changes, empty) -> No
                    for s in withheld)
     print("\n## New headings (the withheld ones, added by the change file)")
     print(f"their train frequency in the full data: {dict(freq)}")
-    print("| | gold | records | R@5 | R@10 | R@20 |\n|---|---|---|---|---|---|")
+    print("| | gold | records | R@5 | R@10 | R@20 | R@20 by language |\n"
+          "|---|---|---|---|---|---|---|")
     for name, m in (("new headings, updated project", new),
                     ("unseen in training, full project", ref),
                     ("the same new headings, full project (with examples)", with_examples)):
-        print(f"| {name} | {m['gold']} | {m['records']} | {m['R@5']:.3f} | {m['R@10']:.3f} "
-              f"| {m['R@20']:.3f} |")
+        print(recall_row(name, m))
 
     project = Project.load(work / "updated")
     retired = set(project.vocab.retired)
