@@ -95,6 +95,7 @@ def update_vocabulary(path: Path | str, files: Sequence[Path | str], *,
         swap.recover(path)
         project = Project.load(path)
         recipe = project.trained_recipe()
+        recipe.check_vocabulary_update()  # before anything is read: a refusal reads nothing
         changes: ChangeSet = (
             read_whole(paths[0], project.vocab, format=format, skip_bad=skip_bad,
                        report=report, entity_types=entity_types, option=option) if whole
