@@ -20,7 +20,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from tagalign.errors import InputError, NotTrainedError
+from tagalign.errors import NotTrainedError
 from tagalign.io import atomic_dir, read_json
 from tagalign.recipes.base import (
     ReadOnlyError,
