@@ -44,7 +44,7 @@ def week() -> list:
         shortened(PILZE, "x", field_682(None, (HOLZSCHUTZ, "Holzschutz"))),
         shortened(ZUKUNFT, "d", field_682("Loeschung")),
         with_682(authority(DENKMAL, "Denkmalpflege", leader=status("c")),
-                 field_682("Aufspaltung")),
+                 field_682("Aufspaltung ohne Umlenkung")),
         with_682(authority("4015065-3", "Epos", leader=status("c")),
                  field_682("Umlenkung", ("4033447-8", "Künstliche Intelligenz"))),
         shortened("4999999-9", "d", field_682("Loeschung")),
