@@ -61,7 +61,7 @@ def week_one() -> list[Record]:
         shortened("4000004-4", "x", field_682(None, ("4000005-5", "Geschichte"))),
         shortened("4000006-6", "d", field_682("Loeschung")),
         with_682(authority("4000007-7", "Holzbau", leader=status("c")),
-                 field_682("Aufspaltung")),
+                 field_682("Aufspaltung ohne Umlenkung")),
         authority("118621890", ("Tiemann, Walter", None), types=("p", "piz"),
                   heading_tag="100", leader=status("n")),
     ]
@@ -107,7 +107,7 @@ def test_each_kind_of_record_reads_as_its_change(week_file):
     assert changes.get("4000004-4") == Redirected(id="4000004-4", target="4000005-5",
                                                    target_label="Geschichte")
     assert changes.get("4000006-6") == Deleted(id="4000006-6", note="Loeschung")
-    assert changes.get("4000007-7") == Split(id="4000007-7", note="Aufspaltung")
+    assert changes.get("4000007-7") == Split(id="4000007-7", note="Aufspaltung ohne Umlenkung")
     assert changes.get("4000004-4").where.startswith(f"{week_file}: record 4")
 
 
@@ -361,7 +361,7 @@ def build(kind: str, gid: str, target: str | None) -> Record:
     if kind == "deleted":
         return shortened(gid, "d", field_682("Loeschung"))
     return with_682(authority(gid, f"Heading {gid}", leader=status("c")),
-                    field_682("Aufspaltung"))
+                    field_682("Aufspaltung mit Teilumlenkung"))  # a kind the GND names
 
 
 @settings(max_examples=40, deadline=None)

@@ -44,7 +44,7 @@ def week() -> list:
         shortened(PILZE, "x", field_682(None, (HOLZSCHUTZ, "Holzschutz"))),
         shortened(ZUKUNFT, "d", field_682("Loeschung")),
         with_682(authority(DENKMAL, "Denkmalpflege", leader=status("c")),
-                 field_682("Aufspaltung")),
+                 field_682("Aufspaltung ohne Umlenkung")),
         with_682(authority("4015065-3", "Epos", leader=status("c")),
                  field_682("Umlenkung", ("4033447-8", "Künstliche Intelligenz"))),
         shortened("4999999-9", "d", field_682("Loeschung")),
@@ -114,6 +114,7 @@ def test_the_state_is_recorded_and_shown(tiny_hybrid_copy, week_file):
                                "deleted": 1, "split": 1, "announced": 1}
     assert state["split"] == [{"id": DENKMAL, "label": "Denkmalpflege"}]
     assert project.info()["vocabulary_state"] == state
+    assert project.info()["vocabulary_size"] == project.vocab.n_suggestable == 6
     assert project.vocab.retired == {PILZE: ("redirected", HOLZSCHUTZ),
                                      ZUKUNFT: ("deleted", None), DENKMAL: ("split", None)}
     # the type-ahead search offers no retired heading
@@ -331,6 +332,7 @@ def test_show_project_shows_the_state_and_the_splits(tiny_hybrid_copy, week_file
     shown = json.loads(res.output[res.output.index("{"):])
     assert shown["vocabulary_state"]["split"] == [{"id": DENKMAL, "label": "Denkmalpflege"}]
     assert shown["vocabulary_state"]["counts"]["suggestable"] == 6
+    assert shown["vocabulary_size"] == 6  # what can be suggested: 9 headings, 3 retired
     assert shown["excluded"] == 1  # the redirected id means its target
 
 

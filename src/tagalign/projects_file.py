@@ -327,7 +327,7 @@ def describe(spec: ProjectSpec, project: Project | None) -> dict[str, Any]:
     if project is not None:
         out["excluded"] = len(project.excluded)
         out["trained_at"] = project.config.trained_at
-        out["vocabulary_size"] = len(project.vocab)
+        out["vocabulary_size"] = project.vocab.n_suggestable  # retired ones not counted
         out["vocabulary_state"] = project.config.vocabulary.get("state")
         out["dev_scores"] = project.config.dev_scores
     return out

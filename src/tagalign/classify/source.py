@@ -117,6 +117,21 @@ class DomainSource(Source):
         self.counts_ = (self.counts_ + delta).tocsr()
         self._refresh()
 
+    def bind(self, vocab: Any) -> None:
+        """``vocab``, an update of the vocabulary trained with (every old position kept,
+        new headings appended: `tagalign.vocab.changes.apply`): the counts gain an empty
+        row per new heading, the notations are read again (a new or corrected heading's
+        GND notations lend it the profile of the seen subjects sharing them) and the
+        profiles are made anew. The classifier knows domains, not subjects: it stays."""
+        self.vocab_, self.notations_ = vocab, None
+        if self.counts_ is None:
+            return
+        rows, cols = self.counts_.shape
+        if len(vocab) > rows:
+            self.counts_ = sp.vstack([self.counts_, sp.csr_matrix(
+                (len(vocab) - rows, cols), dtype=self.counts_.dtype)]).tocsr()
+        self._refresh()
+
     def _notations(self) -> sp.csr_matrix | None:
         """(subjects × GND classification notations) 0/1, built once; None without any."""
         if self.notations_ is None:

@@ -146,11 +146,26 @@ def _print_summary(summary: ChangeSummary) -> None:
     out.print(table)
 
 
-def _compared_whole(new: list[Path], whole: bool) -> bool:
+def _formats(given: list[str] | None, paths: list[Path]) -> list[str | None]:
+    """Each file's format: ``--format`` given once forces it on every file, given once per
+    file each its own (in the order of the files); a folder is a saved vocabulary whatever
+    is forced. Without it each file's own, told by its name and first bytes (as `vocab
+    load` tells a file's)."""
+    if not given:
+        return [None] * len(paths)
+    if len(given) == 1:
+        given = given * len(paths)
+    elif len(given) != len(paths):
+        refuse(f"--format given {len(given)} times for {len(paths)} files: give it once "
+               "(every file) or once per file, in their order")
+    return [None if p.is_dir() else f for p, f in zip(paths, given, strict=True)]
+
+
+def _compared_whole(new: list[Path], whole: bool, fmt: str | None = None) -> bool:
     """Whether ``new`` is one whole newer vocabulary (``--whole``, a folder, or a format
-    that says nothing of changes) rather than change files."""
+    that says nothing of changes: ``fmt`` if forced) rather than change files."""
     compare_whole = whole or (len(new) == 1 and (new[0].is_dir()
-                                                  or change_format(new[0]) is None))
+                                                  or change_format(new[0], fmt) is None))
     if compare_whole and len(new) > 1:
         refuse("--whole compares one newer vocabulary, not several files")
     return compare_whole
@@ -161,7 +176,7 @@ def diff(
     old: Path = typer.Argument(..., help="The vocabulary (any format or a saved folder)."),
     new: list[Path] = typer.Argument(..., help="Change files in the order they came (the GND-Änderungsdienst as MARC 21 or MARC-XML, gzipped or not; SKOS with owl:deprecated and dct:isReplacedBy), or one newer vocabulary (any format or a saved folder: compared whole)."),
     whole: bool = typer.Option(False, "--whole", help="NEW is a whole newer dump or release in MARC or SKOS: headings it lacks count as deleted (a change file names only what changed)."),
-    fmt: str = typer.Option(None, "--format", "-f", help="Force the format of OLD."),
+    fmt: list[str] = typer.Option(None, "--format", "-f", help=f"Force a format ({', '.join(VOCAB_FORMATS.names())}): once for every file, or once per file in their order, OLD first; a saved folder is read as one whatever is forced."),
     entity_types: str = typer.Option(None, "--entity-types", help="GND MARC: the entity types to read from NEW, as for vocab load (default s)."),
     skip_bad: bool = typer.Option(False, "--skip-bad", help="Skip malformed records of the change files (named as warnings) instead of refusing them all."),
     as_json: bool = typer.Option(False, "--json", help="Print the counts and the first ids of each kind as JSON."),
@@ -174,13 +189,14 @@ def diff(
     vocab diff gnd/ authorities-gnd-sachbegriff_dnbmarc_20240813.mrc.xml.gz --whole    |
     tagalign vocab diff yso-2023.ttl yso-2024.ttl --whole
     """
-    vocab = _load(old, fmt)
+    formats = _formats(fmt, [old, *new])
+    vocab = _load(old, formats[0])
     report = InputReport()
-    if _compared_whole(new, whole):
-        changes = read_whole(new[0], vocab, skip_bad=skip_bad, report=report,
-                             entity_types=entity_types, option="--skip-bad")
+    if _compared_whole(new, whole, formats[1]):
+        changes = read_whole(new[0], vocab, format=formats[1], skip_bad=skip_bad,
+                             report=report, entity_types=entity_types, option="--skip-bad")
     else:
-        changes = read_changes(new, skip_bad=skip_bad, report=report,
+        changes = read_changes(new, format=formats[1:], skip_bad=skip_bad, report=report,
                                entity_types=entity_types, option="--skip-bad")
     summary = summarize(changes, vocab)
     if report.n_skipped:

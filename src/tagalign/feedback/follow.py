@@ -13,10 +13,10 @@ not rewritten: a decision stays what the librarian gave, and the next update rea
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
-from tagalign.feedback.schema import Reviewed
+from tagalign.feedback.schema import Decision, Reviewed
 
 #: subject id → the id it stands for now (itself unless redirected), None when it is gone
 #: (deleted or split): `tagalign.vocab.Vocabulary.successor`
@@ -58,6 +58,25 @@ def follow_reviewed(item: Reviewed, successor: Successor, done: Followed | None 
                    origins=origins, rejected=rejected)
 
 
+def follow_decision(item: Decision, successor: Successor) -> Decision:
+    """A learn request's decision with each subject read as ``successor`` says, before it
+    is stored: a redirected heading's as its target (once; a target both accepted and
+    rejected is accepted, as `follow_decisions` reads them), gone ones left out (a learn
+    request naming one is refused before: `tagalign.serve.service.Service.learn`).
+    ``item`` itself when nothing changes."""
+    def now(ids: Sequence[str]) -> list[str]:
+        return list(dict.fromkeys(n for sid in ids if (n := successor(sid)) is not None))
+
+    accepted = now(item.accepted)
+    rejected = [sid for sid in now(item.rejected) if sid not in accepted]
+    added = [sid for sid in now(item.added) if sid in accepted or sid in rejected]
+    subjects = now(item.record.subjects)
+    if (accepted, rejected, added, subjects) == (list(item.accepted), list(item.rejected),
+                                                 list(item.added), list(item.record.subjects)):
+        return item
+    return Decision(replace(item.record, subjects=subjects), accepted, rejected, added)
+
+
 def follow_decisions(decided: Mapping[str, str], successor: Successor) -> dict[str, str]:
     """Subject id → decision ("accept" | "reject", as `FeedbackStore.latest_decisions`
     gives them) read as ``successor`` says: gone subjects left out, an old id's decision
@@ -70,4 +89,4 @@ def follow_decisions(decided: Mapping[str, str], successor: Successor) -> dict[s
     return out
 
 
-__all__ = ["Followed", "Successor", "follow_decisions", "follow_reviewed"]
+__all__ = ["Followed", "Successor", "follow_decision", "follow_decisions", "follow_reviewed"]

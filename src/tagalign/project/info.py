@@ -17,7 +17,8 @@ def project_info(project: Project) -> dict[str, Any]:
         "id": project.path.name,
         "name": project.name,
         "recipe": c.recipe,
-        "vocabulary_size": c.vocabulary["size"],
+        # headings that can be suggested (an updated vocabulary keeps its retired ones)
+        "vocabulary_size": project.vocab.n_suggestable,
         # the change files applied since training (`tagalign vocab update`), if any
         "vocabulary_state": c.vocabulary.get("state"),
         "languages": c.vocabulary.get("languages", []),

@@ -235,12 +235,22 @@ class Recipe(ModelFamily, ABC):
             todo, k = again, min(ceiling, 2 * k)
         return out
 
+    def check_vocabulary_update(self) -> None:
+        """Refuse (`InputError`, saying why and to retrain) vocabulary changes this recipe
+        cannot take without retraining; asked before a change file is read, so a refused
+        update reads and writes nothing. Only a recipe with an update path (the hybrid's
+        sources know headings by their labels) takes them: here none has."""
+        raise InputError(f"recipe {self.name!r} has no update path for vocabulary changes "
+                         "(its model knows only the headings it was trained with; only the "
+                         "hybrid recipe takes new headings and redirects without "
+                         "retraining): retrain the project with the updated vocabulary "
+                         "(`tagalign train`)")
+
     def take_vocabulary(self, update: VocabularyUpdate) -> None:
         """Suggest with ``update.new`` from now on, without retraining (`tagalign.vocab.
         changes.apply`: new headings appended, corrected ones relabelled, retired ones
-        kept); a recipe that cannot refuses, saying to retrain."""
-        raise InputError(f"recipe {self.name!r} cannot take vocabulary changes without "
-                         "retraining: train the project again with the updated vocabulary")
+        kept); a recipe that cannot refuses (`check_vocabulary_update`)."""
+        self.check_vocabulary_update()
 
     def held_out_evidence(self) -> HeldOutEvidence | None:
         """Suggestions and neighbour records for training records from models that never

@@ -20,7 +20,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from tagalign.errors import InputError, NotTrainedError
+from tagalign.errors import NotTrainedError
 from tagalign.io import atomic_dir, read_json
 from tagalign.recipes.base import (
     ReadOnlyError,
@@ -133,15 +133,18 @@ class HybridRecipe(Recipe):
             self.pipeline.learn(records, self.config.batch_size)
 
     # -- vocabulary updates ----------------------------------------------------------------
+    def check_vocabulary_update(self) -> None:
+        """Every hybrid takes vocabulary changes, ``domains=true`` too: the ``domains``
+        source keeps a domain classifier of records (no subject in it) and per-subject
+        domain counts keyed by vocabulary position (`tagalign.classify.source`), which
+        widen to the new positions as every per-subject part does (a new heading starts
+        with no counts and borrows a profile by GND notation, as a heading no training
+        record carried does); retired positions keep their rows and are never suggested."""
+
     def take_vocabulary(self, update: VocabularyUpdate) -> None:
         """The sources that know headings by their labels take the new and the corrected
         ones (`HybridPipeline.take_vocabulary`); a retired heading's evidence goes to its
-        target at each suggestion (`Vocabulary.successors`). Not with the ``domains``
-        source, whose subject profiles come from training records alone."""
-        if self.config.domains:
-            raise InputError("a hybrid with domains=true cannot take vocabulary changes "
-                             "without retraining yet: train the project again with the "
-                             "updated vocabulary")
+        target at each suggestion (`Vocabulary.successors`)."""
         self.held_out_evidence()  # read now: saved again with the model
         new = update.new
         redirected = {new.position(sid): new.position(target)

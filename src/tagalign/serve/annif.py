@@ -16,7 +16,9 @@ them at ``http://HOST:PORT/v1/``. Differences from tagalign's own API
 - ``learn`` stores every document with at least one known subject in the feedback store
   (record id ``annif:`` + the first 16 hex digits of the text's SHA-256), teaches recipes
   that learn online, and answers 204; subjects outside the vocabulary are ignored, as
-  Annif does. Learning is off unless the project allows it (``allow_learn``, Annif's
+  Annif does, and so are those of headings deleted or split since (`tagalign vocab
+  update`), while a redirected heading's is learned as its target's (Annif's 204 has no
+  place to say so). Learning is off unless the project allows it (``allow_learn``, Annif's
   default off too): learn then answers Annif's 403 "Learning not allowed". A project
   served with ``--mmap`` is read-only: learn answers 403 (Annif's "Operation is not
   allowed"); both store nothing;
@@ -321,7 +323,7 @@ def _vocab_id(svc: Service, proj: Project) -> str:
 
 def _vocab_dump(svc: Service, proj: Project) -> dict[str, Any]:
     out = {"vocab_id": _vocab_id(svc, proj), "languages": proj.vocab.languages,
-           "size": len(proj.vocab), "loaded": True}
+           "size": proj.vocab.n_suggestable, "loaded": True}  # retired ones not counted
     # a vocabulary updated by change files: its state as the project records it (what
     # tagalign's own API shows as ``vocabulary_state``); Annif's schema allows properties
     # of its own, and a project never updated is described as Annif describes one
@@ -358,14 +360,18 @@ def _results(proj: Project, rows: list[Suggestion], language: str | None
 
 def decisions(proj: Project, docs: list[IndexedDocument]) -> list[Decision]:
     """Annif's learn documents as accepted decisions: those without text or without a
-    subject of the vocabulary are skipped, subjects outside it ignored (as Annif does);
-    record id ``annif:`` + the first 16 hex digits of the text's SHA-256."""
+    subject of the vocabulary are skipped, subjects outside it ignored (as Annif does), a
+    redirected heading's read as its target's, a deleted or split one's ignored as an
+    unknown one is (`Vocabulary.successor`); record id ``annif:`` + the first 16 hex
+    digits of the text's SHA-256."""
     items = []
+    vocab = proj.vocab
     for doc in docs:
         if not doc.text or not doc.subjects:
             continue
         ids = list(dict.fromkeys(subject_id(s.uri) for s in doc.subjects))
-        known = [sid for sid in ids if sid in proj.vocab]
+        known = list(dict.fromkeys(now for sid in ids if sid in vocab
+                                   and (now := vocab.successor(sid)) is not None))
         if not known:
             continue
         title, abstract = split_text(doc.text)

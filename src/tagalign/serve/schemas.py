@@ -167,6 +167,10 @@ class LearnRequest(BaseModel):
 class LearnResponse(BaseModel):
     stored: int
     learned: bool
+    redirected: dict[str, str] | None = Field(
+        None, description="Subject ids of headings redirected since (`tagalign vocab "
+        "update`) that the request named, each with the target it was stored and learned "
+        "as; absent when it named none.")
 
 
 class ModelVersionOut(BaseModel):

@@ -16,7 +16,7 @@ import logging
 import os
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from tagalign.errors import (
     InputError,
@@ -26,6 +26,7 @@ from tagalign.errors import (
     TagalignError,
 )
 from tagalign.feedback import Decision, FeedbackStore, ServedStores, StoreFault
+from tagalign.feedback.follow import follow_decision
 from tagalign.feedback.health import StoreHealth
 from tagalign.project import (
     DEFAULT_LIMIT,
@@ -85,7 +86,8 @@ class UnknownProjectError(NotFoundError):
 
 
 class UnknownSubjectsError(InputError):
-    """Learn named subject ids outside the project's vocabulary."""
+    """Learn named subject ids outside the project's vocabulary, or of headings deleted or
+    split since (`tagalign vocab update`)."""
 
     http_status = 422  # a body that does not fit the vocabulary: the status of bad bodies
 
@@ -97,6 +99,15 @@ def subject_id(uri: str) -> str:
 
 def subject_uri(sid: str) -> str:
     return GND_URI + sid
+
+
+class Learned(NamedTuple):
+    """What `Service.learn` did: rows stored, whether the model learned them online, and
+    the redirected subject ids the request named → the targets stored and learned."""
+
+    stored: int
+    online: bool
+    redirected: dict[str, str]
 
 
 @dataclass(frozen=True, slots=True)
@@ -252,25 +263,35 @@ class Service:
             raise
         return proj
 
-    def learn(self, served: Served, items: Sequence[Decision]) -> tuple[int, bool]:
+    def learn(self, served: Served, items: Sequence[Decision]) -> Learned:
         """Store the decisions, teach the project each record's latest decision (its
         accepted subjects replace what it learned of the record before) and keep their
-        titles for reasons; ``(rows stored, learned online)``. A recipe without online
-        learning returns False: the stored decisions wait for the next `tagalign train`.
-        Subject ids outside the vocabulary: `UnknownSubjectsError`, nothing stored; the
-        store out of space or unreachable: `StoreFullError` or `StoreUnavailableError`,
-        nothing stored (decisions stored but not yet taught, as the store fails between
-        the two, are taught at the next catch-up)."""
+        titles for reasons (`Learned`: rows stored, learned online, redirected ids). A
+        recipe without online learning: not online, the stored decisions wait for the
+        next `tagalign train`. Subject ids outside the vocabulary, or of headings deleted
+        or split since (`tagalign vocab update`: nobody can tell which part a decision
+        meant): `UnknownSubjectsError`, nothing stored; a redirected heading's id is
+        stored and learned as its target's (`follow_decision`: the store holds only ids
+        the vocabulary suggests). The store out of space or unreachable: `StoreFullError`
+        or `StoreUnavailableError`, nothing stored (decisions stored but not yet taught,
+        as the store fails between the two, are taught at the next catch-up)."""
         proj, project_id = self.learnable(served), served.id
-        unknown = sorted({sid for d in items for sid in [*d.accepted, *d.rejected]
-                          if sid not in proj.vocab})
-        if unknown:
+        vocab = proj.vocab
+        named = sorted({sid for d in items for sid in [*d.accepted, *d.rejected]})
+        unknown = [sid for sid in named if sid not in vocab]
+        gone = [sid for sid in named if sid in vocab and vocab.successor(sid) is None]
+        if unknown or gone:
             self._learned(project_id, len(items), "invalid")
-            raise UnknownSubjectsError(
-                f"subject ids not in the vocabulary: {', '.join(unknown[:20])}")
+            why = [f"{what}: {', '.join(ids[:20])}" for what, ids in (
+                ("subject ids not in the vocabulary", unknown),
+                ("subject ids of headings deleted or split since", gone)) if ids]
+            raise UnknownSubjectsError("; ".join(why))
+        redirected = {sid: now for sid in named if (now := vocab.current(sid)) != sid}
+        if redirected:
+            items = [follow_decision(d, vocab.successor) for d in items]
         if not items:
             self._learned(project_id, 0, "stored")
-            return 0, False
+            return Learned(0, False, redirected)
         try:
             # where learning started, known before anything of this process is stored
             self.learning.started(project_id)
@@ -291,7 +312,7 @@ class Service:
             taught, online = [], False
         self._keep_titles(taught)
         self._learned(project_id, len(items), "learned" if online else "stored")
-        return stored, online
+        return Learned(stored, online, redirected)
 
     def _keep_titles(self, records: Iterable[Record]) -> None:
         self.titles.update((r.id, r.title) for r in records)
@@ -301,6 +322,6 @@ class Service:
             self.observer.learned(project_id, records, outcome)
 
 
-__all__ = ["ANNIF_DEFAULT_LIMIT", "ERRORS", "GND_URI", "OWN_DEFAULT_LIMIT", "Observer",
+__all__ = ["ANNIF_DEFAULT_LIMIT", "ERRORS", "GND_URI", "OWN_DEFAULT_LIMIT", "Learned", "Observer",
            "Served", "Service", "UnknownProjectError", "UnknownSubjectsError", "http_status",
            "public_error", "subject_id", "subject_uri"]

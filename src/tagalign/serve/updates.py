@@ -21,9 +21,13 @@ from tagalign.serve.depends import ProjectDep, ServiceDep
 router = APIRouter(prefix=API)
 
 
-@router.post("/projects/{project_id}/learn", response_model=s.LearnResponse, responses={
+@router.post("/projects/{project_id}/learn", response_model=s.LearnResponse,
+             response_model_exclude_none=True, responses={
     403: {"model": s.ErrorOut,
           "description": "Learning not allowed for this project (allow_learn is off)"},
+    422: {"model": s.ErrorOut,
+          "description": "A subject id not in the vocabulary, or of a heading deleted or "
+                         "split since (`tagalign vocab update`): nothing was stored"},
     409: {"model": s.ErrorOut,
           "description": "Project served read-only (`tagalign serve --mmap`): nothing "
                          "was stored or learned"},
@@ -37,8 +41,9 @@ def learn(body: s.LearnRequest, project: ProjectDep, svc: ServiceDep) -> s.Learn
     items = [Decision(Record(id=r.id, title=r.title, abstract=r.abstract,
                              language=r.language, subjects=list(r.subjects)),
                       r.subjects, r.rejected, r.added) for r in body.records]
-    stored, learned = svc.learn(project.served, items)
-    return s.LearnResponse(stored=stored, learned=learned)
+    done = svc.learn(project.served, items)
+    return s.LearnResponse(stored=done.stored, learned=done.online,
+                           redirected=done.redirected or None)
 
 
 @router.post("/projects/{project_id}/reload", response_model=s.ReloadOut, responses={

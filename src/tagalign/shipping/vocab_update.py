@@ -95,6 +95,7 @@ def update_vocabulary(path: Path | str, files: Sequence[Path | str], *,
         swap.recover(path)
         project = Project.load(path)
         recipe = project.trained_recipe()
+        recipe.check_vocabulary_update()  # before anything is read: a refusal reads nothing
         changes: ChangeSet = (
             read_whole(paths[0], project.vocab, format=format, skip_bad=skip_bad,
                        report=report, entity_types=entity_types, option=option) if whole
@@ -133,7 +134,7 @@ def new_state(project: Project, update: VocabularyUpdate, files: Sequence[Path],
     return {"trained_with": trained, "updates": int(state.get("updates", 0)) + 1,
             "last_file": files[-1].name, "last_date": max(dates) if dates else None,
             "updated_at": at, "applied": applied,
-            "counts": {"subjects": len(vocab), "suggestable": len(vocab) - len(vocab.retired),
+            "counts": {"subjects": len(vocab), "suggestable": vocab.n_suggestable,
                        "added": len(vocab) - trained["size"], **kinds,
                        "announced": len(update.announced)},
             "announced": update.announced[:SPLITS_SHOWN],

@@ -173,6 +173,12 @@ class Vocabulary:
         """In the vocabulary and not retired (redirected, deleted or split)."""
         return subject_id in self._index and subject_id not in self.retired
 
+    @property
+    def n_suggestable(self) -> int:
+        """How many headings can be suggested: all but the retired ones (what the REST
+        APIs give as the vocabulary's size)."""
+        return len(self.subjects) - len(self.retired)
+
     def current(self, subject_id: str) -> str:
         """The id that stands for ``subject_id`` now: a redirected heading's target, else
         the id itself."""

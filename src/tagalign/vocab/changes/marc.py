@@ -18,7 +18,14 @@ What the records say, from the documentation (not from guessing):
 - The DNB's page "GND-Änderungsdienst": redirects and deletions first come as an
   announcement (leader/05 ``c`` and 682 with "Umlenkung" or "Loeschung"), then as shortened
   records holding only the id and the target or the note of deletion, leader/05 ``x`` or
-  ``d``; a split comes with leader/05 ``c`` too, its 682 naming the kind of split.
+  ``d``; a split comes with leader/05 ``c`` too, its 682 naming the kind of split ("Je nach
+  Art der Aufspaltung …").
+- The kinds of split, as the GND's change coding names them (GND PICA field 010/008@
+  "Änderungscodierung", wiki.dnb.de; the STA rule "Änderungskennzeichnung von Datensätzen
+  – Aufspaltung", sta.dnb.de): "Aufspaltung ohne Umlenkung" (s), "Aufspaltung mit
+  Umlenkung" (p), "Aufspaltung mit Teilumlenkung" (g), each naming its target record
+  ("Zieldatensatz für Aufspaltung"). Two of them name a redirect too, so a 682 saying
+  "Aufspaltung" is a split whatever else it says (not a redirect announced).
 
 So: ``n``/``c``/``a``/``p`` without such a 682 → `Heading` (of the entity types asked for,
 as the GND loader keeps them); ``c`` + 682 "Umlenkung"/"Loeschung" → `Announced`; ``c`` +
@@ -80,15 +87,17 @@ def _note(fields: Fields) -> tuple[str, list[str], str | None]:
 
 def _action(text: str) -> str | None:
     """What a 682 ``$i`` announces: ``redirect``, ``deletion``, ``split`` or None. The DNB
-    writes "Umlenkung" and "Loeschung" (transliterated); "Löschung" and a split's
-    "Aufspaltung"/"Split" read the same."""
+    writes "Umlenkung" and "Loeschung" (transliterated; "Löschung" reads the same) and
+    names a split by its kind, "Aufspaltung ohne Umlenkung", "… mit Umlenkung" or "… mit
+    Teilumlenkung" (see the module): read first, as two of them say "Umlenkung" too.
+    "Split" (MARC 21's own word, leader/05 ``s``) reads as "Aufspaltung"."""
     low = text.lower()
+    if "aufspalt" in low or "split" in low:
+        return "split"
     if "umlenk" in low:
         return "redirect"
     if "loesch" in low or "lösch" in low:
         return "deletion"
-    if "aufspalt" in low or "split" in low:
-        return "split"
     return None
 
 

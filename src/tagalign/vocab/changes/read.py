@@ -4,7 +4,7 @@ holds a malformed record (unless asked to skip those)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, ClassVar, Protocol
 
@@ -82,22 +82,29 @@ def make_reader(fmt: str, entity_types: str | None = None) -> ChangeReader:
     return CHANGE_READERS.lookup(fmt)(**options)
 
 
-def read_changes(paths: Iterable[Path | str], *, format: str | None = None,
+def read_changes(paths: Iterable[Path | str], *,
+                 format: str | Sequence[str | None] | None = None,
                  skip_bad: bool = False, report: Reporter | None = None,
                  entity_types: str | None = None,
                  option: str | None = None) -> ChangeSet:
     """The `ChangeSet` of change files read in the order given (a later record of an id
-    wins: `ChangeSet.add`). A malformed record anywhere raises `BadChangesError` naming
-    each (``option``: the way to skip them, e.g. the CLI's ``--skip-bad``) and nothing is
-    returned; ``skip_bad``: they go to ``report`` (warnings by default) and the rest is
-    read. A file in a format without changes (TSV, JSON …) is refused."""
+    wins: `ChangeSet.add`). ``format``: one for every file, or one per file (None: that
+    file's own, `change_format`). A malformed record anywhere raises `BadChangesError`
+    naming each (``option``: the way to skip them, e.g. the CLI's ``--skip-bad``) and
+    nothing is returned; ``skip_bad``: they go to ``report`` (warnings by default) and the
+    rest is read. A file in a format without changes (TSV, JSON …) is refused."""
     files = [Path(p) for p in paths]
+    formats = ([format] * len(files) if format is None or isinstance(format, str)
+               else list(format))
+    if len(formats) != len(files):
+        raise InputError(f"{len(formats)} formats for {len(files)} change files: give one "
+                         "for every file or one per file")
     out = ChangeSet(sources=[str(p) for p in files])
     collected = _Collected()
-    for path in files:
+    for path, forced in zip(files, formats, strict=True):
         if not path.exists():
             raise MissingFileError(f"change file not found: {path}", path)
-        fmt = change_format(path, format)
+        fmt = change_format(path, forced)
         if fmt is None:
             raise InputError(f"{path}: not a change file (GND MARC 21 or SKOS); a whole "
                              "vocabulary in another format can only be compared whole")
