@@ -26,6 +26,12 @@ the split of the N subjects' train frequencies before stripping, by subject and 
 dev gold (they are drawn per subject, not per gold pair), so a reader sees how many of
 them were rare and how many common: what the row measures.
 
+*Label-only precision*: of the top 5 of each dev record, the share of suggestions that
+only label-reading sources proposed (`tagalign.evaluate.label_only`: every source its
+reasons name reads labels, ``labels`` and ``lexical`` in the default hybrid), how many of
+them are in the gold, and the precision of the other top-5 suggestions beside it, overall
+and by language (of the model trained on everything).
+
     python -m benchmarks.quality.tail [--limit-train N] [--limit-dev N] [--simulated-new 2000]
     python -m benchmarks.quality.tail --project DIR --train TRAIN [--simulated-new 2000]
 """
@@ -49,11 +55,13 @@ from tagalign.evaluate.frequency import (
     subject_counts,
     subject_recall,
 )
+from tagalign.evaluate.label_only import LABEL_ONLY_K, label_only_precision
 from tagalign.project import Project
 from tagalign.project.config import saved_params
 from tagalign.project.jobs import DEFAULT_JOBS
 from tagalign.recipes.hybrid import HybridRecipe
 from tagalign.records import Record, read_records
+from tagalign.suggest.sources import SOURCES
 from tagalign.vocab import Vocabulary, load_vocabulary
 
 KS = [5, 10, 20]
@@ -72,16 +80,45 @@ def train_hybrid(vocab: Vocabulary, params: dict, train: list[Record], workdir: 
     return recipe
 
 
-def dev_rankings(model, dev: list[Record]) -> dict[str, list[str]]:
-    """The top 20 (no threshold) of each dev record: a saved project on `tagalign
-    suggest`'s path (default ``--jobs``), a fitted recipe in this process."""
+def dev_rankings(model, dev: list[Record]) -> dict[str, list[tuple[str, list[str]]]]:
+    """The top 20 (no threshold) of each dev record as (subject id, the sources that
+    proposed it): a saved project on `tagalign suggest`'s path (default ``--jobs``), a
+    fitted recipe in this process."""
     t0 = time.perf_counter()
     if isinstance(model, Project):
         rows = suggestions(model, dev, limit=20, threshold=0.0, jobs=DEFAULT_JOBS)
     else:
         rows = recipe_suggestions(model, dev, 20)
     print(f"suggested {len(dev)} dev records in {time.perf_counter() - t0:.0f} s")
-    return {r.id: [s.id for s in row] for r, row in zip(dev, rows, strict=True)}
+    return {r.id: [(s.id, list(s.reasons.get("sources", ()))) for s in row]
+            for r, row in zip(dev, rows, strict=True)}
+
+
+def ids(ranked: dict[str, list[tuple[str, list[str]]]]) -> dict[str, list[str]]:
+    """Each record's ranking of subject ids alone."""
+    return {rid: [sid for sid, _ in row] for rid, row in ranked.items()}
+
+
+def label_only(dev: list[Record], ranked: dict[str, list[tuple[str, list[str]]]]) -> dict:
+    """The label-only figures of the top 5 (`tagalign.evaluate.label_only`), printed: the
+    label-reading sources are those among the rankings' whose class `reads_labels`."""
+    names = {src for row in ranked.values() for _, sources in row for src in sources}
+    readers = {n for n in names if SOURCES[n].reads_labels}
+    report = label_only_precision(dev, ranked, readers, LABEL_ONLY_K)
+    print(f"\nLabel-only suggestions in the top {LABEL_ONLY_K} (proposed by "
+          f"{', '.join(sorted(readers)) or 'no source'} alone) and the other ones")
+    head = (f"{'group':<8}{'top-5':>8}{'label-only':>12}{'share':>8}{'right':>8}{'prec':>8}"
+            f"{'other':>8}{'right':>8}{'prec':>8}")
+    print(f"{head}\n{'-' * len(head)}")
+    for group, m in {"all": report["overall"], **report["by_language"]}.items():
+        print(f"{group:<8}{m['suggestions']:8d}{m['label_only']:12d}{_share(m['share'])}"
+              f"{m['label_only_right']:8d}{_share(m['label_only_precision'])}"
+              f"{m['other']:8d}{m['other_right']:8d}{_share(m['other_precision'])}")
+    return report
+
+
+def _share(x: float | None) -> str:
+    return "       –" if x is None else f"{x:8.4f}"
 
 
 def _recalls(m: dict) -> str:
@@ -217,8 +254,9 @@ def main() -> None:
     else:
         model = train_hybrid(vocab, params, train, args.workdir / "full")
     counts = subject_counts(train)
-    full = dev_rankings(model, dev)
+    ranked = dev_rankings(model, dev)
     del model  # a second training (--simulated-new) need not hold the first model too
+    full = ids(ranked)
     overall = evaluate(dev, full)["overall"]
     print(f"overall: avg R@5..20 {overall['avg_recall']:.4f}, F1@5 {overall['f1@5']:.4f}")
     buckets = frequency_report(dev, full, counts, KS, args.common_min)
@@ -226,7 +264,7 @@ def main() -> None:
                   f"common ≥{args.common_min} of the {len(train)} training records; micro "
                   "recall of the bucket's gold)", buckets)
     figures: dict = {"dev_records": len(dev), "train_records": len(train), "overall": overall,
-                     "by_frequency": buckets}
+                     "by_frequency": buckets, "label_only": label_only(dev, ranked)}
     if args.simulated_new:
         figures["simulated_new"] = simulated_new(args, vocab, params, train, dev, counts,
                                                  buckets)
@@ -247,7 +285,7 @@ def simulated_new(args: argparse.Namespace, vocab: Vocabulary, params: dict,
     split = frequency_split(withheld, counts, dev)
     print_split(split, withheld, counts)
     recipe = train_hybrid(vocab, params, stripped, args.workdir / "simulated-new")
-    ranked = dev_rankings(recipe, dev)
+    ranked = ids(dev_rankings(recipe, dev))
     scores = subject_recall(dev, ranked, withheld, KS)
     print_simulated(len(withheld), args.seed, buckets, scores)
     overall = evaluate(dev, ranked)["overall"]

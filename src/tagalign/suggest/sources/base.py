@@ -233,6 +233,10 @@ class Source(ABC):
     #: whether `fit` reads ``FitContext.embeddings`` (training embeds the split's records
     #: only when such a source is still to be fitted: a resumed 1M training skipped 258 s)
     fits_on_embeddings: ClassVar[bool] = False
+    #: whether it proposes a heading by reading its labels, so needs no training record
+    #: carrying it (the label index, the lexical matcher): a suggestion only such sources
+    #: proposed is *label-only* (`tagalign.evaluate.label_only`, issue 66)
+    reads_labels: ClassVar[bool] = False
 
     def __init__(self, config: SourceConfig | None = None, **settings: Any):
         if config is not None and settings:

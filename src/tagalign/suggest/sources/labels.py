@@ -132,6 +132,7 @@ class LabelRetrievalConfig(SourceConfig):
 @register_source
 class LabelRetrieval(Source):
     name = "labels"
+    reads_labels = True
     features = ["label_sim", "label_rank", "label_gap"]
     config_class = LabelRetrievalConfig
     config: LabelRetrievalConfig

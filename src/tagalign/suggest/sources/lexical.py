@@ -91,6 +91,7 @@ class LabelMatcherConfig(SourceConfig):
 @register_source
 class LabelMatcher(Source):
     name = "lexical"
+    reads_labels = True
     features = ["lex_count", "lex_in_title", "lex_ntokens", "lex_first", "lex_pref",
                 "lex_ambiguity", "lex_prec"]
     config_class = LabelMatcherConfig
