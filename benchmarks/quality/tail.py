@@ -117,6 +117,16 @@ def label_only(dev: list[Record], ranked: dict[str, list[tuple[str, list[str]]]]
     return report
 
 
+def prefer_exact(project: Project) -> None:
+    """The saved hybrid's lexical matcher told to prefer exact spellings."""
+    sources = getattr(project.recipe, "pipeline", None)
+    lexical = [s for s in getattr(sources, "sources", ()) if s.name == "lexical"]
+    if not lexical:
+        raise SystemExit("--lexical-prefer-exact: the project has no lexical source")
+    lexical[0].set_prefer_exact(True)
+    print("lexical: prefer_exact on at suggestion time (the ranker trained without it)")
+
+
 def _share(x: float | None) -> str:
     return "       –" if x is None else f"{x:8.4f}"
 
@@ -238,6 +248,9 @@ def main() -> None:
                     help="train records from which a subject is common (rare: 1 to this − 1)")
     ap.add_argument("--simulated-new", type=int, default=0, metavar="N",
                     help="also withhold N subjects from training and score exactly those")
+    ap.add_argument("--lexical-prefer-exact", action="store_true",
+                    help="with --project: its lexical matcher tells stems apart by spelling "
+                         "(prefer_exact) at suggestion time, its ranker trained without")
     ap.add_argument("--workdir", type=Path, default=Path("runs/tail-bench"))
     ap.add_argument("--json", type=Path, help="also write all figures to this JSON file")
     args = ap.parse_args()
@@ -249,6 +262,8 @@ def main() -> None:
             raise SystemExit(f"--simulated-new trains a hybrid; {args.project} is a "
                              f"{config.recipe} project")
         model: object = Project.load(args.project)
+        if args.lexical_prefer_exact:
+            prefer_exact(model)
         params = {**saved_params(args.project, config), **params}
         print(f"project {args.project}")
     else:

@@ -74,6 +74,7 @@ FLAT_NAMES: dict[str, tuple[str, ...]] = {
     "agreement_top_m": ("agreement_top_m",),
     "lexical_cross_language": ("lexical.cross_language",),
     "lexical_count_max_records": ("lexical.count_max_records",),
+    "lexical_prefer_exact": ("lexical.prefer_exact",),
     "quality": ("quality",),
     "quality_folds": ("estimator.folds",),
     "held_out_evidence": ("held_out_evidence",),

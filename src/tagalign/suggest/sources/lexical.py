@@ -47,6 +47,7 @@ from tagalign.suggest.sources.base import (
 )
 from tagalign.suggest.sources.memory import RecordMemory
 from tagalign.suggest.sources.mined import mine_label_variants, record_grams
+from tagalign.suggest.sources.spelling import Spellings, spelling, spelling_index
 from tagalign.text import Analyzer
 from tagalign.text.analyzer import _STOP
 from tagalign.vocab import Subject, Vocabulary
@@ -86,6 +87,10 @@ class LabelMatcherConfig(SourceConfig):
     #: key names 167 ("Dampflokomotive Baureihe …" without its numbers), so every model of
     #: the subject headings is unchanged
     max_key_subjects: Positive | None = 200
+    #: a key naming subjects spelt differently ("Schaden", "schade" and "Schade" stem
+    #: alike) is matched by the text's words that spell one of them exactly (umlauts
+    #: folded) as that one's alone (`tagalign.suggest.sources.spelling`)
+    prefer_exact: bool = False
 
 
 @register_source
@@ -103,6 +108,7 @@ class LabelMatcher(Source):
         self.table_: dict[str, list[tuple[int, int]]] = {}
         self._grams: dict[str, dict[str, list[tuple[int, int]]]] = {}
         self._prefixes: dict[str, set[str]] = {}  # proper prefixes of labels: stop early
+        self._spellings: Spellings = {}  # with prefer_exact: keys told apart by spelling
         #: per subject: training texts where a label was found, and of those, gold ones
         self.found_: np.ndarray | None = None
         self.gold_: np.ndarray | None = None
@@ -135,15 +141,21 @@ class LabelMatcher(Source):
         with the kind of label (1 preferred, 0 alternative, -1 German in English texts)."""
         out: list[tuple[str, int]] = []
         seen = set()
-
-        def add(label: str, stemmed_as: str, pref: int) -> None:
-            toks = [t for t in analyzer.words(label) if t not in _STOP[stemmed_as]]
-            if not toks or len(toks) > self.config.max_ngram:
-                return
-            key = stemmed_as + "|" + " ".join(analyzer.stem(toks, stemmed_as))
+        for key, pref, _ in self._label_forms(subj, analyzer):
             if key not in seen:
                 seen.add(key)
                 out.append((key, pref))
+        return out
+
+    def _label_forms(self, subj: Subject, analyzer: Analyzer) -> list[tuple[str, int, str]]:
+        """(key, kind of label, `spelling`) of each label of ``subj`` the table keys."""
+        out: list[tuple[str, int, str]] = []
+
+        def add(label: str, stemmed_as: str, pref: int) -> None:
+            toks = [t for t in analyzer.words(label) if t not in _STOP[stemmed_as]]
+            if toks and len(toks) <= self.config.max_ngram:
+                out.append((stemmed_as + "|" + " ".join(analyzer.stem(toks, stemmed_as)),
+                            pref, spelling(toks)))
 
         for lang in ("de", "en"):
             if lang in subj.labels:
@@ -268,6 +280,11 @@ class LabelMatcher(Source):
             for m in range(1, len(parts)):
                 known.add(" ".join(parts[:m]))
         self._grams, self._prefixes = grams, prefixes
+        vocab, analyzer = self.vocab_, self.analyzer_
+        self._spellings = {} if not self.config.prefer_exact or vocab is None or \
+            analyzer is None else spelling_index(self.table_, lambda pos: [
+                (k, sp) for k, _, sp in self._label_forms(vocab.subjects[pos], analyzer)],
+                MINED)
 
     def candidates(self, batch: Batch) -> Candidates:
         # the scan is plain Python over each record's tokens (n-grams grown one token at a
@@ -283,6 +300,8 @@ class LabelMatcher(Source):
             lg = lang if lang in ("de", "en") else "de"
             grams = self._grams.get(lg, {})
             prefixes = self._prefixes.get(lg, set())
+            spelt = self._spellings.get(lg, {})
+            words: list[str] | None = None  # the text's words, once a spelling matters
             found: dict[int, list[float]] = {}
             keys: dict[int, str] = {}
             n = len(toks)
@@ -292,6 +311,11 @@ class LabelMatcher(Source):
                 m = 1
                 while True:
                     hits = grams.get(gram)
+                    if hits and gram in spelt:
+                        if words is None:
+                            words = self._words(batch, r, lg)
+                        if len(words) == n:  # aligned with the tokens (records given)
+                            hits = spelt[gram].get(spelling(words[i:i + m]), hits)
                     if hits:
                         in_title, nhits, first = float(gram in title_set), float(len(hits)), \
                             i / max(n, 1)
@@ -318,6 +342,19 @@ class LabelMatcher(Source):
                 feats.append(f)
             matches.append(keys)
         return Candidates.from_lists(rows, cols, feats, self.features)
+
+    def set_prefer_exact(self, on: bool) -> None:
+        """``prefer_exact`` on or off in a trained matcher: what the option does to a model
+        whose ranker learned the other matching (`benchmarks/quality/tail.py`)."""
+        self.config = replace(self.config, prefer_exact=on)
+        self._index_prefixes()
+
+    def _words(self, batch: Batch, r: int, lang: str) -> list[str]:
+        """Record ``r``'s words as its tokens were stemmed from (none without records)."""
+        if len(batch.records) <= r:
+            return []
+        analyzer = self._trained(self.analyzer_)
+        return [w for w in analyzer.words(batch.records[r].text) if w not in _STOP[lang]]
 
     def stem_key(self, label: str, lang: str) -> str:
         """A label's stemmed form as the table keys it in ``lang`` (without the prefix)."""
@@ -367,6 +404,7 @@ class LabelMatcher(Source):
         write_bytes_atomic(path / "lexical.json", orjson.dumps({
             "max_ngram": self.config.max_ngram, "cross_language": self.config.cross_language,
             "max_key_subjects": self.config.max_key_subjects,
+            "prefer_exact": self.config.prefer_exact,
             "counts": self.found_ is not None, "table": self.table_}))
         if self.found_ is not None:
             save_npy_atomic(path / "found.npy", self.found_)
@@ -378,7 +416,8 @@ class LabelMatcher(Source):
         # the matching the ranker learned from, whatever the recipe's parameters say now
         self.config = replace(self.config, cross_language=data["cross_language"],
                               # the cap the table was made with (none before it existed)
-                              max_key_subjects=data.get("max_key_subjects"))
+                              max_key_subjects=data.get("max_key_subjects"),
+                              prefer_exact=data.get("prefer_exact", False))
         self.vocab_, self.analyzer_ = ctx.vocab, ctx.analyzer
         self._index_prefixes()
         # "counts": whether training records were counted (the hybrid's, not the lexical
