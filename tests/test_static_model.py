@@ -131,11 +131,15 @@ def test_hard_negatives_are_never_gold_and_no_pair_is_dropped(records, gnd_vocab
 
 
 def test_hard_negative_epochs_train_a_different_model(records, gnd_vocab, capfd):
+    """On half the sample (three trainings of two epochs, half the time): the models
+    differ by 0.16 to 0.34 (max abs on the probe) with 200, 300 or 600 records (seed 3)
+    and by 0.21 to 0.24 with 300 records and seeds 4, 5, 6, far above the 1e-3 asserted."""
     probe = [r.text for r in records[:30]]
+    half = records[:300]
     config = replace(CONFIG, epochs=2)
-    plain = train_static_encoder(records, gnd_vocab, config).encode(probe)
-    hard = train_static_encoder(records, gnd_vocab, replace(config, hard_negatives=1))
-    again = train_static_encoder(records, gnd_vocab, replace(config, hard_negatives=1))
+    plain = train_static_encoder(half, gnd_vocab, config).encode(probe)
+    hard = train_static_encoder(half, gnd_vocab, replace(config, hard_negatives=1))
+    again = train_static_encoder(half, gnd_vocab, replace(config, hard_negatives=1))
     np.testing.assert_array_equal(hard.encode(probe), again.encode(probe))  # seeded
     assert np.abs(hard.encode(probe) - plain).max() > 1e-3
     out = capfd.readouterr()
