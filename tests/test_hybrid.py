@@ -158,7 +158,7 @@ def test_interrupted_training_resumes(gnd_vocab, slice_, tmp_path, monkeypatch):
 
     monkeypatch.setattr(HybridTrainer, "fit_ranker", boom)
     with pytest.raises(KeyboardInterrupt):
-        proj.train(train[:2000])
+        proj.train(train[:1000])
     assert (tmp_path / "p/work/source-omikuji/phase.json").exists()
     assert not (tmp_path / "p/model").exists()
     monkeypatch.undo()
@@ -169,7 +169,7 @@ def test_interrupted_training_resumes(gnd_vocab, slice_, tmp_path, monkeypatch):
     real_fit = OmikujiSource.fit
     monkeypatch.setattr(OmikujiSource, "fit", lambda self, ctx: calls.append(1) or
                         real_fit(self, ctx))
-    proj.train(train[:2000])
+    proj.train(train[:1000])
     assert len(calls) == 1  # only the final refit on A+B; the split-A fit was resumed
     assert (tmp_path / "p/model/recipe.json").exists()
     assert not (tmp_path / "p/work").exists()
