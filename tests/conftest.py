@@ -305,8 +305,8 @@ def sample_hybrid(sample_case, tmp_path_factory) -> Iterator[Path]:
     """`SAMPLE_HYBRID` (the default sources, a small static encoder) trained on
     ``sample_case``'s records and vocabulary, once per session for the tests that compare
     two ways of loading or suggesting with it (tests/test_mmap.py,
-    tests/test_suggest_single.py) or suggest in a fresh interpreter (tests/test_layers.py). Read-only like ``tiny_hybrid``: the session fails if a
-    file in it changed."""
+    tests/test_suggest_single.py) or suggest in a fresh interpreter (tests/test_layers.py).
+    Read-only like ``tiny_hybrid``: the session fails if a file in it changed."""
     from tagalign.project import Project
     from tiny_models import SAMPLE_HYBRID
 
