@@ -9,8 +9,9 @@ seconds of its own.
 `make test` runs both tiers.
 
 Fixtures: the read-only data in ../shared/data (skipped when absent); ``tiny_hybrid``, the
-one tiny trained model every test shares. The skip report of `skip_report`: with CI=true a
-skipped test fails the run."""
+one tiny trained model every test shares; ``sample_hybrid`` and ``small_project``, two
+models on the shared data that several files serve or compare (trained once each). The
+skip report of `skip_report`: with CI=true a skipped test fails the run."""
 
 from __future__ import annotations
 
@@ -288,3 +289,45 @@ def tiny_hybrids(tiny_hybrid, tmp_path_factory) -> tuple[Path, Path]:
 
     root = tmp_path_factory.mktemp("hybrids")
     return tiny_hybrid, train_tiny_hybrid(root / "b", seed=1, zeppelins=True)
+
+
+@pytest.fixture(scope="session")
+def sample_case(shared_data, gnd_vocab):
+    """`samples.small_hybrid_case` with 60 dev records: (vocabulary cut to the sample's
+    subjects, 600 train records, 60 dev records), read once per session."""
+    from samples import small_hybrid_case
+
+    return small_hybrid_case(shared_data, gnd_vocab, 60)
+
+
+@pytest.fixture(scope="session")
+def sample_hybrid(sample_case, tmp_path_factory) -> Iterator[Path]:
+    """`SAMPLE_HYBRID` (the default sources, a small static encoder) trained on
+    ``sample_case``'s records and vocabulary, once per session for the tests that compare
+    two ways of loading or suggesting with it (tests/test_mmap.py,
+    tests/test_suggest_single.py) or suggest in a fresh interpreter (tests/test_layers.py).
+    Read-only like ``tiny_hybrid``: the session fails if a file in it changed."""
+    from tagalign.project import Project
+    from tiny_models import SAMPLE_HYBRID
+
+    vocab, train, _ = sample_case
+    path = tmp_path_factory.mktemp("sample") / "proj"
+    Project.create(path, vocab, "hybrid", SAMPLE_HYBRID).train(train)
+    before = _tree(path)
+    yield path
+    assert _tree(path) == before, f"a test changed the shared sample_hybrid at {path}"
+
+
+@pytest.fixture(scope="session")
+def small_project(shared_data, gnd_vocab, tmp_path_factory) -> Iterator[Path]:
+    """`serving.train_small_project` (a `TINY_HYBRID` on the first 1,500 shared training
+    records, the whole GND), trained once per session for the tests that serve it
+    (tests/test_serve_api.py, tests/test_serve_browser.py). Read-only: a test takes a copy
+    (`serving.copy_project`); the session fails if a file in it changed."""
+    from serving import train_small_project
+
+    path = tmp_path_factory.mktemp("small") / "gnd"
+    train_small_project(path, shared_data, gnd_vocab)
+    before = _tree(path)
+    yield path
+    assert _tree(path) == before, f"a test changed the shared small_project at {path}"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import shutil
 import socket
 import subprocess
 import sys
@@ -37,6 +38,13 @@ def train_small_project(path: Path, shared: Path, vocab, n: int = 1500) -> Proje
     project = Project.create(path, vocab, "hybrid", TINY_HYBRID)
     project.train(recs)
     return project
+
+
+def copy_project(trained: Path, path: Path) -> Project:
+    """A copy of the project folder ``trained`` at ``path``, loaded (one of this test's own,
+    to learn into)."""
+    shutil.copytree(trained, path)
+    return Project.load(path)
 
 
 @contextmanager

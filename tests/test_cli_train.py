@@ -22,7 +22,7 @@ def _slice(src, dst, n):
 
 def test_train_suggest_roundtrip(shared_data, tmp_path):
     train = tmp_path / "train.jsonl"
-    _slice(shared_data / "llms4subjects/train.jsonl.gz", train, 1500)
+    _slice(shared_data / "llms4subjects/train.jsonl.gz", train, 750)
     test = tmp_path / "test.jsonl"
     _slice(shared_data / "llms4subjects/dev.jsonl.gz", test, 30)
     with open(test, "a", encoding="utf-8") as fh:

@@ -11,15 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from samples import seeded_sample
-from tagalign.project import Project
 from tagalign.records.convert import write_jsonl
-from tagalign.vocab import Vocabulary
 
 ROOT = Path(__file__).resolve().parents[1]
-SMALL = {"embed_vocab_size": 2000, "embed_dim": 16, "embed_batch_size": 128,
-         "embed_label_pairs": False, "ranker_rounds": 20, "holdout_fraction": 0.25,
-         "knn_k": 5}
 
 
 def lint(root: Path) -> subprocess.CompletedProcess:
@@ -81,15 +75,12 @@ def test_contract_keeps_the_feedback_store_below_the_service(tmp_path: Path) -> 
 
 
 @pytest.fixture(scope="module")
-def trained(tmp_path_factory, shared_data, gnd_vocab) -> tuple[Path, Path]:
-    train = seeded_sample(shared_data / "llms4subjects/train.jsonl.gz", gnd_vocab, 300, 20000, 5)
-    dev = seeded_sample(shared_data / "llms4subjects/dev.jsonl.gz", gnd_vocab, 20, 4000, 6)
-    used = {s for r in train + dev for s in r.subjects}
-    vocab = Vocabulary(s for s in gnd_vocab.subjects if s.id in used)
-    root = tmp_path_factory.mktemp("layers")
-    Project.create(root / "proj", vocab, "hybrid", SMALL).train(train)
-    write_jsonl(root / "dev.jsonl", dev)
-    return root / "proj", root / "dev.jsonl"
+def trained(tmp_path_factory, sample_case, sample_hybrid) -> tuple[Path, Path]:
+    """The session's ``sample_hybrid`` (all five sources: tests/conftest.py) and 20 of its
+    sample's dev records as a JSONL file."""
+    dev = tmp_path_factory.mktemp("layers") / "dev.jsonl"
+    write_jsonl(dev, sample_case[2][:20])
+    return sample_hybrid, dev
 
 
 def test_suggest_never_enters_train(trained, tmp_path: Path) -> None:

@@ -3,7 +3,8 @@ suggestions as a normal load, its large arrays really come from the files, and l
 refused — by the project, the recipe, both REST APIs of a real server and not by a 500.
 
 Model: the default hybrid (all five sources) trained on a seeded sample of 600 training
-records, with a vocabulary cut to their subjects (so the label index is small).
+records, with a vocabulary cut to their subjects (so the label index is small): the
+session's ``sample_hybrid`` (tests/conftest.py), trained once for tests/test_suggest_single.py too.
 """
 
 from __future__ import annotations
@@ -17,7 +18,6 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from samples import small_hybrid_case
 from serving import LiveServer
 from suggesting import suggestions
 from tagalign.batch.tasks import SuggestTask
@@ -25,22 +25,20 @@ from tagalign.feedback import FeedbackStore
 from tagalign.index import VectorIndex
 from tagalign.project import Project, ReadOnlyError, ServingSettings
 from tagalign.serve.app import create_app
-from tiny_models import SAMPLE_HYBRID
 
 READ_ONLY = "was loaded with --mmap: read-only; reload without it to learn"
 
 
 @pytest.fixture(scope="module")
-def data(shared_data, gnd_vocab):
-    return small_hybrid_case(shared_data, gnd_vocab, 60)
+def data(sample_case):
+    return sample_case
 
 
 @pytest.fixture(scope="module")
-def trained(tmp_path_factory, data) -> Path:
-    vocab, train, _ = data
-    path = tmp_path_factory.mktemp("mmap") / "proj"
-    Project.create(path, vocab, "hybrid", SAMPLE_HYBRID).train(train)
-    return path
+def trained(sample_hybrid) -> Path:
+    """The session's `SAMPLE_HYBRID` on ``data`` (tests/conftest.py; read-only: a test that
+    changes its files takes `copy_of` it)."""
+    return sample_hybrid
 
 
 def copy_of(trained: Path, tmp_path: Path, name: str) -> Path:

@@ -9,7 +9,7 @@ from concurrent.futures import ThreadPoolExecutor
 import httpx
 import pytest
 
-from serving import LiveServer, MetricSamples, train_small_project
+from serving import LiveServer, MetricSamples, copy_project
 from tagalign.feedback import FeedbackStore
 from tagalign.project import ServingSettings
 from tagalign.records import read_records
@@ -17,9 +17,9 @@ from tagalign.serve.app import create_app
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory, shared_data, gnd_vocab):
+def server(tmp_path_factory, shared_data, small_project):
     path = tmp_path_factory.mktemp("serve") / "gnd"
-    project = train_small_project(path, shared_data, gnd_vocab)
+    project = copy_project(small_project, path)
     # the feedback tests learn through the server
     project = project.with_serving(ServingSettings(allow_learn=True))
     store = FeedbackStore.for_project(path)
@@ -52,7 +52,7 @@ def test_suggest_and_batch(server):
     recs = [{"id": r.id, "title": r.title, "abstract": r.abstract} for r in
             list(server.dev.values())[:20]]
     res = httpx.post(f"{server.url}/tagalign/v1/projects/gnd/suggest-batch",
-                     json={"records": recs, "limit": 3})
+                     json={"records": recs, "limit": 3}, timeout=60)
     assert res.status_code == 200 and len(res.json()["results"]) == 20
     assert all(len(r) <= 3 for r in res.json()["results"])
     assert httpx.post(f"{server.url}/tagalign/v1/projects/gnd/suggest",

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from serving import LiveServer, train_small_project
+from serving import LiveServer, copy_project
 from tagalign.feedback import FeedbackStore
 from tagalign.project import ServingSettings
 from tagalign.records import read_records
@@ -46,11 +46,11 @@ def chromium_page(**options):
 
 
 @pytest.fixture(scope="module")
-def live(tmp_path_factory, shared_data, gnd_vocab):
+def live(tmp_path_factory, shared_data, request):
     if not Path(CHROMIUM).exists():
         pytest.skip("Debian chromium is not installed (make test installs it as root)")
     path = tmp_path_factory.mktemp("web") / "gnd"
-    project = train_small_project(path, shared_data, gnd_vocab)
+    project = copy_project(request.getfixturevalue("small_project"), path)
     # the page's accept/reject buttons learn
     project = project.with_serving(ServingSettings(allow_learn=True))
     dev = {r.id: r for r in read_records(shared_data / "llms4subjects/dev.jsonl.gz", limit=20)}

@@ -131,11 +131,15 @@ def test_hard_negatives_are_never_gold_and_no_pair_is_dropped(records, gnd_vocab
 
 
 def test_hard_negative_epochs_train_a_different_model(records, gnd_vocab, capfd):
+    """On half the sample (three trainings of two epochs, half the time): the models
+    differ by 0.16 to 0.34 (max abs on the probe) with 200, 300 or 600 records (seed 3)
+    and by 0.21 to 0.24 with 300 records and seeds 4, 5, 6, far above the 1e-3 asserted."""
     probe = [r.text for r in records[:30]]
+    half = records[:300]
     config = replace(CONFIG, epochs=2)
-    plain = train_static_encoder(records, gnd_vocab, config).encode(probe)
-    hard = train_static_encoder(records, gnd_vocab, replace(config, hard_negatives=1))
-    again = train_static_encoder(records, gnd_vocab, replace(config, hard_negatives=1))
+    plain = train_static_encoder(half, gnd_vocab, config).encode(probe)
+    hard = train_static_encoder(half, gnd_vocab, replace(config, hard_negatives=1))
+    again = train_static_encoder(half, gnd_vocab, replace(config, hard_negatives=1))
     np.testing.assert_array_equal(hard.encode(probe), again.encode(probe))  # seeded
     assert np.abs(hard.encode(probe) - plain).max() > 1e-3
     out = capfd.readouterr()
@@ -145,15 +149,15 @@ def test_hard_negative_epochs_train_a_different_model(records, gnd_vocab, capfd)
 def test_the_encoder_learns_from_a_seeded_sample_of_max_records(records, gnd_vocab, trained):
     """``embed_max_records`` (issue 48): with more training records than it, the encoder is
     the one trained on a seeded sample of that many (in their order); with fewer, on all."""
-    sample = capped(records, 250, CONFIG.seed)
-    assert len(sample) == 250 and len({r.id for r in sample}) == 250
+    sample = capped(records, 150, CONFIG.seed)
+    assert len(sample) == 150 and len({r.id for r in sample}) == 150
     order = {r.id: i for i, r in enumerate(records)}
     assert [order[r.id] for r in sample] == sorted(order[r.id] for r in sample)
-    assert [r.id for r in capped(records, 250, CONFIG.seed)] == [r.id for r in sample]
-    assert [r.id for r in capped(records, 250, CONFIG.seed + 1)] != [r.id for r in sample]
+    assert [r.id for r in capped(records, 150, CONFIG.seed)] == [r.id for r in sample]
+    assert [r.id for r in capped(records, 150, CONFIG.seed + 1)] != [r.id for r in sample]
     assert capped(records, len(records), CONFIG.seed) is records
     texts = [r.text for r in records[:30]]
-    a = train_static_encoder(records, gnd_vocab, replace(CONFIG, max_records=250)).encode(texts)
+    a = train_static_encoder(records, gnd_vocab, replace(CONFIG, max_records=150)).encode(texts)
     b = train_static_encoder(sample, gnd_vocab, CONFIG).encode(texts)
     everything = trained.encode(texts)
     np.testing.assert_array_equal(a, b)
@@ -161,8 +165,8 @@ def test_the_encoder_learns_from_a_seeded_sample_of_max_records(records, gnd_voc
     from tagalign.recipes.hybrid import HybridRecipe
     from tagalign.suggest.config import HybridConfig
 
-    given = {**HybridRecipe.defaults, "embed_max_records": 250}
-    assert HybridConfig.from_params(given).encoder.max_records == 250
+    given = {**HybridRecipe.defaults, "embed_max_records": 150}
+    assert HybridConfig.from_params(given).encoder.max_records == 150
     with pytest.raises(ValueError, match="embed_max_records"):
         HybridConfig.from_params({**given, "embed_max_records": 0})
 

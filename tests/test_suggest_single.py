@@ -7,7 +7,8 @@ Omikuji's label trees on a one-thread pool. The reference is the code before the
 sentence-transformers call, LightGBM's default threads, Omikuji's default pool.
 
 Model: the default hybrid (all five sources) trained on a seeded sample of 600 training
-records, with a vocabulary cut to their subjects (so the label index is small).
+records, with a vocabulary cut to their subjects (so the label index is small): the
+session's ``sample_hybrid`` (tests/conftest.py), trained once for tests/test_mmap.py too.
 """
 
 from __future__ import annotations
@@ -19,7 +20,6 @@ import httpx
 import numpy as np
 import pytest
 
-from samples import small_hybrid_case
 from serving import LiveServer
 from suggesting import suggestions, tag
 from tagalign.encode.static import StaticEmbeddingEncoder
@@ -29,7 +29,7 @@ from tagalign.project import Project
 from tagalign.runtime import Runtime
 from tagalign.serve.app import create_app
 from tagalign.suggest.fusion import COMPILED_TOLERANCE, SMALL_PREDICT, FusionRanker
-from tiny_models import SAMPLE_HYBRID, static_model, tiny_records
+from tiny_models import static_model, tiny_records
 
 
 def reference_encode(self, texts, *, kind="passage", batch_size=512, show_progress=False):
@@ -71,16 +71,16 @@ def test_ranker_scores_small_batches_as_the_threaded_path():
 
 
 @pytest.fixture(scope="module")
-def data(shared_data, gnd_vocab):
-    return small_hybrid_case(shared_data, gnd_vocab, 40)
+def data(sample_case):
+    """The session's sample (tests/conftest.py), 40 of its dev records."""
+    vocab, train, dev = sample_case
+    return vocab, train, dev[:40]
 
 
 @pytest.fixture(scope="module")
-def trained(tmp_path_factory, data) -> Path:
-    vocab, train, _ = data
-    path = tmp_path_factory.mktemp("single") / "proj"
-    Project.create(path, vocab, "hybrid", SAMPLE_HYBRID).train(train)
-    return path
+def trained(sample_hybrid) -> Path:
+    """The session's `SAMPLE_HYBRID` on the sample (read-only)."""
+    return sample_hybrid
 
 
 def reference_project(path: Path, monkeypatch) -> Project:
