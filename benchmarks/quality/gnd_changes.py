@@ -307,7 +307,7 @@ def run(args) -> None:
                                 "--vocab-file", str(work / vfile), "--records", str(work / recs))
             print(f"trained {name}: {costs[name]}")
     updated = work / "updated"
-    if not (updated / "model").exists():
+    if not (work / "update-cost.json").exists():  # written once the update is done
         shutil.rmtree(updated, ignore_errors=True)
         shutil.copytree(work / "before", updated)
         own = child("--step", "load", "--folder", str(updated))
@@ -315,11 +315,12 @@ def run(args) -> None:
         (work / "update-cost.json").write_text(json.dumps({"load": own, "update": applied}))
     cost = json.loads((work / "update-cost.json").read_text())
     retrained = work / "retrained"
-    if not (retrained / "model").exists():
+    if not (work / "retrained.json").exists():  # written once the retraining is done
         shutil.rmtree(retrained, ignore_errors=True)
         shutil.copytree(updated, retrained)
         costs["retrained"] = child("--step", "retrain", "--folder", str(retrained),
                                    "--records", str(work / "train-stripped.jsonl.gz"))
+        (work / "retrained.json").write_text(json.dumps(costs["retrained"]))
         print(f"retrained: {costs['retrained']}")
     report(args, work, vocab, train, dev, work_plan, cost, changes, empty)
 
