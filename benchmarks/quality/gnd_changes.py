@@ -53,19 +53,20 @@ from pathlib import Path
 import numpy as np
 
 from benchmarks._common import add_data_args, peak_rss_gb, seeded_sample, serve
+from benchmarks.quality.tail import choose_withheld, strip
+from tagalign.evaluate.frequency import bucket_of, subject_counts
 
 KS = (5, 10, 20)
 
 
-def plan(vocab, train, dev, args) -> dict:
-    """The seeded workload: ids of each kind (see the module)."""
+def plan(train, dev, carried: Counter[str], args) -> dict:
+    """The seeded workload: ids of each kind (see the module). The new headings are drawn
+    as `benchmarks.quality.tail` draws its simulated-new subjects, among those dev records
+    (to be scored) and train records carry (issue 66's protocol: the stripped training
+    loses real examples, as a heading created tomorrow has none; a heading no train record
+    carries would lose nothing by being withheld); the rest from the same generator."""
     rng = np.random.default_rng(args.seed)
-    carried = Counter(s for r in train for s in r.subjects)
-    # carried by dev records (to be scored) and by train records (issue 66's simulated-new
-    # protocol: the stripped training loses real examples, as a heading created tomorrow has
-    # none; a heading no train record carries would lose nothing by being withheld)
-    both = sorted({s for r in dev for s in r.subjects if s in vocab and carried[s]})
-    withheld = sorted(rng.choice(both, args.withheld, replace=False).tolist())
+    withheld = choose_withheld(train, dev, args.withheld, rng)
     pool = sorted(set(carried) - set(withheld))
     n = args.redirected + args.deleted + args.relabelled + args.split
     drawn = rng.choice(pool, n, replace=False).tolist()
@@ -95,20 +96,6 @@ def change_records(vocab, work: dict) -> list:
     out += [with_682(authority(s, vocab.label(s, "de"), leader=status("c")),
                      field_682("Aufspaltung ohne Umlenkung")) for s in work["split"]]
     return out
-
-
-def stripped(records, withheld: set[str]) -> tuple[list, int]:
-    """The records without the withheld ids in their gold; those left with none dropped."""
-    from dataclasses import replace
-
-    out, dropped = [], 0
-    for r in records:
-        gold = [s for s in r.subjects if s not in withheld]
-        if gold:
-            out.append(replace(r, subjects=gold) if len(gold) != len(r.subjects) else r)
-        else:
-            dropped += 1
-    return out, dropped
 
 
 def child(*argv: str) -> dict:
@@ -278,10 +265,10 @@ def run(args) -> None:
     langs = Counter(r.language for r in dev)
     print(f"vocabulary {len(vocab):,} headings; train {len(train):,} records (seed "
           f"{args.seed}); dev {len(dev):,} ({', '.join(f'{k} {n}' for k, n in langs.items())})")
-    work_plan = plan(vocab, train, dev, args)
+    carried = subject_counts(train)
+    work_plan = plan(train, dev, carried, args)
     withheld = set(work_plan["withheld"])
     (work / "plan.json").write_text(json.dumps(work_plan, indent=1))
-    carried = Counter(s for r in train for s in r.subjects)
     print(f"workload: {len(withheld)} withheld (train records carrying them: "
           f"{sum(carried[s] > 0 for s in withheld)} of the headings, "
           f"{sum(carried[s] for s in withheld):,} gold ids stripped), "
@@ -293,7 +280,9 @@ def run(args) -> None:
     empty = write_xml(work / "GND_Aenderungsdienst_20261202.mrc.xml", [])
     train_vocab = Vocabulary([s for s in vocab if s.id not in withheld])
     train_vocab.save(work / "train-vocab")
-    kept, no_gold = stripped(train, withheld)
+    # the records without the withheld ids in their gold; those left with none dropped
+    out, stats = strip(train, withheld)
+    kept, no_gold = [r for r in out if r.subjects], stats["records_left_without_subject"]
     write_jsonl(work / "train-stripped.jsonl.gz", kept)
     write_jsonl(work / "train-all.jsonl.gz", train)
     vocab.save(work / "full-vocab")
@@ -322,22 +311,20 @@ def run(args) -> None:
                                    "--records", str(work / "train-stripped.jsonl.gz"))
         (work / "retrained.json").write_text(json.dumps(costs["retrained"]))
         print(f"retrained: {costs['retrained']}")
-    report(args, work, vocab, train, dev, work_plan, cost, changes, empty)
+    report(args, work, carried, dev, work_plan, cost, changes, empty)
 
 
-def report(args, work, vocab, train, dev, work_plan, cost, changes, empty) -> None:
+def report(args, work, carried: Counter[str], dev, work_plan, cost, changes, empty) -> None:
     from tagalign.project import Project
     from tagalign.workflows.training import follow_vocabulary
 
     withheld = set(work_plan["withheld"])
-    carried = Counter(s for r in train for s in r.subjects)
     rows = {name: top20(work / name, dev) for name in ("full", "updated", "retrained")}
     new = recall_of(dev, rows["updated"], withheld)
     unseen = {s for r in dev for s in r.subjects if carried[s] == 0}
     ref = recall_of(dev, rows["full"], unseen)
     with_examples = recall_of(dev, rows["full"], withheld)
-    freq = Counter("0" if carried[s] == 0 else "1-4" if carried[s] < 5 else "5+"
-                   for s in withheld)
+    freq = Counter(bucket_of(carried[s]) for s in withheld)
     print("\n## New headings (the withheld ones, added by the change file)")
     print(f"their train frequency in the full data: {dict(freq)}")
     print("| | gold | records | R@5 | R@10 | R@20 | R@20 by language |\n"

@@ -172,15 +172,16 @@ def print_simulated(n: int, seed: int, buckets: dict, withheld: dict) -> None:
                        new))
 
 
-def choose_withheld(train: list[Record], dev: list[Record], n: int, seed: int
-                    ) -> list[str]:
-    """``n`` subjects drawn with ``seed`` among those both ``train`` and ``dev`` carry (all
-    of them when fewer), sorted."""
+def choose_withheld(train: list[Record], dev: list[Record], n: int,
+                    rng: np.random.Generator) -> list[str]:
+    """``n`` subjects drawn with ``rng`` among those both ``train`` and ``dev`` carry (all
+    of them when fewer), sorted (`benchmarks.quality.gnd_changes` draws its new headings
+    so too, then the rest of its workload from the same ``rng``)."""
     pool = sorted(set(subject_counts(train)) & set(subject_counts(dev)))
     if n >= len(pool):
         print(f"only {len(pool)} subjects are carried by both train and dev: all withheld")
         return pool
-    pick = np.random.default_rng(seed).choice(len(pool), n, replace=False)
+    pick = rng.choice(len(pool), n, replace=False)
     return sorted(pool[i] for i in pick)
 
 
@@ -292,7 +293,8 @@ def simulated_new(args: argparse.Namespace, vocab: Vocabulary, params: dict,
                   train: list[Record], dev: list[Record], counts: Counter[str],
                   buckets: dict) -> dict:
     """The simulated-new protocol (the module docstring): its figures, printed."""
-    withheld = choose_withheld(train, dev, args.simulated_new, args.seed)
+    withheld = choose_withheld(train, dev, args.simulated_new,
+                               np.random.default_rng(args.seed))
     stripped, stats = strip(train, set(withheld))
     print(f"\nsimulated-new: {len(withheld)} subjects withheld from {stats['records_touched']}"
           f" training records; {stats['records_left_without_subject']} of them are left "
