@@ -199,7 +199,8 @@ def strip(train: list[Record], withheld: set[str]) -> tuple[list[Record], dict]:
 
 def frequency_split(withheld: list[str], counts: Counter[str], dev: list[Record]) -> list:
     """Per train-count bin: the withheld subjects and their dev gold pairs in it."""
-    gold = Counter(s for r in dev for s in set(r.subjects) if s in set(withheld))
+    chosen = set(withheld)
+    gold = Counter(s for r in dev for s in set(r.subjects) if s in chosen)
     rows = []
     for i, low in enumerate(BINS):
         high = BINS[i + 1] if i + 1 < len(BINS) else None
