@@ -95,6 +95,67 @@ def test_fusion_beats_each_single_source(gnd_vocab, slice_, stacked):
     assert all(v > 0.01 for v in singles.values()), singles  # every source works
 
 
+def test_every_candidate_gets_meaning_features(gnd_vocab, slice_, stacked):
+    """Issue 66: ``label_cos`` (the label source's similarity of the record to the
+    subject's own row) for the candidates of every source, the one the label source
+    proposed them by for its own; ``has_lang_label`` says whether the subject has a label
+    in the record's language (German: every heading)."""
+    _, dev = slice_
+    _, stage = stacked
+    td = feature_table(stage.pipeline, dev[:80])
+    cos = td.X[:, td.names.index("label_cos")]
+    sim = td.X[:, td.names.index("label_sim")]
+    assert not np.isnan(cos).any()
+    by_labels = ~np.isnan(sim)
+    assert by_labels.any() and (~by_labels).sum() > by_labels.sum()  # others' too
+    assert np.allclose(cos[by_labels], sim[by_labels], atol=1e-4)
+    assert cos[by_labels].mean() > cos[~by_labels].mean()
+    in_lang = td.X[:, td.names.index("has_lang_label")]
+    en = td.X[:, td.names.index("is_en")] > 0
+    has_en = np.array(["en" in gnd_vocab.subjects[c].labels for c in td.cols])
+    assert (in_lang[~en] == 1).all() and np.array_equal(in_lang[en] == 1, has_en[en])
+    assert 0 < has_en[en].mean() < 1
+
+
+def test_a_blinded_pipeline_sees_rare_subjects_as_new_ones(gnd_vocab, slice_, stacked):
+    """The tail simulated (issue 66): withheld subjects get no candidates from the sources
+    that learned from records, the prior of a subject no record carries, no lexical
+    precision; every other pair keeps its features, and the label-reading sources still
+    propose the withheld ones."""
+    _, stage = stacked
+    pipe = stage.pipeline
+    records = stage.ranker_records[:120]
+    counts = np.asarray(pipe.memory.Y.sum(axis=0)).ravel()
+    withheld = (counts >= 1) & (counts <= 4)
+    plain = feature_table(pipe, records)
+    blind = feature_table(pipe.blinded(withheld), records)
+    assert plain.names == blind.names
+    names = [s.name for s in pipe.sources]
+    learned = [j for j, s in enumerate(pipe.sources) if not s.reads_labels]
+    w = withheld[blind.cols]
+    assert w.any() and not blind.support[w][:, learned].any()
+    assert plain.support[withheld[plain.cols]][:, learned].any()  # they had some before
+    readers = [names.index("labels"), names.index("lexical")]
+    assert blind.support[w][:, readers].any(axis=1).all()
+    prior = blind.X[:, blind.names.index("prior")]
+    assert (prior[w] == pipe.prior.min()).all()
+    assert np.isnan(blind.X[w, blind.names.index("lex_prec")]).all()
+    # the pairs of other subjects: the same features as without blinding, save those
+    # that count the withheld pairs (agreement, sources per record)
+    def key(t):
+        return {(r, c): i for i, (r, c) in enumerate(zip(t.rows.tolist(), t.cols.tolist(),
+                                                         strict=True))}
+
+    kp, kb = key(plain), key(blind)
+    common = [(kp[k], kb[k]) for k in kb if not withheld[k[1]]]
+    assert len(common) == (~withheld[plain.cols]).sum()  # none lost, none new
+    same = [plain.names.index(n) for n in ("omikuji_score", "label_sim", "label_cos", "prior",
+                                           "lex_count")]
+    a, b = (np.array(ix) for ix in zip(*common, strict=True))
+    assert np.array_equal(plain.X[a][:, same], blind.X[b][:, same], equal_nan=True)
+    assert np.array_equal(plain.y[a], blind.y[b])
+
+
 def test_suggestions_have_real_reasons(project, slice_):
     train, dev = slice_
     from tagalign.text import Analyzer

@@ -83,6 +83,16 @@ class CoAssignment:
                               indptr), shape=(n_subjects, n_subjects))
         return CoAssignment(cond, self.top_m)
 
+    def without(self, withheld: np.ndarray) -> CoAssignment:
+        """As if no training record had carried the ``withheld`` subjects (a boolean per
+        subject): their rows and columns emptied (`HybridPipeline.blinded`)."""
+        keep = sp.diags((~withheld[:self.cond.shape[0]]).astype(np.float32))
+        cond = (keep @ self.cond @ keep).tocsr()
+        cond.eliminate_zeros()
+        cond.indices = cond.indices.astype(np.int32)
+        cond.indptr = cond.indptr.astype(np.int64)
+        return CoAssignment(cond, self.top_m)
+
     def save(self, path: Path) -> None:
         path.mkdir(parents=True, exist_ok=True)
         save_csr_atomic(path, "cond", self.cond)

@@ -70,6 +70,8 @@ FLAT_NAMES: dict[str, tuple[str, ...]] = {
     "embed_hard_negatives": ("encoder.hard_negatives",),
     "embed_max_records": ("encoder.max_records",),
     "ranker_rounds": ("ranker.num_rounds",),
+    "ranker_tail_simulation": ("ranker.tail_simulation",),
+    "ranker_tail_max_count": ("ranker.tail_max_count",),
     "agreement": ("agreement",),
     "agreement_top_m": ("agreement_top_m",),
     "lexical_cross_language": ("lexical.cross_language",),

@@ -24,7 +24,7 @@ import numpy as np
 
 from tagalign.errors import trained
 from tagalign.io import read_json, write_bytes_atomic, write_json_atomic
-from tagalign.params import PartConfig, Positive
+from tagalign.params import Fraction, PartConfig, Positive
 from tagalign.runtime import ProgressCallback
 from tagalign.suggest.sources.base import Candidates
 
@@ -267,6 +267,13 @@ class RankerConfig(PartConfig):
 
     num_rounds: Positive = 500
     early_stopping: Positive = 30
+    #: the tail simulated (issue 66): this share of split B's records is added to the
+    #: ranker's table again with its features made as if no split-A record carried the
+    #: subjects at most ``tail_max_count`` of them carry (`HybridPipeline.blinded`), so
+    #: the ranker sees rare headings look as new ones do — proposed by the label-reading
+    #: sources alone — and learns how far to trust them (0: not simulated)
+    tail_simulation: Fraction = 0.0
+    tail_max_count: Positive = 4
 
     kind: ClassVar[str] = "ranker config"
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from concurrent.futures import Future
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -38,6 +38,10 @@ from tagalign.vocab import Vocabulary
 T = TypeVar("T")
 TYPES = ["Book", "Thesis", "Conference", "Report", "Article"]
 EXTRA_FEATURES = ["prior", "is_en", "rec_type", "n_tokens", "n_sources"]
+#: whether the subject has a label in the record's language (every GND heading a German
+#: one; 78,394 of 204,569 an English one): an English record's match with a heading known
+#: by its German label alone is weaker evidence (issue 66)
+LANGUAGE_FEATURES = ["has_lang_label"]
 #: batches up to this size run the encoder beside the TF-IDF work and the sources side by
 #: side on the runtime's pool; larger batches keep one thread of control and let each
 #: library use the batch's threads on the whole batch
@@ -90,6 +94,8 @@ class HybridPipeline:
     #: co-assignment of subjects in training (None: ``agreement=false``)
     co: CoAssignment | None = None
     runtime: Runtime = field(default_factory=Runtime)
+    #: `_has_english`, made on first use
+    has_english_: np.ndarray | None = field(default=None, init=False, repr=False)
 
     def prepare(self, records: Sequence[Record], threads: int | None = None) -> Batch:
         """The records' shared batch (tokens, TF-IDF rows, embeddings); ``threads``: what
@@ -147,7 +153,21 @@ class HybridPipeline:
             agree = self.co.features(rows, cols, rrf(X, names), len(batch))
             X = np.hstack([X, agree])
             names = names + AGREEMENT_FEATURES
+        has_en = self._has_english()[cols] if len(cols) else np.zeros(0, bool)
+        in_lang = np.where(is_en[rows] > 0, has_en, True).astype(np.float32)
+        paired = [src.score_pairs(batch, rows, cols) for src in self.sources
+                  if src.pair_features]
+        X = np.hstack([X, in_lang[:, None], *paired])
+        names = names + LANGUAGE_FEATURES + [n for src in self.sources
+                                             for n in src.pair_features]
         return rows, cols, X, names, support
+
+    def _has_english(self) -> np.ndarray:
+        """Per subject position, whether the vocabulary gives it an English label (made
+        once per vocabulary: an update replaces it, `take_vocabulary`)."""
+        if self.has_english_ is None:
+            self.has_english_ = np.array(["en" in s.labels for s in self.vocab.subjects], bool)
+        return self.has_english_
 
     def ranked(self, batch: Batch, limit: int, cands: list[Candidates] | None = None,
                prior_weight: float | None = None, support_weight: float | None = None
@@ -301,6 +321,21 @@ class HybridPipeline:
             for src in self.sources:
                 src.learn(batch, rows)
 
+    def blinded(self, withheld: np.ndarray) -> HybridPipeline:
+        """This pipeline as if no training record had carried the subjects where
+        ``withheld`` is true (the tail simulated for the ranker's table, issue 66): each
+        source's view (`Source.blind`: the learned ones propose none of them), their prior
+        that of a subject no record carries and no co-assignments. Parts are shared, not
+        copied; only for making features.
+
+        What it cannot take back: the static encoder learned from these records, so their
+        label rows may sit nearer their records than a new heading's would."""
+        prior = self.prior
+        if len(prior):
+            prior = np.where(withheld[:len(prior)], prior.min(), prior).astype(np.float32)
+        return replace(self, sources=[s.blind(withheld) for s in self.sources], prior=prior,
+                       co=None if self.co is None else self.co.without(withheld))
+
     def take_vocabulary(self, vocab: Vocabulary, headings: NewHeadings,
                         redirected: dict[int, int]) -> None:
         """Suggest with ``vocab``, an update of the vocabulary trained with (every old
@@ -323,6 +358,7 @@ class HybridPipeline:
                 prior[target] = np.logaddexp(prior[target], prior[old])
             self.prior = prior.astype(np.float32)
         self.vocab = vocab
+        self.has_english_ = None
 
     # -- persistence -----------------------------------------------------------------------
     def save(self, path: Path, meta: dict[str, Any] | None = None) -> None:

@@ -82,16 +82,16 @@ class FeatureTable:
 
 
 def feature_table(pipe: HybridPipeline, records: Sequence[Record], batch_size: int = 512,
-                  neighbours: bool = False, progress: ProgressCallback | None = None
-                  ) -> FeatureTable:
+                  neighbours: bool = False, progress: ProgressCallback | None = None,
+                  phase: str = "split B's candidates") -> FeatureTable:
     """Every candidate of ``records`` with features and gold; ``neighbours``: also each
     record's neighbour records of the same searches (`Source.record_neighbours`);
-    ``progress``: the records done, a batch at a time, as phase ``split B's candidates``."""
+    ``progress``: the records done, a batch at a time, as ``phase``."""
     parts = []
     names: list[str] = []
     found: list[Neighbours] = []
     if progress is not None:
-        progress("split B's candidates", 0, len(records))
+        progress(phase, 0, len(records))
     for start in range(0, len(records), batch_size):
         chunk = records[start:start + batch_size]
         batch = pipe.prepare(chunk)
@@ -101,7 +101,7 @@ def feature_table(pipe: HybridPipeline, records: Sequence[Record], batch_size: i
         if neighbours:
             found.extend(pipe.record_neighbours(batch))
         if progress is not None:
-            progress("split B's candidates", start + len(chunk), len(records))
+            progress(phase, start + len(chunk), len(records))
     if not parts:
         raise ValueError("no records to build features from")
     rows, cols, X, y, support = (np.concatenate([p[i] for p in parts]) for i in range(5))
@@ -151,7 +151,8 @@ class HybridTrainer:
                                             progress=self.progress))
             return tables[0]
 
-        pipe.ranker = runner.run("ranker", lambda: self.fit_ranker(table()),
+        pipe.ranker = runner.run("ranker", lambda: self.fit_ranker(
+                                     self.with_tail(stage, table())),
                                  lambda r, d: r.save(d), FusionRanker.load)
         if p.quality:  # before B joins the memory: B's features stay held-out
             pipe.quality = runner.run(
@@ -261,6 +262,33 @@ class HybridTrainer:
         src = runner.run("source-omikuji-full", lambda: (src.fit(ctx), src)[1],
                          lambda s, d: s.save(d), lambda d: (src.load_state(d, ctx), src)[1])
         pipe.sources.insert(at, src)
+
+    def with_tail(self, stage: Stage, table: FeatureTable) -> FeatureTable:
+        """Split B's ``table`` and, with ``tail_simulation`` > 0, that share of its records
+        (by a seeded hash of the id) again, blinded (`HybridPipeline.blinded`): as if no
+        split-A record carried the subjects at most ``tail_max_count`` of them carry, so
+        their gold pairs look as a new heading's do (issue 66)."""
+        cfg = self.config.ranker
+        if not cfg.tail_simulation:
+            return table
+        counts = np.asarray(stage.pipeline.memory.Y.sum(axis=0)).ravel()
+        withheld = (counts >= 1) & (counts <= cfg.tail_max_count)
+        chosen = [r for r in stage.ranker_records
+                  if in_holdout(r.id, cfg.tail_simulation, self.config.seed + 1)]
+        if not chosen or not withheld.any():
+            return table
+        log.info("tail simulated: %d of split B's records again, %d subjects withheld",
+                 len(chosen), int(withheld.sum()))
+        blind = feature_table(stage.pipeline.blinded(withheld), chosen,
+                              progress=self.progress, phase="split B's simulated tail")
+        if blind.names != table.names:
+            raise ValueError(f"blinded features {blind.names} differ from {table.names}")
+        offset = len(stage.ranker_records)
+        return FeatureTable(np.concatenate([table.rows, blind.rows + offset]),
+                            np.concatenate([table.cols, blind.cols]),
+                            np.concatenate([table.X, blind.X]),
+                            np.concatenate([table.y, blind.y]), table.names,
+                            np.concatenate([table.support, blind.support]))
 
     def fit_ranker(self, table: FeatureTable, keep: np.ndarray | None = None,
                    phase: str = "ranker") -> FusionRanker:

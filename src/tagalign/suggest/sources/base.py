@@ -9,6 +9,7 @@ takes its settings as one typed `SourceConfig`, a part of the hybrid's config
 
 from __future__ import annotations
 
+import dataclasses
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from concurrent.futures import Executor
@@ -237,6 +238,10 @@ class Source(ABC):
     #: carrying it (the label index, the lexical matcher): a suggestion only such sources
     #: proposed is *label-only* (`tagalign.evaluate.label_only`, issue 66)
     reads_labels: ClassVar[bool] = False
+    #: the features it gives every candidate of a batch, whichever source proposed it
+    #: (`score_pairs`; none by default): evidence of meaning beside the examples, so the
+    #: ranker can weigh a heading few training records carry (issue 66)
+    pair_features: ClassVar[list[str]] = []
 
     def __init__(self, config: SourceConfig | None = None, **settings: Any):
         if config is not None and settings:
@@ -270,6 +275,20 @@ class Source(ABC):
     def load_state(self, path: Path, ctx: FitContext) -> None:
         """Restore what `save` wrote into ``path``."""
 
+    def score_pairs(self, batch: Batch, rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
+        """Its `pair_features` (NaN where it has no evidence) of the pairs (record row,
+        subject position) of every source's candidates for ``batch`` (after `candidates`)."""
+        return np.zeros((len(rows), 0), np.float32)
+
+    def blind(self, withheld: np.ndarray) -> Source:
+        """This source as if no training record had carried the subjects where
+        ``withheld`` (a boolean per subject position) is true: how it would see a heading
+        no record carries (the tail simulated for the ranker's training, issue 66). One
+        that proposes by labels is unchanged; one that learned from records proposes none
+        of them (`Blinded`). A source with per-subject statistics learned from records
+        beside its labels overrides this (the lexical matcher's ``lex_prec``)."""
+        return self if self.reads_labels else Blinded(self, withheld)
+
     def learn(self, batch: Batch, rows: np.ndarray) -> None:  # noqa: B027 - optional hook
         """Add confirmed records at once; ``rows``: their positions in the record memory
         (only neighbour sources do)."""
@@ -299,3 +318,47 @@ class Source(ABC):
         """Each record's similar memory records as (record id, similarity), nearest first,
         from a batch it saw in `candidates`; None for a source that searches no records."""
         return None
+
+
+class Blinded(Source):
+    """A source's view without some subjects' candidates (`Source.blind`): it proposes,
+    scores and explains as the source does, less the ``withheld`` subjects' pairs. Only
+    for making features; it is never fitted nor saved."""
+
+    config_class = SourceConfig
+
+    def __init__(self, source: Source, withheld: np.ndarray):
+        self.source, self.withheld = source, withheld
+        self.name, self.features = source.name, source.features  # type: ignore[misc]
+        self.pair_features = source.pair_features  # type: ignore[misc]
+        self.config = source.config
+
+    def candidates(self, batch: Batch) -> Candidates:
+        c = self.source.candidates(batch)
+        if len(c.cols) == 0:  # none proposed (or features only: `PairFeatures`)
+            return c
+        inside = c.cols < len(self.withheld)
+        keep = np.ones(len(c.cols), bool)
+        keep[inside] = ~self.withheld[c.cols[inside]]
+        if keep.all():
+            return c
+        return dataclasses.replace(c, rows=c.rows[keep], cols=c.cols[keep], feats=c.feats[keep])
+
+    def score_pairs(self, batch: Batch, rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
+        return self.source.score_pairs(batch, rows, cols)
+
+    def reasons(self, batch: Batch, r: int, positions: Sequence[int]
+                ) -> dict[int, dict[str, Any]]:
+        return self.source.reasons(batch, r, positions)
+
+    def record_neighbours(self, batch: Batch) -> list[list[tuple[str, float]]] | None:
+        return self.source.record_neighbours(batch)
+
+    def fit(self, ctx: FitContext) -> None:
+        raise TypeError(f"a blinded view of source {self.name!r} is not fitted")
+
+    def save(self, path: Path) -> None:
+        raise TypeError(f"a blinded view of source {self.name!r} is not saved")
+
+    def load_state(self, path: Path, ctx: FitContext) -> None:
+        raise TypeError(f"a blinded view of source {self.name!r} is not loaded")

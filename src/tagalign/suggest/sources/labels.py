@@ -134,6 +134,11 @@ class LabelRetrieval(Source):
     name = "labels"
     reads_labels = True
     features = ["label_sim", "label_rank", "label_gap"]
+    #: the record's similarity to the heading's own row (preferred labels), for every
+    #: candidate: a heading that the label trees or the record neighbours proposed, or that
+    #: only a word of the text matched (`lexical`: ``Schade`` for ``Schäden``), is weighed by
+    #: its meaning too, not only the label index's top ``top_k``
+    pair_features = ["label_cos"]
     config_class = LabelRetrievalConfig
     config: LabelRetrievalConfig
 
@@ -148,6 +153,7 @@ class LabelRetrieval(Source):
         self.alt_labels_: list[str | None] = []
         #: rows whose subject an update relabelled (`take_headings`): they name none now
         self.disowned_: list[int] = []
+        self._own_rows: np.ndarray | None = None  # `own_rows`, made on first use
 
     def fit(self, ctx: FitContext) -> None:
         # the rows are made as the index asks for them, never all at once (issue 48: a
@@ -208,6 +214,40 @@ class LabelRetrieval(Source):
         feats = np.column_stack([vals, ranks_of(rows_), gap]).astype(np.float32)
         return Candidates(rows_, cols, feats, self.features)
 
+    def own_rows(self) -> np.ndarray:
+        """Each subject position's own row (its preferred labels' vector; -1: none): the
+        trained subjects' first rows, or the row a vocabulary update appended for a new or
+        relabelled heading (`take_headings`; the later row wins)."""
+        if self._own_rows is None:
+            n = len(self._trained(self.index_))
+            owner = self.owner_ if self.owner_ is not None else np.arange(n, dtype=np.int64)
+            own = np.arange(len(owner)) < self.n_subjects_
+            own[self.n_subjects_:] = [label is None for label in self.alt_labels_]
+            pick = np.flatnonzero(own & (owner >= 0))
+            rows = np.full(int(owner.max(initial=-1)) + 1, -1, np.int64)
+            rows[owner[pick]] = pick
+            self._own_rows = rows
+        return self._own_rows
+
+    def score_pairs(self, batch: Batch, rows: np.ndarray, cols: np.ndarray,
+                    chunk: int = 16_384) -> np.ndarray:
+        """``label_cos``: the cosine of each pair's record embedding and its subject's own
+        row, read back from the index (no second copy of the vectors), ``chunk`` pairs at a
+        time; NaN for a subject without a row."""
+        q = self._embeddings(batch)
+        own = self.own_rows()
+        where = np.full(len(cols), -1, np.int64)
+        known = cols < len(own)
+        where[known] = own[cols[known]]
+        out = np.full(len(rows), np.nan, np.float32)
+        ok = np.flatnonzero(where >= 0)
+        index = self._trained(self.index_)
+        for start in range(0, len(ok), chunk):
+            sel = ok[start:start + chunk]
+            vecs = index.rows(where[sel])
+            out[sel] = np.einsum("ij,ij->i", q[rows[sel]], vecs)
+        return out[:, None]
+
     def reasons(self, batch: Batch, r: int, positions: Sequence[int]
                 ) -> dict[int, dict[str, Any]]:
         """``matched``: the alternative label nearest the record, where one (not the
@@ -241,6 +281,7 @@ class LabelRetrieval(Source):
             owner = np.concatenate([owner, positions, owners])
             self.alt_labels_ = [*self.alt_labels_, *([None] * len(positions)), *labels]
         self.owner_ = owner
+        self._own_rows = None
 
     def save(self, path: Path) -> None:
         self._trained(self.index_).save(path / "index")
@@ -254,6 +295,7 @@ class LabelRetrieval(Source):
 
     def load_state(self, path: Path, ctx: FitContext) -> None:
         self.index_ = VectorIndex.load(path / "index", mmap=ctx.mmap)
+        self._own_rows = None
         self.n_subjects_ = len(ctx.vocab)
         if (path / SUBJECT_ROWS).exists():  # a vocabulary update added rows since training
             rows = read_json(path / SUBJECT_ROWS)

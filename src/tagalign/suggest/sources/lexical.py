@@ -21,6 +21,7 @@ for a subject in cataloguers' answers. Their matches have ``lex_pref`` -2.
 
 from __future__ import annotations
 
+import copy
 import logging
 from collections import defaultdict
 from collections.abc import Sequence
@@ -342,6 +343,16 @@ class LabelMatcher(Source):
                 feats.append(f)
             matches.append(keys)
         return Candidates.from_lists(rows, cols, feats, self.features)
+
+    def blind(self, withheld: np.ndarray) -> LabelMatcher:
+        """The matcher as if no training record carried the ``withheld`` subjects: it
+        finds their labels as ever, with ``lex_prec`` NaN, as for a heading never found in
+        training (`Source.blind`)."""
+        if self._prec is None:
+            return self
+        view = copy.copy(self)
+        view._prec = np.where(withheld[:len(self._prec)], np.nan, self._prec)
+        return view
 
     def set_prefer_exact(self, on: bool) -> None:
         """``prefer_exact`` on or off in a trained matcher: what the option does to a model
