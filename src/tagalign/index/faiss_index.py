@@ -89,6 +89,7 @@ class VectorIndex:
         self.mmap = False  # loaded memory-mapped (read-only)
         self.index_: faiss.Index | None = None
         self._direct_map = Lock()  # `rows` maps an inverted-list index's ids once
+        self._mapped = False  # … and says so only once the map is whole
 
     @property
     def _index(self) -> faiss.Index:
@@ -182,10 +183,14 @@ class VectorIndex:
         inverted-list index first builds its map from row to list once (8 bytes a row: 2.3
         MB for the 283,000 rows of the GND's label index); rows added later join it."""
         index = self._index
-        if isinstance(index, faiss.IndexIVF) and index.direct_map.type == 0:
-            with self._direct_map:  # NoMap (0) → Array: every later `add` keeps it
-                if index.direct_map.type == 0:
-                    index.make_direct_map()
+        if isinstance(index, faiss.IndexIVF) and not self._mapped:
+            # threads of one batch's parts ask at once: faiss marks the map made before it
+            # fills it, so the flag, not the map's type, says when it can be read
+            with self._direct_map:
+                if not self._mapped:
+                    if index.direct_map.type == faiss.DirectMap.NoMap:
+                        index.make_direct_map()  # every later `add` keeps it
+                    self._mapped = True
         return index.reconstruct_batch(np.ascontiguousarray(ids, np.int64))
 
     def config(self) -> dict:
