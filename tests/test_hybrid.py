@@ -8,6 +8,7 @@ seeded sample of 400 dev records.
 
 from __future__ import annotations
 
+import dataclasses
 import shutil
 
 import numpy as np
@@ -17,6 +18,7 @@ from samples import seeded_sample
 from suggesting import suggestions
 from tagalign.evaluate import evaluate
 from tagalign.project import Project
+from tagalign.recipes.hybrid import HybridRecipe
 from tagalign.records import Record
 from tagalign.suggest.fusion import FusionRanker, top_k
 from tagalign.train.phases import PhaseRunner, inputs_fingerprint
@@ -154,6 +156,27 @@ def test_a_blinded_pipeline_sees_rare_subjects_as_new_ones(gnd_vocab, slice_, st
     a, b = (np.array(ix) for ix in zip(*common, strict=True))
     assert np.array_equal(plain.X[a][:, same], blind.X[b][:, same], equal_nan=True)
     assert np.array_equal(plain.y[a], blind.y[b])
+
+
+def test_the_rankers_table_adds_a_blinded_share_of_split_b(gnd_vocab, stacked):
+    """``ranker_tail_simulation``: that share of split B's records (a seeded hash of the
+    id) joins the ranker's table again, blinded, as rows of their own; 0 leaves it."""
+    proj, stage = stacked
+    b = stage.ranker_records[:200]
+    small = dataclasses.replace(stage, ranker_records=b)
+    table = feature_table(stage.pipeline, b)
+    params = {**SMALL, "ranker_tail_simulation": 0.3}
+    assert proj.new_recipe().trainer().with_tail(small, table) is table  # default: off
+    grown = HybridRecipe(gnd_vocab, **params).trainer().with_tail(small, table)
+    extra = grown.rows >= len(b)
+    n_again = len(np.unique(grown.rows[extra]))
+    assert 30 <= n_again <= 90 and grown.names == table.names  # about 0.3 of 200
+    assert np.array_equal(grown.X[~extra], table.X, equal_nan=True)
+    counts = np.asarray(stage.pipeline.memory.Y.sum(axis=0)).ravel()
+    withheld = (counts >= 1) & (counts <= 4)
+    learned = [j for j, s in enumerate(stage.pipeline.sources) if not s.reads_labels]
+    assert not grown.support[extra][withheld[grown.cols[extra]]][:, learned].any()
+    assert grown.y[extra][withheld[grown.cols[extra]]].sum() > 0  # rare gold, now unseen
 
 
 def test_suggestions_have_real_reasons(project, slice_):

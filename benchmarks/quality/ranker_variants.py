@@ -18,7 +18,7 @@ Variants (``--variant NAME``, repeatable; default all):
   features of every candidate that issue 66 added): the ranker before them;
 - ``default``: the default ranker;
 - ``tail-0.3``: ``ranker_tail_simulation=0.3`` (that share of split B again, blinded);
-- ``labels-80``: the label source's 80 candidates instead of 40, in training and
+- ``labels-80``: the label source's 80 candidates instead of 30, in training and
   suggesting.
 
     python -m benchmarks.quality.ranker_variants [--limit-train 20000] [--limit-dev 2000]

@@ -51,6 +51,7 @@ from benchmarks._common import add_data_args, recipe_suggestions, seeded_sample,
 from tagalign.evaluate import evaluate
 from tagalign.evaluate.frequency import (
     COMMON_MIN,
+    bucket_of,
     frequency_report,
     subject_counts,
     subject_recall,
@@ -253,6 +254,8 @@ def main() -> None:
     ap.add_argument("--lexical-prefer-exact", action="store_true",
                     help="with --project: its lexical matcher tells stems apart by spelling "
                          "(prefer_exact) at suggestion time, its ranker trained without")
+    ap.add_argument("--ceiling", action="store_true",
+                    help="also the share of each bucket's gold among the hybrid's candidates")
     ap.add_argument("--workdir", type=Path, default=Path("runs/tail-bench"))
     ap.add_argument("--json", type=Path, help="also write all figures to this JSON file")
     args = ap.parse_args()
@@ -272,6 +275,7 @@ def main() -> None:
         model = train_hybrid(vocab, params, train, args.workdir / "full")
     counts = subject_counts(train)
     ranked = dev_rankings(model, dev)
+    ceiling = candidate_ceiling(model, dev, counts, args.common_min) if args.ceiling else None
     del model  # a second training (--simulated-new) need not hold the first model too
     full = ids(ranked)
     overall = evaluate(dev, full)["overall"]
@@ -282,12 +286,58 @@ def main() -> None:
                   "recall of the bucket's gold)", buckets)
     figures: dict = {"dev_records": len(dev), "train_records": len(train), "overall": overall,
                      "by_frequency": buckets, "label_only": label_only(dev, ranked)}
+    if ceiling is not None:
+        figures["ceiling"] = ceiling
     if args.simulated_new:
         figures["simulated_new"] = simulated_new(args, vocab, params, train, dev, counts,
                                                  buckets)
     if args.json:
         args.json.write_text(json.dumps(figures, indent=1))
         print(f"figures written to {args.json}")
+
+
+def candidate_ceiling(model, dev: list[Record], counts: Counter[str], common_min: int
+                      ) -> dict:
+    """Per bucket, overall and by language: the share of the gold that any source
+    proposed as a candidate (what a ranking of any depth can reach) and the share the
+    label-reading sources proposed (`Source.reads_labels`), of a hybrid's candidates for
+    the dev records, printed."""
+    recipe = model.recipe if isinstance(model, Project) else model
+    pipe = getattr(recipe, "pipeline", None)
+    if pipe is None:
+        raise SystemExit("--ceiling reads a hybrid's candidates")
+    readers = [j for j, s in enumerate(pipe.sources) if s.reads_labels]
+    tally: dict[str, Counter[str]] = {}
+    for start in range(0, len(dev), 512):
+        chunk = dev[start:start + 512]
+        rows, cols, _, _, support = pipe.features(pipe.prepare(chunk))
+        by_label = support[:, readers].any(axis=1)
+        for i, rec in enumerate(chunk):
+            mine = rows == i
+            anyone = set(cols[mine].tolist())
+            labelled = set(cols[mine & by_label].tolist())
+            for sid in set(rec.subjects):
+                if sid not in pipe.vocab:
+                    continue
+                pos = pipe.vocab.position(sid)
+                bucket = bucket_of(counts.get(sid, 0), common_min)
+                for group in ("all", rec.language):
+                    t = tally.setdefault(f"{group}/{bucket}", Counter())
+                    t["gold"] += 1
+                    t["candidates"] += pos in anyone
+                    t["label_sources"] += pos in labelled
+    print("\nThe gold among the candidates (any source; the label-reading sources)")
+    head = f"{'group':<8}{'bucket':<10}{'gold':>8}{'any':>8}{'labels':>8}"
+    print(f"{head}\n{'-' * len(head)}")
+    out: dict[str, dict] = {}
+    for key in sorted(tally, key=lambda k: (k.split("/")[0] != "all", k)):
+        t = tally[key]
+        out[key] = {"gold": t["gold"], "candidates": t["candidates"] / t["gold"],
+                    "label_sources": t["label_sources"] / t["gold"]}
+        group, bucket = key.split("/")
+        print(f"{group:<8}{bucket:<10}{t['gold']:8d}{out[key]['candidates']:8.4f}"
+              f"{out[key]['label_sources']:8.4f}")
+    return out
 
 
 def simulated_new(args: argparse.Namespace, vocab: Vocabulary, params: dict,
