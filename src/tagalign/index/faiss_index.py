@@ -188,7 +188,7 @@ class VectorIndex:
             # fills it, so the flag, not the map's type, says when it can be read
             with self._direct_map:
                 if not self._mapped:
-                    if index.direct_map.type == faiss.DirectMap.NoMap:
+                    if index.direct_map.type == 0:  # faiss.DirectMap.NoMap
                         index.make_direct_map()  # every later `add` keeps it
                     self._mapped = True
         return index.reconstruct_batch(np.ascontiguousarray(ids, np.int64))
