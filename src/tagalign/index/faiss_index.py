@@ -88,7 +88,7 @@ class VectorIndex:
         self.min_ivf = min_ivf
         self.mmap = False  # loaded memory-mapped (read-only)
         self.index_: faiss.Index | None = None
-        self._direct_map = Lock()  # `rows` maps an inverted-list index's ids once
+        self._direct_map = Lock()  # `_row_mapped` maps an inverted-list index's ids once
         self._mapped = False  # … and says so only once the map is whole
 
     @property
@@ -174,14 +174,16 @@ class VectorIndex:
     def vectors(self) -> np.ndarray:
         """The indexed vectors, in row order (what the subject export writes); approximate
         (decoded) for the compressed kinds."""
-        if isinstance(self.index_, faiss.IndexIVF):
-            self.index_.make_direct_map()
-        return self._index.reconstruct_n(0, len(self))
+        return self._row_mapped().reconstruct_n(0, len(self))
 
     def rows(self, ids: np.ndarray) -> np.ndarray:
-        """The vectors of rows ``ids`` (decoded: approximate for the compressed kinds). An
-        inverted-list index first builds its map from row to list once (8 bytes a row: 2.3
-        MB for the 283,000 rows of the GND's label index); rows added later join it."""
+        """The vectors of rows ``ids`` (decoded: approximate for the compressed kinds)."""
+        return self._row_mapped().reconstruct_batch(np.ascontiguousarray(ids, np.int64))
+
+    def _row_mapped(self) -> faiss.Index:
+        """The index, able to give back its rows: an inverted-list index builds its map from
+        row to list once (8 bytes a row: 2.3 MB for the 283,000 rows of the GND's label
+        index); rows added later join it."""
         index = self._index
         if isinstance(index, faiss.IndexIVF) and not self._mapped:
             # threads of one batch's parts ask at once: faiss marks the map made before it
@@ -191,7 +193,7 @@ class VectorIndex:
                     if index.direct_map.type == 0:  # faiss.DirectMap.NoMap
                         index.make_direct_map()  # every later `add` keeps it
                     self._mapped = True
-        return index.reconstruct_batch(np.ascontiguousarray(ids, np.int64))
+        return index
 
     def config(self) -> dict:
         return {"kind": self.kind, "hnsw_m": self.hnsw_m, "ef_search": self.ef_search,
