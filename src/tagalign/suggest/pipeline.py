@@ -153,8 +153,7 @@ class HybridPipeline:
             agree = self.co.features(rows, cols, rrf(X, names), len(batch))
             X = np.hstack([X, agree])
             names = names + AGREEMENT_FEATURES
-        has_en = self._has_english()[cols] if len(cols) else np.zeros(0, bool)
-        in_lang = np.where(is_en[rows] > 0, has_en, True).astype(np.float32)
+        in_lang = np.where(is_en[rows] > 0, self._has_english()[cols], True).astype(np.float32)
         paired = [src.score_pairs(batch, rows, cols) for src in self.sources
                   if src.pair_features]
         X = np.hstack([X, in_lang[:, None], *paired])
