@@ -312,10 +312,12 @@ def candidate_ceiling(model, dev: list[Record], counts: Counter[str], common_min
         chunk = dev[start:start + 512]
         rows, cols, _, _, support = pipe.features(pipe.prepare(chunk))
         by_label = support[:, readers].any(axis=1)
+        # the candidates come grouped by record, in row order (`merge`)
+        bounds = np.searchsorted(rows, np.arange(len(chunk) + 1))
         for i, rec in enumerate(chunk):
-            mine = rows == i
-            anyone = set(cols[mine].tolist())
-            labelled = set(cols[mine & by_label].tolist())
+            a, b = bounds[i], bounds[i + 1]
+            anyone = set(cols[a:b].tolist())
+            labelled = set(cols[a:b][by_label[a:b]].tolist())
             for sid in set(rec.subjects):
                 if sid not in pipe.vocab:
                     continue
