@@ -19,7 +19,9 @@ Variants (``--variant NAME``, repeatable; default all):
 - ``default``: the default ranker;
 - ``tail-0.3``: ``ranker_tail_simulation=0.3`` (that share of split B again, blinded);
 - ``labels-80``: the label source's 80 candidates instead of 30, in training and
-  suggesting.
+  suggesting;
+- ``nprobe-24``: the label index scanning 24 of its inverted lists a query, as before
+  ``labels_nprobe`` (96), in training and suggesting.
 
     python -m benchmarks.quality.ranker_variants [--limit-train 20000] [--limit-dev 2000]
 """
@@ -48,6 +50,7 @@ VARIANTS: dict[str, tuple[dict, list[str], int | None]] = {
     "default": ({}, [], None),
     "tail-0.3": ({"ranker_tail_simulation": 0.3}, [], None),
     "labels-80": ({"candidates_labels": 80}, [], 80),
+    "nprobe-24": ({"labels_nprobe": 24}, [], None),
 }
 
 
@@ -87,8 +90,11 @@ def main() -> None:
             table.X, table.names = table.X[:, keep], [table.names[i] for i in keep]
         pipe = recipe.pipeline
         pipe.ranker = trainer.fit_ranker(table)
+        nprobe = trainer.config.labels.nprobe
         for src in labels:
-            src.config = dataclasses.replace(src.config, top_k=label_k or trained_k)
+            src.config = dataclasses.replace(src.config, top_k=label_k or trained_k,
+                                             nprobe=nprobe)
+            src.index_.probe(nprobe)
         ranked = {r.id: [s.id for s in row]
                   for r, row in zip(dev, recipe_suggestions(recipe, dev, 20), strict=True)}
         overall = evaluate(dev, ranked)["overall"]

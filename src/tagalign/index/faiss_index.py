@@ -91,6 +91,14 @@ class VectorIndex:
         self._direct_map = Lock()  # `_row_mapped` maps an inverted-list index's ids once
         self._mapped = False  # … and says so only once the map is whole
 
+    def probe(self, nprobe: int) -> VectorIndex:
+        """Scan ``nprobe`` inverted lists a query from now on (the ``ivf`` kinds; the others
+        have none), built or loaded."""
+        self.nprobe = nprobe
+        if isinstance(self.index_, faiss.IndexIVF):
+            self.index_.nprobe = nprobe
+        return self
+
     @property
     def _index(self) -> faiss.Index:
         """The built or loaded faiss index; `NotTrainedError` before `build` or `load`."""
