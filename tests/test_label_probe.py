@@ -78,6 +78,6 @@ def test_the_label_source_searches_as_wide_as_its_config_says(tmp_path):
 
 
 def test_labels_nprobe_is_the_label_sources_setting():
-    assert HybridConfig().labels.nprobe == 96
+    assert HybridConfig().labels.nprobe == 48
     assert HybridConfig.from_params({"labels_nprobe": 8}).labels.nprobe == 8
     assert HybridConfig.from_params({"labels_nprobe": 8}).to_params()["labels_nprobe"] == 8

@@ -21,7 +21,7 @@ Variants (``--variant NAME``, repeatable; default all):
 - ``labels-80``: the label source's 80 candidates instead of 30, in training and
   suggesting;
 - ``nprobe-24``: the label index scanning 24 of its inverted lists a query, as before
-  ``labels_nprobe`` (96), in training and suggesting.
+  ``labels_nprobe`` (48), in training and suggesting.
 
     python -m benchmarks.quality.ranker_variants [--limit-train 20000] [--limit-dev 2000]
 """

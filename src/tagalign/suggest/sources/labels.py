@@ -124,9 +124,9 @@ class LabelRetrievalConfig(SourceConfig):
     #: the inverted lists an ``ivf`` index scans a query (of about 4·√rows). Issue 66: a
     #: record's embedding lies away from the label rows' clusters, so the index's own 24
     #: of 1,809 lists found 79 % of the exact top 30 (2,000 dev records, a 20k model) and
-    #: 0.269 of the unseen gold against the exact search's 0.309; 96 lists find 88 % and
-    #: 0.293, in 3.6× the search time (1.2 ms a record against 23 for exact)
-    nprobe: Positive = 96
+    #: 0.269 of the unseen gold against the exact search's 0.309; 48 lists find 84 % and
+    #: 0.291 in 0.64 ms a record (24: 0.34 ms; 96: 88 %, 0.293, 1.24 ms; exact: 23 ms)
+    nprobe: Positive = 48
     #: an ``ivf`` index of this many rows or more (labels: preferred and alternative)
     #: stores one byte a dimension (``ivfsq8``; None: never). Issue 48: the 2.86M label
     #: rows of a 1.5M-heading vocabulary took 4.2 GiB as ``ivf``, 1.05 GiB so, with the
