@@ -331,3 +331,14 @@ def small_project(shared_data, gnd_vocab, tmp_path_factory) -> Iterator[Path]:
     before = _tree(path)
     yield path
     assert _tree(path) == before, f"a test changed the shared small_project at {path}"
+
+
+@pytest.fixture
+def one_faiss_thread():
+    """Index training on tiny data: OpenMP threads only add waiting on 2 shared cores."""
+    import faiss
+
+    before = faiss.omp_get_max_threads()
+    faiss.omp_set_num_threads(1)
+    yield
+    faiss.omp_set_num_threads(before)

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 
-import faiss
 import numpy as np
 import pytest
 import scipy.sparse as sp
@@ -18,14 +17,7 @@ from tagalign.suggest.sources.neighbours import EmbeddingNeighbours
 from tagalign.text import Analyzer
 from tagalign.vocab import Vocabulary
 
-
-@pytest.fixture(autouse=True)
-def one_faiss_thread():
-    """Codebook training on tiny data: OpenMP threads only add waiting on 2 shared cores."""
-    before = faiss.omp_get_max_threads()
-    faiss.omp_set_num_threads(1)
-    yield
-    faiss.omp_set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_faiss_thread")  # tests/conftest.py
 
 
 def clustered(seed: int, n: int, d: int = 32, centres: int = 40) -> np.ndarray:

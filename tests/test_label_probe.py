@@ -4,10 +4,10 @@ the exact top k the label source finds; the setting reaches a fitted and a loade
 
 from __future__ import annotations
 
-import faiss
 import numpy as np
 import pytest
 
+from tagalign.encode.base import normalise
 from tagalign.index import VectorIndex
 from tagalign.suggest.config import HybridConfig
 from tagalign.suggest.sources.base import FitContext
@@ -15,17 +15,7 @@ from tagalign.suggest.sources.labels import LabelRetrieval
 from tagalign.text import Analyzer
 from tagalign.vocab import Subject, Vocabulary
 
-
-@pytest.fixture(autouse=True)
-def one_faiss_thread():
-    before = faiss.omp_get_max_threads()
-    faiss.omp_set_num_threads(1)
-    yield
-    faiss.omp_set_num_threads(before)
-
-
-def unit(x: np.ndarray) -> np.ndarray:
-    return (x / np.linalg.norm(x, axis=1, keepdims=True)).astype(np.float32)
+pytestmark = pytest.mark.usefixtures("one_faiss_thread")  # tests/conftest.py
 
 
 def rows_and_queries(seed: int, n: int = 4000, d: int = 16) -> tuple[np.ndarray, np.ndarray]:
@@ -33,9 +23,10 @@ def rows_and_queries(seed: int, n: int = 4000, d: int = 16) -> tuple[np.ndarray,
     mixes topics), not on any one."""
     rng = np.random.default_rng(seed)
     centres = rng.normal(size=(60, d))
-    rows = unit(centres[rng.integers(0, 60, n)] + 0.5 * rng.normal(size=(n, d)))
+    rows = normalise(centres[rng.integers(0, 60, n)] + 0.5 * rng.normal(size=(n, d)))
     pairs = rng.integers(0, 60, (50, 2))
-    queries = unit(centres[pairs[:, 0]] + centres[pairs[:, 1]] + 0.5 * rng.normal(size=(50, d)))
+    mixed = centres[pairs[:, 0]] + centres[pairs[:, 1]]
+    queries = normalise(mixed + 0.5 * rng.normal(size=(50, d)))
     return rows, queries
 
 
