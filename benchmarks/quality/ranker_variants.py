@@ -21,7 +21,11 @@ Variants (``--variant NAME``, repeatable; default all):
 - ``labels-80``: the label source's 80 candidates instead of 30, in training and
   suggesting;
 - ``nprobe-24``: the label index scanning 24 of its inverted lists a query, as before
-  ``labels_nprobe`` (48), in training and suggesting.
+  ``labels_nprobe`` (48), in training and suggesting;
+- ``lex-scattered``, ``lex-compounds``, ``lex-loose`` (both): the lexical matcher's looser
+  matches (`tagalign.suggest.sources.loose`) on, in split B's candidates and suggesting.
+  The stage's ``lex_prec`` counts stay those of the exact matches (a training with the
+  option counts the looser ones too).
 
     python -m benchmarks.quality.ranker_variants [--limit-train 20000] [--limit-dev 2000]
 """
@@ -44,14 +48,20 @@ from tagalign.train.stacking import feature_table
 from tagalign.vocab import load_vocabulary
 
 KS = [5, 10, 20]
-#: name → (training parameters changed, features left out, label candidates suggesting)
-VARIANTS: dict[str, tuple[dict, list[str], int | None]] = {
-    "without-meaning": ({}, ["label_cos", "has_lang_label"], None),
-    "default": ({}, [], None),
-    "tail-0.3": ({"ranker_tail_simulation": 0.3}, [], None),
-    "labels-80": ({"candidates_labels": 80}, [], 80),
-    "nprobe-24": ({"labels_nprobe": 24}, [], None),
+#: name → (training parameters changed, features left out, label candidates suggesting,
+#: the lexical matcher's options: `LabelMatcher.set_matching`)
+VARIANTS: dict[str, tuple[dict, list[str], int | None, dict[str, bool]]] = {
+    "without-meaning": ({}, ["label_cos", "has_lang_label"], None, {}),
+    "default": ({}, [], None, {}),
+    "tail-0.3": ({"ranker_tail_simulation": 0.3}, [], None, {}),
+    "labels-80": ({"candidates_labels": 80}, [], 80, {}),
+    "nprobe-24": ({"labels_nprobe": 24}, [], None, {}),
+    "lex-scattered": ({}, [], None, {"scattered": True}),
+    "lex-compounds": ({}, [], None, {"compounds": True}),
+    "lex-loose": ({}, [], None, {"scattered": True, "compounds": True}),
 }
+#: the lexical options a variant leaves as trained
+LEXICAL_OFF = {"scattered": False, "compounds": False}
 
 
 def main() -> None:
@@ -78,12 +88,16 @@ def main() -> None:
     trained_k = labels[0].config.top_k if labels else None
     figures = {}
     for name in args.variant or list(VARIANTS):
-        changed, dropped, label_k = VARIANTS[name]
+        changed, dropped, label_k, matching = VARIANTS[name]
         t0 = time.perf_counter()
         trainer = HybridRecipe(vocab, **{**params, **changed}).trainer()
         runner = PhaseRunner(args.workdir / "phases", quiet=True, inputs=inputs_fingerprint(
             train, vocab.fingerprint, "hybrid", params))
         stage = trainer.stack(train, runner)
+        for pipeline in (stage.pipeline, recipe.pipeline):
+            for src in pipeline.sources:
+                if src.name == "lexical":
+                    src.set_matching(**{**LEXICAL_OFF, **matching})
         table = trainer.with_tail(stage, feature_table(stage.pipeline, stage.ranker_records))
         if dropped:
             keep = [i for i, n in enumerate(table.names) if n not in dropped]

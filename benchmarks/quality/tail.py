@@ -124,7 +124,7 @@ def prefer_exact(project: Project) -> None:
     lexical = [s for s in getattr(sources, "sources", ()) if s.name == "lexical"]
     if not lexical:
         raise SystemExit("--lexical-prefer-exact: the project has no lexical source")
-    lexical[0].set_prefer_exact(True)
+    lexical[0].set_matching(prefer_exact=True)
     print("lexical: prefer_exact on at suggestion time (the ranker trained without it)")
 
 

@@ -78,6 +78,8 @@ FLAT_NAMES: dict[str, tuple[str, ...]] = {
     "lexical_cross_language": ("lexical.cross_language",),
     "lexical_count_max_records": ("lexical.count_max_records",),
     "lexical_prefer_exact": ("lexical.prefer_exact",),
+    "lexical_scattered": ("lexical.scattered",),
+    "lexical_compounds": ("lexical.compounds",),
     "quality": ("quality",),
     "quality_folds": ("estimator.folds",),
     "held_out_evidence": ("held_out_evidence",),

@@ -46,6 +46,17 @@ from tagalign.suggest.sources.base import (
     SourceConfig,
     register_source,
 )
+from tagalign.suggest.sources.loose import (
+    COMPOUND,
+    NEAR,
+    NEAR_SLACK,
+    SCATTERED,
+    CompoundIndex,
+    ScatteredIndex,
+    compound_index,
+    scattered_index,
+    window,
+)
 from tagalign.suggest.sources.memory import RecordMemory
 from tagalign.suggest.sources.mined import mine_label_variants, record_grams
 from tagalign.suggest.sources.spelling import Spellings, spelling, spelling_index
@@ -92,6 +103,13 @@ class LabelMatcherConfig(SourceConfig):
     #: alike) is matched by the text's words that spell one of them exactly (umlauts
     #: folded) as that one's alone (`tagalign.suggest.sources.spelling`)
     prefer_exact: bool = False
+    #: a label of 2 or more words is also found when its stems are all in the text, in
+    #: any order and apart (``lex_pref`` -4 within the label's length + 2 tokens, -5
+    #: further; `tagalign.suggest.sources.loose`)
+    scattered: bool = False
+    #: a one-word German label made of two label words (``Fachwerkbau``: ``Fachwerk`` +
+    #: ``Bau``) is also found in a German text holding both (``lex_pref`` -3)
+    compounds: bool = False
 
 
 @register_source
@@ -110,6 +128,8 @@ class LabelMatcher(Source):
         self._grams: dict[str, dict[str, list[tuple[int, int]]]] = {}
         self._prefixes: dict[str, set[str]] = {}  # proper prefixes of labels: stop early
         self._spellings: Spellings = {}  # with prefer_exact: keys told apart by spelling
+        self._scattered: dict[str, ScatteredIndex] = {}  # per language, with scattered
+        self._compounds: CompoundIndex = {}  # German, with compounds
         #: per subject: training texts where a label was found, and of those, gold ones
         self.found_: np.ndarray | None = None
         self.gold_: np.ndarray | None = None
@@ -286,6 +306,13 @@ class LabelMatcher(Source):
             analyzer is None else spelling_index(self.table_, lambda pos: [
                 (k, sp) for k, _, sp in self._label_forms(vocab.subjects[pos], analyzer)],
                 MINED)
+        self._scattered = {lang: scattered_index(g) for lang, g in grams.items()} \
+            if self.config.scattered else {}
+        self._compounds = {} if not self.config.compounds or vocab is None or \
+            analyzer is None else compound_index(
+                (label for subj in vocab.subjects for label in
+                 [subj.labels.get("de", ""), *subj.alt_labels.get("de", [])]),
+                set(grams.get("de", {})), analyzer)
 
     def candidates(self, batch: Batch) -> Candidates:
         # the scan is plain Python over each record's tokens (n-grams grown one token at a
@@ -337,12 +364,57 @@ class LabelMatcher(Source):
                     if m > max_m or i + m > n:
                         break
                     gram = gram + " " + toks[i + m - 1]
+            if self._scattered or self._compounds:
+                self._loose(toks, title_set, lg, grams, found, keys)
             for pos, f in found.items():
                 rows.append(r)
                 cols.append(pos)
                 feats.append(f)
             matches.append(keys)
         return Candidates.from_lists(rows, cols, feats, self.features)
+
+    def _loose(self, toks: list[str], title: set[str], lang: str,
+               grams: dict[str, list[tuple[int, int]]], found: dict[int, list[float]],
+               keys: dict[int, str]) -> None:
+        """Into ``found``/``keys``: the subjects of the keys whose stems ``toks`` holds
+        scattered, and of the German compounds whose two parts it holds
+        (`tagalign.suggest.sources.loose`), where no label of theirs stood in the text."""
+        prec, n = self._prec, len(toks)
+        have = set(toks)
+        positions: dict[str, list[int]] | None = None
+        hits_of: list[tuple[str, int, float, float, float]] = []  # key, kind, title,
+        # its number of stems, where it begins
+        scattered = self._scattered.get(lang, {})
+        for tok in have:
+            for stems, gram in scattered.get(tok, ()):
+                if stems <= have:
+                    if positions is None:
+                        positions = defaultdict(list)
+                        for i, t in enumerate(toks):
+                            positions[t].append(i)
+                    near = window(stems, positions) <= len(stems) + NEAR_SLACK
+                    first = min(positions[t][0] for t in stems)
+                    hits_of.append((gram, NEAR if near else SCATTERED,
+                                    float(stems <= title), float(len(stems)), first / n))
+        if lang == "de":
+            compounds = self._compounds
+            for tok in have:
+                for mod, gram in compounds.get(tok, ()):
+                    if mod in have:
+                        first = min(toks.index(tok), toks.index(mod))
+                        hits_of.append((gram, COMPOUND, float(tok in title and mod in title),
+                                        1.0, first / n))
+        for gram, kind, in_title, ntok, first in hits_of:
+            hits = grams.get(gram, ())
+            for pos, _ in hits:
+                f = found.get(pos)
+                if f is None:
+                    found[pos] = [1.0, in_title, ntok, first, float(kind), float(len(hits)),
+                                  float("nan") if prec is None else prec[pos]]
+                    keys[pos] = gram
+                elif f[4] < kind:  # a looser match of a subject found another way
+                    f[4] = float(kind)
+                    keys[pos] = gram
 
     def blind(self, withheld: np.ndarray) -> LabelMatcher:
         """The matcher as if no training record carried the ``withheld`` subjects: it
@@ -354,10 +426,14 @@ class LabelMatcher(Source):
         view._prec = np.where(withheld[:len(self._prec)], np.nan, self._prec)
         return view
 
-    def set_prefer_exact(self, on: bool) -> None:
-        """``prefer_exact`` on or off in a trained matcher: what the option does to a model
-        whose ranker learned the other matching (`benchmarks/quality/tail.py`)."""
-        self.config = replace(self.config, prefer_exact=on)
+    def set_matching(self, **changes: bool) -> None:
+        """``prefer_exact``, ``scattered`` or ``compounds`` on or off in a trained matcher:
+        what an option does to a model whose ranker learned the other matching
+        (`benchmarks/quality/tail.py`, `benchmarks/quality/ranker_variants.py`)."""
+        unknown = set(changes) - {"prefer_exact", "scattered", "compounds"}
+        if unknown:
+            raise ValueError(f"lexical matching has no option {sorted(unknown)}")
+        self.config = replace(self.config, **changes)
         self._index_prefixes()
 
     def _words(self, batch: Batch, r: int, lang: str) -> list[str]:
@@ -416,6 +492,7 @@ class LabelMatcher(Source):
             "max_ngram": self.config.max_ngram, "cross_language": self.config.cross_language,
             "max_key_subjects": self.config.max_key_subjects,
             "prefer_exact": self.config.prefer_exact,
+            "scattered": self.config.scattered, "compounds": self.config.compounds,
             "counts": self.found_ is not None, "table": self.table_}))
         if self.found_ is not None:
             save_npy_atomic(path / "found.npy", self.found_)
@@ -428,7 +505,9 @@ class LabelMatcher(Source):
         self.config = replace(self.config, cross_language=data["cross_language"],
                               # the cap the table was made with (none before it existed)
                               max_key_subjects=data.get("max_key_subjects"),
-                              prefer_exact=data.get("prefer_exact", False))
+                              prefer_exact=data.get("prefer_exact", False),
+                              scattered=data.get("scattered", False),
+                              compounds=data.get("compounds", False))
         self.vocab_, self.analyzer_ = ctx.vocab, ctx.analyzer
         self._index_prefixes()
         # "counts": whether training records were counted (the hybrid's, not the lexical
