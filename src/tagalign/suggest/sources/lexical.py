@@ -393,17 +393,17 @@ class LabelMatcher(Source):
                         for i, t in enumerate(toks):
                             positions[t].append(i)
                     near = window(stems, positions) <= len(stems) + NEAR_SLACK
-                    first = min(positions[t][0] for t in stems)
+                    start = min(positions[t][0] for t in stems)
                     hits_of.append((gram, NEAR if near else SCATTERED,
-                                    float(stems <= title), float(len(stems)), first / n))
+                                    float(stems <= title), float(len(stems)), start / n))
         if lang == "de":
             compounds = self._compounds
             for tok in have:
                 for mod, gram in compounds.get(tok, ()):
                     if mod in have:
-                        first = min(toks.index(tok), toks.index(mod))
+                        start = min(toks.index(tok), toks.index(mod))
                         hits_of.append((gram, COMPOUND, float(tok in title and mod in title),
-                                        1.0, first / n))
+                                        1.0, start / n))
         for gram, kind, in_title, ntok, first in hits_of:
             hits = grams.get(gram, ())
             for pos, _ in hits:

@@ -107,7 +107,7 @@ def window(stems: frozenset[str], positions: dict[str, list[int]]) -> int:
     """The narrowest window of the text's tokens that holds every stem of ``stems``
     (a sweep over their merged positions)."""
     marks = sorted((p, s) for s in stems for p in positions[s])
-    need, have, best, left = len(stems), defaultdict(int), 10**9, 0
+    need, have, best, left = len(stems), defaultdict[str, int](int), 10**9, 0
     covered = 0
     for p, s in marks:
         have[s] += 1
