@@ -43,6 +43,7 @@ from tagalign.evaluate import evaluate
 from tagalign.evaluate.frequency import frequency_report, subject_counts
 from tagalign.recipes.hybrid import HybridRecipe
 from tagalign.records import read_records
+from tagalign.suggest.sources.lexical import MATCHING_OPTIONS
 from tagalign.train.phases import PhaseRunner, inputs_fingerprint
 from tagalign.train.stacking import feature_table
 from tagalign.vocab import load_vocabulary
@@ -60,8 +61,6 @@ VARIANTS: dict[str, tuple[dict, list[str], int | None, dict[str, bool]]] = {
     "lex-compounds": ({}, [], None, {"compounds": True}),
     "lex-loose": ({}, [], None, {"scattered": True, "compounds": True}),
 }
-#: the lexical options a variant leaves as trained
-LEXICAL_OFF = {"scattered": False, "compounds": False}
 
 
 def main() -> None:
@@ -86,6 +85,9 @@ def main() -> None:
     counts = subject_counts(train)
     labels = [s for s in recipe.pipeline.sources if s.name == "labels"]
     trained_k = labels[0].config.top_k if labels else None
+    lexical = [s for s in recipe.pipeline.sources if s.name == "lexical"]
+    trained_matching = {k: getattr(lexical[0].config, k) for k in MATCHING_OPTIONS} \
+        if lexical else {}  # what a variant without lexical options leaves as trained
     figures = {}
     for name in args.variant or list(VARIANTS):
         changed, dropped, label_k, matching = VARIANTS[name]
@@ -97,7 +99,7 @@ def main() -> None:
         for pipeline in (stage.pipeline, recipe.pipeline):
             for src in pipeline.sources:
                 if src.name == "lexical":
-                    src.set_matching(**{**LEXICAL_OFF, **matching})
+                    src.set_matching(**{**trained_matching, **matching})
         table = trainer.with_tail(stage, feature_table(stage.pipeline, stage.ranker_records))
         if dropped:
             keep = [i for i, n in enumerate(table.names) if n not in dropped]

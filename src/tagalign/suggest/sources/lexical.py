@@ -69,6 +69,8 @@ log = logging.getLogger(__name__)
 #: ``lex_pref`` of a match by a mined label variant (1 preferred, 0 alternative, -1 German
 #: label in an English text)
 MINED = -2
+#: the matching options a trained matcher can change (`LabelMatcher.set_matching`)
+MATCHING_OPTIONS = ("prefer_exact", "scattered", "compounds")
 #: the label table's progress is reported every this many subjects
 LABELS_CHUNK = 10_000
 
@@ -430,7 +432,7 @@ class LabelMatcher(Source):
         """``prefer_exact``, ``scattered`` or ``compounds`` on or off in a trained matcher:
         what an option does to a model whose ranker learned the other matching
         (`benchmarks/quality/tail.py`, `benchmarks/quality/ranker_variants.py`)."""
-        unknown = set(changes) - {"prefer_exact", "scattered", "compounds"}
+        unknown = set(changes) - set(MATCHING_OPTIONS)
         if unknown:
             raise ValueError(f"lexical matching has no option {sorted(unknown)}")
         self.config = replace(self.config, **changes)

@@ -54,8 +54,7 @@ CompoundIndex = dict[str, list[tuple[str, str]]]
 
 def scattered_index(grams: Iterable[str]) -> ScatteredIndex:
     """The keys of 2 or more distinct stems, each under its stem that the fewest keys
-    hold: a text's stem then looks through few keys (anchored at their first stem, "geschicht" would
-    hold thousands)."""
+    hold, so a text's stems look through few keys (about 300 a dev record)."""
     keys = [(frozenset(gram.split(" ")), gram) for gram in grams]
     keys = [(stems, gram) for stems, gram in keys if len(stems) >= 2]
     df: Counter[str] = Counter(s for stems, _ in keys for s in stems)
@@ -86,11 +85,10 @@ def compound_index(labels: Iterable[str], grams: set[str], analyzer: Analyzer
                    ) -> CompoundIndex:
     """The German one-word ``labels`` that split into two label words, under their head's
     stem, for those whose key is among ``grams`` (the table's German keys)."""
-    labels = list(labels)
-    lexicon = {w for label in labels for w in analyzer.words(label) if len(w) >= MIN_PART}
+    worded = [analyzer.words(label) for label in labels]
+    lexicon = {w for words in worded for w in words if len(w) >= MIN_PART}
     index: CompoundIndex = defaultdict(list)
-    for label in labels:
-        words = analyzer.words(label)
+    for words in worded:
         if len(words) != 1 or len(words[0]) < MIN_COMPOUND:
             continue
         key = analyzer.stem(words, "de")[0]
