@@ -49,7 +49,7 @@ def kinds(m: LabelMatcher, text: str, lang: str = "de") -> dict[str, int]:
             for col, f in zip(c.cols, c.feats, strict=True)}
 
 
-def fitted(vocab: Vocabulary = VOCAB, **options: bool) -> LabelMatcher:
+def fitted(vocab: Vocabulary = VOCAB, **options: object) -> LabelMatcher:
     m = LabelMatcher(**options)
     m.fit(FitContext(vocab, Analyzer()))
     return m
@@ -91,7 +91,7 @@ def test_compounds_find_a_german_compound_from_its_parts():
 
 
 def test_scattered_finds_a_label_in_any_order_near_or_far():
-    m = fitted(scattered=True)
+    m = fitted(scattered=True, scattered_slack=None)
     assert kinds(m, "Storage of energy", "en")["4152230-8"] == NEAR
     far = "Energy policies, their costs and the grid operators' interests in storage"
     assert kinds(m, far, "en")["4152230-8"] == SCATTERED
@@ -99,6 +99,18 @@ def test_scattered_finds_a_label_in_any_order_near_or_far():
     got = kinds(m, "Die Philosophie und ihre Geschichte")
     assert got["4020517-4"] == NEAR
     assert "4020517-4" not in kinds(m, "Die Philosophie")  # every stem is needed
+
+
+def test_scattered_slack_bounds_the_window():
+    far = "Energy policies, their costs and the grid operators' interests in storage"
+    assert "4152230-8" not in kinds(fitted(scattered=True), far, "en")  # 2 + 2 tokens
+    between = "Storage in the grid: energy"  # stems storag grid energi: a window of 3
+    assert kinds(fitted(scattered=True), between, "en")["4152230-8"] == NEAR
+    assert kinds(fitted(scattered=True, scattered_slack=12), far, "en")["4152230-8"] == NEAR
+    assert "4152230-8" not in kinds(fitted(scattered=True, scattered_slack=0), between, "en")
+    m = fitted(scattered=True)
+    m.set_matching(scattered_slack=None)
+    assert kinds(m, far, "en")["4152230-8"] == SCATTERED
 
 
 def test_scattered_match_features_say_where_and_how_long():
@@ -119,6 +131,7 @@ def test_the_options_are_saved_and_a_new_heading_gets_them(tmp_path: Path):
     back.load_state(tmp_path, FitContext(VOCAB, Analyzer()))
     assert back.config.scattered and back.config.compounds
     assert kinds(back, "Die Speicherung von Energie")["4152230-8"] == COMPOUND
+    assert back.config.scattered_slack == 2
     new = Vocabulary([*VOCAB.subjects, Subject("1047563150", {"de": "Stromspeicherung"}),
                       Subject("4183378-6", {"de": "Strom"})])
     back.take_headings(NewHeadings(added=[len(VOCAB), len(VOCAB) + 1], relabelled=[]),
@@ -142,6 +155,19 @@ def test_a_model_saved_before_the_options_matches_as_it_did(tmp_path: Path):
     back.load_state(tmp_path, FitContext(VOCAB, Analyzer()))
     assert not back.config.scattered and not back.config.compounds
     assert "4152230-8" not in kinds(back, "Die Speicherung von Energie")
+
+
+def test_a_scattered_model_saved_before_the_window_matches_anywhere(tmp_path: Path):
+    m = fitted(scattered=True, scattered_slack=None)
+    m.save(tmp_path)
+    raw = (tmp_path / "lexical.json").read_text()
+    assert '"scattered_slack":null,' in raw
+    (tmp_path / "lexical.json").write_text(raw.replace('"scattered_slack":null,', ""))
+    back = LabelMatcher(scattered=True)  # the window of today's default: 2
+    back.load_state(tmp_path, FitContext(VOCAB, Analyzer()))
+    far = "Energy policies, their costs and the grid operators' interests in storage"
+    assert back.config.scattered_slack is None
+    assert kinds(back, far, "en")["4152230-8"] == SCATTERED
 
 
 def test_set_matching_turns_them_on_in_a_trained_matcher_and_refuses_others():

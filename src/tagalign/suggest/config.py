@@ -79,6 +79,7 @@ FLAT_NAMES: dict[str, tuple[str, ...]] = {
     "lexical_count_max_records": ("lexical.count_max_records",),
     "lexical_prefer_exact": ("lexical.prefer_exact",),
     "lexical_scattered": ("lexical.scattered",),
+    "lexical_scattered_slack": ("lexical.scattered_slack",),
     "lexical_compounds": ("lexical.compounds",),
     "quality": ("quality",),
     "quality_folds": ("estimator.folds",),

@@ -70,7 +70,7 @@ log = logging.getLogger(__name__)
 #: label in an English text)
 MINED = -2
 #: the matching options a trained matcher can change (`LabelMatcher.set_matching`)
-MATCHING_OPTIONS = ("prefer_exact", "scattered", "compounds")
+MATCHING_OPTIONS = ("prefer_exact", "scattered", "scattered_slack", "compounds")
 #: the label table's progress is reported every this many subjects
 LABELS_CHUNK = 10_000
 
@@ -109,6 +109,11 @@ class LabelMatcherConfig(SourceConfig):
     #: any order and apart (``lex_pref`` -4 within the label's length + 2 tokens, -5
     #: further; `tagalign.suggest.sources.loose`)
     scattered: bool = False
+    #: with ``scattered``: a label's stems count only within a window of the label's length
+    #: + this many tokens (None: anywhere in the text, ``lex_pref`` -5 beyond the window).
+    #: Measured on 5,000 dev records: within the window 2.6 candidates a record at a
+    #: precision of 0.015; beyond it 19.5 at 0.004 (`benchmarks/quality/lexical_reach.py`)
+    scattered_slack: NonNegative | None = NEAR_SLACK
     #: a one-word German label made of two label words (``Fachwerkbau``: ``Fachwerk`` +
     #: ``Bau``) is also found in a German text holding both (``lex_pref`` -3)
     compounds: bool = False
@@ -387,6 +392,8 @@ class LabelMatcher(Source):
         hits_of: list[tuple[str, int, float, float, float]] = []  # key, kind, title,
         # its number of stems, where it begins
         scattered = self._scattered.get(lang, {})
+        far = self.config.scattered_slack is None
+        slack = NEAR_SLACK if far else self.config.scattered_slack
         for tok in have:
             for stems, gram in scattered.get(tok, ()):
                 if stems <= have:
@@ -394,7 +401,9 @@ class LabelMatcher(Source):
                         positions = defaultdict(list)
                         for i, t in enumerate(toks):
                             positions[t].append(i)
-                    near = window(stems, positions) <= len(stems) + NEAR_SLACK
+                    near = window(stems, positions) <= len(stems) + slack
+                    if not near and not far:
+                        continue
                     start = min(positions[t][0] for t in stems)
                     hits_of.append((gram, NEAR if near else SCATTERED,
                                     float(stems <= title), float(len(stems)), start / n))
@@ -428,8 +437,9 @@ class LabelMatcher(Source):
         view._prec = np.where(withheld[:len(self._prec)], np.nan, self._prec)
         return view
 
-    def set_matching(self, **changes: bool) -> None:
-        """``prefer_exact``, ``scattered`` or ``compounds`` on or off in a trained matcher:
+    def set_matching(self, **changes: Any) -> None:
+        """``prefer_exact``, ``scattered`` (and its ``scattered_slack``) or ``compounds``
+        changed in a trained matcher:
         what an option does to a model whose ranker learned the other matching
         (`benchmarks/quality/tail.py`, `benchmarks/quality/ranker_variants.py`)."""
         unknown = set(changes) - set(MATCHING_OPTIONS)
@@ -494,7 +504,8 @@ class LabelMatcher(Source):
             "max_ngram": self.config.max_ngram, "cross_language": self.config.cross_language,
             "max_key_subjects": self.config.max_key_subjects,
             "prefer_exact": self.config.prefer_exact,
-            "scattered": self.config.scattered, "compounds": self.config.compounds,
+            "scattered": self.config.scattered,
+            "scattered_slack": self.config.scattered_slack, "compounds": self.config.compounds,
             "counts": self.found_ is not None, "table": self.table_}))
         if self.found_ is not None:
             save_npy_atomic(path / "found.npy", self.found_)
@@ -509,6 +520,8 @@ class LabelMatcher(Source):
                               max_key_subjects=data.get("max_key_subjects"),
                               prefer_exact=data.get("prefer_exact", False),
                               scattered=data.get("scattered", False),
+                              # saved before the window: matched anywhere
+                              scattered_slack=data.get("scattered_slack"),
                               compounds=data.get("compounds", False))
         self.vocab_, self.analyzer_ = ctx.vocab, ctx.analyzer
         self._index_prefixes()
