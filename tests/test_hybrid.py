@@ -119,6 +119,36 @@ def test_every_candidate_gets_meaning_features(gnd_vocab, slice_, stacked):
     assert 0 < has_en[en].mean() < 1
 
 
+def test_the_title_query_proposes_headings_the_text_query_misses(slice_, stacked):
+    """Issue 66, ``labels_title_top_k``: the pipeline embeds the titles for a label source
+    that searches with them; the title's own best headings join the candidates, scored by
+    the title's similarity to their rows, and some of them are gold that no source had."""
+    _, dev = slice_
+    _, stage = stacked
+    pipe = stage.pipeline
+    labels = next(s for s in pipe.sources if s.name == "labels")
+    records = dev[:120]
+    before = feature_table(pipe, records)
+    assert np.isnan(before.X[:, before.names.index("label_title_sim")]).all()
+    labels.config = dataclasses.replace(labels.config, title_top_k=30)
+    try:
+        td = feature_table(pipe, records)
+        titles = pipe.encoder.encode([r.title for r in records])
+    finally:
+        labels.config = dataclasses.replace(labels.config, title_top_k=0)
+    sim, tsim = (td.X[:, td.names.index(n)] for n in ("label_sim", "label_title_sim"))
+    alone = np.isnan(sim) & ~np.isnan(tsim)
+    assert alone.sum() > 5 * len(records)  # ~19 a record on dev
+    own = labels.index_.rows(labels.own_rows()[td.cols[alone]])
+    assert np.allclose(tsim[alone], np.einsum("ij,ij->i", titles[td.rows[alone]], own),
+                       atol=1e-4)
+    old = set(zip(before.rows.tolist(), before.cols.tolist(), strict=True))
+    new = set(zip(td.rows.tolist(), td.cols.tolist(), strict=True)) - old
+    assert old <= set(zip(td.rows.tolist(), td.cols.tolist(), strict=True))
+    gold = {(i, pipe.vocab.position(s)) for i, r in enumerate(records) for s in r.subjects}
+    assert len(new & gold) >= 3
+
+
 def test_a_blinded_pipeline_sees_rare_subjects_as_new_ones(gnd_vocab, slice_, stacked):
     """The tail simulated (issue 66): withheld subjects get no candidates from the sources
     that learned from records, the prior of a subject no record carries, no lexical

@@ -6,13 +6,15 @@ the hybrid's defaults: German labels looked for in English texts too) is fitted 
 vocabulary alone — what it *reaches* does not depend on the training records, only its
 ``lex_prec`` does — and its candidates for a seeded ``--limit-dev`` sample of dev records
 with gold (never a file prefix; the sample's records by language printed) are scored, per
-setting of its looser matches (`tagalign.suggest.sources.loose`: ``base`` none,
-``scattered``, ``compounds``, ``both``). Printed per setting and per bucket of the gold
-(unseen 0 / rare 1–4 / common ≥ 5 training records carrying it, counted on all of
-``--train``; `tagalign.evaluate.frequency`): the share of the bucket's gold among the
-matcher's candidates (unseen also by language), the candidates a record, their precision
-(right candidates / candidates), and the matcher's time a record (one process, the batch's
-tokens made beforehand, not counted).
+setting of its looser matches (`tagalign.suggest.sources.loose`: ``base`` none; ``near``
+a label's stems within its length + 2 tokens, ``scattered`` anywhere; ``compounds``;
+``near+comp``; ``both``, scattered anywhere and compounds). Printed per setting and per
+bucket of the gold (unseen 0 / rare 1–4 / common ≥ 5 training records carrying it, counted
+on all of ``--train``; `tagalign.evaluate.frequency`): the share of the bucket's gold
+among the matcher's candidates (unseen also by language), the candidates a record, their
+precision (right candidates / candidates), the matcher's time a record (one process, the
+batch's tokens made beforehand, not counted) and the seconds its loose indexes take to
+build (what loading a model with them adds: `LabelMatcher.load_state`).
 
     python -m benchmarks.quality.lexical_reach [--limit-dev 5000] [--seed 0]
 """
@@ -33,11 +35,13 @@ from tagalign.suggest.sources.lexical import LabelMatcher
 from tagalign.text import Analyzer
 from tagalign.vocab import load_vocabulary
 
-SETTINGS = {
+SETTINGS: dict[str, dict[str, object]] = {
     "base": {"scattered": False, "compounds": False},
-    "scattered": {"scattered": True, "compounds": False},
+    "near": {"scattered": True, "scattered_slack": 2, "compounds": False},
+    "scattered": {"scattered": True, "scattered_slack": None, "compounds": False},
     "compounds": {"scattered": False, "compounds": True},
-    "both": {"scattered": True, "compounds": True},
+    "near+comp": {"scattered": True, "scattered_slack": 2, "compounds": True},
+    "both": {"scattered": True, "scattered_slack": None, "compounds": True},
 }
 
 

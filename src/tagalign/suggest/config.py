@@ -55,6 +55,7 @@ FLAT_NAMES: dict[str, tuple[str, ...]] = {
     "knn_rescore": ("tfidf_knn.rescore",),
     "ann_index": ("emb_knn.index", "labels.index"),
     "labels_nprobe": ("labels.nprobe",),
+    "labels_title_top_k": ("labels.title_top_k",),
     "candidates_per_source": ("candidates_per_source",),
     "omikuji_cluster_k": ("omikuji.cluster_k",),
     "omikuji_max_depth": ("omikuji.max_depth",),

@@ -112,6 +112,8 @@ class HybridPipeline:
             batch.embeddings = encoded.result()
         elif self.encoder is not None:
             batch.embeddings = self.encoder.encode([r.text for r in records])
+        if self.encoder is not None and any(s.embeds_titles for s in self.sources):
+            batch.title_embeddings = self.encoder.encode([r.title for r in records])
         return batch
 
     def candidates(self, batch: Batch) -> list[Candidates]:

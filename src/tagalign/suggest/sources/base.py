@@ -47,6 +47,9 @@ class Batch:
     tfidf: dict[str, tuple[np.ndarray, sp.csr_matrix]] = field(default_factory=dict)
     #: (n, d) L2-normalised record embeddings of the hybrid's own encoder
     embeddings: np.ndarray | None = None
+    #: (n, d) embeddings of the records' titles alone, by the same encoder: made only when
+    #: a source asks for them (`Source.embeds_titles`)
+    title_embeddings: np.ndarray | None = None
     #: per-source evidence kept for reasons (neighbour rows, matched labels); per batch, so
     #: concurrent requests never see each other's evidence
     evidence: dict[str, Any] = field(default_factory=dict)
@@ -104,11 +107,14 @@ class Candidates:
     def truncate(self, k: int) -> Candidates:
         """Only each record's first ``k`` (by the ``*_rank`` feature): what the source
         returns with ``top_k=k``, from a run with a larger one (tuning reuses one run).
-        Candidates without a rank feature are returned as they are."""
+        Candidates without a rank feature are returned as they are, and so is a pair whose
+        rank is NaN (proposed by another query of the source than the one ranked: the label
+        index's title query, `LabelRetrievalConfig.title_top_k`)."""
         rank = [i for i, name in enumerate(self.names) if name.endswith("_rank")]
         if not rank:
             return self
-        keep = self.feats[:, rank[0]] <= k
+        first = self.feats[:, rank[0]]
+        keep = (first <= k) | np.isnan(first)
         return Candidates(self.rows[keep], self.cols[keep], self.feats[keep], self.names)
 
 
@@ -248,6 +254,12 @@ class Source(ABC):
             raise TypeError(f"source {self.name!r}: a config or settings, not both")
         self.config = config if config is not None else self.config_class(**settings)
 
+    @property
+    def embeds_titles(self) -> bool:
+        """Whether `candidates` reads ``Batch.title_embeddings`` (the pipeline makes them
+        only then)."""
+        return False
+
     def _trained(self, part: T | None) -> T:
         """``part``, set by `fit` or `load_state` (`NotTrainedError` before them)."""
         return trained(part, f"source {self.name!r}")
@@ -343,6 +355,10 @@ class Blinded(Source):
         if keep.all():
             return c
         return dataclasses.replace(c, rows=c.rows[keep], cols=c.cols[keep], feats=c.feats[keep])
+
+    @property
+    def embeds_titles(self) -> bool:
+        return self.source.embeds_titles
 
     def score_pairs(self, batch: Batch, rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
         return self.source.score_pairs(batch, rows, cols)
