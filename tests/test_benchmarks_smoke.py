@@ -127,6 +127,11 @@ ON_FILES = [
                                    for k, v in KNN_LEXICAL_HYBRID.items()]],
      [r"train 100 records .* dev 30 records", r"hybrid trained on 100 records \(100 with gold\)",
       r"common\s+100\.0%\s+60\s+30 [01]\.\d{4}"]),
+    ("benchmarks.quality.lexical_reach", ["--train", "{train}", "--dev", "{dev}", "--vocab",
+                                          "{vocab}", "--limit-dev", "20"],
+     [r"dev: 20 records with gold \(seed 0; ", r"counts on 120 train records",
+      r"base\s+unseen 0\.000  rare 0\.000  common 0\.[5-9]\d\d ",
+      r"near\+comp .* candidates a record, precision [01]\.\d{4}"]),
     ("benchmarks.serve.subject_search", ["--vocab", "{vocab}", "--queries", "5"],
      [r"8 subjects; 5 prefixes \(seed 0\)", r"GET …/subjects \(HTTP, localhost\) .*\(n=5\)"]),
 ]

@@ -26,6 +26,9 @@ Variants (``--variant NAME``, repeatable; default all):
   matches (`tagalign.suggest.sources.loose`) on, in split B's candidates and suggesting.
   The stage's ``lex_prec`` counts stay those of the exact matches (a training with the
   option counts the looser ones too).
+- ``title-30``: the label index searched with the title's embedding too, its best 30
+  joining the candidates (``labels_title_top_k=30``), in split B's candidates and
+  suggesting.
 
     python -m benchmarks.quality.ranker_variants [--limit-train 20000] [--limit-dev 2000]
 """
@@ -60,6 +63,7 @@ VARIANTS: dict[str, tuple[dict, list[str], int | None, dict[str, bool]]] = {
     "lex-scattered": ({}, [], None, {"scattered": True}),
     "lex-compounds": ({}, [], None, {"compounds": True}),
     "lex-loose": ({}, [], None, {"scattered": True, "compounds": True}),
+    "title-30": ({"labels_title_top_k": 30}, [], None, {}),
 }
 
 
@@ -109,7 +113,8 @@ def main() -> None:
         nprobe = trainer.config.labels.nprobe
         for src in labels:
             src.config = dataclasses.replace(src.config, top_k=label_k or trained_k,
-                                             nprobe=nprobe)
+                                             nprobe=nprobe,
+                                             title_top_k=trainer.config.labels.title_top_k)
             src.index_.probe(nprobe)
         ranked = {r.id: [s.id for s in row]
                   for r, row in zip(dev, recipe_suggestions(recipe, dev, 20), strict=True)}
