@@ -261,8 +261,8 @@ class LabelRetrieval(Source):
         pos = np.where(has_title[:, None], pos, -1)
         found = batch.evidence.get(self.name)
         if hit_rows is not None and found is not None:  # the text query's label wins
-            for r, extra in enumerate(self._matched(pos, hit_rows)):
-                found[r] = {**extra, **found[r]}
+            for r, by_title in enumerate(self._matched(pos, hit_rows)):
+                found[r] = {**by_title, **found[r]}
         t_rows, t_cols, t_vals = _pairs(sims, pos)
         t_rank = ranks_of(t_rows)
         width = max(int(cols.max(initial=-1)), int(t_cols.max(initial=-1))) + 1
