@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import fcntl
+import json
 import os
 import socket
 import subprocess
@@ -204,7 +205,8 @@ def cpu_lock(path: Path | None) -> Iterator[None]:
 
 #: what `set_search` may change: source name → its search settings
 SEARCH_SETTINGS = {"omikuji": ("beam_size",), "tfidf_knn": ("postings", "rescore"),
-                   "emb_knn": ("nprobe",)}
+                   "emb_knn": ("nprobe",), "labels": ("title_top_k",),
+                   "lexical": ("scattered", "scattered_slack", "compounds")}
 
 
 def add_search_args(ap: argparse.ArgumentParser) -> None:
@@ -221,7 +223,9 @@ def add_search_args(ap: argparse.ArgumentParser) -> None:
 def set_search(project, assignments: list[str]) -> None:
     """A/B runs on one saved model: change a hybrid's search settings in memory, after
     loading (``SOURCE.FIELD=VALUE``: ``omikuji.beam_size``, ``tfidf_knn.postings`` and
-    ``.rescore`` of an impact search, ``emb_knn.nprobe`` of an IVF index), so a benchmark
+    ``.rescore`` of an impact search, ``emb_knn.nprobe`` of an IVF index, the label index's
+    ``labels.title_top_k``, the lexical matcher's looser matches, JSON values: ``lexical.
+    scattered=true``), so a benchmark
     can time the settings a model was trained with beside others in one run. Not a product
     feature: the ranker learned its features from the searches of the trained settings."""
     from dataclasses import replace
@@ -238,6 +242,9 @@ def set_search(project, assignments: list[str]) -> None:
         src = sources[name]
         if name == "emb_knn":
             src.index_.nprobe = src.index_.index_.nprobe = int(value)
+            continue
+        if name == "lexical":
+            src.set_matching(**{field: json.loads(value)})
             continue
         if name == "tfidf_knn" and field not in search_config(src.config.search, {}).values():
             raise SystemExit(f"--set {assignment!r}: this model's TF-IDF search "

@@ -136,12 +136,16 @@ def test_the_title_query_proposes_headings_the_text_query_misses(slice_, stacked
         titles = pipe.encoder.encode([r.title for r in records])
     finally:
         labels.config = dataclasses.replace(labels.config, title_top_k=0)
-    sim, tsim = (td.X[:, td.names.index(n)] for n in ("label_sim", "label_title_sim"))
-    alone = np.isnan(sim) & ~np.isnan(tsim)
+    sim, rank, tsim, cos = (td.X[:, td.names.index(n)] for n in (
+        "label_sim", "label_rank", "label_title_sim", "label_cos"))
+    alone = np.isnan(rank) & ~np.isnan(tsim)
     assert alone.sum() > 5 * len(records)  # ~19 a record on dev
     own = labels.index_.rows(labels.own_rows()[td.cols[alone]])
     assert np.allclose(tsim[alone], np.einsum("ij,ij->i", titles[td.rows[alone]], own),
                        atol=1e-4)
+    # proposed by the label source: its support, and the text's similarity to the row
+    assert td.support[alone, [s.name for s in pipe.sources].index("labels")].all()
+    assert np.allclose(sim[alone], cos[alone], atol=1e-5)
     old = set(zip(before.rows.tolist(), before.cols.tolist(), strict=True))
     new = set(zip(td.rows.tolist(), td.cols.tolist(), strict=True)) - old
     assert old <= set(zip(td.rows.tolist(), td.cols.tolist(), strict=True))

@@ -60,8 +60,9 @@ def test_the_titles_best_subjects_join_with_their_own_features(tmp_path):
     both = got[0, 1]  # found by both queries: both queries' features
     assert both[RANK] == 2 and both[TRANK] == 2
     assert both[SIM] == pytest.approx(text[1]) and both[TSIM] == pytest.approx(title[1])
-    alone = got[0, 7]  # the title's alone: no text rank, so no cut by one
-    assert np.isnan(alone[[SIM, RANK, GAP]]).all()
+    alone = got[0, 7]  # the title's alone: the text's similarity, no text rank
+    assert alone[SIM] == pytest.approx(text[7]) and np.isnan(alone[RANK])
+    assert alone[GAP] == pytest.approx(text[7] - text[0])
     assert alone[TRANK] == 1 and alone[TSIM] == pytest.approx(title[7])
     assert np.isnan(got[0, 0][[TSIM, TRANK]]).all()  # the text's alone
     # a record whose title and text are one query: the same subjects, both features

@@ -147,7 +147,8 @@ class LabelRetrievalConfig(SourceConfig):
     #: the specific heading a long abstract dilutes is often nearest the title. Issue 66
     #: (2,000 dev records, a 20k model, top 30 each): of the unseen gold the text query and
     #: the lexical matcher reach 0.488, the title query adds 0.041 (rare +0.031, common
-    #: +0.032) with 19 new candidates a record
+    #: +0.032) with 19 new candidates a record. A subject only the title found has the
+    #: record's similarity to its own row as ``label_sim`` and no ``label_rank``
     title_top_k: NonNegative = 0
 
 
@@ -236,7 +237,7 @@ class LabelRetrieval(Source):
         nan = np.full(len(rows_), np.nan, np.float32)
         feats = np.column_stack([vals, ranks_of(rows_), gap, nan, nan]).astype(np.float32)
         if self.config.title_top_k and len(batch):
-            return self._with_titles(batch, rows_, cols, feats)
+            return self._with_titles(batch, rows_, cols, feats, sims[:, 0])
         return Candidates(rows_, cols, feats, self.features)
 
     def _matched(self, pos: np.ndarray, rows: np.ndarray) -> list[dict[int, str]]:
@@ -247,11 +248,14 @@ class LabelRetrieval(Source):
                 for r in range(len(rows))]
 
     def _with_titles(self, batch: Batch, rows_: np.ndarray, cols: np.ndarray,
-                     feats: np.ndarray) -> Candidates:
-        """The text query's candidates (``feats``) joined by the title query's best
-        ``title_top_k``: a subject both found gets the title's similarity and rank beside
-        its own; one the title alone found has NaN where the text query's features are (so
-        `Candidates.truncate` leaves it). A record without a title has no title query."""
+                     feats: np.ndarray, best: np.ndarray) -> Candidates:
+        """The text query's candidates (``feats``; ``best``: each record's best text
+        similarity) joined by the title query's best ``title_top_k``: a subject both found
+        gets the title's similarity and rank beside its own; one the title alone found gets
+        the record's similarity to its own row as ``label_sim`` (and the gap to ``best``:
+        the source proposed it, `HybridPipeline.features`' support) but no ``label_rank``
+        (so `Candidates.truncate` leaves it). A record without a title has no title
+        query."""
         if batch.title_embeddings is None:
             raise ValueError("source 'labels' with title_top_k reads the titles' embeddings: "
                              "none given")
@@ -275,10 +279,11 @@ class LabelRetrieval(Source):
             feats[both, 3] = t_vals[order][at[both]]
             feats[both, 4] = t_rank[order][at[both]]
         alone = ~np.isin(title_keys, text_keys)
-        n_alone = int(alone.sum())
-        nan = np.full(n_alone, np.nan, np.float32)
-        extra = np.column_stack([nan, nan, nan, t_vals[alone], t_rank[alone]])
-        all_rows = np.concatenate([rows_, t_rows[alone]])
+        a_rows = t_rows[alone]
+        text_sim = self.score_pairs(batch, a_rows, t_cols[alone])[:, 0]
+        extra = np.column_stack([text_sim, np.full(len(a_rows), np.nan, np.float32),
+                                 text_sim - best[a_rows], t_vals[alone], t_rank[alone]])
+        all_rows = np.concatenate([rows_, a_rows])
         order = np.argsort(all_rows, kind="stable")  # each record's pairs together
         return Candidates(all_rows[order], np.concatenate([cols, t_cols[alone]])[order],
                           np.vstack([feats, extra]).astype(np.float32)[order], self.features)
