@@ -86,7 +86,7 @@ def topics(alts: bool) -> Vocabulary:
 
 
 def fitted(vocab: Vocabulary, encoder, top_k: int = 5) -> LabelRetrieval:
-    src = LabelRetrieval(top_k=top_k, index="flat")
+    src = LabelRetrieval(top_k=top_k, index="flat", title_top_k=0)  # the text query
     src.fit(FitContext(vocab, Analyzer(), encoder=encoder))
     return src
 
@@ -220,7 +220,7 @@ subject of its own;
              "decay", "hero", "wood")
     names = [f"{a} {b} {c}" for a in words for b in words for c in words]
     vocab = Vocabulary(Subject(f"s{i}", {"de": names[i % len(names)]}) for i in range(12_000))
-    src = LabelRetrieval(top_k=5, index="ivf", compress_rows=12_000)
+    src = LabelRetrieval(top_k=5, index="ivf", compress_rows=12_000, title_top_k=0)
     src.fit(FitContext(vocab, Analyzer(), encoder=encoder))
     assert src.index_.kind == "ivfsq8"
     assert isinstance(src.index_.index_, faiss.IndexIVFScalarQuantizer)

@@ -128,14 +128,15 @@ def test_the_title_query_proposes_headings_the_text_query_misses(slice_, stacked
     pipe = stage.pipeline
     labels = next(s for s in pipe.sources if s.name == "labels")
     records = dev[:120]
-    before = feature_table(pipe, records)
-    assert np.isnan(before.X[:, before.names.index("label_title_sim")]).all()
-    labels.config = dataclasses.replace(labels.config, title_top_k=30)
+    assert labels.config.title_top_k == 30  # the default
+    labels.config = dataclasses.replace(labels.config, title_top_k=0)
     try:
-        td = feature_table(pipe, records)
-        titles = pipe.encoder.encode([r.title for r in records])
+        before = feature_table(pipe, records)
     finally:
-        labels.config = dataclasses.replace(labels.config, title_top_k=0)
+        labels.config = dataclasses.replace(labels.config, title_top_k=30)
+    assert np.isnan(before.X[:, before.names.index("label_title_sim")]).all()
+    td = feature_table(pipe, records)
+    titles = pipe.encoder.encode([r.title for r in records])
     sim, rank, tsim, cos = (td.X[:, td.names.index(n)] for n in (
         "label_sim", "label_rank", "label_title_sim", "label_cos"))
     alone = np.isnan(rank) & ~np.isnan(tsim)

@@ -1,4 +1,4 @@
-"""The label index searched with the title too (issue 66: ``labels_title_top_k``): a
+"""The label index searched with the title too (issue 66: ``labels_title_top_k``, 30): a
 record's text averages all it is about, its title names the topic; the title query's best
 subjects join the text query's, each pair with the features of the queries that found it."""
 
@@ -86,12 +86,24 @@ def test_a_record_without_a_title_has_no_title_query(tmp_path):
                                                  ["Five", ""])).rows] == [0, 0, 1]
 
 
-def test_off_by_default_and_the_title_features_are_empty(tmp_path):
-    src = source(tmp_path, top_k=2)
-    assert not src.embeds_titles and src.config.title_top_k == 0
+def test_without_a_title_query_the_title_features_are_empty(tmp_path):
+    src = source(tmp_path, top_k=2, title_top_k=0)
+    assert not src.embeds_titles and not (tmp_path / "title-query.json").exists()
     c = src.candidates(Batch([Record(id="r", title="t")], ["de"],
                              embeddings=query((3, 1.0))[None, :]))
     assert len(c.rows) == 2 and np.isnan(c.feats[:, [TSIM, TRANK]]).all()
+
+
+def test_the_saved_models_title_query_wins_and_one_saved_before_has_none(tmp_path):
+    src = source(tmp_path / "a", top_k=2, title_top_k=3)
+    vocab = Vocabulary([Subject(f"s{i}", {"de": f"Label {i}"}) for i in range(N)])
+    back = LabelRetrieval(index="flat", top_k=2, title_top_k=7)  # today's parameters
+    back.load_state(tmp_path / "a", FitContext(vocab, Analyzer()))
+    assert back.config.title_top_k == 3 == src.config.title_top_k
+    (tmp_path / "a" / "title-query.json").unlink()  # as every model saved before it
+    old = LabelRetrieval(index="flat", top_k=2)
+    old.load_state(tmp_path / "a", FitContext(vocab, Analyzer()))
+    assert old.config.title_top_k == 0 and not old.embeds_titles
 
 
 def test_without_the_titles_embeddings_it_says_so(tmp_path):
@@ -104,4 +116,4 @@ def test_without_the_titles_embeddings_it_says_so(tmp_path):
 def test_the_flat_name_reaches_the_source():
     config = HybridConfig.from_params({"labels_title_top_k": 20})
     assert config.new_source("labels").config.title_top_k == 20
-    assert HybridConfig().labels.title_top_k == 0
+    assert HybridConfig().labels.title_top_k == 30

@@ -37,7 +37,7 @@ def test_index_rows_are_the_vectors_added(kind, tol, tmp_path):
 def test_label_cos_is_the_records_similarity_to_each_subjects_own_row(tmp_path):
     encoder = StaticEmbeddingEncoder.load(static_model(tmp_path / "s", dim=32))
     vocab = Vocabulary(Subject(sid, {"de": label}) for sid, (label, _) in TOPICS.items())
-    src = LabelRetrieval(top_k=3, index="flat")
+    src = LabelRetrieval(top_k=3, index="flat", title_top_k=0)
     src.fit(FitContext(vocab, Analyzer(), encoder=encoder))
     texts = [TOPICS[sid][1] for sid in list(TOPICS)[:3]]
     batch = Batch([Record(id=str(i), title=t) for i, t in enumerate(texts)], ["de"] * 3,

@@ -238,7 +238,7 @@ def test_the_label_source_takes_new_and_corrected_headings(tmp_path):
 
     encoder = StaticEmbeddingEncoder.load(static_model(tmp_path / "s", dim=32))
     old = tiny_vocab()
-    src = LabelRetrieval(top_k=3, index="flat")
+    src = LabelRetrieval(top_k=3, index="flat", title_top_k=0)
     src.fit(FitContext(old, Analyzer(), encoder=encoder))
     new = Vocabulary([*(Subject(s.id, {"de": "timber mould"}) if s.id == PILZE else s
                         for s in old), Subject(ZEPPELIN, {"de": "airship"},
