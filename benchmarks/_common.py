@@ -205,7 +205,7 @@ def cpu_lock(path: Path | None) -> Iterator[None]:
 
 #: what `set_search` may change: source name → its search settings
 SEARCH_SETTINGS = {"omikuji": ("beam_size",), "tfidf_knn": ("postings", "rescore"),
-                   "emb_knn": ("nprobe",), "labels": ("title_top_k",),
+                   "emb_knn": ("nprobe",), "labels": ("title_top_k", "title_nprobe"),
                    "lexical": ("scattered", "scattered_slack", "compounds")}
 
 
@@ -224,8 +224,8 @@ def set_search(project, assignments: list[str]) -> None:
     """A/B runs on one saved model: change a hybrid's search settings in memory, after
     loading (``SOURCE.FIELD=VALUE``: ``omikuji.beam_size``, ``tfidf_knn.postings`` and
     ``.rescore`` of an impact search, ``emb_knn.nprobe`` of an IVF index, the label index's
-    ``labels.title_top_k``, the lexical matcher's looser matches, JSON values: ``lexical.
-    scattered=true``), so a benchmark
+    ``labels.title_top_k`` and ``.title_nprobe``, the lexical matcher's looser matches as
+    JSON values: ``lexical.scattered=true``), so a benchmark
     can time the settings a model was trained with beside others in one run. Not a product
     feature: the ranker learned its features from the searches of the trained settings."""
     from dataclasses import replace

@@ -72,3 +72,24 @@ def test_labels_nprobe_is_the_label_sources_setting():
     assert HybridConfig().labels.nprobe == 48
     assert HybridConfig.from_params({"labels_nprobe": 8}).labels.nprobe == 8
     assert HybridConfig.from_params({"labels_nprobe": 8}).to_params()["labels_nprobe"] == 8
+
+
+def test_one_search_may_scan_other_lists_than_the_index_does():
+    """The title query's own lists (``labels_title_nprobe``): per call, the index's own
+    setting untouched (concurrent requests share the index)."""
+    rows, queries = rows_and_queries(4)
+    index = VectorIndex("ivf", nlist=64, nprobe=1, min_ivf=0).build(rows)
+    truth = np.argsort(-(queries @ rows.T), axis=1)[:, :10]
+
+    def found(nprobe):
+        got = index.search(queries, 10, nprobe)[1]
+        return np.mean([len(set(g) & set(t)) / 10 for g, t in zip(got, truth, strict=True)])
+
+    assert found(64) == 1.0 and found(None) == found(1) < 0.9
+    assert index.nprobe == 1 and index.index_.nprobe == 1
+    src = LabelRetrieval(top_k=10, nprobe=1, title_top_k=10, title_nprobe=64)
+    src.n_subjects_ = len(rows)
+    src.index_ = index
+    title = src._search(queries, 10, src.config.title_nprobe)[1]
+    assert np.array_equal(np.sort(title, axis=1), np.sort(truth, axis=1))
+    assert HybridConfig.from_params({"labels_title_nprobe": 16}).labels.title_nprobe == 16

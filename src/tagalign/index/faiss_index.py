@@ -174,10 +174,18 @@ class VectorIndex:
     def dim(self) -> int:
         return self._index.d
 
-    def search(self, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
-        """(scores, row positions), best first; positions are -1 where fewer than k exist."""
+    def search(self, queries: np.ndarray, k: int, nprobe: int | None = None
+               ) -> tuple[np.ndarray, np.ndarray]:
+        """(scores, row positions), best first; positions are -1 where fewer than k exist.
+        ``nprobe``: the inverted lists this search scans (an ``ivf`` kind's; default the
+        index's own, `probe`), for this call only: concurrent searches may differ."""
         q = np.ascontiguousarray(queries, dtype=np.float32)
-        return self._index.search(q, min(k, len(self)))
+        index = self._index
+        if nprobe is not None and isinstance(index, faiss.IndexIVF):
+            params = faiss.SearchParametersIVF()
+            params.nprobe = nprobe
+            return index.search(q, min(k, len(self)), params=params)
+        return index.search(q, min(k, len(self)))
 
     def vectors(self) -> np.ndarray:
         """The indexed vectors, in row order (what the subject export writes); approximate

@@ -56,6 +56,7 @@ FLAT_NAMES: dict[str, tuple[str, ...]] = {
     "ann_index": ("emb_knn.index", "labels.index"),
     "labels_nprobe": ("labels.nprobe",),
     "labels_title_top_k": ("labels.title_top_k",),
+    "labels_title_nprobe": ("labels.title_nprobe",),
     "candidates_per_source": ("candidates_per_source",),
     "omikuji_cluster_k": ("omikuji.cluster_k",),
     "omikuji_max_depth": ("omikuji.max_depth",),

@@ -155,6 +155,10 @@ class LabelRetrievalConfig(SourceConfig):
     #: similarity to its own row as ``label_sim`` and no ``label_rank``. Saved with the
     #: model (``title-query.json``): a model saved without it searches with the text alone
     title_top_k: NonNegative = 30
+    #: the inverted lists the title query scans (None: ``nprobe``'s). Issue 66: 16 find
+    #: 87 % of the unseen gold that 48 add beyond the text query, in 0.20 ms a record
+    #: against 0.56 (2,000 dev records, a 20k model, one thread)
+    title_nprobe: Positive | None = None
 
 
 @register_source
@@ -212,21 +216,22 @@ class LabelRetrieval(Source):
     def embeds_titles(self) -> bool:
         return self.config.title_top_k > 0
 
-    def _search(self, q: np.ndarray, top_k: int | None = None
+    def _search(self, q: np.ndarray, top_k: int | None = None, nprobe: int | None = None
                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
         """(scores, subject positions, the rows that scored or None) of each query's
-        ``top_k`` (default the config's) best subjects. With alternative-label rows several
+        ``top_k`` (default the config's) best subjects, scanning ``nprobe`` lists (default
+        the index's). With alternative-label rows several
         rows may name one subject: the search widens until each record has ``top_k``
         distinct ones (so a narrower ``top_k`` is a prefix of a wider one, as
         `Candidates.truncate` needs)."""
         top_k = self.config.top_k if top_k is None else top_k
         index = self._trained(self.index_)
         if self.owner_ is None:
-            sims, pos = index.search(q, top_k)
+            sims, pos = index.search(q, top_k, nprobe)
             return sims, pos, None
         width = 2 * top_k
         while True:
-            sims, rows = index.search(q, width)
+            sims, rows = index.search(q, width, nprobe)
             out_s, out_p, out_r, complete = best_per_subject(sims, rows, self.owner_, top_k)
             if complete or width >= len(index):
                 return out_s, out_p, out_r
@@ -265,7 +270,8 @@ class LabelRetrieval(Source):
             raise ValueError("source 'labels' with title_top_k reads the titles' embeddings: "
                              "none given")
         q = np.ascontiguousarray(batch.title_embeddings, dtype=np.float32)
-        sims, pos, hit_rows = self._search(q, self.config.title_top_k)
+        sims, pos, hit_rows = self._search(q, self.config.title_top_k,
+                                           self.config.title_nprobe)
         has_title = np.asarray([bool(r.title.strip()) for r in batch.records])
         pos = np.where(has_title[:, None], pos, -1)
         found = batch.evidence.get(self.name)
