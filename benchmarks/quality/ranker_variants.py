@@ -26,9 +26,8 @@ Variants (``--variant NAME``, repeatable; default all):
   matches (`tagalign.suggest.sources.loose`) on, in split B's candidates and suggesting.
   The stage's ``lex_prec`` counts stay those of the exact matches (a training with the
   option counts the looser ones too).
-- ``title-30``: the label index searched with the title's embedding too, its best 30
-  joining the candidates (``labels_title_top_k=30``), in split B's candidates and
-  suggesting.
+- ``no-title``: the label index searched with the text alone (``labels_title_top_k=0``;
+  the default searches with the title too), in split B's candidates and suggesting.
 
     python -m benchmarks.quality.ranker_variants [--limit-train 20000] [--limit-dev 2000]
 """
@@ -63,7 +62,7 @@ VARIANTS: dict[str, tuple[dict, list[str], int | None, dict[str, bool]]] = {
     "lex-scattered": ({}, [], None, {"scattered": True}),
     "lex-compounds": ({}, [], None, {"compounds": True}),
     "lex-loose": ({}, [], None, {"scattered": True, "compounds": True}),
-    "title-30": ({"labels_title_top_k": 30}, [], None, {}),
+    "no-title": ({"labels_title_top_k": 0}, [], None, {}),
 }
 
 
@@ -100,10 +99,13 @@ def main() -> None:
         runner = PhaseRunner(args.workdir / "phases", quiet=True, inputs=inputs_fingerprint(
             train, vocab.fingerprint, "hybrid", params))
         stage = trainer.stack(train, runner)
+        title_k = trainer.config.labels.title_top_k  # a loaded source keeps its saved one
         for pipeline in (stage.pipeline, recipe.pipeline):
             for src in pipeline.sources:
                 if src.name == "lexical":
                     src.set_matching(**{**trained_matching, **matching})
+                if src.name == "labels":
+                    src.config = dataclasses.replace(src.config, title_top_k=title_k)
         table = trainer.with_tail(stage, feature_table(stage.pipeline, stage.ranker_records))
         if dropped:
             keep = [i for i, n in enumerate(table.names) if n not in dropped]
@@ -113,8 +115,7 @@ def main() -> None:
         nprobe = trainer.config.labels.nprobe
         for src in labels:
             src.config = dataclasses.replace(src.config, top_k=label_k or trained_k,
-                                             nprobe=nprobe,
-                                             title_top_k=trainer.config.labels.title_top_k)
+                                             nprobe=nprobe)
             src.index_.probe(nprobe)
         ranked = {r.id: [s.id for s in row]
                   for r, row in zip(dev, recipe_suggestions(recipe, dev, 20), strict=True)}
