@@ -54,13 +54,14 @@ def main() -> None:
     ap.add_argument("--json", type=Path, help="also write the figures to this JSON file")
     args = ap.parse_args()
     vocab = load_vocabulary(args.vocab)
-    counts = subject_counts(read_records(args.train, vocab=vocab))
+    train = list(read_records(args.train, vocab=vocab))
+    counts = subject_counts(train)
     dev = seeded_sample([r for r in read_records(args.dev, vocab=vocab) if r.subjects],
                         args.limit_dev, args.seed)
     langs = Counter(r.language for r in dev)
     print(f"dev: {len(dev)} records with gold (seed {args.seed}; "
           + ", ".join(f"{n} {lg}" for lg, n in sorted(langs.items())) + f"); counts on "
-          f"{sum(1 for _ in read_records(args.train, vocab=vocab))} train records")
+          f"{len(train)} train records")
     analyzer = Analyzer()
     matcher = LabelMatcher()
     t0 = time.perf_counter()

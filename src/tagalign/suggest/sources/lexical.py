@@ -392,9 +392,10 @@ class LabelMatcher(Source):
         hits_of: list[tuple[str, int, float, float, float]] = []  # key, kind, title,
         # its number of stems, where it begins
         scattered = self._scattered.get(lang, {})
-        far = self.config.scattered_slack is None  # scattered anywhere, beyond the window
-        slack = NEAR_SLACK if self.config.scattered_slack is None else \
-            self.config.scattered_slack
+        slack = self.config.scattered_slack
+        far = slack is None  # scattered anywhere, beyond the window too
+        if slack is None:
+            slack = NEAR_SLACK
         for tok in have:
             for stems, gram in scattered.get(tok, ()):
                 if stems <= have:
