@@ -31,6 +31,7 @@ from tagalign.project import Project
 from tagalign.recipes.saved import MODEL_FORMAT
 from tagalign.records import Record
 from tagalign.serve.app import create_app
+from tagalign.suggest.config import HybridConfig
 from tagalign.suggest.quality import QualityEstimator
 from tiny_models import TOPICS, tiny_records, tiny_vocab
 
@@ -258,12 +259,15 @@ def test_new_score_weights_retrain_the_estimate_on_the_scores_served(projects, t
     shutil.copytree(projects / "hybrid", folder)
     proj = Project.load(folder)
     before = proj.recipe.pipeline.quality
-    assert before.weights_ == (0.0, 0.0) and before.data_ is not None
-    weights = (0.2, 0.5)
+    # trained with the default weights (the unseen lift's), learned with them
+    assert before.weights_ == HybridConfig().blend_weights == (0.0, 0.0, 0.75)
+    assert before.data_ is not None
+    weights = (0.2, 0.5, 1.5)
     served, _, _ = before.data_.profile(weights)
-    raw, _, _ = before.data_.profile((0.0, 0.0))
+    raw, _, _ = before.data_.profile((0.0, 0.0, 0.0))
     assert not np.allclose(served.scores, raw.scores)  # the corrections move the scores
-    proj.set_params({"prior_weight": weights[0], "support_weight": weights[1]})
+    proj.set_params({"prior_weight": weights[0], "support_weight": weights[1],
+                     "unseen_weight": weights[2]})
     reloaded = Project.load(folder)
     after = reloaded.recipe.pipeline.quality
     assert after.weights_ == weights

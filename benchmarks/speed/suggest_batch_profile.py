@@ -65,6 +65,9 @@ def main() -> None:
         batch.tfidf = timed("tfidf", pipe.featurizer.transform, batch.tokens, langs)
         if pipe.encoder is not None:
             batch.embeddings = timed("encoder", pipe.encoder.encode, [x.text for x in recs])
+            if any(s.embeds_titles for s in pipe.sources):  # the label index's title query
+                batch.title_embeddings = timed("encoder: titles", pipe.encoder.encode,
+                                               [x.title for x in recs])
         cands = [timed(f"source {s.name}", s.candidates, batch) for s in pipe.sources]
         rows, cols, X, names, support = timed("features", pipe.features, batch, cands)
         scores = timed("ranker", pipe.ranker.predict, X, names, 1)  # the project's weights: 0

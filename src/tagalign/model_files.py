@@ -65,6 +65,9 @@ class ModelFamily:
     #: Parameters no longer read, still accepted (a saved model's manifest, an old
     #: ``--param``) and dropped.
     retired: ClassVar[frozenset[str]] = frozenset()
+    #: Parameters added since models were first saved, with the value a saved model whose
+    #: manifest lacks one was trained and served with (where it is not the default now).
+    introduced: ClassVar[dict[str, Any]] = {}
     #: this model's parameters, every one (the defaults under the given ones)
     params: dict[str, Any]
     #: the parameters as one typed config (a `tagalign.params.PartConfig`: its

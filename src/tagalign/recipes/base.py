@@ -180,7 +180,7 @@ class Recipe(ModelFamily, ABC):
         if not issubclass(recipe_cls, cls):
             raise InputError(f"model {folder}: a {meta['recipe']!r} recipe, not {cls.name!r}")
         try:
-            recipe = recipe_cls(vocab, **meta["params"])
+            recipe = recipe_cls(vocab, **{**recipe_cls.introduced, **meta["params"]})
             if mmap:  # only then: a recipe with nothing to map may not take the keyword
                 recipe._load_state(folder, mmap=True)
             else:

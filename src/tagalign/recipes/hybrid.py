@@ -66,6 +66,8 @@ class HybridRecipe(Recipe):
     config: HybridConfig
     #: threads are the runtime's (`tagalign.runtime.Runtime`), not a model parameter
     retired = frozenset({"threads"})
+    #: a model saved before the unseen lift served its ranker's scores without it
+    introduced = {"unseen_weight": 0.0}
 
     def __init__(self, vocab: Vocabulary, **params: Any):
         super().__init__(vocab, **params)
@@ -190,6 +192,7 @@ class HybridRecipe(Recipe):
                               for name in self.source_names if name in TOP_K_SOURCES}
         space["prior_weight"] = (-0.3, 0.3, "float")
         space["support_weight"] = (0.0, 1.0, "float")
+        space["unseen_weight"] = (0.0, 2.0, "float")
         return space
 
     def tuned_values(self) -> dict[str, Any]:
@@ -221,7 +224,7 @@ class HybridRecipe(Recipe):
             for batch, cands in prepared:
                 cut = [c.truncate(cfg.candidate_count(s.name)) if s.name in TOP_K_SOURCES
                        else c for s, c in zip(pipe.sources, cands, strict=True)]
-                ranked = pipe.ranked(batch, depth, cut, cfg.prior_weight, cfg.support_weight)
+                ranked = pipe.ranked(batch, depth, cut, cfg.blend_weights)
                 out.extend([[(self.vocab.subjects[c].id, s) for c, s, _ in row]
                             for row in ranked.top])
             return out

@@ -17,7 +17,7 @@ from tagalign.records import Record
 from tagalign.runtime import Runtime
 from tagalign.suggest.agreement import AGREEMENT_FEATURES, CoAssignment, rrf
 from tagalign.suggest.config import HybridConfig
-from tagalign.suggest.fusion import FusionRanker, blend, merge, top_k
+from tagalign.suggest.fusion import FusionRanker, Weights, blend, merge, top_k
 from tagalign.suggest.quality import CandidateProfile, QualityEstimator
 from tagalign.suggest.request import SuggestRequest
 from tagalign.suggest.sources.base import (
@@ -91,6 +91,7 @@ class HybridPipeline:
     #: suggest-time score corrections (`tagalign.suggest.fusion.blend`); 0: the ranker's own
     prior_weight: float = 0.0
     support_weight: float = 0.0
+    unseen_weight: float = 0.0
     #: co-assignment of subjects in training (None: ``agreement=false``)
     co: CoAssignment | None = None
     runtime: Runtime = field(default_factory=Runtime)
@@ -170,20 +171,24 @@ class HybridPipeline:
             self.has_english_ = np.array(["en" in s.labels for s in self.vocab.subjects], bool)
         return self.has_english_
 
+    @property
+    def weights(self) -> Weights:
+        """The served `blend` weights: (prior, support, unseen)."""
+        return self.prior_weight, self.support_weight, self.unseen_weight
+
     def ranked(self, batch: Batch, limit: int, cands: list[Candidates] | None = None,
-               prior_weight: float | None = None, support_weight: float | None = None
-               ) -> Ranked:
+               weights: Weights | None = None) -> Ranked:
         """The one scoring function (suggesting, tuning trials, quality): features, the
-        ranker's probabilities corrected by `blend` (weights: the pipeline's unless given,
-        as tuning trials do), each record's top ``limit``."""
+        ranker's probabilities corrected by `blend` (``weights``: the pipeline's unless
+        given, as tuning trials do), each record's top ``limit``."""
         rows, cols, X, names, support = self.features(batch, cands)
         # the candidates' priors are the feature `features` already gathered (and the one
         # `QualityData` reads, so the estimator's scores are these)
         ranker = trained(self.ranker, "the hybrid pipeline")
+        floor = float(self.prior.min()) if len(self.prior) else None  # an unseen subject's
         scores = blend(ranker.predict(X, names, batch.threads), X[:, names.index("prior")],
-                       support.sum(1),
-                       self.prior_weight if prior_weight is None else prior_weight,
-                       self.support_weight if support_weight is None else support_weight)
+                       support.sum(1), *(self.weights if weights is None else weights),
+                       unseen_prior=floor)
         return Ranked(rows, cols, X, names, support, scores,
                       top_k(rows, cols, scores, len(batch), limit))
 
@@ -207,7 +212,7 @@ class HybridPipeline:
         """The estimator, when it learned the scores served now (the same `blend` weights);
         None otherwise: its estimates would describe other lists (issue 30)."""
         q = self.quality
-        if q is None or q.weights_ != (self.prior_weight, self.support_weight):
+        if q is None or q.weights_ != self.weights:
             return None
         return q
 
@@ -218,8 +223,7 @@ class HybridPipeline:
         if q is None or q.data_ is None or self.quality_in_force() is not None:
             return False
         self.quality = QualityEstimator(q.config, num_threads=self.runtime.threads
-                                        ).fit_data(q.data_, (self.prior_weight,
-                                                             self.support_weight))
+                                        ).fit_data(q.data_, self.weights)
         return True
 
     def suggest(self, records: Sequence[Record], request: SuggestRequest) -> list[Tagged]:
@@ -414,6 +418,6 @@ class HybridPipeline:
         return cls(vocab, ctx.analyzer, TfidfFeaturizer.load(part("tfidf")), memory, sources,
                    ctx.encoder, ranker, load_npy(part("prior.npy")),
                    QualityEstimator.load(part("quality")) if config.quality else None,
-                   config.prior_weight, config.support_weight,
+                   config.prior_weight, config.support_weight, config.unseen_weight,
                    CoAssignment.load(part("co"), mmap=mmap) if config.agreement else None,
                    runtime)

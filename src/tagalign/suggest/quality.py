@@ -42,7 +42,7 @@ import numpy as np
 from tagalign.io import load_npy, read_json, save_npy_atomic, write_bytes_atomic, write_json_atomic
 from tagalign.params import NonNegative, PartConfig, Positive
 from tagalign.runtime import ProgressCallback
-from tagalign.suggest.fusion import blend, boost
+from tagalign.suggest.fusion import NO_CORRECTION, Weights, as_weights, blend, boost
 from tagalign.suggest.sources.base import ranks_of
 from tagalign.suggest.suggestion import Quality
 
@@ -158,10 +158,6 @@ class CandidateProfile:
         return hits / np.maximum(n_gold, 1), hits / np.maximum(ret.sum(1), 1)
 
 
-#: the score corrections of `tagalign.suggest.fusion.blend`: (prior weight, support weight)
-Weights = tuple[float, float]
-
-
 @dataclass
 class QualityData:
     """What the estimator learns from, kept so that it can learn again when the score
@@ -198,8 +194,13 @@ class QualityData:
         """(profile, gold per candidate, n_gold) with the scores served under ``weights``:
         `blend` of the raw scores, each record's cells ordered by them again (ties keep the
         raw order, as `CandidateProfile.build` keeps the candidates')."""
-        scores = np.where(self.valid, blend(self.raw, np.nan_to_num(self.prior),
-                                            self.support, *weights), 0.0)
+        prior = np.nan_to_num(self.prior)
+        # an unseen subject's prior: the table's lowest (the label-reading sources propose
+        # unseen subjects for nearly every record, and the simulated tail's withheld ones
+        # have it too)
+        floor = float(prior[self.valid].min()) if self.valid.any() else None
+        scores = np.where(self.valid, blend(self.raw, prior, self.support, *weights,
+                                            unseen_prior=floor), 0.0)
         order = np.argsort(np.where(self.valid, -scores, np.inf), axis=1, kind="stable")
 
         def take(grid: np.ndarray) -> np.ndarray:
@@ -271,7 +272,7 @@ class QualityEstimator:
         self.boosters_: dict[str, lgb.Booster] = {}
         #: the score corrections of the scores it learned from (models saved before the
         #: key learned the ranker's own scores: no correction)
-        self.weights_: Weights = (0.0, 0.0)
+        self.weights_: Weights = NO_CORRECTION
         #: what it learned from (`refit` learns again from it); None: saved without
         self.data_: QualityData | None = None
 
@@ -280,7 +281,7 @@ class QualityEstimator:
         """Learn from ``data`` with the scores served under ``weights``; keeps the data.
         ``progress``: as `fit`'s."""
         self.fit(*data.profile(weights), progress=progress)
-        self.weights_, self.data_ = (float(weights[0]), float(weights[1])), data
+        self.weights_, self.data_ = as_weights(weights), data
         return self
 
     def fit(self, profile: CandidateProfile, gold: np.ndarray, n_gold: np.ndarray,
@@ -348,7 +349,7 @@ class QualityEstimator:
         self.feature_names_ = meta["features"]
         self.boosters_ = {name: lgb.Booster(model_str=(path / f"{name}.txt").read_text("utf-8"))
                           for name in meta["targets"]}
-        self.weights_ = tuple(meta.get("weights", (0.0, 0.0)))
+        self.weights_ = as_weights(meta.get("weights", NO_CORRECTION))
         if meta.get("data"):
             self.data_ = QualityData.load(path / "data")
         return self

@@ -179,6 +179,7 @@ class HybridTrainer:
         if pipe.co is not None:  # suggesting: co-assignments of all training records
             pipe.co = CoAssignment.from_labels(pipe.memory.Y, p.agreement_top_m)
         pipe.prior_weight, pipe.support_weight = p.prior_weight, p.support_weight
+        pipe.unseen_weight = p.unseen_weight
         return pipe
 
     def stack(self, records: Sequence[Record], runner: PhaseRunner) -> Stage:
@@ -307,7 +308,7 @@ class HybridTrainer:
                                  table.y, n_gold)
         # the scores it learns from are those served: `blend` with the recipe's weights
         return QualityEstimator(self.config.estimator, num_threads=self.threads).fit_data(
-            data, (self.config.prior_weight, self.config.support_weight), self.progress)
+            data, self.config.blend_weights, self.progress)
 
     def out_of_fold(self, table: FeatureTable) -> np.ndarray:
         """The candidates' ranker scores, each from a ranker fitted on the other
@@ -331,8 +332,9 @@ class HybridTrainer:
         p = self.config
         if table.neighbours is None:
             raise ValueError("held-out evidence needs the table's neighbour records")
-        scores = blend(self.out_of_fold(table), table.X[:, table.names.index("prior")],
-                       table.support.sum(1), p.prior_weight, p.support_weight)
+        prior = table.X[:, table.names.index("prior")]
+        scores = blend(self.out_of_fold(table), prior, table.support.sum(1),
+                       *p.blend_weights, unseen_prior=float(np.nanmin(prior, initial=0.0)))
         top = top_k(table.rows, table.cols, scores, len(records), p.held_out_depth)
         subjects = pipe.vocab.subjects
         return HeldOutEvidence(
