@@ -75,6 +75,11 @@ def rankings(project: Project, dev: list[Record], cands: dict, weight: float
                      for c, _, i in row] for rec, row in zip(dev, top, strict=True)}
 
 
+def _value(x: float | None) -> float:
+    """A figure, NaN for an empty group's (no gold in the bucket, no label-only one)."""
+    return float("nan") if x is None else float(x)
+
+
 def figures(dev: list[Record], ranked: dict, counts) -> dict[str, float]:
     ids = {rid: [sid for sid, _ in row] for rid, row in ranked.items()}
     overall = evaluate(dev, ids)["overall"]
@@ -83,13 +88,14 @@ def figures(dev: list[Record], ranked: dict, counts) -> dict[str, float]:
     readers = {n for n in names if SOURCES[n].reads_labels}
     lo = label_only_precision(dev, ranked, readers, LABEL_ONLY_K)["overall"]
     en = buckets["by_language"].get("en", {}).get("unseen", {})
+    every = buckets["overall"]
     return {"avgR": overall["avg_recall"], "F1@5": overall["f1@5"],
-            "uns@5": buckets["overall"]["unseen"]["recall@5"],
-            "uns@20": buckets["overall"]["unseen"]["recall@20"],
-            "unsEN@20": en.get("recall@20", float("nan")),
-            "rare@20": buckets["overall"]["rare"]["recall@20"],
-            "comm@20": buckets["overall"]["common"]["recall@20"],
-            "LOshare": lo["share"] or 0.0, "LOprec": lo["label_only_precision"] or 0.0}
+            "uns@5": _value(every["unseen"]["recall@5"]),
+            "uns@20": _value(every["unseen"]["recall@20"]),
+            "unsEN@20": _value(en.get("recall@20")),
+            "rare@20": _value(every["rare"]["recall@20"]),
+            "comm@20": _value(every["common"]["recall@20"]),
+            "LOshare": _value(lo["share"]), "LOprec": _value(lo["label_only_precision"])}
 
 
 def calibration(project: Project, dev: list[Record], cands: dict, counts) -> None:
@@ -150,7 +156,8 @@ def main() -> None:
     base = table["A"][0.0]
     ok = [w for w in grid if table["A"][w]["avgR"] >= base["avgR"] - args.tolerance
           and table["A"][w]["F1@5"] >= base["F1@5"] - args.tolerance]
-    chosen = max(ok, key=lambda w: (table["A"][w]["uns@20"], -w))
+    # NaN (no unseen gold in A) chooses 0: nothing to lift
+    chosen = max(ok, key=lambda w: (np.nan_to_num(table["A"][w]["uns@20"], nan=-1.0), -w))
     print(f"\nchosen on half A (highest unseen R@20 within {args.tolerance} of 0's avg R and "
           f"F1@5): {chosen}")
     print("half B, the report:")
