@@ -30,7 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmarks._common import DATA, seeded_sample
+from benchmarks._common import DATA, add_project_dev_args, seeded_sample
 from tagalign.evaluate import evaluate
 from tagalign.evaluate.frequency import COMMON_MIN, frequency_report, subject_counts
 from tagalign.evaluate.label_only import LABEL_ONLY_K, label_only_precision
@@ -121,12 +121,9 @@ def calibration(project: Project, dev: list[Record], cands: dict, counts) -> Non
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--project", type=Path, required=True)
+    add_project_dev_args(ap, limit_dev=8000)
     ap.add_argument("--train", type=Path, default=DATA / "llms4subjects/train.jsonl.gz")
     ap.add_argument("--limit-train", type=int, help="the seeded sample the project trained on")
-    ap.add_argument("--dev", type=Path, default=DATA / "llms4subjects/dev.jsonl.gz")
-    ap.add_argument("--limit-dev", type=int, default=8000)
-    ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--grid", default="0,0.25,0.5,0.75,1,1.25,1.5")
     ap.add_argument("--tolerance", type=float, default=0.0005)
     args = ap.parse_args()
