@@ -163,3 +163,17 @@ def test_behaviour_check_records_then_compares_same(tiny, tiny_hybrid, monkeypat
     assert exit_.value.code == 0
     out = capsys.readouterr().out
     assert "records compared: 20" in out and out.rstrip().endswith("SAME")
+
+
+def test_the_batch_profile_times_the_title_query(sample_hybrid, sample_case, tmp_path,
+                                                 monkeypatch, capsys):
+    """On a project with the label source (its title query on, as the default): the
+    profile's own batches embed the titles too, or the source refuses them."""
+    dev = tmp_path / "dev.jsonl.gz"
+    write_jsonl(dev, sample_case[2])
+    run_main("benchmarks.speed.suggest_batch_profile",
+             ["--project", str(sample_hybrid), "--dev", str(dev), "--limit-dev", "20",
+              "--batch", "10"], monkeypatch)
+    out = capsys.readouterr().out
+    assert re.search(r"encoder: titles\s+[\d.]+", out), out
+    assert re.search(r"source labels\s+[\d.]+", out), out
