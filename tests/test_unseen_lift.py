@@ -1,6 +1,7 @@
 """The unseen lift (issue 66: ``unseen_weight``, 0.75): `blend` adds a weight to the logit
-of a candidate no training record carries, the one the ranker learned to trust from a
-simulated tail and scores too low; a model saved before the weight serves without it."""
+of a candidate no training record carries, which the ranker (learning from split B,
+whose gold split A mostly carries) scores too low; a model saved before the weight serves
+without it."""
 
 from __future__ import annotations
 

@@ -172,6 +172,12 @@ class HybridPipeline:
         return self.has_english_
 
     @property
+    def unseen_prior(self) -> float | None:
+        """The prior of a subject no training record carries: the lowest (`subject_prior`
+        gives each such subject the same); None without priors."""
+        return float(self.prior.min()) if len(self.prior) else None
+
+    @property
     def weights(self) -> Weights:
         """The served `blend` weights: (prior, support, unseen)."""
         return self.prior_weight, self.support_weight, self.unseen_weight
@@ -185,10 +191,9 @@ class HybridPipeline:
         # the candidates' priors are the feature `features` already gathered (and the one
         # `QualityData` reads, so the estimator's scores are these)
         ranker = trained(self.ranker, "the hybrid pipeline")
-        floor = float(self.prior.min()) if len(self.prior) else None  # an unseen subject's
         scores = blend(ranker.predict(X, names, batch.threads), X[:, names.index("prior")],
                        support.sum(1), *(self.weights if weights is None else weights),
-                       unseen_prior=floor)
+                       unseen_prior=self.unseen_prior)
         return Ranked(rows, cols, X, names, support, scores,
                       top_k(rows, cols, scores, len(batch), limit))
 
@@ -358,7 +363,7 @@ class HybridPipeline:
             self.co = self.co.widened(n)
         if len(self.prior):
             prior = np.concatenate([self.prior, np.full(n - len(self.prior),
-                                                        self.prior.min(), np.float32)])
+                                                        self.unseen_prior, np.float32)])
             for old, target in redirected.items():
                 prior[target] = np.logaddexp(prior[target], prior[old])
             self.prior = prior.astype(np.float32)

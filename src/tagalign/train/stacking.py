@@ -334,7 +334,7 @@ class HybridTrainer:
             raise ValueError("held-out evidence needs the table's neighbour records")
         prior = table.X[:, table.names.index("prior")]
         scores = blend(self.out_of_fold(table), prior, table.support.sum(1),
-                       *p.blend_weights, unseen_prior=float(np.nanmin(prior, initial=0.0)))
+                       *p.blend_weights, unseen_prior=pipe.unseen_prior)
         top = top_k(table.rows, table.cols, scores, len(records), p.held_out_depth)
         subjects = pipe.vocab.subjects
         return HeldOutEvidence(
