@@ -107,6 +107,7 @@ def test_the_supervisor_builds_the_subject_search_index_the_workers_share(tiny_h
     shutil.copytree(tiny_hybrids[0], tmp_path / "tiny")
     settings = ServerSettings(projects=[str(tmp_path / "tiny")], compile_ranker=False)
     process = ServingProcess()  # not this process's own: nothing stays behind
+    frozen_at_start = gc.get_freeze_count() > 0
     try:
         factory.preload(settings, process)
         vocab = process.preloaded["tiny"].vocab
@@ -119,5 +120,9 @@ def test_the_supervisor_builds_the_subject_search_index_the_workers_share(tiny_h
         assert factory.refresh_preloaded(settings, process)
         vocab = process.preloaded["tiny"].vocab
         assert getattr(vocab, "_prefix_index", None) is not None
-    finally:
+    finally:  # what preload froze thaws; what the session froze before (tests/conftest.py's
+        # GND) is frozen again once this test's garbage is gone
         gc.unfreeze()
+        if frozen_at_start:
+            gc.collect()
+            gc.freeze()
