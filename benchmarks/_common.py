@@ -204,9 +204,14 @@ def cpu_lock(path: Path | None) -> Iterator[None]:
 
 
 #: what `set_search` may change: source name → its search settings
-SEARCH_SETTINGS = {"omikuji": ("beam_size",), "tfidf_knn": ("postings", "rescore"),
-                   "emb_knn": ("nprobe",), "labels": ("title_top_k", "title_nprobe"),
+SEARCH_SETTINGS = {"omikuji": ("beam_size",),
+                   "tfidf_knn": ("postings", "rescore", "k", "top_k"),
+                   "emb_knn": ("nprobe", "k", "top_k"),
+                   "labels": ("title_top_k", "title_nprobe", "top_k"),
                    "lexical": ("scattered", "scattered_slack", "compounds")}
+#: widths every source of these has in its config: the neighbours searched (``k``) and the
+#: candidates kept (``top_k``)
+WIDTHS = ("k", "top_k")
 
 
 def add_search_args(ap: argparse.ArgumentParser) -> None:
@@ -225,7 +230,8 @@ def set_search(project, assignments: list[str]) -> None:
     loading (``SOURCE.FIELD=VALUE``: ``omikuji.beam_size``, ``tfidf_knn.postings`` and
     ``.rescore`` of an impact search, ``emb_knn.nprobe`` of an IVF index, the label index's
     ``labels.title_top_k`` and ``.title_nprobe``, the lexical matcher's looser matches as
-    JSON values: ``lexical.scattered=true``), so a benchmark
+    JSON values: ``lexical.scattered=true``; the neighbours' and the label index's widths,
+    `WIDTHS`: ``tfidf_knn.k``, ``emb_knn.top_k``, ``labels.top_k``), so a benchmark
     can time the settings a model was trained with beside others in one run. Not a product
     feature: the ranker learned its features from the searches of the trained settings."""
     from dataclasses import replace
@@ -240,6 +246,9 @@ def set_search(project, assignments: list[str]) -> None:
             raise SystemExit(f"--set {assignment!r}: SOURCE.FIELD=VALUE, one of "
                              f"{SEARCH_SETTINGS} of the model's sources {sorted(sources)}")
         src = sources[name]
+        if field in WIDTHS:
+            src.config = replace(src.config, **{field: int(value)})
+            continue
         if name == "emb_knn":
             src.index_.nprobe = src.index_.index_.nprobe = int(value)
             continue
