@@ -223,9 +223,9 @@ def shared_data() -> Path:
 @pytest.fixture(scope="session")
 def gnd_vocab(shared_data):
     """The whole GND (204,569 headings), loaded once for the session and frozen out of
-    Python's cycle collection (`gc.freeze`): with its ~2 million objects in the heap,
+    Python's cycle collection (`gc.freeze`): with its ~1.25 million objects in the heap,
     each full collection (automatic, or a library's `gc.collect`, three a static encoder
-    training) walked them all, 0.4-0.8 s each, though the session keeps every one."""
+    training) walked them all, 0.3-0.8 s each, though the session keeps every one."""
     import gc
 
     from tagalign.vocab import load_vocabulary
