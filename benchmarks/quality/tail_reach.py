@@ -23,38 +23,44 @@ import argparse
 import time
 from pathlib import Path
 
+import numpy as np
+
 from benchmarks._common import DATA, add_project_dev_args, project_and_dev, set_search
-from tagalign.evaluate.frequency import COMMON_MIN, bucket_of, subject_counts
+from tagalign.evaluate.frequency import BUCKETS, frequency_report, subject_counts
 from tagalign.project import Project
 from tagalign.records import Record, read_records
 
 DEPTH = 20
-BUCKETS = ("unseen", "rare", "common")
 
 
 def reach(project: Project, dev: list[Record], counts: dict[str, int], batch_size: int = 512
           ) -> tuple[float, dict[str, tuple[int, float, float]]]:
-    """Candidates a record, and per bucket (gold, reached, recall@20)."""
+    """Candidates a record, and per bucket (gold, reached, recall@20): `frequency_report`
+    of each record's candidates (all of them: reached) and of its top 20."""
     pipe = project.recipe.pipeline
-    vocab = project.vocab
-    tally = {b: [0, 0, 0] for b in BUCKETS}
-    n_cands = 0
+    ids = [s.id for s in project.vocab.subjects]
+    candidates: dict[str, list[str]] = {}
+    top: dict[str, list[str]] = {}
     for start in range(0, len(dev), batch_size):
         chunk = dev[start:start + batch_size]
         r = pipe.ranked(pipe.prepare(chunk), DEPTH)
-        n_cands += len(r.rows)
-        cands = set(zip(r.rows.tolist(), r.cols.tolist(), strict=True))
+        # the candidates come grouped by record, in row order (`merge`)
+        bounds = np.searchsorted(r.rows, np.arange(len(chunk) + 1))
         for i, (rec, row) in enumerate(zip(chunk, r.top, strict=True)):
-            top = {c for c, _, _ in row}
-            for sid in rec.subjects:
-                pos = vocab.position(sid)
-                t = tally[bucket_of(counts.get(sid, 0), COMMON_MIN)]
-                t[0] += 1
-                t[1] += (i, pos) in cands
-                t[2] += pos in top
+            candidates[rec.id] = [ids[c] for c in r.cols[bounds[i]:bounds[i + 1]]]
+            top[rec.id] = [ids[c] for c, _, _ in row]
+    n_cands = sum(map(len, candidates.values()))
+    widest = max(map(len, candidates.values()), default=1) or 1
+    reached = frequency_report(dev, candidates, counts, [widest])["overall"]
+    ranked = frequency_report(dev, top, counts, [DEPTH])["overall"]
+    nan = float("nan")
+
+    def share(x: float | None) -> float:
+        return nan if x is None else x
+
     return n_cands / max(len(dev), 1), {
-        b: (g, found / g if g else float("nan"), top / g if g else float("nan"))
-        for b, (g, found, top) in tally.items()}
+        b: (reached[b]["gold"], share(reached[b][f"recall@{widest}"]),
+            share(ranked[b][f"recall@{DEPTH}"])) for b in BUCKETS}
 
 
 def main() -> None:
