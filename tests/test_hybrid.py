@@ -14,7 +14,7 @@ import shutil
 import numpy as np
 import pytest
 
-from samples import seeded_sample
+from samples import cut_vocabulary, seeded_sample
 from suggesting import suggestions
 from tagalign.evaluate import evaluate
 from tagalign.project import Project
@@ -43,10 +43,7 @@ def vocab(gnd_vocab, slice_):
     label index and the lexical matcher are built over them, not all 204,569 (the two
     took 32 s of this module's training; the suite's other hybrids on the whole GND,
     tests/serving.py's and tests/test_cli_train.py's, keep that scale tested)."""
-    from tagalign.vocab import Vocabulary
-
-    used = {s for r in slice_[0] + slice_[1] for s in r.subjects} | {LEARNED}
-    return Vocabulary(s for s in gnd_vocab.subjects if s.id in used)
+    return cut_vocabulary(gnd_vocab, slice_[0] + slice_[1], extra=[LEARNED])
 
 
 @pytest.fixture(scope="module")

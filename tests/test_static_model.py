@@ -8,7 +8,7 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from samples import seeded_sample
+from samples import cut_vocabulary, seeded_sample
 from tagalign.encode.static import StaticEncoderConfig
 from tagalign.train.static_model import (
     TokenCache,
@@ -31,10 +31,7 @@ def vocab(records, gnd_vocab):
     """The GND cut to the sample's gold headings: every pair the encoder learns from is
     the same, and its tokenizer counts their labels instead of all 283,000 of the GND's
     (2.7 s of each training here, and this module trains nine times)."""
-    from tagalign.vocab import Vocabulary
-
-    used = {s for r in records for s in r.subjects}
-    return Vocabulary(s for s in gnd_vocab.subjects if s.id in used)
+    return cut_vocabulary(gnd_vocab, records)
 
 
 @pytest.fixture(scope="module")
