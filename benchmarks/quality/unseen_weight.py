@@ -57,7 +57,7 @@ def candidates(project: Project, dev: list[Record], batch_size: int = 1000) -> d
                            ("prior", r.X[:, r.names.index("prior")]), ("support", r.support)):
             keep[key].append(value)
     out = {k: np.concatenate(v) for k, v in keep.items()}
-    out["floor"] = float(pipe.prior.min())
+    out["floor"] = pipe.unseen_prior
     out["names"] = [s.name for s in pipe.sources]
     return out
 

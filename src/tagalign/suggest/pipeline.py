@@ -340,9 +340,9 @@ class HybridPipeline:
 
         What it cannot take back: the static encoder learned from these records, so their
         label rows may sit nearer their records than a new heading's would."""
-        prior = self.prior
-        if len(prior):
-            prior = np.where(withheld[:len(prior)], prior.min(), prior).astype(np.float32)
+        prior, floor = self.prior, self.unseen_prior
+        if floor is not None:  # priors to blind
+            prior = np.where(withheld[:len(prior)], floor, prior).astype(np.float32)
         return replace(self, sources=[s.blind(withheld) for s in self.sources], prior=prior,
                        co=None if self.co is None else self.co.without(withheld))
 
