@@ -16,6 +16,9 @@ Variants (``--variant NAME``, repeatable; default all):
 
 - ``without-meaning``: the ranker without ``label_cos`` and ``has_lang_label`` (the
   features of every candidate that issue 66 added): the ranker before them;
+- ``without-tail-evidence``: the ranker without the neighbours' per-subject evidence
+  (``tknn_subject_*``, ``eknn_subject_*``) and the label-anchor agreement
+  (``label_anchor_*``), the pair features issue 66 added next: the ranker before them;
 - ``default``: the default ranker;
 - ``tail-0.3``: ``ranker_tail_simulation=0.3`` (that share of split B again, blinded);
 - ``labels-80``: the label source's 80 candidates instead of 30, in training and
@@ -55,6 +58,9 @@ KS = [5, 10, 20]
 #: the lexical matcher's options: `LabelMatcher.set_matching`)
 VARIANTS: dict[str, tuple[dict, list[str], int | None, dict[str, bool]]] = {
     "without-meaning": ({}, ["label_cos", "has_lang_label"], None, {}),
+    "without-tail-evidence": ({}, ["tknn_subject_max", "tknn_subject_mean",
+                                   "eknn_subject_max", "eknn_subject_mean",
+                                   "label_anchor_max", "label_anchor_mean"], None, {}),
     "default": ({}, [], None, {}),
     "tail-0.3": ({"ranker_tail_simulation": 0.3}, [], None, {}),
     "labels-80": ({"candidates_labels": 80}, [], 80, {}),

@@ -66,8 +66,10 @@ class HybridRecipe(Recipe):
     config: HybridConfig
     #: threads are the runtime's (`tagalign.runtime.Runtime`), not a model parameter
     retired = frozenset({"threads"})
-    #: a model saved before the unseen lift served its ranker's scores without it
-    introduced = {"unseen_weight": 0.0}
+    #: a model saved before the unseen lift served its ranker's scores without it; one
+    #: saved before the per-subject neighbour or the label-anchor features computes none
+    #: (its ranker reads none of them)
+    introduced = {"unseen_weight": 0.0, "knn_subject_records": 0, "labels_anchors": 0}
 
     def __init__(self, vocab: Vocabulary, **params: Any):
         super().__init__(vocab, **params)

@@ -29,7 +29,7 @@ import scipy.sparse as sp
 
 from tagalign.index.sparse import row_entries
 from tagalign.io import load_csr, read_json, save_csr_atomic, write_json_atomic
-from tagalign.suggest.sources.base import ranks_of
+from tagalign.suggest.sources.base import anchor_mask
 
 AGREEMENT_FEATURES = ["co_sum", "co_hits", "co_max"]
 RRF_K = 60.0
@@ -119,10 +119,7 @@ class CoAssignment:
         if n == 0:
             return out
         rows = np.asarray(rows, np.int64)
-        order = np.lexsort((-proxy, rows))
-        rank = np.empty(n, np.float32)
-        rank[order] = ranks_of(rows[order])
-        is_anchor = rank <= (self.top_m if top_m is None else top_m)
+        is_anchor = anchor_mask(rows, proxy, self.top_m if top_m is None else top_m)
         by_row = np.argsort(rows, kind="stable")  # each record's candidates, in order
         bounds = np.searchsorted(rows[by_row], np.arange(n_rows + 1))
         mark = np.full(self.cond.shape[1], -1, np.int64)  # subject → candidate, or -1

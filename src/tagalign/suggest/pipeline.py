@@ -152,12 +152,13 @@ class HybridPipeline:
         extra = np.column_stack([prior, is_en[rows], rtype[rows], ntok[rows], n_sources])
         X = np.hstack([X, extra.astype(np.float32)])
         names = names + EXTRA_FEATURES
+        proxy = rrf(X, names)
         if self.co is not None:
-            agree = self.co.features(rows, cols, rrf(X, names), len(batch))
+            agree = self.co.features(rows, cols, proxy, len(batch))
             X = np.hstack([X, agree])
             names = names + AGREEMENT_FEATURES
         in_lang = np.where(is_en[rows] > 0, self._has_english()[cols], True).astype(np.float32)
-        paired = [src.score_pairs(batch, rows, cols) for src in self.sources
+        paired = [src.score_pairs(batch, rows, cols, proxy) for src in self.sources
                   if src.pair_features]
         X = np.hstack([X, in_lang[:, None], *paired])
         names = names + LANGUAGE_FEATURES + [n for src in self.sources

@@ -169,6 +169,16 @@ def ranks_of(rows: np.ndarray) -> np.ndarray:
     return (np.arange(len(rows)) - np.repeat(starts, counts) + 1).astype(np.float32)
 
 
+def anchor_mask(rows: np.ndarray, proxy: np.ndarray, top_m: int) -> np.ndarray:
+    """Whether each candidate (record ``rows``) is one of its record's *anchors*: its
+    ``top_m`` strongest by ``proxy`` (`tagalign.suggest.agreement.rrf`)."""
+    rows = np.asarray(rows, np.int64)
+    order = np.lexsort((-proxy, rows))
+    rank = np.empty(len(rows), np.float32)
+    rank[order] = ranks_of(rows[order])
+    return rank <= top_m
+
+
 @dataclass
 class FitContext:
     """What a source learns from (`Source.fit`: one split of the training records,
@@ -287,9 +297,12 @@ class Source(ABC):
     def load_state(self, path: Path, ctx: FitContext) -> None:
         """Restore what `save` wrote into ``path``."""
 
-    def score_pairs(self, batch: Batch, rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
+    def score_pairs(self, batch: Batch, rows: np.ndarray, cols: np.ndarray,
+                    proxy: np.ndarray | None = None) -> np.ndarray:
         """Its `pair_features` (NaN where it has no evidence) of the pairs (record row,
-        subject position) of every source's candidates for ``batch`` (after `candidates`)."""
+        subject position) of every source's candidates for ``batch`` (after `candidates`);
+        ``proxy``: the pairs' fusion of the sources' ranks (`tagalign.suggest.agreement.
+        rrf`), by which a source may tell each record's strongest candidates."""
         return np.zeros((len(rows), 0), np.float32)
 
     def blind(self, withheld: np.ndarray) -> Source:
@@ -360,8 +373,16 @@ class Blinded(Source):
     def embeds_titles(self) -> bool:
         return self.source.embeds_titles
 
-    def score_pairs(self, batch: Batch, rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
-        return self.source.score_pairs(batch, rows, cols)
+    def score_pairs(self, batch: Batch, rows: np.ndarray, cols: np.ndarray,
+                    proxy: np.ndarray | None = None) -> np.ndarray:
+        """The source's pair features, none for a withheld subject's pairs (NaN): what
+        it knows of a subject it learned from the records that carry it."""
+        out = self.source.score_pairs(batch, rows, cols, proxy)
+        hide = np.zeros(len(cols), bool)
+        inside = cols < len(self.withheld)
+        hide[inside] = self.withheld[cols[inside]]
+        out[hide] = np.nan
+        return out
 
     def reasons(self, batch: Batch, r: int, positions: Sequence[int]
                 ) -> dict[int, dict[str, Any]]:

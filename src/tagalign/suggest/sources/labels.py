@@ -30,6 +30,7 @@ from tagalign.suggest.sources.base import (
     NewHeadings,
     Source,
     SourceConfig,
+    anchor_mask,
     ranks_of,
     register_source,
 )
@@ -124,6 +125,41 @@ def _pairs(sims: np.ndarray, pos: np.ndarray) -> tuple[np.ndarray, np.ndarray, n
     return rows[ok], pos.ravel()[ok].astype(np.int64), sims.ravel()[ok]
 
 
+#: `anchor_agreement`: the candidate's label row against its record's anchors' (the
+#: highest and the mean cosine)
+ANCHOR_FEATURES = ["label_anchor_max", "label_anchor_mean"]
+
+
+def anchor_agreement(rows: np.ndarray, is_anchor: np.ndarray, vecs: np.ndarray
+                     ) -> np.ndarray:
+    """(n, 2) `ANCHOR_FEATURES` of pairs grouped by record (``rows`` sorted) with their
+    subjects' label rows ``vecs``: the highest and the mean cosine of each pair's row with
+    those of its record's anchors (``is_anchor``), itself left out (NaN: no other anchor).
+
+    A record at a time, its rows a view of ``vecs`` (grouped, so no copy) against its few
+    anchors' (issue 66: a padded product of all records at once, or a record's rows
+    gathered, read each row two more times and cost 0.40 and 0.37 ms a record)."""
+    n = len(rows)
+    out = np.full((n, len(ANCHOR_FEATURES)), np.nan, np.float32)
+    if n == 0 or not is_anchor.any():
+        return out
+    bounds = np.r_[0, np.flatnonzero(np.diff(rows)) + 1, n]
+    for s, e in zip(bounds[:-1].tolist(), bounds[1:].tolist(), strict=True):
+        own = np.flatnonzero(is_anchor[s:e])
+        if not len(own):
+            continue
+        sims = vecs[s:e] @ vecs[s + own].T  # (the record's pairs, its anchors)
+        count = np.full(e - s, len(own))
+        count[own] -= 1
+        total = sims.sum(axis=1)
+        total[own] -= sims[own, np.arange(len(own))]
+        sims[own, np.arange(len(own))] = -np.inf
+        has = count > 0
+        out[s:e][has, 0] = sims.max(axis=1)[has]
+        out[s:e][has, 1] = total[has] / count[has]
+    return out
+
+
 @dataclass(frozen=True)
 class LabelRetrievalConfig(SourceConfig):
     """The ``top_k`` subjects whose label vectors are nearest a record's, searched in a
@@ -159,6 +195,13 @@ class LabelRetrievalConfig(SourceConfig):
     #: 87 % of the unseen gold that 48 add beyond the text query, in 0.20 ms a record
     #: against 0.56 (2,000 dev records, a 20k model, one thread)
     title_nprobe: Positive | None = None
+    #: the record's strongest candidates (its *anchors*, by `tagalign.suggest.agreement.
+    #: rrf`) each candidate's own row is compared with (``label_anchor_max`` / ``_mean``;
+    #: 0: none). Issue 66: the co-assignment features say whether a candidate goes with
+    #: the record's likely subjects, but only for subjects assigned in training; these say
+    #: it of any heading by its label's meaning, so a new heading among energy anchors
+    #: (``Power-to-Gas``) is told from a stray word match (``schade`` for ``Schäden``)
+    anchors: NonNegative = 10
 
 
 @register_source
@@ -176,6 +219,8 @@ class LabelRetrieval(Source):
 
     def __init__(self, config: LabelRetrievalConfig | None = None, **settings: Any):
         super().__init__(config, **settings)
+        self.pair_features = ["label_cos", *(  # type: ignore[misc]  # by the config
+            ANCHOR_FEATURES if self.config.anchors else [])]
         self.index_: VectorIndex | None = None
         #: subject position of each index row (None: one row per subject, in order)
         self.owner_: np.ndarray | None = None
@@ -315,23 +360,40 @@ class LabelRetrieval(Source):
         return self._own_rows
 
     def score_pairs(self, batch: Batch, rows: np.ndarray, cols: np.ndarray,
-                    chunk: int = 16_384) -> np.ndarray:
+                    proxy: np.ndarray | None = None, chunk: int = 8_192) -> np.ndarray:
         """``label_cos``: the cosine of each pair's record embedding and its subject's own
-        row, read back from the index (no second copy of the vectors), ``chunk`` pairs at a
-        time; NaN for a subject without a row."""
+        row, read back from the index (no second copy of the vectors), about ``chunk``
+        pairs at a time; NaN for a subject without a row. Then, with ``anchors`` and a
+        ``proxy``, `ANCHOR_FEATURES` from the same rows (`anchor_agreement`; NaN without
+        a ``proxy``)."""
         q = self._embeddings(batch)
         own = self.own_rows()
         where = np.full(len(cols), -1, np.int64)
         known = cols < len(own)
         where[known] = own[cols[known]]
-        out = np.full(len(rows), np.nan, np.float32)
+        out = np.full((len(rows), len(self.pair_features)), np.nan, np.float32)
         ok = np.flatnonzero(where >= 0)
+        with_anchors = bool(self.config.anchors) and proxy is not None
+        is_anchor = np.zeros(len(rows), bool)
+        if with_anchors:  # each record's pairs together, its anchors among those with rows
+            ok = ok[np.argsort(rows[ok], kind="stable")]
+            is_anchor[ok] = anchor_mask(rows[ok], proxy[ok], self.config.anchors)
         index = self._trained(self.index_)
-        for start in range(0, len(ok), chunk):
-            sel = ok[start:start + chunk]
+        by_record = rows[ok]  # sorted with anchors
+        start = 0
+        while start < len(ok):
+            end = min(start + chunk, len(ok))
+            if with_anchors and end < len(ok):  # a record's pairs in one block
+                cut = int(np.searchsorted(by_record, by_record[end]))
+                end = cut if cut > start else int(
+                    np.searchsorted(by_record, by_record[start], side="right"))
+            sel = ok[start:end]
             vecs = index.rows(where[sel])
-            out[sel] = np.einsum("ij,ij->i", q[rows[sel]], vecs)
-        return out[:, None]
+            out[sel, 0] = np.einsum("ij,ij->i", q[rows[sel]], vecs)
+            if with_anchors:
+                out[sel, 1:] = anchor_agreement(rows[sel], is_anchor[sel], vecs)
+            start = end
+        return out
 
     def reasons(self, batch: Batch, r: int, positions: Sequence[int]
                 ) -> dict[int, dict[str, Any]]:

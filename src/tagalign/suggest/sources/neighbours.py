@@ -11,7 +11,7 @@ import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import scipy.sparse as sp
@@ -33,7 +33,7 @@ from tagalign.io import (
     save_npy_atomic,
     write_json_atomic,
 )
-from tagalign.params import NonNegativeFloat, Positive
+from tagalign.params import NonNegative, NonNegativeFloat, Positive
 from tagalign.suggest.sources.base import (
     MAX_REASON_ITEMS,
     Batch,
@@ -102,6 +102,12 @@ class VotingConfig(SourceConfig):
     k: Positive = 30
     power: NonNegativeFloat = 2.0
     top_k: Positive = 50
+    #: the subjects at most this many memory records carry get the pair features
+    #: ``{prefix}_subject_max`` / ``_mean`` (`_Voting.score_pairs`; 0: none). Issue 66: a
+    #: heading few records carry is seldom among a record's nearest neighbours though its
+    #: few records may well be near, so its candidates from the other sources (the
+    #: label-reading ones above all) had no neighbour evidence, right or wrong
+    subject_records: NonNegative = 16
 
 
 #: ``search="auto"`` takes the impact search for a memory of this many records or more and
@@ -129,6 +135,10 @@ class TfidfNeighboursConfig(VotingConfig):
     `search_settings`."""
 
     search: str = "auto"
+    #: off here (issue 66): on all of train and dev, the TF-IDF evidence beside the
+    #: embeddings' moved avg R@5..20 by +0.0003 and the unseen recall@20 by +0.0026 (rare
+    #: −0.0001) for 0.35 ms a record, a sixth of the new features' cost
+    subject_records: NonNegative = 0
     prune_df: NonNegativeFloat = 0.05
     #: 20,000 since stop 61 (issue 48): the 1M + 1.5M-heading model tagged all dev 1.17x
     #: faster with it and Omikuji's beam at 5, dev avg R 0.5196 either way
@@ -154,11 +164,77 @@ class EmbeddingNeighboursConfig(VotingConfig):
     index: str = "ivf"
 
 
+#: (pair, memory record) similarities computed at a time (`_Voting.score_pairs`)
+SUBJECT_CHUNK = 16_384
+
+
 class _Voting(Source):
-    """What both neighbour sources share: votes of a `RecordMemory`, and as reasons the
-    neighbours that voted for a subject."""
+    """What both neighbour sources share: votes of a `RecordMemory`, as reasons the
+    neighbours that voted for a subject, and the per-subject evidence of the subjects few
+    memory records carry (`score_pairs`)."""
 
     memory: RecordMemory | None
+    config: VotingConfig
+    #: the feature names' prefix (``tknn``, ``eknn``)
+    prefix: ClassVar[str]
+
+    def __init__(self, config: VotingConfig | None = None, **settings: Any):
+        super().__init__(config, **settings)
+        self.pair_features = (  # type: ignore[misc]  # by the config, not the class
+            [f"{self.prefix}_subject_max", f"{self.prefix}_subject_mean"]
+            if self.config.subject_records else [])
+        #: the memory's labels by subject (CSC) and the label matrix it was made of
+        self._by_subject: tuple[sp.csr_matrix, sp.csc_matrix] | None = None
+
+    def subject_rows(self) -> sp.csc_matrix:
+        """The memory's labels by subject (made once per label matrix: `learn` and a
+        relabelling replace it, `RecordMemory`)."""
+        Y = self._trained(self.memory).Y
+        cached = self._by_subject
+        if cached is None or cached[0] is not Y:
+            cached = (Y, Y.tocsc())
+            self._by_subject = cached
+        return cached[1]
+
+    def score_pairs(self, batch: Batch, rows: np.ndarray, cols: np.ndarray,
+                    proxy: np.ndarray | None = None) -> np.ndarray:
+        """The highest and the mean similarity of the pair's record with the memory
+        records carrying its subject (``{prefix}_subject_max`` / ``_mean``), for the pairs
+        whose subject at least one and at most ``subject_records`` memory records carry
+        (NaN for the others, and where the source cannot compare any of those records:
+        another language's, for TF-IDF). `SUBJECT_CHUNK` similarities at a time.
+
+        Per-subject neighbour evidence for the tail (issue 66): a candidate from any
+        source learns how near the record is to the few records known to carry it."""
+        out = np.full((len(rows), len(self.pair_features)), np.nan, np.float32)
+        if not self.pair_features or not len(rows):
+            return out
+        by_subject = self.subject_rows()
+        counts = np.zeros(len(cols), np.int64)
+        known = cols < by_subject.shape[1]
+        counts[known] = np.diff(by_subject.indptr)[cols[known]]
+        pairs = np.flatnonzero((counts >= 1) & (counts <= self.config.subject_records))
+        step = max(1, SUBJECT_CHUNK // self.config.subject_records)
+        for start in range(0, len(pairs), step):
+            sel = pairs[start:start + step]
+            pos, lens = row_entries(by_subject.indptr, cols[sel])
+            which = np.repeat(np.arange(len(sel)), lens)
+            sims = self.similarities(batch, rows[sel][which], by_subject.indices[pos])
+            seen = ~np.isnan(sims)
+            firsts = np.r_[0, np.cumsum(lens)[:-1]]  # each pair's records, in a run
+            n = np.add.reduceat(seen.astype(np.int64), firsts)
+            top = np.maximum.reduceat(np.where(seen, sims, -np.inf), firsts)
+            total = np.add.reduceat(np.where(seen, sims, 0.0), firsts)
+            has = n > 0
+            out[sel[has], 0] = top[has]
+            out[sel[has], 1] = total[has] / n[has]
+        return out
+
+    def similarities(self, batch: Batch, rows: np.ndarray, memory_rows: np.ndarray
+                     ) -> np.ndarray:
+        """The similarity of each batch record ``rows[i]`` with memory record
+        ``memory_rows[i]`` (NaN: not comparable), as the search measures it."""
+        raise NotImplementedError
 
     def reasons(self, batch: Batch, r: int, positions: Sequence[int]
                 ) -> dict[int, dict[str, Any]]:
@@ -209,6 +285,7 @@ class TfidfNeighbours(_Voting):
     (the ranker learned from that search's neighbours); an ``impact`` index is saved too."""
 
     name = "tfidf_knn"
+    prefix = "tknn"
     features = _names("tknn")
     config_class = TfidfNeighboursConfig
     config: TfidfNeighboursConfig
@@ -218,6 +295,7 @@ class TfidfNeighbours(_Voting):
         self.X_: dict[str, sp.csr_matrix] = {}
         self.rows_: dict[str, np.ndarray] = {}  # memory row of each X_ row
         self._index: dict[str, SparseSearch] = {}
+        self._at: dict[str, tuple[np.ndarray, np.ndarray]] = {}  # `_memory_rows`
         self.memory = None
 
     def fit(self, ctx: FitContext) -> None:
@@ -250,6 +328,39 @@ class TfidfNeighbours(_Voting):
                 nbr[part, :top.shape[1]] = self.rows_[lang][top]
                 sims[part, :top.shape[1]] = topv
         return nbr, sims
+
+    def similarities(self, batch: Batch, rows: np.ndarray, memory_rows: np.ndarray
+                     ) -> np.ndarray:
+        """TF-IDF cosines of the batch's records with memory records of their language
+        (NaN: another language's, as the search never compares them)."""
+        out = np.full(len(rows), np.nan, np.float32)
+        for lang, (idx, Xq) in batch.tfidf.items():
+            if lang not in self.X_:
+                continue
+            at_q = np.full(len(batch), -1, np.int64)
+            at_q[idx] = np.arange(len(idx))
+            at_x = self._memory_rows(lang)
+            q = at_q[rows]
+            x = np.full(len(rows), -1, np.int64)
+            inside = memory_rows < len(at_x)
+            x[inside] = at_x[memory_rows[inside]]
+            ok = np.flatnonzero((q >= 0) & (x >= 0))
+            if len(ok):
+                out[ok] = np.asarray(Xq[q[ok]].multiply(self.X_[lang][x[ok]]).sum(axis=1)
+                                     ).ravel()
+        return out
+
+    def _memory_rows(self, lang: str) -> np.ndarray:
+        """Per memory row, its row in the language's matrix (−1: another language's),
+        made once per row list (`learn` replaces it)."""
+        rows = self.rows_[lang]
+        cached = self._at.get(lang)
+        if cached is None or cached[0] is not rows:
+            at = np.full(int(rows.max(initial=-1)) + 1, -1, np.int64)
+            at[rows] = np.arange(len(rows))
+            cached = (rows, at)
+            self._at[lang] = cached
+        return cached[1]
 
     def _search_index(self, lang: str) -> SparseSearch:
         """The language's search, cached: it only changes on `learn` and `forget`."""
@@ -337,6 +448,7 @@ class EmbeddingNeighbours(_Voting):
     memories of millions of records (hybrid parameter ``ann_index``)."""
 
     name = "emb_knn"
+    prefix = "eknn"
     features = _names("eknn")
     config_class = EmbeddingNeighboursConfig
     fits_on_embeddings = True
@@ -351,6 +463,14 @@ class EmbeddingNeighbours(_Voting):
     def fit(self, ctx: FitContext) -> None:
         self.memory = ctx.memory
         self.index_ = VectorIndex(self.config.index).build(self._embeddings(ctx))
+
+    def similarities(self, batch: Batch, rows: np.ndarray, memory_rows: np.ndarray
+                     ) -> np.ndarray:
+        """Cosines of the batch's records with memory records, their vectors read back
+        from the index (no second copy)."""
+        with self._lock:
+            vecs = self._trained(self.index_).rows(memory_rows)
+        return np.einsum("ij,ij->i", self._embeddings(batch)[rows], vecs)
 
     def neighbours(self, batch: Batch) -> tuple[np.ndarray, np.ndarray]:
         """(n × k) memory rows (−1: none) and cosines of each record's nearest records."""
