@@ -375,8 +375,8 @@ class LabelRetrieval(Source):
         ok = np.flatnonzero(where >= 0)
         with_anchors = bool(self.config.anchors) and proxy is not None
         is_anchor = np.zeros(len(rows), bool)
-        if with_anchors:  # each record's pairs together, its anchors among those with rows
-            ok = ok[np.argsort(rows[ok], kind="stable")]
+        if with_anchors and proxy is not None:  # each record's pairs together, its
+            ok = ok[np.argsort(rows[ok], kind="stable")]  # anchors among those with rows
             is_anchor[ok] = anchor_mask(rows[ok], proxy[ok], self.config.anchors)
         index = self._trained(self.index_)
         by_record = rows[ok]  # sorted with anchors
