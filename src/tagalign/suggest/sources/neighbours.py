@@ -8,6 +8,7 @@ hybrid's bilingual embeddings (across languages).
 from __future__ import annotations
 
 import threading
+from abc import abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -137,7 +138,8 @@ class TfidfNeighboursConfig(VotingConfig):
     search: str = "auto"
     #: off here (issue 66): on all of train and dev, the TF-IDF evidence beside the
     #: embeddings' moved avg R@5..20 by +0.0003 and the unseen recall@20 by +0.0026 (rare
-    #: −0.0001) for 0.35 ms a record, a sixth of the new features' cost
+    #: −0.0001) for 0.35 ms a record, nearly what the embeddings' evidence and the label
+    #: anchors cost together (0.26 + 0.17; `docs/recipes.md`)
     subject_records: NonNegative = 0
     prune_df: NonNegativeFloat = 0.05
     #: 20,000 since stop 61 (issue 48): the 1M + 1.5M-heading model tagged all dev 1.17x
@@ -230,11 +232,11 @@ class _Voting(Source):
             out[sel[has], 1] = total[has] / n[has]
         return out
 
+    @abstractmethod
     def similarities(self, batch: Batch, rows: np.ndarray, memory_rows: np.ndarray
                      ) -> np.ndarray:
         """The similarity of each batch record ``rows[i]`` with memory record
         ``memory_rows[i]`` (NaN: not comparable), as the search measures it."""
-        raise NotImplementedError
 
     def reasons(self, batch: Batch, r: int, positions: Sequence[int]
                 ) -> dict[int, dict[str, Any]]:
