@@ -17,7 +17,7 @@ from tagalign.project import Project
 from tagalign.records import Record
 from tagalign.suggest.sources.base import Batch, FitContext, NewHeadings
 from tagalign.suggest.sources.labels import LabelRetrieval
-from tagalign.suggest.sources.memory import RecordMemory
+from tagalign.suggest.sources.memory import RecordMemory, label_matrix
 from tagalign.suggest.sources.neighbours import EmbeddingNeighbours, TfidfNeighbours
 from tagalign.text import Analyzer
 from tagalign.vocab import Subject, Vocabulary
@@ -75,13 +75,13 @@ def test_label_cos_is_the_records_similarity_to_each_subjects_own_row(tmp_path):
     assert after[2] == pytest.approx(got[2 * len(vocab) + 2, 0], abs=1e-6)  # unchanged
 
 
-def _memory(labels: list[list[int]], n_subjects: int) -> RecordMemory:
-    Y = sp.csr_matrix((np.ones(sum(map(len, labels)), np.float32),
-                       np.concatenate([np.array(ls, np.int64) for ls in labels]),
-                       np.r_[0, np.cumsum([len(ls) for ls in labels])]),
-                      shape=(len(labels), n_subjects))
-    n = len(labels)
-    return RecordMemory([f"m{i}" for i in range(n)], [""] * n, ["de"] * n, Y)
+def _memory(labels: list[list[int]], vocab: Vocabulary, languages: list[str] | None = None
+            ) -> RecordMemory:
+    """A memory of records carrying the subjects at ``labels``' positions (German unless
+    ``languages`` says)."""
+    records = [Record(id=f"m{i}", title="", subjects=[vocab.subjects[j].id for j in ls])
+               for i, ls in enumerate(labels)]
+    return RecordMemory.from_records(records, vocab, languages or ["de"] * len(records))
 
 
 def test_subject_evidence_is_the_records_similarity_to_the_few_records_of_each_subject():
@@ -89,8 +89,8 @@ def test_subject_evidence_is_the_records_similarity_to_the_few_records_of_each_s
     # subject 0: records 0-2; subject 1: record 3; subject 2: records 0-5 (above the cap
     # of 4); subject 3: no record
     labels = [[0, 2], [0, 2], [0, 2], [1, 2], [2], [2]]
-    memory, vectors = _memory(labels, 4), unit(rng, 6)
     vocab = Vocabulary(Subject(f"S-{i}", {"de": f"s{i}"}) for i in range(4))
+    memory, vectors = _memory(labels, vocab), unit(rng, 6)
     src = EmbeddingNeighbours(k=3, index="flat", subject_records=4)
     assert src.pair_features == ["eknn_subject_max", "eknn_subject_mean"]
     src.fit(FitContext(vocab, Analyzer(), memory, Y=memory.Y, embeddings=vectors))
@@ -106,10 +106,9 @@ def test_subject_evidence_is_the_records_similarity_to_the_few_records_of_each_s
         assert got[4 * r + 1] == pytest.approx([sims[r, 3]] * 2, abs=1e-5)
         assert np.isnan(got[4 * r + 2]).all() and np.isnan(got[4 * r + 3]).all()
     # a learned record carrying subject 3: its evidence at once
-    extra = unit(rng, 1)
-    new_rows = memory.append([Record(id="m6", title="")], ["de"],
-                             sp.csr_matrix(([1.0], ([0], [3])), shape=(1, 4)))
-    src.learn(Batch([Record(id="m6", title="")], ["de"], embeddings=extra), new_rows)
+    extra, learned = unit(rng, 1), [Record(id="m6", title="", subjects=["S-3"])]
+    new_rows = memory.append(learned, ["de"], label_matrix(learned, vocab))
+    src.learn(Batch(learned, ["de"], embeddings=extra), new_rows)
     after = src.score_pairs(batch, np.array([0, 1]), np.array([3, 3]))
     assert after[:, 0] == pytest.approx((queries @ extra.T)[:, 0], abs=1e-5)
     # blinded (the simulated tail): a withheld subject has no evidence, the others theirs
@@ -129,10 +128,9 @@ def test_tfidf_subject_evidence_compares_a_record_with_those_of_its_language_onl
         return sp.diags(1 / np.maximum(norms, 1e-9)) @ X
 
     # subject 0: a German record (1) and an English one (4); subject 1: English record 5
-    memory = _memory([[2], [0], [2], [2], [0], [1]], 3)
-    memory.languages = ["de"] * 4 + ["en"] * 2
-    X_de, X_en = rows_of(4), rows_of(2)
     vocab = Vocabulary(Subject(f"S-{i}", {"de": f"s{i}"}) for i in range(3))
+    memory = _memory([[2], [0], [2], [2], [0], [1]], vocab, ["de"] * 4 + ["en"] * 2)
+    X_de, X_en = rows_of(4), rows_of(2)
     src = TfidfNeighbours(k=3, subject_records=4, search="product")  # off by default
     src.fit(FitContext(vocab, Analyzer(), memory, {"de": (np.arange(4), X_de),
                                                     "en": (np.arange(4, 6), X_en)},

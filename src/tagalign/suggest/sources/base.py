@@ -358,13 +358,18 @@ class Blinded(Source):
         self.pair_features = source.pair_features  # type: ignore[misc]
         self.config = source.config
 
+    def hidden(self, cols: np.ndarray) -> np.ndarray:
+        """Whether each subject position of ``cols`` is withheld (one past the mask: not)."""
+        hide = np.zeros(len(cols), bool)
+        inside = cols < len(self.withheld)
+        hide[inside] = self.withheld[cols[inside]]
+        return hide
+
     def candidates(self, batch: Batch) -> Candidates:
         c = self.source.candidates(batch)
         if len(c.cols) == 0:  # none proposed (or features only: `PairFeatures`)
             return c
-        inside = c.cols < len(self.withheld)
-        keep = np.ones(len(c.cols), bool)
-        keep[inside] = ~self.withheld[c.cols[inside]]
+        keep = ~self.hidden(c.cols)
         if keep.all():
             return c
         return dataclasses.replace(c, rows=c.rows[keep], cols=c.cols[keep], feats=c.feats[keep])
@@ -378,10 +383,7 @@ class Blinded(Source):
         """The source's pair features, none for a withheld subject's pairs (NaN): what
         it knows of a subject it learned from the records that carry it."""
         out = self.source.score_pairs(batch, rows, cols, proxy)
-        hide = np.zeros(len(cols), bool)
-        inside = cols < len(self.withheld)
-        hide[inside] = self.withheld[cols[inside]]
-        out[hide] = np.nan
+        out[self.hidden(cols)] = np.nan
         return out
 
     def reasons(self, batch: Batch, r: int, positions: Sequence[int]

@@ -373,11 +373,12 @@ class LabelRetrieval(Source):
         where[known] = own[cols[known]]
         out = np.full((len(rows), len(self.pair_features)), np.nan, np.float32)
         ok = np.flatnonzero(where >= 0)
-        with_anchors = bool(self.config.anchors) and proxy is not None
+        anchor_proxy = proxy if self.config.anchors else None
+        with_anchors = anchor_proxy is not None
         is_anchor = np.zeros(len(rows), bool)
-        if with_anchors and proxy is not None:  # each record's pairs together, its
-            ok = ok[np.argsort(rows[ok], kind="stable")]  # anchors among those with rows
-            is_anchor[ok] = anchor_mask(rows[ok], proxy[ok], self.config.anchors)
+        if anchor_proxy is not None:  # each record's pairs together, its anchors among
+            ok = ok[np.argsort(rows[ok], kind="stable")]  # those with rows
+            is_anchor[ok] = anchor_mask(rows[ok], anchor_proxy[ok], self.config.anchors)
         index = self._trained(self.index_)
         by_record = rows[ok]  # sorted with anchors
         start = 0

@@ -288,7 +288,7 @@ class TfidfNeighbours(_Voting):
 
     name = "tfidf_knn"
     prefix = "tknn"
-    features = _names("tknn")
+    features = _names(prefix)
     config_class = TfidfNeighboursConfig
     config: TfidfNeighboursConfig
 
@@ -378,7 +378,7 @@ class TfidfNeighbours(_Voting):
     def candidates(self, batch: Batch) -> Candidates:
         nbr, sims = self.neighbours(batch)
         cands, _ = vote(nbr, sims, self._trained(self.memory).Y, self.config.power,
-                        self.config.top_k, "tknn")
+                        self.config.top_k, self.prefix)
         batch.evidence[self.name] = (nbr, sims)  # for reasons and `record_neighbours`
         return cands
 
@@ -451,7 +451,7 @@ class EmbeddingNeighbours(_Voting):
 
     name = "emb_knn"
     prefix = "eknn"
-    features = _names("eknn")
+    features = _names(prefix)
     config_class = EmbeddingNeighboursConfig
     fits_on_embeddings = True
     config: EmbeddingNeighboursConfig
@@ -483,7 +483,7 @@ class EmbeddingNeighbours(_Voting):
     def candidates(self, batch: Batch) -> Candidates:
         nbr, sims = self.neighbours(batch)
         cands, _ = vote(nbr, sims, self._trained(self.memory).Y, self.config.power,
-                        self.config.top_k, "eknn")
+                        self.config.top_k, self.prefix)
         batch.evidence[self.name] = (nbr, sims)  # for reasons and `record_neighbours`
         return cands
 
