@@ -203,11 +203,35 @@ def cpu_lock(path: Path | None) -> Iterator[None]:
             fcntl.flock(fh, fcntl.LOCK_UN)
 
 
+def _set_label_index(src, field: str, value: str) -> None:
+    """`set_search` of the label index itself: its lists a query, or the index rebuilt as
+    HNSW (issue 66: does a graph search the headings faster at the same reach?)."""
+    from dataclasses import replace
+
+    from tagalign.index.faiss_index import VectorIndex
+
+    index = src.index_
+    if field == "nprobe":
+        src.config = replace(src.config, nprobe=int(value))
+        index.probe(int(value))
+    elif field == "index":
+        kind, _, m = value.partition(":")
+        if kind != "hnsw":
+            raise SystemExit(f"--set labels.index={value!r}: hnsw or hnsw:M")
+        src.index_ = VectorIndex("hnsw", hnsw_m=int(m or 32)).build(index.vectors())
+    elif index.kind != "hnsw":
+        raise SystemExit("--set labels.ef_search: the label index is not HNSW "
+                         "(set labels.index=hnsw first)")
+    else:
+        index.ef_search = index.index_.hnsw.efSearch = int(value)
+
+
 #: what `set_search` may change: source name → its search settings
 SEARCH_SETTINGS = {"omikuji": ("beam_size",),
                    "tfidf_knn": ("postings", "rescore", "k", "top_k"),
                    "emb_knn": ("nprobe", "k", "top_k"),
-                   "labels": ("title_top_k", "title_nprobe", "top_k"),
+                   "labels": ("title_top_k", "title_nprobe", "top_k", "nprobe", "index",
+                              "ef_search"),
                    "lexical": ("scattered", "scattered_slack", "compounds")}
 #: widths every source of these has in its config: the neighbours searched (``k``) and the
 #: candidates kept (``top_k``)
@@ -229,7 +253,11 @@ def set_search(project, assignments: list[str]) -> None:
     """A/B runs on one saved model: change a hybrid's search settings in memory, after
     loading (``SOURCE.FIELD=VALUE``: ``omikuji.beam_size``, ``tfidf_knn.postings`` and
     ``.rescore`` of an impact search, ``emb_knn.nprobe`` of an IVF index, the label index's
-    ``labels.title_top_k`` and ``.title_nprobe``, the lexical matcher's looser matches as
+    ``labels.title_top_k``, ``.title_nprobe`` and ``.nprobe`` (its inverted lists a query,
+    both queries' unless ``title_nprobe`` is set), ``labels.index=hnsw[:M]`` (the label
+    index rebuilt as HNSW of its own rows, M links a node, default 32; row order kept, so
+    every row still names its subject) and ``labels.ef_search`` (that graph's search
+    width; after ``labels.index``), the lexical matcher's looser matches as
     JSON values: ``lexical.scattered=true``; the neighbours' and the label index's widths,
     `WIDTHS`: ``tfidf_knn.k``, ``emb_knn.top_k``, ``labels.top_k``), so a benchmark
     can time the settings a model was trained with beside others in one run. Not a product
@@ -251,6 +279,9 @@ def set_search(project, assignments: list[str]) -> None:
             continue
         if name == "emb_knn":
             src.index_.nprobe = src.index_.index_.nprobe = int(value)
+            continue
+        if name == "labels" and field in ("nprobe", "index", "ef_search"):
+            _set_label_index(src, field, value)
             continue
         if name == "lexical":
             src.set_matching(**{field: json.loads(value)})

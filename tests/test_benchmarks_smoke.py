@@ -17,6 +17,7 @@ import re
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from tagalign.records.convert import write_jsonl
@@ -184,3 +185,45 @@ def test_the_batch_profile_times_the_title_query(sample_hybrid, sample_case, tmp
     out = capsys.readouterr().out
     assert re.search(r"encoder: titles\s+[\d.]+", out), out
     assert re.search(r"source labels\s+[\d.]+", out), out
+
+
+def test_set_search_rebuilds_the_label_index_as_hnsw_and_sets_its_lists(tmp_path):
+    """``labels.index=hnsw:M`` (issue 66's speed question: a graph over the headings
+    instead of inverted lists) keeps every row and what it names; ``labels.ef_search``
+    needs it; ``labels.nprobe`` sets the lists of both queries."""
+    from types import SimpleNamespace
+
+    from benchmarks._common import set_search
+    from tagalign.encode.static import StaticEmbeddingEncoder
+    from tagalign.records import Record
+    from tagalign.suggest.sources.base import Batch, FitContext
+    from tagalign.suggest.sources.labels import LabelRetrieval
+    from tagalign.text import Analyzer
+    from tagalign.vocab import Subject, Vocabulary
+    from tiny_models import TOPICS, static_model
+
+    encoder = StaticEmbeddingEncoder.load(static_model(tmp_path / "s", dim=32))
+    vocab = Vocabulary(Subject(sid, {"de": label}) for sid, (label, _) in TOPICS.items())
+    src = LabelRetrieval(top_k=3, index="flat", title_top_k=0, anchors=0)
+    src.fit(FitContext(vocab, Analyzer(), encoder=encoder))
+    texts = [text for _, text in TOPICS.values()]
+    batch = Batch([Record(id=str(i), title=t) for i, t in enumerate(texts)],
+                  ["de"] * len(texts), embeddings=encoder.encode(texts))
+    project = SimpleNamespace(recipe=SimpleNamespace(pipeline_=SimpleNamespace(sources=[src])))
+    flat = src.candidates(batch)
+    rows = np.repeat(np.arange(len(texts)), len(vocab))
+    cols = np.tile(np.arange(len(vocab)), len(texts))
+    cos = src.score_pairs(batch, rows, cols)
+    with pytest.raises(SystemExit, match="not HNSW"):
+        set_search(project, ["labels.ef_search=16"])
+    set_search(project, ["labels.nprobe=7"])
+    assert src.config.nprobe == 7 and src.index_.nprobe == 7
+    set_search(project, ["labels.index=hnsw:8", "labels.ef_search=16"])
+    assert src.index_.kind == "hnsw" and src.index_.index_.hnsw.efSearch == 16
+    assert src.index_.index_.hnsw.nb_neighbors(1) == 8  # M links a node above layer 0
+    graph = src.candidates(batch)  # a handful of rows: the graph finds the exact top 3
+    assert np.array_equal(graph.rows, flat.rows) and np.array_equal(graph.cols, flat.cols)
+    assert np.allclose(graph.feats, flat.feats, atol=1e-6, equal_nan=True)
+    assert np.allclose(src.score_pairs(batch, rows, cols), cos, atol=1e-6)
+    with pytest.raises(SystemExit, match="hnsw or hnsw:M"):
+        set_search(project, ["labels.index=ivf"])
