@@ -226,12 +226,13 @@ def _set_label_index(src, field: str, value: str) -> None:
         index.ef_search = index.index_.hnsw.efSearch = int(value)
 
 
+#: the label index's own settings (`_set_label_index`)
+LABEL_INDEX = ("nprobe", "index", "ef_search")
 #: what `set_search` may change: source name → its search settings
 SEARCH_SETTINGS = {"omikuji": ("beam_size",),
                    "tfidf_knn": ("postings", "rescore", "k", "top_k"),
                    "emb_knn": ("nprobe", "k", "top_k"),
-                   "labels": ("title_top_k", "title_nprobe", "top_k", "nprobe", "index",
-                              "ef_search"),
+                   "labels": ("title_top_k", "title_nprobe", "top_k", *LABEL_INDEX),
                    "lexical": ("scattered", "scattered_slack", "compounds")}
 #: widths every source of these has in its config: the neighbours searched (``k``) and the
 #: candidates kept (``top_k``)
@@ -278,9 +279,9 @@ def set_search(project, assignments: list[str]) -> None:
             src.config = replace(src.config, **{field: int(value)})
             continue
         if name == "emb_knn":
-            src.index_.nprobe = src.index_.index_.nprobe = int(value)
+            src.index_.probe(int(value))
             continue
-        if name == "labels" and field in ("nprobe", "index", "ef_search"):
+        if name == "labels" and field in LABEL_INDEX:
             _set_label_index(src, field, value)
             continue
         if name == "lexical":
