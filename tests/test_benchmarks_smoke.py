@@ -145,6 +145,12 @@ ON_FILES = [
      [r"dev: 20 records with gold \(seed 0; ", r"counts on 120 train records",
       r"base\s+unseen 0\.000  rare 0\.000  common 0\.[5-9]\d\d ",
       r"near\+comp .* candidates a record, precision [01]\.\d{4}"]),
+    ("benchmarks.quality.label_alignment", ["--train", "{train}", "--dev", "{dev}", "--vocab",
+                                            "{vocab}", "--simulated-new", "2", "--dropout",
+                                            "0", "0.5"],
+     [r"train 120 records \(seed 0\), 2 subjects withheld",
+      r"raw \(untrained\)\s+unseen", r"label_dropout=0\s+unseen",
+      r"label_dropout=0\.5\s+unseen", r"simulated-new\s+[01]\.\d{4}\s+[01]\.\d{4}"]),
     ("benchmarks.serve.subject_search", ["--vocab", "{vocab}", "--queries", "5"],
      [r"8 subjects; 5 prefixes \(seed 0\)", r"GET …/subjects \(HTTP, localhost\) .*\(n=5\)"]),
 ]

@@ -195,3 +195,26 @@ def test_text_dataset_in_pieces_has_the_rows_and_shuffle_of_one_conversion():
     assert pieces.shuffle(seed=3).to_dict() == whole.shuffle(seed=3).to_dict()
     assert pieces.shuffle(seed=3).to_dict() != pieces.to_dict()
     assert text_dataset(columns).to_dict() == columns  # one piece
+
+
+def test_label_dropout_leaves_out_a_seeded_share_of_subjects_record_label_pairs(records,
+                                                                                   vocab):
+    from tagalign.train.static_model import dropped_subjects, training_pairs
+
+    carried = {s for r in records for s in r.subjects if vocab.get(s) is not None}
+    dropped = dropped_subjects(records, 0.3, 5)
+    assert dropped == dropped_subjects(records, 0.3, 5)  # seeded
+    assert dropped != dropped_subjects(records, 0.3, 6)
+    assert dropped_subjects(records, 0.0, 5) == frozenset()
+    n_carried = len({s for r in records for s in r.subjects})
+    assert len(dropped) == round(0.3 * n_carried)
+    full = training_pairs(records, vocab, 5, label_dropout=0.0)
+    cut = training_pairs(records, vocab, 5, label_dropout=0.3)
+    # the record ↔ label pairs: exactly those of the subjects not dropped, in the same order
+    kept = [(r.text, vocab.get(s).label("de")) for r in records for s in r.subjects
+            if vocab.get(s) is not None and s not in dropped]
+    assert list(zip(cut[0][:cut[2]], cut[1][:cut[2]], strict=True)) == kept
+    assert 0 < cut[2] < full[2]
+    assert len(kept) < sum(s in carried for r in records for s in r.subjects)
+    # the other pairs (records sharing a subject, English ↔ German labels) are unchanged
+    assert cut[0][cut[2]:] == full[0][full[2]:] and cut[1][cut[2]:] == full[1][full[2]:]

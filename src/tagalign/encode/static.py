@@ -18,7 +18,7 @@ import numpy as np
 
 from tagalign.encode.base import Encoder, Kind, normalise, register_encoder
 from tagalign.encode.transformer import STEncoder
-from tagalign.params import NonNegative, PartConfig, Positive, PositiveFloat
+from tagalign.params import Fraction, NonNegative, PartConfig, Positive, PositiveFloat
 
 
 @dataclass(frozen=True)
@@ -30,8 +30,10 @@ class StaticEncoderConfig(PartConfig):
     pairs too; ``hard_negatives``: mined hard negatives per pair after the first epoch
     (0: in-batch only); ``max_records``: the training records it learns from at most (a
     seeded sample of them when there are more: its cost grows with them, its vocabulary
-    and quality hardly past 100,000, docs/scaling.md; None: all); ``seed``: every random
-    choice."""
+    and quality hardly past 100,000, docs/scaling.md; None: all); ``label_dropout``: the
+    share of the records' subjects (drawn with ``seed``) whose record ↔ label pairs are
+    left out, so their label rows are made as an unseen heading's are (issue 66: label-side
+    dropout, `tagalign.train.static_model.training_pairs`); ``seed``: every random choice."""
 
     dim: Positive = 384
     vocab_size: Positive = 40_000
@@ -41,6 +43,7 @@ class StaticEncoderConfig(PartConfig):
     label_pairs: bool = True
     hard_negatives: NonNegative = 1
     max_records: Positive | None = 100_000
+    label_dropout: Fraction = 0.0
     seed: NonNegative = 13
 
     kind: ClassVar[str] = "encoder config"

@@ -75,6 +75,7 @@ FLAT_NAMES: dict[str, tuple[str, ...]] = {
     "embed_label_pairs": ("encoder.label_pairs",),
     "embed_hard_negatives": ("encoder.hard_negatives",),
     "embed_max_records": ("encoder.max_records",),
+    "embed_label_dropout": ("encoder.label_dropout",),
     "ranker_rounds": ("ranker.num_rounds",),
     "ranker_tail_simulation": ("ranker.tail_simulation",),
     "ranker_tail_max_count": ("ranker.tail_max_count",),

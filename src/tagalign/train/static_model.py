@@ -112,12 +112,27 @@ def train_tokenizer(texts: Sequence[str], vocab_size: int, *, min_frequency: int
     return tok
 
 
+def dropped_subjects(records: Sequence[Record], share: float, seed: int) -> frozenset[str]:
+    """A seeded ``share`` of the distinct subjects ``records`` carry (sorted ids, drawn with
+    their own generator: the other pairs are those made without dropout)."""
+    if share <= 0:
+        return frozenset()
+    carried = sorted({sid for r in records for sid in r.subjects})
+    rng = np.random.default_rng([seed, 66])
+    n = round(share * len(carried))
+    return frozenset(carried[i] for i in rng.choice(len(carried), n, replace=False).tolist())
+
+
 def training_pairs(records: Sequence[Record], vocab: Vocabulary, seed: int = 13,
-                   max_record_pairs: int = 50_000, label_pairs: bool = True
-                   ) -> tuple[list[str], list[str], int]:
+                   max_record_pairs: int = 50_000, label_pairs: bool = True,
+                   label_dropout: float = 0.0) -> tuple[list[str], list[str], int]:
     """(anchors, positives, n): the pairs of the module docstring, the first ``n`` of them
-    record ↔ label (those get mined hard negatives, `hard_negative_sets`)."""
+    record ↔ label (those get mined hard negatives, `hard_negative_sets`).
+    ``label_dropout``: the record ↔ label pairs of that share of the records' subjects are
+    left out (`dropped_subjects`); their records still pair with each other and their
+    labels with their English ones, as an unseen heading's do."""
     rng = np.random.default_rng(seed)
+    dropped = dropped_subjects(records, label_dropout, seed)
     anchors: list[str] = []
     positives: list[str] = []
     by_subject: dict[str, list[int]] = defaultdict(list)
@@ -127,9 +142,11 @@ def training_pairs(records: Sequence[Record], vocab: Vocabulary, seed: int = 13,
             subj = vocab.get(sid)
             if subj is None:
                 continue
+            by_subject[sid].append(i)
+            if sid in dropped:
+                continue
             anchors.append(text)
             positives.append(subj.label("de"))
-            by_subject[sid].append(i)
     n_record_label = len(anchors)
     # record ↔ record sharing a (rare-ish) subject: rarer subjects are more informative
     pairs = 0
@@ -243,7 +260,8 @@ def train_static_encoder(records: Sequence[Record], vocab: Vocabulary,
     module = StaticEmbedding(tokenizer, embedding_dim=config.dim)
     model = SentenceTransformer(modules=[module], device="cpu")
     anchors, positives, n_pairs = training_pairs(
-        records, vocab, seed, label_pairs=config.label_pairs)
+        records, vocab, seed, label_pairs=config.label_pairs,
+        label_dropout=config.label_dropout)
     data = text_dataset({"anchor": anchors, "positive": positives}).shuffle(seed=seed)
     epochs = float(config.epochs)
     # hard negatives: the first epoch on the pairs, the rest with mined negatives
