@@ -19,8 +19,8 @@ new). The *raw* row is the same encoder's architecture and tokenizer untrained (
 token vectors): what the contrastive training adds. Dev: a seeded ``--limit-dev`` sample,
 its languages printed.
 
-    python -m benchmarks.quality.label_alignment [--limit-train 30000] [--limit-dev 3000] \\
-        [--dropout 0 0.3] [--simulated-new 2000]
+    python -m benchmarks.quality.label_alignment [--limit-train 20000] [--limit-dev 3000] \\
+        [--dropout 0 0.3] [--simulated-new 1000]
 """
 
 from __future__ import annotations
@@ -112,10 +112,10 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     add_data_args(ap)
-    ap.add_argument("--limit-train", type=int, default=30_000)
+    ap.add_argument("--limit-train", type=int, default=20_000)
     ap.add_argument("--limit-dev", type=int, default=3_000)
     ap.add_argument("--seed", type=int, default=0, help="samples and withheld subjects")
-    ap.add_argument("--simulated-new", type=int, default=2_000)
+    ap.add_argument("--simulated-new", type=int, default=1_000)
     ap.add_argument("--dropout", type=float, nargs="+", default=[0.0, 0.3],
                     help="embed_label_dropout values, each trained once (0: today's)")
     ap.add_argument("--no-raw", action="store_true", help="skip the untrained row")
