@@ -228,7 +228,7 @@ def test_the_hybrid_defaults_ranges_and_names_are_derived_from_its_config():
     from tagalign.suggest.sources.neighbours import TfidfNeighboursConfig
     from tagalign.suggest.sources.omikuji import OmikujiConfig
 
-    assert list(HybridRecipe.defaults) == list(FLAT_NAMES) and len(FLAT_NAMES) == 58
+    assert list(HybridRecipe.defaults) == list(FLAT_NAMES) and len(FLAT_NAMES) == 59
     assert HybridRecipe.defaults == HybridConfig().to_params()
     assert (RankerConfig().num_rounds, OmikujiConfig().n_trees, OmikujiConfig().max_records,
             TfidfNeighboursConfig().prune_df, LabelMatcherConfig().cross_language,
