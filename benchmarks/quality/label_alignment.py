@@ -38,6 +38,7 @@ from benchmarks._common import add_data_args, seeded_sample
 from benchmarks.quality.tail import choose_withheld, strip
 from tagalign.encode.static import StaticEncoderConfig
 from tagalign.evaluate.frequency import frequency_report, subject_counts, subject_recall
+from tagalign.index import VectorIndex
 from tagalign.records import Record, read_records
 from tagalign.suggest.sources.labels import subject_rows
 from tagalign.vocab import Vocabulary, load_vocabulary
@@ -45,39 +46,26 @@ from tagalign.vocab import Vocabulary, load_vocabulary
 KS = (5, 10, 20)
 
 
-def label_rankings(encoder, vocab: Vocabulary, dev: list[Record], depth: int = 20,
-                   chunk: int = 512) -> dict[str, list[str]]:
-    """Each dev record's ``depth`` subjects whose label rows are nearest its text (exact
-    inner product over every subject)."""
-    depth = min(depth, len(vocab))
-    rows = subject_rows(vocab, encoder)
-    labels = np.asarray(rows[np.arange(len(vocab))], np.float32)
-    queries = np.asarray(encoder.encode([r.text for r in dev]), np.float32)
-    out: dict[str, list[str]] = {}
-    for start in range(0, len(dev), chunk):
-        sims = queries[start:start + chunk] @ labels.T
-        top = np.argpartition(-sims, depth - 1, axis=1)[:, :depth]
-        order = np.take_along_axis(sims, top, 1).argsort(axis=1)[:, ::-1]
-        for rec, idx in zip(dev[start:start + chunk], np.take_along_axis(top, order, 1),
-                            strict=True):
-            out[rec.id] = [vocab.subjects[i].id for i in idx.tolist()]
-    return out
+def label_rankings(encoder, vocab: Vocabulary, dev: list[Record], depth: int = 20
+                   ) -> dict[str, list[str]]:
+    """Each dev record's ``depth`` subjects whose label rows are nearest its text (an exact
+    index of every subject's row)."""
+    index = VectorIndex("flat").build(subject_rows(vocab, encoder))
+    _, hits = index.search(encoder.encode([r.text for r in dev]), depth)
+    return {rec.id: [vocab.subjects[i].id for i in row.tolist() if i >= 0]
+            for rec, row in zip(dev, hits, strict=True)}
 
 
 def raw_encoder(train: list[Record], vocab: Vocabulary, config: StaticEncoderConfig):
     """The encoder's tokenizer and architecture with untrained (random) token vectors."""
     import torch
     from sentence_transformers import SentenceTransformer
-    from sentence_transformers.sentence_transformer.modules import StaticEmbedding
 
     from tagalign.encode.static import StaticEmbeddingEncoder
-    from tagalign.train.static_model import train_tokenizer
+    from tagalign.train.static_model import capped, untrained_module
 
     torch.manual_seed(config.seed)
-    texts = [r.text for r in train] + [s.label("de") for s in vocab.subjects]
-    texts += [s.labels["en"] for s in vocab.subjects if "en" in s.labels]
-    module = StaticEmbedding(train_tokenizer(texts, config.vocab_size),
-                             embedding_dim=config.dim)
+    module = untrained_module(capped(train, config.max_records, config.seed), vocab, config)
     return StaticEmbeddingEncoder(SentenceTransformer(modules=[module], device="cpu"))
 
 
@@ -141,20 +129,19 @@ def main() -> None:
           f"{len(dev)} (" + ", ".join(f"{k} {n}" for k, n in langs.most_common()) + f"); "
           f"vocabulary {len(vocab)}")
     base = StaticEncoderConfig()
-    results: dict[str, dict] = {}
-    if not args.no_raw:
-        t = time.perf_counter()
-        enc = raw_encoder(stripped, vocab, base)
-        results["raw (untrained)"] = {**figures(label_rankings(enc, vocab, dev), dev, counts,
-                                                withheld), "seconds": time.perf_counter() - t}
+    encoders = {} if args.no_raw else {"raw (untrained)": lambda: raw_encoder(stripped, vocab,
+                                                                             base)}
     for p in args.dropout:
+        encoders[f"label_dropout={p:g}"] = lambda p=p: train_static_encoder(
+            stripped, vocab, dataclasses.replace(base, label_dropout=p))
+    results: dict[str, dict] = {}
+    for name, make in encoders.items():
         t = time.perf_counter()
-        enc = train_static_encoder(stripped, vocab, dataclasses.replace(base, label_dropout=p))
+        enc = make()
         seconds = time.perf_counter() - t
-        results[f"label_dropout={p:g}"] = {
-            **figures(label_rankings(enc, vocab, dev), dev, counts, withheld),
-            "seconds": seconds}
-        print_table({f"label_dropout={p:g}": results[f"label_dropout={p:g}"]})
+        results[name] = {**figures(label_rankings(enc, vocab, dev), dev, counts, withheld),
+                         "seconds": seconds}
+        print_table({name: results[name]})  # as it goes; all of them again at the end
     print_table(results)
     if args.json:
         args.json.write_text(json.dumps(results, indent=1))

@@ -227,6 +227,20 @@ def capped(records: Sequence[Record], limit: int | None, seed: int) -> Sequence[
     return [records[i] for i in keep]
 
 
+def untrained_module(records: Sequence[Record], vocab: Vocabulary,
+                     config: StaticEncoderConfig) -> Any:
+    """The encoder's `StaticEmbedding` before training: a tokenizer of ``vocab_size``
+    tokens trained on the records' texts and every German and English label, and ``dim``
+    random dimensions a token (torch's generator: seed it first)."""
+    from sentence_transformers.sentence_transformer.modules import StaticEmbedding
+
+    label_texts = [s.label("de") for s in vocab.subjects]
+    label_texts += [s.labels["en"] for s in vocab.subjects if "en" in s.labels]
+    tokenizer = train_tokenizer([r.text for r in records] + label_texts,
+                                config.vocab_size)
+    return StaticEmbedding(tokenizer, embedding_dim=config.dim)
+
+
 def train_static_encoder(records: Sequence[Record], vocab: Vocabulary,
                          config: StaticEncoderConfig, token_cache: bool = True,
                          threads: int = 0) -> StaticEmbeddingEncoder:
@@ -241,7 +255,6 @@ def train_static_encoder(records: Sequence[Record], vocab: Vocabulary,
         SentenceTransformerTrainingArguments,
     )
     from sentence_transformers.sentence_transformer.losses import MultipleNegativesRankingLoss
-    from sentence_transformers.sentence_transformer.modules import StaticEmbedding
     from sentence_transformers.sentence_transformer.training_args import (
         BatchSamplers,
         MultiDatasetBatchSamplers,
@@ -253,11 +266,7 @@ def train_static_encoder(records: Sequence[Record], vocab: Vocabulary,
     if threads:
         torch.set_num_threads(threads)
     records = capped(records, config.max_records, seed)
-    label_texts = [s.label("de") for s in vocab.subjects]
-    label_texts += [s.labels["en"] for s in vocab.subjects if "en" in s.labels]
-    tokenizer = train_tokenizer([r.text for r in records] + label_texts,
-                                config.vocab_size)
-    module = StaticEmbedding(tokenizer, embedding_dim=config.dim)
+    module = untrained_module(records, vocab, config)
     model = SentenceTransformer(modules=[module], device="cpu")
     anchors, positives, n_pairs = training_pairs(
         records, vocab, seed, label_pairs=config.label_pairs,
